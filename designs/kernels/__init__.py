@@ -1,0 +1,1 @@
+"""Hardware kernels: one module per kernel (later issues)."""

@@ -1,0 +1,1 @@
+"""rlhls.flow — see DESIGN.md."""

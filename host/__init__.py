@@ -1,0 +1,1 @@
+"""rlhls.host — see DESIGN.md."""

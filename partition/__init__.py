@@ -1,0 +1,1 @@
+"""rlhls.partition — see DESIGN.md."""
