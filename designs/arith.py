@@ -1,0 +1,297 @@
+"""Layer arithmetic bit-exact with the C++ a kernel runs: dense (matrix product) and conv2d.
+
+Semantics of ``dense(x, w, b, in_fmt=A, w_fmt=Wf, acc_fmt=B, out_fmt=C)`` (hls4ml's
+dense_latency: product cast to accum_t, bias as the initial accumulator, result cast to res_t)::
+
+    x <- A(x);  w, b <- Wf(w), Wf(b)          (Wf defaults to A)
+    acc[n, m] = B(b[m])                       (0 without bias)
+    for k in 0..K-1:  acc = B(acc + B(x[n, k] * w[k, m]))
+    y = C(acc)                                (acc itself when C is None)
+
+where B(.) / C(.) are exact ap_fixed assignments (quantization, then overflow) or IEEE
+round-to-nearest-even. Supported combinations: every format None (plain float64
+``x @ w + b``); ``acc_fmt=None`` (inputs quantized, float64 product, optional output cast);
+fixed A, Wf, B (and fixed or no C); float A, Wf, B (and float or no C). Anything else raises
+RlhlsError naming the combination. ``conv2d`` is im2col + dense: NCHW input, OIHW weights,
+valid padding, reduction index in C order (c, kh, kw).
+
+How it is computed (exactness first, then speed):
+
+* Fixed point works on int64 mantissas. If the bias and every product cast are exact
+  (F_acc >= F_in + F_w) and a bound on every partial sum (sum over k of max|x| * max|w|)
+  shows no overflow and stays below 2**53, the whole product is one float64 BLAS matmul of the
+  mantissas: every partial sum is an integer below 2**53, so any summation order is exact.
+  Otherwise products are formed in int64 (or in Python ints when max|x| * max|w| >= 2**63),
+  cast to the accumulator in chunks of k, and summed with a plain int64 sum when the running
+  bound shows the chunk cannot overflow, else one k at a time with an exact add-and-cast
+  (carry-out of int64 detected, so a 64-bit accumulator is exact too).
+* Floats: the product of two inputs is exact in float64 when M_in + M_w + 2 <= 53, and each
+  float64 sum of two accumulator values rounded once to the accumulator is correctly rounded
+  when 2 * (M_acc + 1) + 2 <= 53 (fp32, fp16, bf16 all qualify), so
+  acc = round_acc(acc + round_acc(x * w)) equals the C++ float arithmetic. With an fp32
+  accumulator this is numpy float32 arithmetic (hardware RNE, one k step at a time).
+
+Why our own int64 / BLAS path and not APyTypes: measured with ``benchmarks/bench_arith.py``
+(numpy 2.4, APyTypes 0.5.1 with APyFixedAccumulatorContext, 2 CPUs, input fixed<16,6,RND,SAT>,
+best of 3, same run):
+
+    layer N x K x M   accumulator                     ours      APyTypes
+    256 x 512 x 256   exact (BLAS path)                7 ms      436 ms   (62x)
+    256 x 512 x 256   products rounded                256 ms     458 ms   (1.8x)
+    256 x 512 x 256   may saturate (per-k cast)       354 ms     477 ms   (1.35x)
+     64 x 256 x 256   exact / rounded / saturating   1.6/36/53  56/59/58 ms
+     64 x  64 x  64   exact / rounded / saturating   0.4/5.3/8.9  4.6/3.9/3.7 ms
+
+Only tiny layers with rounding are faster in APyTypes (our per-k Python loop overhead). More
+decisive: once a partial sum saturates, APyTypes' accumulator context does not give ap_fixed's
+``acc += p`` results (the benchmark's "same" column turns False there; ours equal the C++ in
+tests/test_arith.py), and APyTypes has no SAT_ZERO / SAT_SYM at all.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import RlhlsError
+from .formats import FP32, FixedFormat, FloatFormat, NumericFormat, parse_format
+
+__all__ = ["dense", "conv2d", "im2col", "col2im"]
+
+_CHUNK_ELEMS = 1 << 20  # products cast at once (bounds temporary memory to tens of MB)
+
+
+def _fmt(f, name) -> NumericFormat | None:
+    if f is None or isinstance(f, NumericFormat):
+        return f
+    if isinstance(f, str):
+        return parse_format(f)
+    raise RlhlsError(f"dense: {name} must be a format or its text, got {f!r}")
+
+
+def dense(x, w, b=None, *, in_fmt=None, w_fmt=None, acc_fmt=None, out_fmt=None,
+          return_overflow=False):
+    """y = x @ w + b in the given formats (see the module docstring).
+
+    x (N, K), w (K, M), b (M,) or None -> y (N, M) float64. With return_overflow=True also
+    returns {'input', 'product', 'accumulator', 'output'} overflow counts.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    w = np.asarray(w, dtype=np.float64)
+    if x.ndim != 2 or w.ndim != 2 or x.shape[1] != w.shape[0]:
+        raise RlhlsError(f"dense: shapes x {x.shape} and w {w.shape} do not chain "
+                         "(expected x (N, K) and w (K, M))")
+    if b is not None:
+        b = np.asarray(b, dtype=np.float64)
+        if b.shape != (w.shape[1],):
+            raise RlhlsError(f"dense: bias shape {b.shape} does not match w {w.shape} "
+                             f"(expected ({w.shape[1]},))")
+    fi, fw, fa, fo = (_fmt(in_fmt, "in_fmt"), _fmt(w_fmt, "w_fmt"), _fmt(acc_fmt, "acc_fmt"),
+                      _fmt(out_fmt, "out_fmt"))
+    fw = fw if fw is not None else fi
+    ovf = {"input": 0, "product": 0, "accumulator": 0, "output": 0}
+
+    if fa is None:
+        xq, wq, bq = x, w, b
+        if fi is not None:
+            xq, ovf["input"] = fi.quantize(x, return_overflow=True)
+        if fw is not None:
+            wq, n = fw.quantize(w, return_overflow=True)
+            ovf["input"] += n
+            if b is not None:
+                bq, n = fw.quantize(b, return_overflow=True)
+                ovf["input"] += n
+        y = xq @ wq
+        if bq is not None:
+            y = y + bq
+        if fo is not None:
+            y, ovf["output"] = fo.quantize(y, return_overflow=True)
+    elif (isinstance(fa, FixedFormat) and isinstance(fi, FixedFormat)
+          and isinstance(fw, FixedFormat) and (fo is None or isinstance(fo, FixedFormat))):
+        y = _dense_fixed(x, w, b, fi, fw, fa, fo, ovf)
+    elif (isinstance(fa, FloatFormat) and isinstance(fi, FloatFormat)
+          and isinstance(fw, FloatFormat) and (fo is None or isinstance(fo, FloatFormat))):
+        y = _dense_float(x, w, b, fi, fw, fa, fo, ovf)
+    else:
+        raise RlhlsError(
+            f"dense: unsupported format combination in={fi} w={fw} acc={fa} out={fo} "
+            "(expected all fixed, all float, or acc_fmt=None)")
+    return (y, ovf) if return_overflow else y
+
+
+# ----------------------------------------------------------------------------- fixed point
+
+def _maxabs(m) -> int:
+    if m.size == 0:
+        return 0
+    return max(abs(int(m.max())), abs(int(m.min())))
+
+
+def _colmaxabs(m, axis):
+    """max |m| along axis as Python ints (int64 abs would overflow at -2**63)."""
+    if m.size == 0:
+        return [0] * m.shape[1 - axis]
+    return [max(abs(a), abs(c)) for a, c in zip(m.max(axis=axis).tolist(), m.min(axis=axis).tolist())]
+
+
+def _add_cast(fa: FixedFormat, a, b):
+    """fa(a + b) for int64 mantissas with the same LSB, exact even when a + b leaves int64."""
+    s = a + b  # wraps mod 2**64: still the right low bits
+    carry = ((a ^ s) & (b ^ s)) < 0  # signed overflow of the int64 add
+    return fa._finish(s, carry if carry.any() else None, a < 0)
+
+
+def _dense_fixed(x, w, b, fi, fw, fa, fo, ovf):
+    xm, n1 = fi.quantize_mantissa(x, return_overflow=True)
+    wm, n2 = fw.quantize_mantissa(w, return_overflow=True)
+    ovf["input"] = n1 + n2
+    N, K = xm.shape
+    M = wm.shape[1]
+    fp = fi.frac_bits + fw.frac_bits  # LSB of the exact product
+    acc = np.zeros((N, M), dtype=np.int64)
+    if b is not None:
+        bm, n3 = fw.quantize_mantissa(b, return_overflow=True)
+        ovf["input"] += n3
+        bacc, ovf["accumulator"] = fa.cast_mantissa(bm, fw.frac_bits)
+        acc += bacc[None, :]
+
+    # Exact bound (Python ints) on |any partial sum of products| in product LSBs.
+    colmax = _colmaxabs(xm, axis=0)
+    rowmax = _colmaxabs(wm, axis=1)
+    bound = sum(a * c for a, c in zip(colmax, rowmax))
+    shift = fa.frac_bits - fp
+    unsigned_ok = fa.signed or (xm.min(initial=0) >= 0 and wm.min(initial=0) >= 0)
+    if (shift >= 0 and bound < 2**53 and unsigned_ok
+            and (bound << shift) + _maxabs(acc) <= fa.max_mantissa):
+        # Every product cast and partial sum is exact and in range: one BLAS matmul.
+        prod = (xm.astype(np.float64) @ wm.astype(np.float64)).astype(np.int64)
+        acc = acc + np.left_shift(prod, shift)
+    else:
+        wide = _maxabs(xm) * _maxabs(wm) >= 2**63
+        xk = xm.astype(object) if wide else xm
+        wk = wm.astype(object) if wide else wm
+        kc = max(1, _CHUNK_ELEMS // max(1, N * M))
+        for k0 in range(0, K, kc):
+            k1 = min(K, k0 + kc)
+            p = xk[:, k0:k1, None] * wk[None, k0:k1, :]  # (N, kc, M) exact products
+            pc, n = fa.cast_mantissa(p, fp)
+            ovf["product"] += n
+            # Running bound: the chunk cannot overflow the accumulator -> plain int64 sum.
+            step = sum(_maxabs(pc[:, j, :]) for j in range(k1 - k0))
+            if _maxabs(acc) + step <= fa.max_mantissa:
+                acc = acc + pc.sum(axis=1)
+            else:
+                for j in range(k1 - k0):
+                    acc, n = _add_cast(fa, acc, pc[:, j, :])
+                    ovf["accumulator"] += n
+    if fo is None:
+        return fa.from_mantissa(acc)
+    ym, ovf["output"] = fo.cast_mantissa(acc, fa.frac_bits)
+    return fo.from_mantissa(ym)
+
+
+# ----------------------------------------------------------------------------- floats
+
+def _dense_float(x, w, b, fi, fw, fa, fo, ovf):
+    if fi.man_bits + fw.man_bits + 2 > 53:
+        raise RlhlsError(f"dense: inputs {fi} x {fw} products are not exact in float64 "
+                         "(need M_in + M_w + 2 <= 53)")
+    if 2 * (fa.man_bits + 1) + 2 > 53:
+        raise RlhlsError(f"dense: accumulator {fa} is too wide for one-rounding float64 "
+                         "emulation (need M_acc <= 24)")
+    xq, n1 = fi.quantize(x, return_overflow=True)
+    wq, n2 = fw.quantize(w, return_overflow=True)
+    ovf["input"] = n1 + n2
+    N, K = xq.shape
+    M = wq.shape[1]
+    fits32 = all(f.exp_bits <= 8 and f.man_bits <= 23 for f in (fi, fw))
+    if fa == FP32 and fits32:
+        # float32 numpy ops are IEEE binary32 RNE: exactly the C++ float arithmetic.
+        x32, w32 = xq.astype(np.float32), wq.astype(np.float32)
+        acc = np.zeros((N, M), dtype=np.float32)
+        if b is not None:
+            bq, n3 = fw.quantize(b, return_overflow=True)
+            ovf["input"] += n3
+            acc += bq.astype(np.float32)[None, :]
+        with np.errstate(over="ignore", invalid="ignore"):
+            for k in range(K):
+                acc = acc + x32[:, k, None] * w32[None, k, :]
+        acc = acc.astype(np.float64)
+    else:
+        acc = np.zeros((N, M))
+        if b is not None:
+            bq, n3 = fw.quantize(b, return_overflow=True)
+            ovf["input"] += n3
+            acc = acc + fa.quantize(bq)[None, :]
+        with np.errstate(over="ignore", invalid="ignore"):
+            for k in range(K):
+                p = fa.quantize(xq[:, k, None] * wq[None, k, :])
+                acc = fa.quantize(acc + p)
+    # Accumulator overflow: outputs that became +-Inf although every input was finite.
+    ovf["accumulator"] = int(np.count_nonzero(np.isinf(acc) & np.isfinite(xq).all(axis=1)[:, None]
+                                              & np.isfinite(wq).all(axis=0)[None, :]))
+    if fo is None:
+        return acc
+    y, ovf["output"] = fo.quantize(acc, return_overflow=True)
+    return y
+
+
+# ----------------------------------------------------------------------------- convolution
+
+def _pair(v, name):
+    t = (v, v) if np.isscalar(v) else tuple(v)
+    if len(t) != 2 or any(int(s) != s or s < 1 for s in t):
+        raise RlhlsError(f"conv2d: {name} {v!r} must be a positive int or a pair of them")
+    return int(t[0]), int(t[1])
+
+
+def im2col(x, kh, kw, stride=1) -> np.ndarray:
+    """NCHW x -> (N*OH*OW, C*kh*kw) patches, rows in (n, oh, ow) order, columns in (c, i, j)."""
+    x = np.asarray(x)
+    if x.ndim != 4:
+        raise RlhlsError(f"im2col: x shape {x.shape} is not NCHW")
+    sh, sw = _pair(stride, "stride")
+    N, C, H, W = x.shape
+    if kh > H or kw > W or kh < 1 or kw < 1:
+        raise RlhlsError(f"im2col: kernel {kh}x{kw} does not fit the {H}x{W} input")
+    win = np.lib.stride_tricks.sliding_window_view(x, (kh, kw), axis=(2, 3))[:, :, ::sh, ::sw]
+    OH, OW = win.shape[2], win.shape[3]
+    return np.ascontiguousarray(win.transpose(0, 2, 3, 1, 4, 5)).reshape(N * OH * OW, C * kh * kw)
+
+
+def col2im(cols, x_shape, kh, kw, stride=1) -> np.ndarray:
+    """Adjoint of im2col: scatter-add patches back into an NCHW array (float64 sums in
+    (i, j) order; exact whenever the values and their sums are, e.g. fixed-point gradients)."""
+    N, C, H, W = x_shape
+    sh, sw = _pair(stride, "stride")
+    OH, OW = (H - kh) // sh + 1, (W - kw) // sw + 1
+    cols = np.asarray(cols, dtype=np.float64)
+    if cols.shape != (N * OH * OW, C * kh * kw):
+        raise RlhlsError(f"col2im: cols shape {cols.shape} does not match x {tuple(x_shape)} "
+                         f"with a {kh}x{kw} kernel (expected {(N * OH * OW, C * kh * kw)})")
+    c6 = cols.reshape(N, OH, OW, C, kh, kw).transpose(0, 3, 1, 2, 4, 5)
+    out = np.zeros((N, C, H, W))
+    for i in range(kh):
+        for j in range(kw):
+            out[:, :, i:i + sh * (OH - 1) + 1:sh, j:j + sw * (OW - 1) + 1:sw] += c6[..., i, j]
+    return out
+
+
+def conv2d(x, w, b=None, stride=1, *, in_fmt=None, w_fmt=None, acc_fmt=None, out_fmt=None,
+           return_overflow=False):
+    """Valid 2-D convolution (cross-correlation), NCHW x (N,C,H,W), OIHW w (O,C,KH,KW) ->
+    (N,O,OH,OW); im2col + dense, so the accumulation order is (c, kh, kw)."""
+    x = np.asarray(x, dtype=np.float64)
+    w = np.asarray(w, dtype=np.float64)
+    if x.ndim != 4 or w.ndim != 4 or x.shape[1] != w.shape[1]:
+        raise RlhlsError(f"conv2d: shapes x {x.shape} and w {w.shape} do not match "
+                         "(expected x (N,C,H,W) and w (O,C,KH,KW))")
+    N = x.shape[0]
+    O, C, KH, KW = w.shape
+    sh, sw = _pair(stride, "stride")
+    cols = im2col(x, KH, KW, (sh, sw))
+    OH, OW = (x.shape[2] - KH) // sh + 1, (x.shape[3] - KW) // sw + 1
+    res = dense(cols, w.reshape(O, C * KH * KW).T, b, in_fmt=in_fmt, w_fmt=w_fmt,
+                acc_fmt=acc_fmt, out_fmt=out_fmt, return_overflow=return_overflow)
+    y, ovf = res if return_overflow else (res, None)
+    y = y.reshape(N, OH, OW, O).transpose(0, 3, 1, 2)
+    return (np.ascontiguousarray(y), ovf) if return_overflow else np.ascontiguousarray(y)

@@ -1,0 +1,128 @@
+"""The host C++ toolchain: g++ against the Xilinx ap_types headers that hls4ml ships.
+
+``compile_cpp`` builds an executable (or, with ``flags=("-shared", "-fPIC")``, a shared
+library for ctypes) with ``-O2 -std=c++14 -ffp-contract=off`` (no FMA contraction, so float
+code rounds after every operation as the numpy models do). The result is cached by content:
+the hash covers the compiler, the flags, the sources and every header in the include
+folders, is stored beside the output as ``<output>.sha256``, and a matching hash skips the
+build. The output path (and so the cache folder) is the caller's choice; concurrent callers
+(pytest-xdist workers) are serialised with a lock file. The vendor headers are used in place
+from the installed hls4ml package, never copied.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import importlib.util
+import os
+import shutil
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from rlhls.designs.errors import RlhlsError
+
+BASE_FLAGS = ("-O2", "-std=c++14", "-ffp-contract=off")
+_HEADER_SUFFIXES = {".h", ".hh", ".hpp", ".hxx", ".inc", ".ipp", ".tpp"}
+_version_cache: dict[str, str] = {}
+
+
+def ap_types_include() -> Path:
+    """Folder holding ap_fixed.h inside the installed hls4ml package."""
+    spec = importlib.util.find_spec("hls4ml")  # locate without importing (hls4ml imports are slow)
+    if spec is None or not spec.submodule_search_locations:
+        raise RlhlsError("ap_types headers: the hls4ml package is not installed "
+                         "(pip install hls4ml; it ships templates/vivado/ap_types)")
+    for root in spec.submodule_search_locations:
+        inc = Path(root) / "templates" / "vivado" / "ap_types"
+        if (inc / "ap_fixed.h").is_file():
+            return inc
+    raise RlhlsError(f"ap_types headers: no templates/vivado/ap_types/ap_fixed.h in hls4ml at "
+                     f"{list(spec.submodule_search_locations)}")
+
+
+def find_cxx(name: str = "g++") -> str:
+    """Absolute path of the C++ compiler (g++ on PATH)."""
+    path = shutil.which(name)
+    if path is None:
+        raise RlhlsError(f"C++ compiler: {name!r} not found on PATH (install g++ >= 9)")
+    return path
+
+
+def _cxx_version(cxx: str) -> str:
+    if cxx not in _version_cache:
+        out = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=False)
+        _version_cache[cxx] = out.stdout.splitlines()[0] if out.stdout else cxx
+    return _version_cache[cxx]
+
+
+def _build_hash(cxx, sources, include_dirs, flags) -> str:
+    h = hashlib.sha256()
+    h.update(_cxx_version(cxx).encode())
+    h.update(repr(list(flags)).encode())
+    for src in sources:
+        h.update(b"\0src\0" + src.read_bytes())
+    for inc in include_dirs:
+        h.update(b"\0inc\0" + str(inc).encode())
+        for p in sorted(inc.rglob("*")):
+            if p.suffix in _HEADER_SUFFIXES and p.is_file():
+                h.update(str(p.relative_to(inc)).encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()
+
+
+def compile_cpp(sources, output, include_dirs=(), flags=()) -> Path:
+    """Compile and link ``sources`` into ``output``; rebuilt only when the content hash changes.
+
+    Several sources compile in parallel (one g++ per translation unit, up to the CPU count),
+    then link; a failure raises RlhlsError naming the first error line and a full log file.
+    """
+    sources = [Path(s).resolve() for s in ([sources] if isinstance(sources, (str, Path)) else sources)]
+    include_dirs = [Path(d).resolve() for d in include_dirs]
+    output = Path(output).resolve()
+    for s in sources:
+        if not s.is_file():
+            raise RlhlsError(f"compile_cpp: source {str(s)!r} does not exist")
+    for d in include_dirs:
+        if not d.is_dir():
+            raise RlhlsError(f"compile_cpp: include folder {str(d)!r} does not exist")
+    cxx = find_cxx()
+    all_flags = [*BASE_FLAGS, *flags]
+    digest = _build_hash(cxx, sources, include_dirs, all_flags)
+    stamp = output.with_name(output.name + ".sha256")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with open(output.with_name(output.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another worker may be building the same thing
+        if output.is_file() and stamp.is_file() and stamp.read_text().strip() == digest:
+            return output
+        tmp = output.with_name(f"{output.name}.tmp{os.getpid()}")
+        incs = [f"-I{d}" for d in include_dirs]
+        if len(sources) == 1:
+            _run(cxx, [*all_flags, *incs, str(sources[0]), "-o", str(tmp)], output)
+        else:
+            objdir = output.with_name(f"{output.name}.objs{os.getpid()}")
+            objdir.mkdir(exist_ok=True)
+            objs = [objdir / f"{i}-{s.stem}.o" for i, s in enumerate(sources)]
+            try:
+                with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+                    list(pool.map(lambda so: _run(cxx, [*all_flags, *incs, "-c", str(so[0]),
+                                                       "-o", str(so[1])], output),
+                                  zip(sources, objs)))
+                _run(cxx, [*all_flags, *map(str, objs), "-o", str(tmp)], output)
+            finally:
+                shutil.rmtree(objdir, ignore_errors=True)
+        os.replace(tmp, output)
+        tmp_stamp = stamp.with_name(f"{stamp.name}.tmp{os.getpid()}")
+        tmp_stamp.write_text(digest + "\n")
+        os.replace(tmp_stamp, stamp)
+    return output
+
+
+def _run(cxx, args, output):
+    res = subprocess.run([cxx, *args], capture_output=True, text=True, check=False)
+    if res.returncode != 0:
+        log = output.with_name(output.name + ".log")
+        log.write_text(" ".join([cxx, *args]) + "\n\n" + res.stderr)
+        first = next((ln for ln in res.stderr.splitlines() if "error" in ln), res.stderr[:200])
+        raise RlhlsError(f"compile_cpp: g++ failed building {output.name}: {first.strip()} "
+                         f"(full log: {log})")
