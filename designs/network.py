@@ -1,0 +1,719 @@
+"""The network language: Dense, Conv2d, Flatten and activations, with shapes, seeded
+initialisation, forward and backward in any (storage, accumulator) format pair, FLOP counts
+and ONNX export.
+
+Layout
+------
+- Activations are batched: a Dense layer sees ``(N, features)``, a Conv2d layer sees NCHW
+  ``(N, C, H, W)``. ``Layer.in_shape`` / ``out_shape`` and ``Network.input_shape`` are per
+  sample (no batch axis).
+- Dense ``W`` is ``(in, out)`` so that ``y = x @ W + b``; Conv2d ``W`` is ``(O, C, KH, KW)``
+  (PyTorch / ONNX layout), valid padding, square-or-rectangular kernel, one integer stride.
+  The conv reduction order is ``(c, kh, kw)``, the order of an im2col column.
+- Parameters are float64 masters; a Precision decides how they are *used*.
+
+Formats
+-------
+``precision=None`` is plain float64 numpy (BLAS matmuls, conv as im2col + matmul).
+With ``Precision(storage, acc)`` a layer computes as the hardware would: inputs, weights,
+biases, outputs and gradients are quantized to ``storage``; products and running sums to
+``acc``, in the exact order of ``arith.dense`` (a sequential sum over the reduction axis):
+
+- Dense forward      ``dense(x, W, b, in=storage, w=storage, acc=acc, out=storage)``
+- input gradient     ``dense(dy, W.T, ...)``            (same formats)
+- weight gradient    ``dense(x.T, dy, ...)``            (reduction over the batch)
+- bias gradient      sequential sum of ``dy`` over the batch in ``acc``, stored in ``storage``
+- Conv2d             ``arith.conv2d`` forward; backward through im2col columns with the same
+  three rules; the conv input gradient keeps its column products in ``acc`` and sums the
+  overlapping patches once in ``acc`` before storing.
+- Activations are evaluated in float64 on storage values and the result quantized to
+  ``storage`` (in hardware a LUT or a small float unit; modelled later by kernels).
+
+Storage and accumulator must both be fixed or both be float (what ``arith.dense`` models).
+
+FLOP convention
+---------------
+``flops(batch)`` gives ``{'forward', 'backward_input', 'backward_weight'}``. For Dense and
+Conv2d only multiply-accumulates are counted, one MAC = 2 FLOPs, each phase =
+``2 * batch * macs_per_sample``; bias adds and the col2im overlap sums are not counted.
+Activations count a fixed number of FLOPs per element (``ACT_FLOPS``, forward / backward):
+
+    Identity 0/0   Flatten 0/0   ReLU 1/1 (compare / select)
+    Tanh 4/3       Sigmoid 4/3   Softmax 4/4   (exp ~1, add, divide, ...; see ACT_FLOPS)
+
+Initialisation
+--------------
+``'orthogonal'`` follows CleanRL's ``layer_init``: orthogonal W with a gain (default
+sqrt(2); e.g. 0.01 for a policy head, 1.0 for a value head), bias 0. ``'uniform'`` follows
+PyTorch's default: W and b ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (an explicit gain scales
+W's bound). One ``np.random.default_rng(seed)`` is drawn from layer by layer in order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .arith import col2im, conv2d, dense, im2col
+from .errors import RlhlsError
+from .formats import NumericFormat, parse_format
+
+__all__ = ["Precision", "Layer", "Dense", "Conv2d", "Flatten", "ReLU", "Tanh", "Sigmoid", "Softmax",
+           "Identity", "Network", "ACT_FLOPS", "INITS", "im2col", "col2im"]
+
+INITS = ("orthogonal", "uniform")
+
+# FLOPs per element (forward, backward) of the elementwise layers; see the module docstring.
+ACT_FLOPS = {
+    "Identity": (0, 0),
+    "Flatten": (0, 0),
+    "ReLU": (1, 1),       # max(x, 0); dy * (x > 0)
+    "Tanh": (4, 3),       # exp, add, sub, div; dy * (1 - y*y)
+    "Sigmoid": (4, 3),    # exp, add, div, neg; dy * y * (1 - y)
+    "Softmax": (4, 4),    # sub max, exp, sum, div; y * (dy - sum(dy * y))
+}
+
+
+@dataclass(frozen=True)
+class Precision:
+    """The (storage, accumulator) format pair a layer computes in.
+
+    Either field may be given as format text (e.g. ``Precision('fp16', 'fp32')``).
+    """
+
+    storage: NumericFormat  # inputs, weights, outputs and gradients are stored in this format
+    acc: NumericFormat      # products and sums
+
+    def __post_init__(self):
+        for field in ("storage", "acc"):
+            value = getattr(self, field)
+            if isinstance(value, str):
+                object.__setattr__(self, field, parse_format(value))
+            elif not hasattr(value, "quantize"):
+                raise RlhlsError(f"Precision: {field} is {value!r}, expected a NumericFormat or format text")
+
+
+# ---------------------------------------------------------------------------- layers
+
+
+class Layer:
+    """Base layer. Network names it, infers its shapes and initialises its parameters."""
+
+    kind = "Layer"
+    is_mm = False
+
+    def __init__(self):
+        self.name: str | None = None
+        self.in_shape: tuple | None = None
+        self.out_shape: tuple | None = None
+        self.params: dict[str, np.ndarray] = {}
+        self.grads: dict[str, np.ndarray] = {}
+        self._net = "?"
+        self._cache = None
+
+    # -- set up by Network
+    def _error(self, what: str) -> RlhlsError:
+        return RlhlsError(f"network '{self._net}': layer {self.name}: {what}")
+
+    def _build(self, in_shape: tuple) -> tuple:
+        """Check the parameters against the input shape; return the output shape."""
+        return in_shape
+
+    def _init(self, rng: np.random.Generator, default_init: str) -> None:
+        pass
+
+    # -- sizes
+    @property
+    def n_params(self) -> int:
+        return int(sum(p.size for p in self.params.values()))
+
+    @property
+    def macs_per_sample(self) -> int:
+        return 0
+
+    def flops(self, batch: int) -> dict:
+        fwd, bwd = ACT_FLOPS.get(self.kind, (0, 0))
+        n = int(batch) * math.prod(self.out_shape)
+        return {"forward": fwd * n, "backward_input": bwd * n, "backward_weight": 0}
+
+    def describe(self) -> dict:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "in_shape": self.in_shape,
+            "out_shape": self.out_shape,
+            "params": self.n_params,
+        }
+
+    # -- compute
+    def _check_input(self, x) -> np.ndarray:
+        if self.in_shape is None:
+            raise RlhlsError(f"layer {self.kind}: not part of a Network yet (shapes unknown)")
+        x = np.asarray(x, dtype=np.float64)
+        if x.shape[1:] != self.in_shape:
+            raise self._error(f"input has shape {x.shape}, expected (N, {_dims(self.in_shape)})")
+        return x
+
+    def _check_dy(self, dy) -> np.ndarray:
+        if self._cache is None:
+            raise self._error("backward called before forward")
+        dy = np.asarray(dy, dtype=np.float64)
+        expected = (self._batch,) + self.out_shape
+        if dy.shape != expected:
+            raise self._error(f"output gradient has shape {dy.shape}, expected {expected}")
+        return dy
+
+    def forward(self, x, precision: Precision | None = None) -> np.ndarray:
+        raise NotImplementedError
+
+    def backward(self, dy, precision: Precision | None = None, need_input_grad: bool = True):
+        raise NotImplementedError
+
+    def __repr__(self):
+        return f"{self.kind}({self.name or ''})"
+
+
+def _dims(shape) -> str:
+    return ", ".join(str(d) for d in shape)
+
+
+def _q(fmt, x: np.ndarray) -> np.ndarray:
+    return x if fmt is None else np.asarray(fmt.quantize(x), dtype=np.float64)
+
+
+def _sum_rows(dy: np.ndarray, p: Precision | None) -> np.ndarray:
+    """Sum over axis 0: float64, or sequentially in p.acc (as arith.dense) stored in p.storage."""
+    if p is None:
+        return dy.sum(axis=0)
+    dy = _q(p.storage, dy)
+    acc = np.zeros(dy.shape[1:])
+    for row in dy:
+        acc = _q(p.acc, acc + _q(p.acc, row))
+    return _q(p.storage, acc)
+
+
+def _init_matrix(rng, init: str, rows: int, cols: int, gain: float) -> np.ndarray:
+    """A (rows=fan_out, cols=fan_in) weight matrix, PyTorch's layout, from `init`."""
+    if init == "orthogonal":
+        # torch.nn.init.orthogonal_: QR of a Gaussian, sign-fixed so Q is unique.
+        flat = rng.standard_normal((rows, cols))
+        if rows < cols:
+            flat = flat.T
+        q, r = np.linalg.qr(flat)
+        q *= np.sign(np.diag(r))
+        if rows < cols:
+            q = q.T
+        return gain * q
+    bound = gain / math.sqrt(cols)
+    return rng.uniform(-bound, bound, size=(rows, cols))
+
+
+class _MMLayer(Layer):
+    """Shared parameter handling of Dense and Conv2d."""
+
+    is_mm = True
+
+    def __init__(self, bias: bool, init: str | None, gain: float | None):
+        super().__init__()
+        self.bias = bias
+        self.init = init
+        self.gain = gain
+
+    def _fan(self) -> tuple[int, int]:
+        raise NotImplementedError
+
+    def _check_init(self, default_init: str) -> str:
+        init = self.init or default_init
+        if init not in INITS:
+            raise self._error(f"unknown init '{init}', expected one of {', '.join(INITS)}")
+        if self.gain is not None and not (isinstance(self.gain, (int, float)) and self.gain > 0):
+            raise self._error(f"gain {self.gain!r}, expected a number > 0")
+        return init
+
+    def _init(self, rng, default_init):
+        init = self._check_init(default_init)
+        self._init_used = init
+        default_gain = math.sqrt(2) if init == "orthogonal" else 1.0
+        self._gain_used = gain = float(default_gain if self.gain is None else self.gain)
+        fan_out, fan_in = self._fan()
+        self.params = {"W": self._from_matrix(_init_matrix(rng, init, fan_out, fan_in, gain))}
+        if self.bias:
+            if init == "orthogonal":
+                self.params["b"] = np.zeros(fan_out)
+            else:
+                bound = 1.0 / math.sqrt(fan_in)
+                self.params["b"] = rng.uniform(-bound, bound, size=fan_out)
+        self.grads = {}
+
+    def _from_matrix(self, m: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def flops(self, batch: int) -> dict:
+        f = 2 * int(batch) * self.macs_per_sample
+        return {"forward": f, "backward_input": f, "backward_weight": f}
+
+    def describe(self) -> dict:
+        d = super().describe()
+        d.update(bias=self.bias, init=getattr(self, "_init_used", self.init),
+                 gain=getattr(self, "_gain_used", self.gain))
+        return d
+
+    def _b(self, p: Precision | None):
+        b = self.params.get("b")
+        return b if (b is None or p is None) else _q(p.storage, b)
+
+
+class Dense(_MMLayer):
+    """Fully connected: y = x @ W + b, W (in, out)."""
+
+    kind = "Dense"
+
+    def __init__(self, units: int, bias: bool = True, init: str | None = None, gain: float | None = None):
+        super().__init__(bias, init, gain)
+        self.units = units
+
+    def _build(self, in_shape):
+        if not (isinstance(self.units, (int, np.integer)) and self.units >= 1):
+            raise self._error(f"units {self.units!r}, expected an integer >= 1")
+        if len(in_shape) != 1:
+            raise self._error(f"Dense needs a 1-D input, got ({_dims(in_shape)}): add a Flatten before it")
+        return (int(self.units),)
+
+    def _fan(self):
+        return self.units, self.in_shape[0]
+
+    def _from_matrix(self, m):
+        return np.ascontiguousarray(m.T)
+
+    @property
+    def macs_per_sample(self):
+        return self.in_shape[0] * self.units
+
+    def describe(self):
+        d = super().describe()
+        d["units"] = self.units
+        return d
+
+    def forward(self, x, precision=None):
+        x = self._check_input(x)
+        W, b, p = self.params["W"], self._b(precision), precision
+        if p is None:
+            y = x @ W
+            if b is not None:
+                y += b
+        else:
+            x = _q(p.storage, x)
+            y = dense(x, W, b, in_fmt=p.storage, w_fmt=p.storage, acc_fmt=p.acc, out_fmt=p.storage)
+        self._cache, self._batch = x, x.shape[0]
+        return y
+
+    def backward(self, dy, precision=None, need_input_grad=True):
+        dy = self._check_dy(dy)
+        x, W, p = self._cache, self.params["W"], precision
+        if p is None:
+            self.grads["W"] = x.T @ dy
+            dx = dy @ W.T if need_input_grad else None
+        else:
+            fmts = dict(in_fmt=p.storage, w_fmt=p.storage, acc_fmt=p.acc, out_fmt=p.storage)
+            self.grads["W"] = dense(x.T, dy, **fmts)
+            dx = dense(dy, W.T, **fmts) if need_input_grad else None
+        if self.bias:
+            self.grads["b"] = _sum_rows(dy, p)
+        return dx
+
+
+def _pair(v) -> tuple:
+    return tuple(v) if isinstance(v, (tuple, list)) else (v, v)
+
+
+class Conv2d(_MMLayer):
+    """2-D convolution, NCHW, valid padding: W (O, C, KH, KW)."""
+
+    kind = "Conv2d"
+
+    def __init__(self, out_channels: int, kernel_size, stride: int = 1, bias: bool = True,
+                 init: str | None = None, gain: float | None = None):
+        super().__init__(bias, init, gain)
+        self.out_channels = out_channels
+        self.kernel_size = kernel_size
+        self.stride = stride
+
+    def _build(self, in_shape):
+        o, s = self.out_channels, self.stride
+        if not (isinstance(o, (int, np.integer)) and o >= 1):
+            raise self._error(f"out_channels {o!r}, expected an integer >= 1")
+        k = _pair(self.kernel_size)
+        if len(k) != 2 or not all(isinstance(v, (int, np.integer)) and v >= 1 for v in k):
+            raise self._error(f"kernel_size {self.kernel_size!r}, expected an integer >= 1 or a pair of them")
+        if not (isinstance(s, (int, np.integer)) and s >= 1):
+            raise self._error(f"stride {s!r}, expected an integer >= 1")
+        if len(in_shape) != 3:
+            raise self._error(f"Conv2d needs a 3-D (C, H, W) input, got ({_dims(in_shape)})")
+        c, h, w = in_shape
+        kh, kw = self.kernel = (int(k[0]), int(k[1]))
+        if kh > h or kw > w:
+            raise self._error(f"kernel {kh}x{kw} larger than input {h}x{w}")
+        self.stride = int(s)
+        return (int(o), (h - kh) // s + 1, (w - kw) // s + 1)
+
+    def _fan(self):
+        kh, kw = self.kernel
+        return self.out_channels, self.in_shape[0] * kh * kw
+
+    def _from_matrix(self, m):
+        return np.ascontiguousarray(m.reshape(self.out_channels, self.in_shape[0], *self.kernel))
+
+    @property
+    def macs_per_sample(self):
+        o, oh, ow = self.out_shape
+        return oh * ow * o * self._fan()[1]
+
+    def describe(self):
+        d = super().describe()
+        d.update(out_channels=self.out_channels, kernel=self.kernel, stride=self.stride)
+        return d
+
+    def _w2(self) -> np.ndarray:
+        """W as an im2col weight matrix (C*KH*KW, O)."""
+        return self.params["W"].reshape(self.out_channels, -1).T
+
+    def forward(self, x, precision=None):
+        x = self._check_input(x)
+        p, b, (kh, kw) = precision, self._b(precision), self.kernel
+        if p is None:
+            y = im2col(x, kh, kw, self.stride) @ self._w2()
+            if b is not None:
+                y += b
+            y = y.reshape(x.shape[0], *self.out_shape[1:], self.out_channels).transpose(0, 3, 1, 2)
+            y = np.ascontiguousarray(y)
+        else:
+            x = _q(p.storage, x)
+            y = conv2d(x, self.params["W"], b, self.stride,
+                                in_fmt=p.storage, w_fmt=p.storage, acc_fmt=p.acc, out_fmt=p.storage)
+        self._cache, self._batch = x, x.shape[0]
+        return y
+
+    def backward(self, dy, precision=None, need_input_grad=True):
+        dy = self._check_dy(dy)
+        x, p, (kh, kw) = self._cache, precision, self.kernel
+        cols = im2col(x, kh, kw, self.stride)
+        dy2 = dy.transpose(0, 2, 3, 1).reshape(-1, self.out_channels)  # rows in (n, oh, ow) order
+        w2, dx = self._w2(), None
+        if p is None:
+            dw2 = cols.T @ dy2
+            if need_input_grad:
+                dx = col2im(dy2 @ w2.T, x.shape, kh, kw, self.stride)
+        else:
+            dw2 = dense(cols.T, dy2, in_fmt=p.storage, w_fmt=p.storage, acc_fmt=p.acc, out_fmt=p.storage)
+            if need_input_grad:
+                dcols = dense(dy2, w2.T, in_fmt=p.storage, w_fmt=p.storage, acc_fmt=p.acc, out_fmt=p.acc)
+                dx = _q(p.storage, _q(p.acc, col2im(dcols, x.shape, kh, kw, self.stride)))
+        self.grads["W"] = np.ascontiguousarray(dw2.T.reshape(self.params["W"].shape))
+        if self.bias:
+            self.grads["b"] = _sum_rows(dy2, p)
+        return dx
+
+
+class Flatten(Layer):
+    """(C, H, W) -> (C*H*W,) in C order, as torch.flatten / ONNX Flatten(axis=1)."""
+
+    kind = "Flatten"
+
+    def _build(self, in_shape):
+        return (math.prod(in_shape),)
+
+    def forward(self, x, precision=None):
+        x = self._check_input(x)
+        self._cache, self._batch = True, x.shape[0]
+        return x.reshape(x.shape[0], -1)
+
+    def backward(self, dy, precision=None, need_input_grad=True):
+        dy = self._check_dy(dy)
+        return dy.reshape((self._batch,) + self.in_shape) if need_input_grad else None
+
+
+class _Activation(Layer):
+    """Elementwise (or, for Softmax, per-row) function: f in float64, result stored."""
+
+    def _f(self, x):
+        raise NotImplementedError
+
+    def _df(self, dy, x, y):
+        raise NotImplementedError
+
+    def forward(self, x, precision=None):
+        x = self._check_input(x)
+        s = precision.storage if precision is not None else None
+        x = _q(s, x)
+        y = _q(s, self._f(x))
+        self._cache, self._batch = (x, y), x.shape[0]
+        return y
+
+    def backward(self, dy, precision=None, need_input_grad=True):
+        dy = self._check_dy(dy)
+        if not need_input_grad:
+            return None
+        s = precision.storage if precision is not None else None
+        x, y = self._cache
+        return _q(s, self._df(_q(s, dy), x, y))
+
+
+class Identity(_Activation):
+    kind = "Identity"
+
+    def _f(self, x):
+        return x.copy()
+
+    def _df(self, dy, x, y):
+        return dy.copy()
+
+
+class ReLU(_Activation):
+    kind = "ReLU"
+
+    def _f(self, x):
+        return np.maximum(x, 0.0)
+
+    def _df(self, dy, x, y):
+        return np.where(x > 0, dy, 0.0)
+
+
+class Tanh(_Activation):
+    kind = "Tanh"
+
+    def _f(self, x):
+        return np.tanh(x)
+
+    def _df(self, dy, x, y):
+        return dy * (1.0 - y * y)
+
+
+class Sigmoid(_Activation):
+    kind = "Sigmoid"
+
+    def _f(self, x):
+        # 0.5 * (1 + tanh(x/2)) is the logistic function without exp overflow.
+        return 0.5 * (1.0 + np.tanh(0.5 * x))
+
+    def _df(self, dy, x, y):
+        return dy * y * (1.0 - y)
+
+
+class Softmax(_Activation):
+    """Softmax over the features of a 1-D (per sample) input."""
+
+    kind = "Softmax"
+
+    def _build(self, in_shape):
+        if len(in_shape) != 1:
+            raise self._error(f"Softmax needs a 1-D input, got ({_dims(in_shape)}): add a Flatten before it")
+        return in_shape
+
+    def _f(self, x):
+        e = np.exp(x - x.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+    def _df(self, dy, x, y):
+        return y * (dy - (dy * y).sum(axis=-1, keepdims=True))
+
+
+# ---------------------------------------------------------------------------- network
+
+
+class Network:
+    """A sequential network: shapes inferred, layers named, parameters initialised from `seed`.
+
+    Layers are copied in, so one list of layer specs can build an online and a target network.
+    Names: Dense 'fc1', 'fc2', ...; Conv2d 'conv1', ...; 'flatten'; an activation takes the
+    name of the layer before it plus its kind ('fc1_relu').
+    """
+
+    def __init__(self, name: str, input_shape, layers, *, seed: int = 0, init: str = "orthogonal"):
+        if not isinstance(name, str) or not name:
+            raise RlhlsError(f"network {name!r}: name must be a non-empty string")
+        self.name = name
+        where = f"network '{name}'"
+        try:
+            shape = tuple(int(d) for d in input_shape)
+        except (TypeError, ValueError):
+            raise RlhlsError(f"{where}: input_shape {input_shape!r}, expected (features,) or (C, H, W)") from None
+        if len(shape) not in (1, 3) or min(shape) < 1:
+            raise RlhlsError(f"{where}: input_shape {tuple(input_shape)},"
+                             " expected (features,) or (C, H, W) of sizes >= 1")
+        if init not in INITS:
+            raise RlhlsError(f"{where}: unknown init '{init}', expected one of {', '.join(INITS)}")
+        layers = list(layers)
+        if not layers:
+            raise RlhlsError(f"{where}: no layers")
+        for i, layer in enumerate(layers):
+            if not isinstance(layer, Layer):
+                raise RlhlsError(f"{where}: layer {i} is {layer!r}, expected a Layer (Dense, Conv2d, ...)")
+        self.input_shape = shape
+        self.seed = seed
+        self.init = init
+        self.layers: list[Layer] = [self._adopt(layer) for layer in layers]
+        self._name_layers()
+
+        rng = np.random.default_rng(seed)
+        for layer in self.layers:
+            layer.in_shape = shape
+            shape = layer.out_shape = layer._build(shape)
+            layer._init(rng, init)
+        self.output_shape = shape
+        self._by_name = {layer.name: layer for layer in self.layers}
+
+    def _adopt(self, spec: Layer) -> Layer:
+        layer = copy.copy(spec)
+        layer.params, layer.grads, layer._cache = {}, {}, None
+        layer._net = self.name
+        return layer
+
+    def _name_layers(self):
+        counts, used = {"Dense": 0, "Conv2d": 0}, set()
+        prev = None
+        for layer in self.layers:
+            if layer.kind in counts:
+                counts[layer.kind] += 1
+                base = ("fc" if layer.kind == "Dense" else "conv") + str(counts[layer.kind])
+            elif layer.kind == "Flatten":
+                base = "flatten"
+            else:
+                base = f"{prev}_{layer.kind.lower()}" if prev else layer.kind.lower()
+            name, k = base, 2
+            while name in used:
+                name, k = f"{base}{k}", k + 1
+            used.add(name)
+            layer.name = prev = name
+
+    # -- structure
+    @property
+    def n_params(self) -> int:
+        return sum(layer.n_params for layer in self.layers)
+
+    @property
+    def mm_layers(self) -> list[Layer]:
+        return [layer for layer in self.layers if layer.is_mm]
+
+    def __getitem__(self, name: str) -> Layer:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise RlhlsError(f"network '{self.name}': no layer '{name}'"
+                             f" (layers: {', '.join(self._by_name)})") from None
+
+    def flops(self, batch: int) -> list[tuple[str, dict]]:
+        """Per layer and phase. The first layer's backward_input is counted although
+        Network.backward skips it unless need_input_grad."""
+        return [(layer.name, layer.flops(batch)) for layer in self.layers]
+
+    def describe(self) -> list[dict]:
+        return [layer.describe() for layer in self.layers]
+
+    def summary(self) -> str:
+        lines = []
+        for d in self.describe():
+            extra = ""
+            if d["kind"] == "Dense":
+                extra = f"units={d['units']}"
+            elif d["kind"] == "Conv2d":
+                kh, kw = d["kernel"]
+                extra = f"out_channels={d['out_channels']} kernel={kh}x{kw} stride={d['stride']}"
+            if "init" in d:
+                extra += f" init={d['init']} gain={d['gain']:.4g}" + ("" if d["bias"] else " no-bias")
+            lines.append(f"{d['name']:<16} {d['kind']:<8} {d['in_shape']} -> {d['out_shape']}"
+                         f"  params={d['params']}  {extra}".rstrip())
+        return "\n".join(lines)
+
+    def __repr__(self):
+        return f"Network('{self.name}', {self.input_shape} -> {self.output_shape}, {len(self.layers)} layers)"
+
+    # -- parameters
+    def get_params(self) -> dict[str, np.ndarray]:
+        """Copies of the parameters, keyed 'fc1.W', 'fc1.b', ..."""
+        return {f"{l.name}.{k}": v.copy() for l in self.layers for k, v in l.params.items()}
+
+    def set_params(self, params: dict) -> None:
+        """Set every parameter (same keys and shapes as get_params); values are copied."""
+        own = {f"{l.name}.{k}": (l, k) for l in self.layers for k in l.params}
+        unknown = sorted(set(params) - set(own))
+        missing = sorted(set(own) - set(params))
+        if unknown or missing:
+            raise RlhlsError(f"network '{self.name}': set_params keys do not match"
+                             f" (unknown: {unknown or 'none'}, missing: {missing or 'none'})")
+        new = {}
+        for key, (layer, k) in own.items():
+            v = np.array(params[key], dtype=np.float64)
+            if v.shape != layer.params[k].shape:
+                raise RlhlsError(f"network '{self.name}': layer {layer.name}: {k} has shape {v.shape},"
+                                 f" expected {layer.params[k].shape}")
+            new[key] = v
+        for key, (layer, k) in own.items():
+            layer.params[k] = new[key]
+
+    @property
+    def grads(self) -> dict[str, np.ndarray]:
+        """The last backward's gradients (not copies), keyed like get_params."""
+        return {f"{l.name}.{k}": v for l in self.layers for k, v in l.grads.items()}
+
+    def zero_grads(self) -> None:
+        for layer in self.layers:
+            layer.grads = {k: np.zeros_like(v) for k, v in layer.params.items()}
+
+    # -- compute
+    def _precision_of(self, precision) -> list:
+        if precision is None or isinstance(precision, Precision):
+            return [precision] * len(self.layers)
+        if isinstance(precision, dict):
+            unknown = [k for k in precision if k not in self._by_name]
+            if unknown:
+                raise RlhlsError(f"network '{self.name}': precision given for unknown layer '{unknown[0]}'"
+                                 f" (layers: {', '.join(self._by_name)})")
+            return [precision.get(layer.name) for layer in self.layers]
+        raise RlhlsError(f"network '{self.name}': precision {precision!r}, expected None, a Precision"
+                         " or a dict layer name -> Precision")
+
+    @contextlib.contextmanager
+    def _where(self, layer):
+        """Prefix errors from arith / formats (e.g. an unsupported format pair) with the layer."""
+        try:
+            yield
+        except RlhlsError as e:
+            if str(e).startswith("network "):
+                raise
+            raise RlhlsError(f"network '{self.name}': layer {layer.name}: {e}") from None
+
+    def forward(self, x, precision=None) -> np.ndarray:
+        """x (N, *input_shape) -> y (N, *output_shape). precision: None (float64), a
+        Precision for every layer, or a dict layer name -> Precision (missing: float64)."""
+        x = np.asarray(x, dtype=np.float64)
+        if x.ndim != len(self.input_shape) + 1 or x.shape[1:] != self.input_shape:
+            raise RlhlsError(f"network '{self.name}': input has shape {x.shape},"
+                             f" expected (N, {_dims(self.input_shape)})")
+        for layer, p in zip(self.layers, self._precision_of(precision)):
+            with self._where(layer):
+                x = layer.forward(x, p)
+        return x
+
+    __call__ = forward
+
+    def backward(self, dy, precision=None, need_input_grad: bool = False):
+        """Back-propagate dy (N, *output_shape) through the last forward; stores every
+        layer's grads (summed over the batch, overwriting the previous ones). Returns the
+        input gradient if need_input_grad, else None (and stops below the first MM layer)."""
+        precisions = self._precision_of(precision)
+        mm = [i for i, layer in enumerate(self.layers) if layer.is_mm]
+        stop = 0 if (need_input_grad or not mm) else mm[0]
+        for i in range(len(self.layers) - 1, stop - 1, -1):
+            with self._where(self.layers[i]):
+                dy = self.layers[i].backward(dy, precisions[i], need_input_grad=need_input_grad or i > stop)
+        return dy if need_input_grad else None
+
+    def to_onnx(self, path=None, **kwargs):
+        """Export the forward network; see rlhls.designs.onnx_export.export_onnx."""
+        from .onnx_export import export_onnx
+
+        return export_onnx(self, path, **kwargs)
