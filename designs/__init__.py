@@ -1,0 +1,18 @@
+"""rlhls.designs: *what* to build — numeric formats, the network language, the device catalogue,
+the training graph, and one module per seed design with a registry. Knows nothing of files,
+tools or training loops."""
+
+from .design import Design, KernelSpec, NetSpec
+from .devices import DEVICES, get_device
+from .errors import RlhlsError
+from .formats import BF16, FP16, FP32, FixedFormat, FloatFormat, NumericFormat, UniformFormat, parse_format
+from .graph import TrainingGraph, build_graph
+from .network import (Conv2d, Dense, Flatten, Identity, Network, Precision, ReLU, Sigmoid, Softmax, Tanh)
+from .registry import design_names, get_design
+
+__all__ = [
+    "BF16", "FP16", "FP32", "Conv2d", "DEVICES", "Dense", "Design", "FixedFormat", "Flatten", "FloatFormat",
+    "Identity", "KernelSpec", "NetSpec", "Network", "NumericFormat", "Precision", "ReLU", "RlhlsError", "Sigmoid",
+    "Softmax", "Tanh", "TrainingGraph", "UniformFormat", "build_graph", "design_names", "get_design", "get_device",
+    "parse_format",
+]

@@ -1,0 +1,78 @@
+"""Customised Pearlmutter Propagation (seed 001): TRPO whose Fisher-vector product runs on a
+Stratix-V (Maxeler MAX4) in 27-bit fixed point."""
+
+from __future__ import annotations
+
+from .design import Design, KernelSpec, NetSpec
+from .nets import mlp
+
+SEED = "001_4247f8639c570da7.txt"
+TITLE = "Customised Pearlmutter Propagation: A Hardware Architecture for Trust Region Policy Optimisation"
+
+# §IV-A: Ant-v1 111-64-32-8, Humanoid-v1 376-128-64-17, tanh. Gymnasium v5 observes fewer values
+# (Ant 105, Humanoid 348); the environment adapter pads with zeros so the hardware stays the seed's.
+CASES = {
+    "ant": dict(env="Ant-v5", env_obs=105, obs=111, hidden=(64, 32), act=8, parallelism=[16, 8, 5, 8],
+                table_i={"logic": 133112, "ff": 256505, "dsp": 1377, "bram_m20k": 1846},
+                table_ii={"model_s": 0.158, "cg_fpga_s": 0.192, "fvp_fpga_s": 0.182, "cg_keras_s": 3.976,
+                          "fvp_keras_s": 3.975, "speedup": 20.70},
+                mape_percent=0.007),
+    "humanoid": dict(env="Humanoid-v5", env_obs=348, obs=376, hidden=(128, 64), act=17, parallelism=[48, 4, 8, 2],
+                     table_i={"logic": 140238, "ff": 269357, "dsp": 1368, "bram_m20k": 1888},
+                     table_ii={"model_s": 0.823, "cg_fpga_s": 0.892, "fvp_fpga_s": 0.852, "cg_keras_s": 12.016,
+                               "fvp_keras_s": 12.014, "speedup": 13.47},
+                     mape_percent=0.028),
+}
+
+
+def _design(case: str, c: dict) -> Design:
+    obs, act, hidden = c["obs"], c["act"], c["hidden"]
+    n_policy = obs * hidden[0] + hidden[0] + hidden[0] * hidden[1] + hidden[1] + hidden[1] * act + act + act
+    return Design(
+        name=f"cpp-trpo-{case}",
+        seed_file=SEED,
+        seed_title=TITLE,
+        algorithm="trpo",
+        env_id=c["env"],
+        env_notes=f"Gymnasium MuJoCo {c['env']} observes {c['env_obs']} values; zero-padded to the seed's {obs}",
+        obs_shape=(obs,),
+        action_dim=act,
+        action_space="continuous",
+        networks=(
+            # Gaussian policy: the network gives the mean; log-std is a separate parameter vector (§III-D).
+            NetSpec("policy", "actor", lambda s: mlp("policy", obs, hidden, act, act="tanh", out_gain=0.01, seed=s),
+                    optimizer="none"),
+            NetSpec("value", "critic", lambda s: mlp("value", obs, (64, 64), 1, act="tanh", seed=s)),
+        ),
+        kernels=(
+            KernelSpec("fvp", "PL", "fixed<27,4,RND,SAT>", "fixed<48,16,RND,SAT>",
+                       {"layers": [obs, *hidden, act], "parallelism": c["parallelism"], "blocks": "A-B-A-B"},
+                       "§III-E Fig. 2: odd layers Type A forward / Type B backward, even layers the reverse; Table I parallelism"),
+        ),
+        formats={"storage": "fixed<27,4,RND,SAT>", "acc": "fixed<48,16,RND,SAT>"},
+        device="max4-5sgsd8",
+        clocks_mhz={"PL": 200.0},
+        batch_size=50000,
+        hyperparams={
+            "cg_iters": 10, "cg_damping": 0.1, "max_kl": 0.01, "samples_per_iteration": 50000,
+            "gamma": 0.99, "gae_lambda": 0.97, "value_lr": 1e-3, "value_epochs": 5, "line_search_steps": 10,
+        },
+        seed_figures={
+            "policy_params": n_policy if case == "humanoid" else None,
+            "policy_params_quoted": 57634 if case == "humanoid" else None,
+            "table_i": c["table_i"],
+            "table_ii": c["table_ii"],
+            "fraction_bits": 23, "integer_bits": 4, "mape_percent": c["mape_percent"],
+        },
+        choices=(
+            "fixed<27,4>: rounding and overflow modes are not given; RND and SAT are used (27x27 fits one Stratix-V DSP)",
+            "accumulator fixed<48,16,RND,SAT>: the seed does not give the accumulator width",
+            "value network: the seed accelerates only the FVP; a 64-64 tanh value MLP trained with Adam is used "
+            "(gamma 0.99, lambda 0.97 as the TRPO paper's locomotion runs)",
+            f"observations zero-padded from Gymnasium v5's {c['env_obs']} to the seed's {obs} inputs",
+        ),
+    )
+
+
+def designs():
+    return [_design(case, c) for case, c in CASES.items()]

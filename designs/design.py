@@ -1,0 +1,151 @@
+"""Design: what one RL training accelerator is — algorithm, environment, networks, kernels,
+formats, parallelism and target device — with the seed it comes from.
+
+A design records every figure the seed gives (`seed_figures`) and, where the seed is silent,
+what was chosen instead and why (`choices`). Networks are built on demand from factories so
+that listing designs costs nothing and every build starts from the same seed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .errors import RlhlsError
+from .formats import parse_format
+
+ALGORITHMS = ("dqn", "ddpg", "a2c", "ppo", "trpo")
+OPTIMIZERS = ("sgd", "adam", "rmsprop", "none")
+
+
+@dataclass(frozen=True)
+class NetSpec:
+    """One network of a design.
+
+    `input_from` names another network whose output feeds this one (a shared trunk);
+    `target` says the algorithm keeps a target copy of it (DQN, DDPG).
+    """
+
+    name: str
+    role: str
+    factory: Callable[[int], object]
+    target: bool = False
+    input_from: str | None = None
+    optimizer: str = "adam"
+    extra_inputs: int = 0  # inputs appended to the state, e.g. the action for a DDPG critic
+
+    def build(self, seed: int = 0):
+        return self.factory(seed)
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """A hardware kernel the design instantiates, with its formats and parallelism."""
+
+    name: str
+    unit: str
+    storage: str
+    acc: str
+    params: dict = field(default_factory=dict)
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Design:
+    name: str
+    seed_file: str
+    seed_title: str
+    algorithm: str
+    env_id: str
+    env_notes: str
+    obs_shape: tuple
+    action_dim: int
+    action_space: str  # 'discrete' | 'continuous'
+    networks: tuple[NetSpec, ...]
+    kernels: tuple[KernelSpec, ...]
+    formats: dict  # role -> format text ('storage', 'acc', ...)
+    device: str
+    clocks_mhz: dict  # unit -> clock used by the design
+    batch_size: int
+    hyperparams: dict
+    seed_figures: dict = field(default_factory=dict)
+    choices: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        where = f"design '{self.name}'"
+        if self.algorithm not in ALGORITHMS:
+            raise RlhlsError(f"{where}: unknown algorithm '{self.algorithm}' (expected one of {', '.join(ALGORITHMS)})")
+        if self.batch_size < 1:
+            raise RlhlsError(f"{where}: batch size {self.batch_size} must be >= 1")
+        names = [n.name for n in self.networks]
+        if len(set(names)) != len(names):
+            raise RlhlsError(f"{where}: network names repeat: {names}")
+        for n in self.networks:
+            if n.input_from is not None and n.input_from not in names:
+                raise RlhlsError(f"{where}: network '{n.name}' takes input from unknown network '{n.input_from}'")
+            if n.optimizer not in OPTIMIZERS:
+                raise RlhlsError(f"{where}: network '{n.name}': unknown optimizer '{n.optimizer}'")
+        for role, text in self.formats.items():
+            try:
+                parse_format(text)
+            except RlhlsError as e:
+                raise RlhlsError(f"{where}: format '{role}': {e}") from None
+        for k in self.kernels:
+            for text in (k.storage, k.acc):
+                parse_format(text)
+
+    def net(self, name: str) -> NetSpec:
+        for n in self.networks:
+            if n.name == name:
+                return n
+        raise RlhlsError(f"design '{self.name}' has no network '{name}' (it has {', '.join(n.name for n in self.networks)})")
+
+    def build_networks(self, seed: int = 0) -> dict:
+        return {n.name: n.build(seed + i) for i, n in enumerate(self.networks)}
+
+    @property
+    def storage_format(self):
+        return parse_format(self.formats.get("storage", "fp32"))
+
+    def describe(self, seed: int = 0) -> dict:
+        nets = self.build_networks(seed)
+        return {
+            "name": self.name,
+            "seed_file": self.seed_file,
+            "seed_title": self.seed_title,
+            "algorithm": self.algorithm,
+            "env_id": self.env_id,
+            "env_notes": self.env_notes,
+            "obs_shape": list(self.obs_shape),
+            "action_dim": self.action_dim,
+            "action_space": self.action_space,
+            "batch_size": self.batch_size,
+            "device": self.device,
+            "clocks_mhz": dict(self.clocks_mhz),
+            "formats": {role: str(parse_format(t)) for role, t in self.formats.items()},
+            "networks": [
+                {
+                    "name": spec.name,
+                    "role": spec.role,
+                    "target": spec.target,
+                    "input_from": spec.input_from,
+                    "optimizer": spec.optimizer,
+                    "input_shape": list(nets[spec.name].input_shape),
+                    "n_params": int(nets[spec.name].n_params),
+                    "layers": [_jsonable(d) for d in nets[spec.name].describe()],
+                }
+                for spec in self.networks
+            ],
+            "kernels": [
+                {"name": k.name, "unit": k.unit, "storage": str(parse_format(k.storage)),
+                 "acc": str(parse_format(k.acc)), "params": dict(k.params), "source": k.source}
+                for k in self.kernels
+            ],
+            "hyperparams": dict(self.hyperparams),
+            "seed_figures": dict(self.seed_figures),
+            "choices": list(self.choices),
+        }
+
+
+def _jsonable(d: dict) -> dict:
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in d.items()}

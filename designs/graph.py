@@ -1,0 +1,381 @@
+"""TrainingGraph: the DAG of one training step of a design, at a batch size.
+
+Nodes, per layer of every network (Flatten is a reshape and gets none):
+  `<net>.<layer>.fwd`   forward on the batch
+  `<net>.<layer>.tfwd`  forward through the target copy (DQN, DDPG)
+  `<net>.<layer>.bwd`   backward: input gradient and weight/bias gradients together, as AP-DRL groups
+                        them; the first layer of a network computes no input gradient unless an
+                        upstream network needs it (a shared trunk, DDPG's actor through the critic)
+  `<net>.<layer>.upd`   optimizer step on that layer's parameters
+  `<net>.<layer>.soft`  Polyak update of the target copy (DDPG)
+plus the algorithm's own nodes: `loss` (or `critic_loss`, `actor_loss`, `value_loss`, `surrogate`),
+`gae` (PPO), `returns` (A2C), and for TRPO the Fisher-vector product passes `fvp_fwd` / `fvp_bwd`
+(CPP's combined forward and Pearlmutter backward), `cg` and `linesearch`.
+DDPG's actor update runs the critic again on the actor's actions: those nodes are named
+`critic@pi.<layer>.<phase>`.
+
+Counting convention (documented in the README):
+  * a multiply-accumulate is 2 FLOPs; matrix-multiply nodes count only their MACs (no bias adds);
+    backward = 2x forward MACs (input gradient + weight gradient), less the input gradient of a
+    first layer. With it, DQN-Breakout at batch 1 gives AP-DRL Fig. 8 / Table III: 15 MM nodes,
+    4.10 KFLOPs (fc2 forward) to 10.62 MFLOPs (conv2 backward), 68.21 MFLOPs of MM work (seed: 68.17).
+  * activations count the per-element FLOPs of the network module; optimizer steps count per
+    parameter: SGD 2, RMSprop 9, Adam 12, Polyak 3; GAE 7 per rollout element, n-step returns 3;
+    losses a few per output (see `_LOSS_FLOPS`). TRPO's FVP and CG nodes are multiplied by cg_iters.
+  * bytes of a node: what it reads and writes (activations in and out, parameters, gradients,
+    optimizer state) in the design's storage format; bytes of an edge: the tensor it carries.
+`mm` marks matrix-multiply nodes: only those may go to AIE (AP-DRL §IV-A).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .errors import RlhlsError
+
+OPT_FLOPS = {"sgd": 2, "none": 2, "rmsprop": 9, "adam": 12}
+OPT_STATES = {"sgd": 0, "none": 0, "rmsprop": 1, "adam": 2}
+POLYAK_FLOPS = 3
+GAE_FLOPS = 7
+RETURNS_FLOPS = 3
+CG_FLOPS_PER_PARAM = 10
+
+
+def _loss_flops(algorithm: str, batch: int, outputs: int) -> int:
+    per = {"dqn": 2 * outputs + 8, "ddpg": 8, "a2c": 10 * outputs + 10, "ppo": 10 * outputs + 20,
+           "trpo": 10 * outputs + 10}[algorithm]
+    return batch * per
+
+
+@dataclass
+class Node:
+    name: str
+    layer: str
+    phase: str
+    flops: int
+    bytes: int
+    mm: bool
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "layer": self.layer, "phase": self.phase, "flops": int(self.flops),
+                "bytes": int(self.bytes), "mm": bool(self.mm)}
+
+
+@dataclass
+class Edge:
+    src: str
+    dst: str
+    bytes: int
+
+    def as_dict(self) -> dict:
+        return {"src": self.src, "dst": self.dst, "bytes": int(self.bytes)}
+
+
+@dataclass
+class TrainingGraph:
+    design: str
+    batch: int
+    nodes: list = field(default_factory=list)
+    edges: list = field(default_factory=list)
+
+    def node(self, name: str) -> Node:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(name)
+
+    @property
+    def mm_nodes(self) -> list:
+        return [n for n in self.nodes if n.mm]
+
+    def predecessors(self, name: str) -> list:
+        return [e.src for e in self.edges if e.dst == name]
+
+    def successors(self, name: str) -> list:
+        return [e.dst for e in self.edges if e.src == name]
+
+    def topological_order(self) -> list:
+        indeg = {n.name: 0 for n in self.nodes}
+        out = {n.name: [] for n in self.nodes}
+        for e in self.edges:
+            indeg[e.dst] += 1
+            out[e.src].append(e.dst)
+        ready = [n.name for n in self.nodes if indeg[n.name] == 0]
+        order = []
+        while ready:
+            v = ready.pop(0)
+            order.append(v)
+            for w in out[v]:
+                indeg[w] -= 1
+                if indeg[w] == 0:
+                    ready.append(w)
+        if len(order) != len(self.nodes):
+            raise RlhlsError(f"training graph of '{self.design}' has a cycle")
+        return order
+
+    def to_json(self) -> dict:
+        return {"design": self.design, "batch": self.batch,
+                "nodes": [n.as_dict() for n in self.nodes], "edges": [e.as_dict() for e in self.edges]}
+
+    def edges_csv(self) -> str:
+        lines = ["src,dst,bytes"] + [f"{e.src},{e.dst},{int(e.bytes)}" for e in self.edges]
+        return "\n".join(lines) + "\n"
+
+    def summary(self) -> dict:
+        mm = self.mm_nodes
+        return {"nodes": len(self.nodes), "edges": len(self.edges), "mm_nodes": len(mm),
+                "mm_flops": sum(n.flops for n in mm), "flops": sum(n.flops for n in self.nodes),
+                "min_mm_flops": min((n.flops for n in mm), default=0),
+                "max_mm_flops": max((n.flops for n in mm), default=0)}
+
+
+def _size(shape) -> int:
+    return int(math.prod(shape))
+
+
+class _Builder:
+    def __init__(self, design, batch: int):
+        self.design = design
+        self.batch = batch
+        self.B = max(1, math.ceil(design.storage_format.bits / 8))
+        self.g = TrainingGraph(design.name, batch)
+        self._names = set()
+
+    # -- primitives
+    def node(self, name, layer, phase, flops, nbytes, mm=False):
+        if name in self._names:
+            raise RlhlsError(f"training graph of '{self.design.name}': node '{name}' defined twice")
+        self._names.add(name)
+        self.g.nodes.append(Node(name, layer, phase, int(flops), int(nbytes), bool(mm)))
+        return name
+
+    def edge(self, src, dst, nbytes):
+        if src is not None:
+            self.g.edges.append(Edge(src, dst, int(nbytes)))
+
+    # -- network passes
+    @staticmethod
+    def compute_layers(net):
+        return [l for l in net.layers if l.kind != "Flatten"]
+
+    def forward(self, inst, net, phase, sources=(), weight_sources=None):
+        """Forward chain; `sources` are (node, bytes) feeding the first layer. Returns the last node."""
+        b, B = self.batch, self.B
+        prev, prev_bytes = None, 0
+        for i, layer in enumerate(self.compute_layers(net)):
+            name = f"{inst}.{layer.name}.{phase}"
+            nin, nout = _size(layer.in_shape), _size(layer.out_shape)
+            self.node(name, f"{net.name}.{layer.name}", phase, layer.flops(b)["forward"],
+                      (nin + nout) * b * B + layer.n_params * B, layer.is_mm)
+            if i == 0:
+                for src, nbytes in sources:
+                    self.edge(src, name, nbytes)
+            else:
+                self.edge(prev, name, prev_bytes)
+            if weight_sources and layer.name in weight_sources:
+                self.edge(weight_sources[layer.name], name, layer.n_params * B)
+            prev, prev_bytes = name, nout * b * B
+        return prev
+
+    def backward(self, inst, net, fwd_phase, sources, *, first_input_grad=False, weights=True,
+                 input_grad_cols=None, fwd_inst=None):
+        """Backward chain from the last layer to the first. Returns {layer name: bwd node}."""
+        b, B = self.batch, self.B
+        fwd_inst = fwd_inst or inst
+        layers = self.compute_layers(net)
+        out, nxt, nxt_bytes = {}, None, 0
+        for i in range(len(layers) - 1, -1, -1):
+            layer = layers[i]
+            f = layer.flops(b)
+            nin, nout = _size(layer.in_shape), _size(layer.out_shape)
+            want_dx = i > 0 or first_input_grad
+            flops = f["backward_weight"] if weights else 0
+            if want_dx:
+                dx = f["backward_input"]
+                if i == 0 and input_grad_cols is not None and layer.is_mm:
+                    dx = dx * input_grad_cols // nin  # only the columns an upstream network needs
+                flops += dx
+            name = f"{inst}.{layer.name}.bwd"
+            grads = layer.n_params * B if weights else 0
+            self.node(name, f"{net.name}.{layer.name}", "bwd", flops,
+                      (nout + nin * (2 if want_dx else 1)) * b * B + layer.n_params * B + grads, layer.is_mm)
+            if i == len(layers) - 1:
+                for src, nbytes in sources:
+                    self.edge(src, name, nbytes)
+            else:
+                self.edge(nxt, name, nxt_bytes)
+            # the forward pass of the same layer kept its input for the weight / activation gradient
+            self.edge(f"{fwd_inst}.{layer.name}.{fwd_phase}", name, nin * b * B)
+            out[layer.name] = name
+            nxt, nxt_bytes = name, nin * b * B
+        return out
+
+    def update(self, inst, net, bwd_nodes, optimizer):
+        B = self.B
+        out = {}
+        for layer in self.compute_layers(net):
+            if layer.n_params == 0:
+                continue
+            n, s = layer.n_params, OPT_STATES[optimizer]
+            name = self.node(f"{inst}.{layer.name}.upd", f"{net.name}.{layer.name}", "upd",
+                             OPT_FLOPS[optimizer] * n, (3 + 2 * s) * n * B)
+            self.edge(bwd_nodes[layer.name], name, n * B)
+            out[layer.name] = name
+        return out
+
+    def soft(self, inst, net, upd_nodes):
+        B = self.B
+        for layer in self.compute_layers(net):
+            if layer.n_params == 0:
+                continue
+            n = layer.n_params
+            name = self.node(f"{inst}.{layer.name}.soft", f"{net.name}.{layer.name}", "soft", POLYAK_FLOPS * n, 3 * n * B)
+            self.edge(upd_nodes[layer.name], name, n * B)
+
+    def loss(self, name, outputs_from, per_output_flops_outputs):
+        b, B = self.batch, self.B
+        nout = sum(nb for _, nb in outputs_from) // B
+        node = self.node(name, name, "loss", _loss_flops(self.design.algorithm, b, per_output_flops_outputs),
+                         2 * nout * B)
+        for src, nbytes in outputs_from:
+            self.edge(src, node, nbytes)
+        return node
+
+
+def _out_bytes(bld, net):
+    return _size(net.output_shape) * bld.batch * bld.B
+
+
+def build_graph(design, batch: int | None = None, seed: int = 0) -> TrainingGraph:
+    """The training graph of one step of `design` at `batch` (default: the design's batch size)."""
+    if batch is None:
+        batch = design.batch_size
+    if not isinstance(batch, int) or batch < 1:
+        raise RlhlsError(f"batch size {batch!r} must be a positive integer")
+    nets = design.build_networks(seed)
+    bld = _Builder(design, batch)
+    {"dqn": _dqn, "ddpg": _ddpg, "ppo": _ppo, "a2c": _a2c, "trpo": _trpo}[design.algorithm](bld, design, nets)
+    bld.g.topological_order()
+    return bld.g
+
+
+def _dqn(bld, design, nets):
+    q = nets["q"]
+    last = bld.forward("q", q, "fwd")
+    tlast = bld.forward("q", q, "tfwd")
+    nb = _out_bytes(bld, q)
+    loss = bld.loss("loss", [(last, nb), (tlast, nb)], design.action_dim)
+    bwd = bld.backward("q", q, "fwd", [(loss, nb)])
+    bld.update("q", q, bwd, design.net("q").optimizer)
+
+
+def _ddpg(bld, design, nets):
+    actor, critic = nets["actor"], nets["critic"]
+    act_bytes = design.action_dim * bld.batch * bld.B
+    # critic update: y = r + gamma Q'(s', mu'(s'))
+    a_t = bld.forward("actor", actor, "tfwd")
+    q_t = bld.forward("critic", critic, "tfwd", [(a_t, act_bytes)])
+    q = bld.forward("critic", critic, "fwd")
+    qb = _out_bytes(bld, critic)
+    closs = bld.loss("critic_loss", [(q, qb), (q_t, qb)], 1)
+    cbwd = bld.backward("critic", critic, "fwd", [(closs, qb)])
+    cupd = bld.update("critic", critic, cbwd, design.net("critic").optimizer)
+    # actor update through the freshly updated critic: maximise Q(s, mu(s))
+    a = bld.forward("actor", actor, "fwd")
+    q_pi = bld.forward("critic@pi", critic, "fwd", [(a, act_bytes)], weight_sources=cupd)
+    aloss = bld.loss("actor_loss", [(q_pi, qb)], 1)
+    cpi = bld.backward("critic@pi", critic, "fwd", [(aloss, qb)], first_input_grad=True, weights=False,
+                       input_grad_cols=design.action_dim)
+    first_critic = bld.compute_layers(critic)[0].name
+    abwd = bld.backward("actor", actor, "fwd", [(cpi[first_critic], act_bytes)])
+    aupd = bld.update("actor", actor, abwd, design.net("actor").optimizer)
+    bld.soft("critic", critic, cupd)
+    bld.soft("actor", actor, aupd)
+
+
+def _actor_critic(bld, design, nets, targets_node, targets_bytes):
+    """Policy + value networks (optionally on a shared trunk) -> one loss -> backward -> updates."""
+    heads = [s for s in design.networks if s.role in ("actor", "critic")]
+    trunks = [s for s in design.networks if s.role == "trunk"]
+    last = {}
+    for t in trunks:
+        last[t.name] = bld.forward(t.name, nets[t.name], "fwd")
+    outs = []
+    for h in heads:
+        src = [(last[h.input_from], _out_bytes(bld, nets[h.input_from]))] if h.input_from else []
+        last[h.name] = bld.forward(h.name, nets[h.name], "fwd", src)
+        outs.append((last[h.name], _out_bytes(bld, nets[h.name])))
+    loss = bld.loss("loss", outs + [(targets_node, targets_bytes)], design.action_dim)
+    bwd = {}
+    for h in heads:
+        net = nets[h.name]
+        bwd[h.name] = bld.backward(h.name, net, "fwd", [(loss, _out_bytes(bld, net))],
+                                   first_input_grad=h.input_from is not None)
+    for t in trunks:
+        net = nets[t.name]
+        srcs = [(bwd[h.name][bld.compute_layers(nets[h.name])[0].name], _out_bytes(bld, net))
+                for h in heads if h.input_from == t.name]
+        bwd[t.name] = bld.backward(t.name, net, "fwd", srcs)
+    for s in design.networks:
+        bld.update(s.name, nets[s.name], bwd[s.name], s.optimizer)
+
+
+def _ppo(bld, design, nets):
+    hp = design.hyperparams
+    n = hp.get("num_envs", 1) * hp.get("num_steps", bld.batch)
+    gae = bld.node("gae", "gae", "gae", GAE_FLOPS * n, 5 * n * bld.B)
+    _actor_critic(bld, design, nets, gae, 2 * bld.batch * bld.B)
+
+
+def _a2c(bld, design, nets):
+    ret = bld.node("returns", "returns", "returns", RETURNS_FLOPS * bld.batch, 3 * bld.batch * bld.B)
+    _actor_critic(bld, design, nets, ret, bld.batch * bld.B)
+
+
+def _trpo(bld, design, nets):
+    hp = design.hyperparams
+    iters = int(hp.get("cg_iters", 10))
+    b, B = bld.batch, bld.B
+    policy, value = nets["policy"], nets["value"]
+    # value regression
+    v = bld.forward("value", value, "fwd")
+    vb = _out_bytes(bld, value)
+    vloss = bld.node("value_loss", "value_loss", "loss", 3 * b, 3 * b * B)
+    bld.edge(v, vloss, vb)
+    vbwd = bld.backward("value", value, "fwd", [(vloss, vb)])
+    bld.update("value", value, vbwd, design.net("value").optimizer)
+    # policy gradient of the surrogate
+    p = bld.forward("policy", policy, "fwd")
+    pb = _out_bytes(bld, policy)
+    sur = bld.loss("surrogate", [(p, pb)], design.action_dim)
+    pbwd = bld.backward("policy", policy, "fwd", [(sur, pb)])
+    layers = bld.compute_layers(policy)
+    # conjugate gradient: each iteration is one CPP pass (combined forward + Pearlmutter backward)
+    prev = pbwd[layers[0].name]
+    prev_bytes = policy.n_params * B
+    for i, layer in enumerate(layers):
+        f = layer.flops(b)
+        nin, nout = _size(layer.in_shape), _size(layer.out_shape)
+        name = bld.node(f"policy.{layer.name}.fvp_fwd", f"policy.{layer.name}", "fvp_fwd", 2 * f["forward"] * iters,
+                        (2 * nin + 2 * nout) * b * B * iters + 2 * layer.n_params * B, layer.is_mm)
+        bld.edge(prev, name, prev_bytes)
+        prev, prev_bytes = name, 2 * nout * b * B
+    for i in range(len(layers) - 1, -1, -1):
+        layer = layers[i]
+        f = layer.flops(b)
+        nin, nout = _size(layer.in_shape), _size(layer.out_shape)
+        flops = (f["backward_weight"] + (f["backward_input"] if i > 0 else 0)) * iters
+        name = bld.node(f"policy.{layer.name}.fvp_bwd", f"policy.{layer.name}", "fvp_bwd", flops,
+                        (nout + 2 * nin) * b * B * iters + 2 * layer.n_params * B, layer.is_mm)
+        bld.edge(prev, name, prev_bytes)
+        bld.edge(f"policy.{layer.name}.fvp_fwd", name, 2 * nin * b * B)
+        prev, prev_bytes = name, nin * b * B
+    n = policy.n_params
+    cg = bld.node("cg", "cg", "cg", CG_FLOPS_PER_PARAM * n * iters, 6 * n * B * iters)
+    bld.edge(prev, cg, n * B)
+    ls = bld.node("linesearch", "linesearch", "linesearch", sum(l.flops(b)["forward"] for l in layers),
+                  (n + _size(policy.input_shape) * b) * B)
+    bld.edge(cg, ls, n * B)
+    step = {l.name: ls for l in layers}
+    bld.update("policy", policy, step, design.net("policy").optimizer)
