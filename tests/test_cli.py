@@ -1,0 +1,84 @@
+"""The command line as a user runs it."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from rlhls.cli import main
+
+SUBCOMMANDS = ["designs", "graph", "devices", "format"]
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "rlhls", *args], capture_output=True, text=True)
+
+
+def test_console_script_is_installed():
+    exe = shutil.which("rlhls") or os.path.join(os.path.dirname(sys.executable), "rlhls")
+    r = subprocess.run([exe, "--help"], capture_output=True, text=True)
+    assert r.returncode == 0
+    for s in SUBCOMMANDS:
+        assert s in r.stdout
+
+
+@pytest.mark.parametrize("sub", SUBCOMMANDS)
+def test_help_on_each_subcommand(sub, capsys):
+    with pytest.raises(SystemExit) as e:
+        main([sub, "--help"])
+    assert e.value.code == 0
+    assert "usage: rlhls " + sub in capsys.readouterr().out
+
+
+def test_designs_json_lists_everything(capsys):
+    assert main(["designs", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert len(data) == 13
+    for d in data:
+        assert {"seed_file", "algorithm", "env_id", "networks", "kernels", "formats", "device"} <= set(d)
+
+
+def test_designs_text_shows_layers(capsys):
+    assert main(["designs", "apdrl-dqn-breakout"]) == 0
+    out = capsys.readouterr().out
+    assert "conv1" in out and "fc2" in out and "vek280" in out
+
+
+def test_graph_json_and_csv(tmp_path, capsys):
+    csv_path = tmp_path / "g.csv"
+    assert main(["graph", "apdrl-dqn-breakout", "--batch", "1", "--json", "--csv", str(csv_path)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert set(data) == {"nodes", "edges"}
+    assert set(data["nodes"][0]) == {"name", "layer", "phase", "flops", "bytes", "mm"}
+    assert sum(n["mm"] for n in data["nodes"]) == 15
+    lines = csv_path.read_text().splitlines()
+    assert lines[0] == "src,dst,bytes" and len(lines) == len(data["edges"]) + 1
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["graph", "no-such-design"], "unknown design 'no-such-design'"),
+    (["graph", "apdrl-dqn-cartpole", "--batch", "0"], "--batch"),
+    (["graph", "apdrl-dqn-cartpole", "--batch", "x"], "--batch"),
+    (["format", "fixed<0,2>"], "fixed<0,2>"),
+    (["format", "fixed<8,3,ROUND>"], "ROUND"),
+    (["devices", "zcu999"], "zcu999"),
+    (["nonsense"], "nonsense"),
+    (["graph", "apdrl-dqn-cartpole", "--csv", "/no/such/dir/g.csv"], "/no/such/dir"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, needle):
+    r = run(*args)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert needle in lines[0]
+    assert "Traceback" not in r.stderr
+
+
+def test_failed_csv_writes_nothing(tmp_path):
+    target = tmp_path / "g.csv"
+    r = run("graph", "no-such-design", "--csv", str(target))
+    assert r.returncode == 2
+    assert list(tmp_path.iterdir()) == []
