@@ -261,7 +261,7 @@ class FixedFormat(NumericFormat):
     # -- mantissas
     def _finish(self, t, big, neg_src):
         """Overflow stage: t = low 64 bits of the rounded mantissa, big = it lies outside int64."""
-        W, lo_m, hi_m = self.width, self.min_mantissa, self.max_mantissa
+        lo_m, hi_m = self.min_mantissa, self.max_mantissa
         sym = self.signed and self.overflow == "SAT_SYM"
         if big is None and self.overflow != "SAT_ZERO":
             # Fast forms: the count is the number of values the overflow stage changed.

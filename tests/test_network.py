@@ -2,11 +2,9 @@
 FLOP counts, formats (against arith composed by hand) and bad-parameter errors."""
 
 import math
-import os
 
 # Two xdist workers each running multi-threaded OpenBLAS on 2 CPUs make the QR of the
 # orthogonal init 20-50x slower; one BLAS thread per worker (only if numpy is not loaded yet).
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 import pytest

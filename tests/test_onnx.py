@@ -1,11 +1,9 @@
 """ONNX export: the written model checks, has an IR onnxruntime reads, and matches our
 float64 forward in float32 on random inputs."""
 
-import os
 
 # Two xdist workers each running multi-threaded OpenBLAS on 2 CPUs make the QR of the
 # orthogonal init 20-50x slower; one BLAS thread per worker (only if numpy is not loaded yet).
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 import onnx
