@@ -95,7 +95,7 @@ def cmd_designs(args) -> int:
             for layer in net["layers"]:
                 shape = f"{tuple(layer['in_shape'])} -> {tuple(layer['out_shape'])}"
                 detail = {k: v for k, v in layer.items() if k not in ("name", "kind", "in_shape", "out_shape", "params")}
-                detail_s = " ".join(f"{k}={v}" for k, v in detail.items())
+                detail_s = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in detail.items())
                 print(f"    {layer['name']:<14} {layer['kind']:<8} {shape:<28} {layer['params']:>9,} params  {detail_s}")
         for k in d["kernels"]:
             params = " ".join(f"{p}={v}" for p, v in k["params"].items())
