@@ -8,11 +8,14 @@ that listing designs costs nothing and every build starts from the same seed.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Callable
 
 from .errors import RlhlsError
 from .formats import parse_format
+
+_PRISTINE: dict = {}  # (design, seed) -> initialised networks; orthogonal init of big layers is slow
 
 ALGORITHMS = ("dqn", "ddpg", "a2c", "ppo", "trpo")
 OPTIMIZERS = ("sgd", "adam", "rmsprop", "none")
@@ -101,7 +104,11 @@ class Design:
         raise RlhlsError(f"design '{self.name}' has no network '{name}' (it has {', '.join(n.name for n in self.networks)})")
 
     def build_networks(self, seed: int = 0) -> dict:
-        return {n.name: n.build(seed + i) for i, n in enumerate(self.networks)}
+        """Fresh networks (callers train them in place); initialisation runs once per seed."""
+        key = (self.name, seed)
+        if key not in _PRISTINE:
+            _PRISTINE[key] = {n.name: n.build(seed + i) for i, n in enumerate(self.networks)}
+        return copy.deepcopy(_PRISTINE[key])
 
     @property
     def storage_format(self):

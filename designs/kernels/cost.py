@@ -1,0 +1,390 @@
+"""Unit cost primitives: cycles, latency and resources of a piece of work on PS, PL or AIE.
+
+Every function returns ``{'cycles', 'latency_us', 'memory_bytes', 'resources', 'source', ...}``
+with ``resources = {lut, ff, dsp, bram36, uram, aie_tiles}`` (all six keys) plus the terms the
+latency is made of (``compute_us``, ``launch_us``, ``io_us``).  Device figures come from
+:mod:`rlhls.designs.devices` (``Unit.perf``, ``Unit.clock_mhz``, links), each with its own
+citation there; the model constants *here* are assumptions and are named as such below.
+
+PS  (``ps_cost``)
+    ``latency = max(flops / gflops_fp32_sustained, nbytes / mem_gbytes_per_s_sustained)``,
+    one core (roofline of the catalogue's per-core sustained rates, both assumed figures in the
+    catalogue); at least one PS clock cycle.
+
+PL  (``pl_matmul``)
+    A GEMM ``C[n,m] = A[n,k] B[k,m]`` as a pipelined loop nest with ``pf`` MAC lanes: the
+    reduction loop is unrolled first (``pk = min(pf, k)``), what is left of ``pf`` unrolls the
+    ``m`` loop, then ``n`` (TAPCA's loop-unroll + array-partition design points, AP-DRL Table I)::
+
+        cycles = ceil(n/pn) * ceil(m/pm) * ceil(k/pk) * II + depth
+        depth  = MUL_DEPTH + ADD_DEPTH * ceil(log2(pk)) + IO_DEPTH      (adder tree over pk lanes)
+        latency_us = cycles / clock_MHz + launch_overhead_us            (catalogue, PL)
+
+    DSPs = ceil(pf * dsp_per_mac_<format>) (catalogue, e.g. 1 DSP58 per fp16/fp32 MAC on Versal,
+    5 DSP48E2 per fp32 MAC on UltraScale+, 1 DSP block per 27-bit MAC on Stratix V);
+    LUT/FF = a fixed control/AXI part + per-lane operand muxes and pipeline registers;
+    block RAM: the weight operand ``B`` is kept on chip, cyclically partitioned into ``pf`` banks
+    (each bank a whole number of 36 Kb BRAMs at the port width of the format, or LUTRAM when a
+    bank holds at most LUTRAM_MAX_BITS); row buffers of ``A`` and ``C`` are partitioned the same
+    way.  ``pl_elementwise`` is the same with ``ops_per_element`` chained operators per lane.
+
+AIE (``aie_matmul``)
+    ``tiles`` AIE tiles each run ``macs_per_cycle_<format>`` MACs per cycle (catalogue: AIE-ML
+    bf16 128 with fp32 accumulation) on ``AIE_MMUL_BLOCK`` blocks (padding counts) at
+    AIE_KERNEL_EFFICIENCY; operands arrive over PLIOs (``plio_bits`` at the PL clock, catalogue),
+    ``2 ceil(sqrt(tiles))`` input and ``ceil(sqrt(tiles))`` output streams (a square tile array
+    with broadcast of A along rows and B along columns, CHARM-style); compute and streaming
+    overlap (ping-pong windows)::
+
+        latency_us = launch_overhead_us + max(compute_us, in_us, out_us) + 2 * plio_latency_us
+
+    The launch overhead (catalogue, assumed 20 us on Versal) is what makes the AIE lose small
+    GEMMs to the PL and win large ones (AP-DRL §III-A, Fig. 6).
+
+Assumptions (model constants, not data-sheet numbers):
+    * pipeline depths MUL_DEPTH / ADD_DEPTH / IO_DEPTH (float 4/4/2 cycles, fixed 3/1/2): typical
+      Vitis HLS operator latencies at 200-300 MHz;
+    * LUT/FF: control LUT_BASE = 1200 LUT / FF_BASE = 1800 FF (AXI-lite + address generators) and
+      per lane 3 LUT + 6 FF per accumulator bit (operand muxes, pipeline and adder-tree registers);
+      elementwise operators 2 LUT + 4 FF per bit per operator per lane and one DSP-MAC per
+      multiply-add pair of float operators (floor(ops/2));
+    * LUTRAM_MAX_BITS = 1024: smaller banks go to LUTRAM (64 bits per LUT);
+    * AIE_MMUL_BLOCK (4, 8, 8) for 16-bit operands, (4, 8, 4) for fp32 (AIE API aie::mmul shapes);
+      AIE_KERNEL_EFFICIENCY = 0.8 of the MAC peak inside a block loop; PL-side data movers
+      200 LUT + 400 FF per PLIO stream;
+    * the Intel Stratix V M20K blocks are counted as 36 Kb-equivalent ``bram36`` (bits / 36 Kb),
+      and its ALMs as ``lut`` (the capacity side converts ALMs to LUTs, see partition.profile).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+from ..errors import RlhlsError
+from ..formats import FixedFormat, FloatFormat, UniformFormat, parse_format
+
+__all__ = ["ps_cost", "pl_matmul", "pl_elementwise", "aie_matmul", "RESOURCE_KEYS", "format_key",
+           "dsp_per_mac", "bram36_for", "AIE_MMUL_BLOCK"]
+
+RESOURCE_KEYS = ("lut", "ff", "dsp", "bram36", "uram", "aie_tiles")
+
+# --- model constants (assumptions, see the module docstring) ---
+MUL_DEPTH = {"float": 4, "fixed": 3}
+ADD_DEPTH = {"float": 4, "fixed": 1}
+IO_DEPTH = 2
+LUT_BASE, FF_BASE = 1200, 1800
+LUT_PER_ACC_BIT, FF_PER_ACC_BIT = 3, 6
+EW_LUT_PER_BIT, EW_FF_PER_BIT = 2, 4
+LUTRAM_MAX_BITS = 1024
+BRAM36_BITS = 36 * 1024
+AIE_MMUL_BLOCK = {16: (4, 8, 8), 8: (4, 8, 8), 32: (4, 8, 4)}
+AIE_KERNEL_EFFICIENCY = 0.8
+PLIO_MOVER_LUT, PLIO_MOVER_FF = 200, 400
+AIE_MAX_AUTO_TILES = 64  # tiles=None searches powers of two up to this
+
+
+def _zero_resources() -> dict:
+    return {k: 0 for k in RESOURCE_KEYS}
+
+
+def _device(device):
+    if isinstance(device, str):
+        from ..devices import get_device
+
+        return get_device(device)
+    if device is None or not hasattr(device, "units"):
+        raise RlhlsError(f"cost model: device {device!r} is not a catalogue Device or device name")
+    return device
+
+
+def _unit(device, name: str, where: str):
+    if name not in device.units:
+        raise RlhlsError(f"{where}: device {device.id} has no {name} unit; expected one of {', '.join(device.units)}")
+    return device.units[name]
+
+
+def _perf(unit, key: str, where: str) -> float:
+    if key not in unit.perf:
+        raise RlhlsError(f"{where}: unit {unit.name} has no perf figure {key!r}; expected one of {', '.join(unit.perf)}")
+    return unit.perf[key].value
+
+
+def _int(value, name: str, where: str, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise RlhlsError(f"{where}: parameter '{name}' = {value!r} must be an integer >= {minimum}")
+    return int(value)
+
+
+def _num(value, name: str, where: str, minimum: float = 0.0, strict: bool = False) -> float:
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(float(value))
+    if not ok or value < minimum or (strict and value == minimum):
+        rel = ">" if strict else ">="
+        raise RlhlsError(f"{where}: parameter '{name}' = {value!r} must be a finite number {rel} {minimum:g}")
+    return float(value)
+
+
+def _fmt(fmt, where: str):
+    try:
+        return parse_format(fmt)
+    except RlhlsError as e:
+        raise RlhlsError(f"{where}: format {fmt!r}: {e}") from None
+
+
+def format_key(fmt) -> str:
+    """'fp32' | 'fp16' | 'bf16' | 'fixedW' (W bits) — the suffix of the catalogue's per-format figures."""
+    f = parse_format(fmt)
+    if isinstance(f, FloatFormat):
+        name = str(f)
+        return name if name in ("fp32", "fp16", "bf16") else f"float{f.bits}"
+    return f"fixed{f.bits}"
+
+
+def _fmt_class(f) -> str:
+    return "float" if isinstance(f, FloatFormat) else "fixed"
+
+
+def dsp_per_mac(device, fmt) -> float:
+    """DSPs per MAC lane on the device's PL for ``fmt`` (catalogue ``dsp_per_mac_*``).
+
+    Fixed point uses the narrowest catalogue width that holds the operand; a float without its own
+    figure (bf16 on the PL) uses the next wider float figure (widened operands).
+    """
+    device = _device(device)
+    f = parse_format(fmt)
+    pl = _unit(device, "PL", "pl cost")
+    have = {k[len("dsp_per_mac_"):]: fig.value for k, fig in pl.perf.items() if k.startswith("dsp_per_mac_")}
+    if isinstance(f, FloatFormat):
+        for key in (format_key(f), "fp32" if f.bits > 16 or str(f) == "bf16" else "fp16", "fp32"):
+            if key in have:
+                return have[key]
+    else:
+        widths = sorted(int(k[5:]) for k in have if k.startswith("fixed"))
+        for w in widths:
+            if w >= f.bits:
+                return have[f"fixed{w}"]
+    raise RlhlsError(f"pl cost: device {device.id} PL has no DSP figure for format {f} "
+                     f"(dsp_per_mac_{format_key(f)}); it has: {', '.join(sorted(have))}")
+
+
+def _dsp_source(pl, f) -> str:
+    key = "dsp_per_mac_" + format_key(f)
+    return pl.perf[key].source if key in pl.perf else f"no {key}: widened to the next catalogue format"
+
+
+def _port_depth(width: int) -> int:
+    """Words of ``width`` bits one 36 Kb block RAM holds (ports 1,2,4,9,18,36,72 bits)."""
+    for port in (1, 2, 4, 9, 18, 36, 72):
+        if width <= port:
+            return BRAM36_BITS // port
+    return 512  # wider words are split over ceil(width / 72) BRAMs by the caller
+
+
+def bram36_for(elements: int, width: int, banks: int = 1) -> tuple[int, int]:
+    """(bram36, lutram LUTs) of an array of ``elements`` words, cyclically partitioned into ``banks``."""
+    elements, banks = int(elements), max(1, min(int(banks), int(elements) or 1))
+    if elements <= 0:
+        return 0, 0
+    depth = math.ceil(elements / banks)
+    if depth * width <= LUTRAM_MAX_BITS:
+        return 0, banks * math.ceil(depth / 64) * width
+    per_bank = math.ceil(depth / _port_depth(width)) * math.ceil(width / 72)
+    return banks * per_bank, 0
+
+
+def _result(cycles, latency_us, memory_bytes, resources, source, **extra) -> dict:
+    out = {"cycles": int(math.ceil(cycles)), "latency_us": float(latency_us), "memory_bytes": int(memory_bytes),
+           "resources": {k: int(math.ceil(resources.get(k, 0))) for k in RESOURCE_KEYS}, "source": source}
+    out.update(extra)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# PS
+# ---------------------------------------------------------------------------------------------
+
+
+def ps_cost(flops: float, device, *, nbytes: float = 0) -> dict:
+    """One PS core: roofline of the catalogue's sustained FP32 rate and memory rate (per core)."""
+    where = "ps_cost"
+    flops = _num(flops, "flops", where)
+    nbytes = _num(nbytes, "nbytes", where)
+    device = _device(device)
+    ps = _unit(device, "PS", where)
+    rate = _perf(ps, "gflops_fp32_sustained", where) * 1e3  # FLOP/us
+    mem = ps.perf.get("mem_gbytes_per_s_sustained")
+    compute_us = flops / rate
+    mem_us = nbytes / (mem.value * 1e3) if mem is not None else 0.0
+    clock = ps.clock_mhz.value
+    latency = max(compute_us, mem_us, 1.0 / clock)
+    src = (f"PS roofline: {flops:g} FLOP / {rate / 1e3:g} GFLOP/s ({ps.perf['gflops_fp32_sustained'].source})"
+           + (f", {nbytes:g} B / {mem.value:g} GB/s ({mem.source})" if mem is not None else ""))
+    return _result(latency * clock, latency, nbytes, _zero_resources(), src,
+                   compute_us=compute_us, io_us=mem_us, launch_us=0.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# PL
+# ---------------------------------------------------------------------------------------------
+
+
+def _pl_clock(pl, clock_mhz, where) -> float:
+    if clock_mhz is None:
+        return pl.clock_mhz.value
+    return _num(clock_mhz, "clock_mhz", where, 0.0, strict=True)
+
+
+def _split_pf(pf: int, dims: tuple) -> tuple:
+    """Unroll the innermost loop first, then the next: (pk, pm, pn) for dims (k, m, n)."""
+    out, left = [], pf
+    for d in dims:
+        p = max(1, min(left, d))
+        out.append(p)
+        left = max(1, left // p)
+    return tuple(out)
+
+
+def pl_matmul(n, k, m, fmt, device, *, pf: int | None = None, ii: int = 1, clock_mhz=None, acc=None) -> dict:
+    """GEMM (n x k) @ (k x m) on the PL with ``pf`` MAC lanes; see the module docstring for the formula.
+
+    ``pf=None`` unrolls the reduction loop up to 64 lanes (largest power of two <= k).
+    """
+    where = "pl_matmul"
+    n, k, m = (_int(v, name, where) for v, name in ((n, "n"), (k, "k"), (m, "m")))
+    if pf is None:
+        pf = 2 ** int(math.floor(math.log2(min(k, 64))))
+    pf = _int(pf, "pf", where)
+    ii = _int(ii, "ii", where)
+    f = _fmt(fmt, where)
+    a = _fmt(acc, where) if acc is not None else f
+    device = _device(device)
+    pl = _unit(device, "PL", where)
+    clock = _pl_clock(pl, clock_mhz, where)
+    cls = _fmt_class(f)
+    pk, pm, pn = _split_pf(pf, (k, m, n))
+    iters = math.ceil(n / pn) * math.ceil(m / pm) * math.ceil(k / pk)
+    depth = MUL_DEPTH[cls] + ADD_DEPTH[cls] * math.ceil(math.log2(pk)) + IO_DEPTH
+    cycles = iters * ii + depth
+    launch = _perf(pl, "launch_overhead_us", where)
+    compute_us = cycles / clock
+    w = f.bits
+    b_w, l_w = bram36_for(k * m, w, pf)
+    b_a, l_a = bram36_for(k, w, pk)
+    b_c, l_c = bram36_for(m, a.bits, pm)
+    res = _zero_resources()
+    res["dsp"] = math.ceil(pf * dsp_per_mac(device, f) - 1e-9)
+    res["lut"] = LUT_BASE + pf * LUT_PER_ACC_BIT * a.bits + l_w + l_a + l_c
+    res["ff"] = FF_BASE + pf * FF_PER_ACC_BIT * a.bits
+    res["bram36"] = b_w + b_a + b_c
+    nbytes = (n * k + k * m + n * m) * math.ceil(w / 8)
+    src = (f"PL GEMM {n}x{k}x{m} {f}/{a}, pf={pf} (pk={pk}, pm={pm}, pn={pn}), II={ii} at {clock:g} MHz; "
+           f"DSP/MAC {_dsp_source(pl, f)}; "
+           f"launch {pl.perf['launch_overhead_us'].source}")
+    return _result(cycles, compute_us + launch, nbytes, res, src, compute_us=compute_us, launch_us=launch,
+                   io_us=0.0, iterations=iters, depth=depth, clock_mhz=clock)
+
+
+def pl_elementwise(n_elements, ops_per_element, fmt, device, *, pf: int = 1, ii: int = 1, clock_mhz=None) -> dict:
+    """``n_elements`` independent elements, each through ``ops_per_element`` chained operators, ``pf`` lanes.
+
+    ``cycles = ceil(n_elements / pf) * II + depth`` with ``depth = ops * ADD_DEPTH + IO_DEPTH``.
+    """
+    where = "pl_elementwise"
+    n_el = _int(n_elements, "n_elements", where)
+    ops = _int(ops_per_element, "ops_per_element", where, minimum=0)
+    pf = _int(pf, "pf", where)
+    ii = _int(ii, "ii", where)
+    f = _fmt(fmt, where)
+    device = _device(device)
+    pl = _unit(device, "PL", where)
+    clock = _pl_clock(pl, clock_mhz, where)
+    cls = _fmt_class(f)
+    lanes = min(pf, n_el)
+    cycles = math.ceil(n_el / lanes) * ii + ops * ADD_DEPTH[cls] + IO_DEPTH
+    launch = _perf(pl, "launch_overhead_us", where)
+    compute_us = cycles / clock
+    res = _zero_resources()
+    # float operators: one DSP-MAC per multiply-add pair (floor(ops/2)); a lone compare/select
+    # (ReLU) and fixed-point adds/compares stay in fabric
+    res["dsp"] = math.ceil(pf * (ops // 2) * dsp_per_mac(device, f) - 1e-9) if cls == "float" else 0
+    res["lut"] = LUT_BASE + pf * max(ops, 1) * EW_LUT_PER_BIT * f.bits
+    res["ff"] = FF_BASE + pf * max(ops, 1) * EW_FF_PER_BIT * f.bits
+    nbytes = 2 * n_el * math.ceil(f.bits / 8)
+    src = (f"PL elementwise {n_el} x {ops} op(s) {f}, pf={pf}, II={ii} at {clock:g} MHz; "
+           f"launch {pl.perf['launch_overhead_us'].source}")
+    return _result(cycles, compute_us + launch, nbytes, res, src, compute_us=compute_us, launch_us=launch,
+                   io_us=0.0, clock_mhz=clock)
+
+
+# ---------------------------------------------------------------------------------------------
+# AIE
+# ---------------------------------------------------------------------------------------------
+
+
+def _aie_rate_key(f) -> str:
+    if isinstance(f, FloatFormat):
+        return "macs_per_cycle_" + format_key(f)
+    if isinstance(f, (FixedFormat, UniformFormat)):
+        for w in (8, 16):
+            if f.bits <= w:
+                return f"macs_per_cycle_int{w}"
+    raise RlhlsError(f"aie_matmul: format {f} has no AIE datapath; expected bf16, fp32 or fixed point up to 16 bits")
+
+
+def _aie_one(n, k, m, f, device, tiles, where) -> dict:
+    aie = _unit(device, "AIE", where)
+    pl = _unit(device, "PL", where)
+    key = _aie_rate_key(f)
+    rate = _perf(aie, key, where)
+    clock = aie.clock_mhz.value
+    bn, bk, bm = AIE_MMUL_BLOCK[16 if f.bits <= 16 else 32]
+    blocks = math.ceil(n / bn) * math.ceil(k / bk) * math.ceil(m / bm)
+    out_blocks = math.ceil(n / bn) * math.ceil(m / bm)
+    used = min(tiles, out_blocks)  # a tile owns whole output blocks; more tiles than blocks idle
+    block_cycles = bn * bk * bm / (rate * AIE_KERNEL_EFFICIENCY)
+    compute_cycles = math.ceil(math.ceil(blocks / used) * block_cycles)
+    compute_us = compute_cycles / clock
+    side = math.ceil(math.sqrt(tiles))
+    p_in = int(min(_perf(aie, "plio_count", where), 2 * side))
+    p_out = int(min(_perf(aie, "plio_count_out", where), side))
+    plio_rate = _perf(aie, "plio_bits", where) / 8 * pl.clock_mhz.value  # B/us per stream
+    b = math.ceil(f.bits / 8)
+    in_bytes, out_bytes = (n * k + k * m) * b, n * m * b
+    in_us, out_us = in_bytes / (p_in * plio_rate), out_bytes / (p_out * plio_rate)
+    lat_link = device.link("PL", "AIE").latency_us.value if any(
+        l.src == "PL" and l.dst == "AIE" for l in device.links) else 0.0
+    launch = _perf(aie, "launch_overhead_us", where)
+    latency = launch + max(compute_us, in_us, out_us) + 2 * lat_link
+    res = _zero_resources()
+    res["aie_tiles"] = tiles
+    res["lut"] = PLIO_MOVER_LUT * (p_in + p_out)
+    res["ff"] = PLIO_MOVER_FF * (p_in + p_out)
+    src = (f"AIE GEMM {n}x{k}x{m} {f} on {tiles} tile(s) ({used} busy), {rate:g} MAC/cycle/tile "
+           f"({aie.perf[key].source}) x {AIE_KERNEL_EFFICIENCY} at {clock:g} MHz; {p_in}+{p_out} PLIOs of "
+           f"{plio_rate:g} B/us; launch {aie.perf['launch_overhead_us'].source}")
+    return _result(latency * clock, latency, in_bytes + out_bytes, res, src, compute_us=compute_us,
+                   launch_us=launch, io_us=max(in_us, out_us), compute_cycles=compute_cycles,
+                   plio_in=p_in, plio_out=p_out, tiles_busy=used)
+
+
+def aie_matmul(n, k, m, fmt, device, *, tiles: int | None = None) -> dict:
+    """GEMM (n x k) @ (k x m) on ``tiles`` AIE tiles (None: the fastest power of two up to 64)."""
+    where = "aie_matmul"
+    n, k, m = (_int(v, name, where) for v, name in ((n, "n"), (k, "k"), (m, "m")))
+    f = _fmt(fmt, where)
+    device = _device(device)
+    aie = _unit(device, "AIE", where)
+    cap = int(aie.resources["aie_tiles"].value) if "aie_tiles" in aie.resources else AIE_MAX_AUTO_TILES
+    if tiles is not None:
+        tiles = _int(tiles, "tiles", where)
+        if tiles > cap:
+            raise RlhlsError(f"{where}: parameter 'tiles' = {tiles} exceeds the {cap} AIE tiles of {device.id}")
+        return _aie_one(n, k, m, f, device, tiles, where)
+    best = None
+    t = 1
+    while t <= min(cap, AIE_MAX_AUTO_TILES):
+        c = _aie_one(n, k, m, f, device, t, where)
+        if best is None or c["latency_us"] < best["latency_us"] - 1e-12:
+            best = c
+        t *= 2
+    return best

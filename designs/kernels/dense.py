@@ -1,0 +1,159 @@
+"""Dense layer kernels of the training step: forward, input gradient, weight (and bias) gradient.
+
+Shapes (row-major, ``W`` is (K, M) as in ``network.Dense``): x (N, K), W (K, M), b (M,),
+dy (N, M). ``storage`` is the format of every array in and out, ``acc`` the accumulator.
+The arithmetic is ``designs.arith.dense`` (bit for bit what the C++ does):
+
+- ``dense_forward``   y  = S(A(b) + sum_k A(x[n,k] * W[k,m]))              k = 0..K-1 in order
+- ``dense_backward``  dx = S(0 + sum_m A(dy[n,m] * W[k,m]))  = dense(dy, W.T)  m in order
+- ``weight_gradient`` dW = S(0 + sum_n A(x[n,k] * dy[n,m]))  = dense(x.T, dy)  n in order
+                      db = S(0 + sum_n A(dy[n,m]))            (network._sum_rows)
+
+where every ``+`` is rounded to A (ap_fixed assignment / IEEE RNE). Parallelism: ``pf``
+independent accumulators (the output dimension the C++ unrolls: M, K and M respectively), so
+the reduction order, and with it every bit, does not depend on pf; ``ii`` is the PIPELINE
+initiation interval of the MAC loop.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..arith import dense
+from .base import Array, Kernel, Param, check_formats, finish_cost, get_dev, op
+
+__all__ = ["DenseForward", "DenseBackward", "WeightGradient"]
+
+
+def _common_params(pf_doc):
+    return (
+        Param("n", "int", 8, "batch rows N", min=1),
+        Param("k", "int", 16, "input features K", min=1),
+        Param("m", "int", 16, "output features M", min=1),
+        Param("storage", "format", "fixed<16,6,RND,SAT>", "format of inputs, weights, outputs"),
+        Param("acc", "format", "fixed<32,12,RND,SAT>", "accumulator format"),
+        Param("pf", "int", 1, pf_doc, min=1),
+        Param("ii", "int", 1, "PIPELINE initiation interval of the MAC loop", min=1),
+    )
+
+
+def _rand(fmt, shape, rng, scale=0.5):
+    return fmt.quantize(rng.standard_normal(shape) * scale)
+
+
+def _store_bytes(p, fm, *names_sizes):
+    return sum(int(np.ceil(fm["storage"].bits / 8)) * s for s in names_sizes)
+
+
+class _DenseBase(Kernel):
+    source = "000/001/002/004: dense layers of the policy/value networks, forward and backward"
+    pf_dim = "m"
+
+    def validate(self, p):
+        check_formats(self.name, p)
+        self.check_pf(p, self.pf_dim)
+
+    def _mm_cost(self, p, unit, device, n, k, m, extra_bytes=0):
+        from . import cost as C
+        dev = get_dev(device)
+        fm = self.formats(p)
+        nbytes = _store_bytes(p, fm, n * k, k * m, n * m) + extra_bytes
+        if unit == "PL":
+            c = C.pl_matmul(n, k, m, fm["storage"], dev, pf=p["pf"], ii=p["ii"], acc=fm["acc"])
+        elif unit == "PS":
+            c = C.ps_cost(2.0 * n * k * m, dev, nbytes=nbytes)
+        elif unit == "AIE":
+            c = C.aie_matmul(n, k, m, fm["storage"], dev)
+        else:
+            raise self._err(f"unknown unit {unit!r} (expected PS, PL or AIE)")
+        return finish_cost(self.name, c, memory_bytes=nbytes)
+
+
+class DenseForward(_DenseBase):
+    name = "dense_forward"
+    summary = "y = x @ W + b with products and sums rounded to acc, output to storage"
+    params = _common_params("parallel MACs per cycle (output columns M unrolled)")
+    inputs = ("x", "w", "b")
+    outputs = ("y",)
+    template = "dense_forward.cpp.j2"
+
+    def arrays(self, p):
+        n, k, m = p["n"], p["k"], p["m"]
+        return ([Array("x", (n, k), "storage"), Array("w", (k, m), "storage"), Array("b", (m,), "storage")],
+                [Array("y", (n, m), "storage")])
+
+    def model(self, p, **arrays):
+        a = self.check_arrays(p, arrays)
+        fm = self.formats(p)
+        s = fm["storage"]
+        return {"y": dense(a["x"], a["w"], a["b"], in_fmt=s, w_fmt=s, acc_fmt=fm["acc"], out_fmt=s)}
+
+    def random_inputs(self, p, rng):
+        s = self.formats(p)["storage"]
+        return {"x": _rand(s, (p["n"], p["k"]), rng), "w": _rand(s, (p["k"], p["m"]), rng),
+                "b": _rand(s, (p["m"],), rng)}
+
+    def cost(self, p, unit="PL", device=None):
+        return self._mm_cost(p, unit, device, p["n"], p["k"], p["m"])
+
+
+class DenseBackward(_DenseBase):
+    name = "dense_backward"
+    summary = "input gradient dx = dy @ W.T (reduction over M), formats as dense_forward"
+    params = _common_params("parallel MACs per cycle (input columns K unrolled)")
+    inputs = ("dy", "w")
+    outputs = ("dx",)
+    template = "dense_backward.cpp.j2"
+    pf_dim = "k"
+
+    def arrays(self, p):
+        n, k, m = p["n"], p["k"], p["m"]
+        return ([Array("dy", (n, m), "storage"), Array("w", (k, m), "storage")],
+                [Array("dx", (n, k), "storage")])
+
+    def model(self, p, **arrays):
+        a = self.check_arrays(p, arrays)
+        fm = self.formats(p)
+        s = fm["storage"]
+        return {"dx": dense(a["dy"], a["w"].T, in_fmt=s, w_fmt=s, acc_fmt=fm["acc"], out_fmt=s)}
+
+    def random_inputs(self, p, rng):
+        s = self.formats(p)["storage"]
+        return {"dy": _rand(s, (p["n"], p["m"]), rng), "w": _rand(s, (p["k"], p["m"]), rng)}
+
+    def cost(self, p, unit="PL", device=None):
+        return self._mm_cost(p, unit, device, p["n"], p["m"], p["k"])
+
+
+class WeightGradient(_DenseBase):
+    name = "weight_gradient"
+    summary = "dW = x.T @ dy and db = sum over rows of dy (reduction over the batch N)"
+    params = _common_params("parallel MACs per cycle (output columns M unrolled)")
+    inputs = ("x", "dy")
+    outputs = ("dw", "db")
+    template = "weight_gradient.cpp.j2"
+
+    def arrays(self, p):
+        n, k, m = p["n"], p["k"], p["m"]
+        return ([Array("x", (n, k), "storage"), Array("dy", (n, m), "storage")],
+                [Array("dw", (k, m), "storage"), Array("db", (m,), "storage")])
+
+    def model(self, p, **arrays):
+        a = self.check_arrays(p, arrays)
+        fm = self.formats(p)
+        s, acc = fm["storage"], fm["acc"]
+        dw = dense(a["x"].T, a["dy"], in_fmt=s, w_fmt=s, acc_fmt=acc, out_fmt=s)
+        dy = s.quantize(a["dy"])
+        tot = np.zeros(p["m"])
+        for row in dy:  # sequential sum in acc, as network._sum_rows and the C++
+            tot = op(acc, "add", tot, acc, op(acc, "cast", row, s), acc)
+        return {"dw": dw, "db": s.quantize(tot)}
+
+    def random_inputs(self, p, rng):
+        s = self.formats(p)["storage"]
+        return {"x": _rand(s, (p["n"], p["k"]), rng), "dy": _rand(s, (p["n"], p["m"]), rng)}
+
+    def cost(self, p, unit="PL", device=None):
+        fm = self.formats(p)
+        return self._mm_cost(p, unit, device, p["k"], p["n"], p["m"],
+                             extra_bytes=_store_bytes(p, fm, p["m"]))
