@@ -326,7 +326,9 @@ def _zynq_ps() -> Unit:
         perf=_ps_perf(
             A53_CLOCK_MHZ, A53_FLOPS,
             "assumed: Cortex-A53 64-bit NEON datapath, one 2-lane fp32 FMA (4 FLOP) per cycle",
-        ),
+        ) | {"mem_gbytes_per_s_sustained": _fig(
+            2.0, "GB/s per core", "assumed: one in-order Cortex-A53 core streaming from DDR4 (read + write)",
+            "COST stream: memory side of the PS roofline; replace with a measured value")},
     )
 
 
@@ -490,7 +492,9 @@ def _versal_ps(platform_source: str, clock_source: str, clock_note: str) -> Unit
         perf=_ps_perf(
             A72_CLOCK_MHZ, A72_FLOPS,
             "assumed: Cortex-A72 128-bit NEON, one 4-lane fp32 FMA (8 FLOP) per cycle",
-        ),
+        ) | {"mem_gbytes_per_s_sustained": _fig(
+            4.0, "GB/s per core", "assumed: one out-of-order Cortex-A72 core streaming from LPDDR4/DDR4 (read + write)",
+            "COST stream: memory side of the PS roofline; replace with a measured value")},
     )
 
 
@@ -747,7 +751,9 @@ def _max4() -> Device:
         perf=_ps_perf(
             XEON_CLOCK_MHZ, XEON_FLOPS,
             "assumed: Sandy Bridge AVX, one 8-wide fp32 add and one 8-wide fp32 multiply per cycle",
-        ),
+        ) | {"mem_gbytes_per_s_sustained": _fig(
+            8.0, "GB/s per core", "assumed: one Sandy Bridge core streaming from DDR3 (read + write)",
+            "COST stream: memory side of the PS roofline; replace with a measured value")},
     )
     s = STRATIX_5SGSD8
     table1 = f"{SEED_CPP} Table I 'FPGA Total'; {SEED_FDDPG} Tables I/II 'Available'"

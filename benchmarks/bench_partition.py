@@ -1,0 +1,102 @@
+"""Partition benchmark: ILP solve time and gap (CBC vs HiGHS) and makespan ratios vs the baselines.
+
+1. Random layered DAGs (default 300 nodes) x PS/PL/AIE with design points, links, 4 PS cores,
+   DSP/tile capacities; each solver at a time limit (default 60 s).
+2. The AP-DRL designs (if `rlhls.partition.profile.profile_design` exists): their training graphs
+   profiled on their device.
+One table per part: solver, status, makespan, gap, seconds, ratio of each baseline to the ILP.
+
+    python benchmarks/bench_partition.py [--nodes 300] [--time-limit 60] [--skip-random] [--skip-designs]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+
+from rlhls.partition.check import check_schedule
+from rlhls.partition.ilp import solve
+from rlhls.partition.profile_io import ProfileRow
+
+
+def random_dag(n: int, seed: int):
+    rng = random.Random(seed)
+    width = max(2, int(n ** 0.5))
+    names = [f"n{i}" for i in range(n)]
+    edges = []
+    for j in range(1, n):  # each node depends on 1-3 of the previous `width` nodes
+        for i in rng.sample(range(max(0, j - width), j), min(j, rng.randint(1, 3))):
+            edges.append((names[i], names[j], rng.randint(256, 65536)))
+    rows = []
+    for v in names:
+        mm = rng.random() < 0.4
+        flops = rng.uniform(1e4, 1e7)
+        rows.append(ProfileRow(v, "PS", flops / 1.3e3, "0", {}))
+        for pf in (1, 4, 16):
+            rows.append(ProfileRow(v, "PL", 2.0 + flops / (300 * 2 * pf), f"pf{pf}", {"dsp": 5 * pf, "lut": 900 * pf}))
+        if mm:
+            for t in (1, 4):
+                rows.append(ProfileRow(v, "AIE", 8.0 + flops / (1250 * 16 * t), f"t{t}", {"aie_tiles": t}))
+    capacity = {("PL", "dsp"): 1728.0, ("PL", "lut"): 230400.0, ("AIE", "aie_tiles"): 64.0, ("PS", "cores"): 4}
+    links = {("PS", "PL"): (1.0, 4800.0), ("PL", "PS"): (1.0, 4800.0), ("PL", "AIE"): (0.5, 5000.0),
+             ("AIE", "PL"): (0.5, 5000.0), ("PS", "AIE"): (2.0, 2000.0), ("AIE", "PS"): (2.0, 2000.0)}
+    return rows, edges, capacity, links
+
+
+def _row(name, solver, plan, rows, edges, cap, links, wall):
+    bad = check_schedule(plan, rows, edges, cap, links, plan.ps_cores)
+    ratios = "  ".join(
+        f"{k} {'n/a' if v is None else f'x{v / plan.makespan_us:.2f}'}" for k, v in plan.baselines.items()
+    )
+    print(f"{name:<24} {solver:<6} {plan.status:<22} {plan.makespan_us:>12.2f} {plan.gap:>7.2%} "
+          f"{wall:>8.2f}  {ratios}{'  CHECK FAILED: ' + bad[0] if bad else ''}", flush=True)
+
+
+def _header(title):
+    print(f"\n{title}")
+    print(f"{'instance':<24} {'solver':<6} {'status':<22} {'makespan_us':>12} {'gap':>7} {'seconds':>8}  baseline/ILP")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", type=int, default=300)
+    ap.add_argument("--instances", type=int, default=1)
+    ap.add_argument("--time-limit", type=float, default=60.0)
+    ap.add_argument("--skip-random", action="store_true")
+    ap.add_argument("--skip-designs", action="store_true")
+    args = ap.parse_args()
+    if not args.skip_random:
+        _header(f"random DAGs, {args.nodes} nodes, time limit {args.time_limit:g} s")
+        for seed in range(args.instances):
+            rows, edges, cap, links = random_dag(args.nodes, seed)
+            for solver in ("cbc", "highs"):
+                t = time.perf_counter()
+                plan = solve(rows, edges, cap, links, ps_cores=None, solver=solver, time_limit=args.time_limit)
+                _row(f"random{args.nodes}-s{seed}", solver, plan, rows, edges, cap, links, time.perf_counter() - t)
+    if args.skip_designs:
+        return
+    try:
+        from rlhls.partition.profile import device_capacity, device_links, profile_design
+    except ImportError:
+        print("\nAP-DRL designs: rlhls.partition.profile.profile_design not available; skipped")
+        return
+    from rlhls.designs.graph import build_graph
+    from rlhls.designs.registry import design_names, get_design
+
+    _header(f"AP-DRL designs (their device), time limit {args.time_limit:g} s")
+    for name in [d for d in design_names() if d.startswith("apdrl")]:
+        design = get_design(name)
+        rows = profile_design(design)
+        g = build_graph(design, None)
+        edges = [(e["src"], e["dst"], e["bytes"]) if isinstance(e, dict) else (e.src, e.dst, e.bytes) for e in g.edges]
+        cap, links = device_capacity(design.device), device_links(design.device)
+        n = len({r.node for r in rows})
+        for solver in ("cbc", "highs"):
+            t = time.perf_counter()
+            plan = solve(rows, edges, cap, links, ps_cores=None, solver=solver, time_limit=args.time_limit)
+            _row(f"{name} ({n})", solver, plan, rows, edges, cap, links, time.perf_counter() - t)
+
+
+if __name__ == "__main__":
+    main()

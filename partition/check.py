@@ -1,0 +1,93 @@
+"""Solver-independent check of a plan against its inputs.
+
+`check_schedule` recomputes everything from the plan's units, points and times: each node on a
+unit and point its profile allows, finish = start + latency, precedence with transfer times,
+at most ``ps_cores`` PS nodes running at any instant, resources summed per unit within capacity,
+makespan = the latest finish. It returns the violations as readable lines (empty = valid).
+"""
+
+from __future__ import annotations
+
+from .profile_io import RESOURCES
+
+__all__ = ["check_schedule"]
+
+
+def _get(plan, key):
+    return plan[key] if isinstance(plan, dict) else getattr(plan, key)
+
+
+def check_schedule(plan, rows, edges, capacity, links=None, ps_cores=1, *, tol=1e-6) -> list[str]:
+    bad: list[str] = []
+    asg, start, point = _get(plan, "assignment"), _get(plan, "start_us"), _get(plan, "point")
+    makespan = float(_get(plan, "makespan_us"))
+    eps = tol * max(1.0, abs(makespan))
+    table = {(r.node, r.unit, r.point): r for r in rows}
+    nodes = list(dict.fromkeys(r.node for r in rows))
+    chosen, finish = {}, {}
+    for v in nodes:
+        if v not in asg:
+            bad.append(f"node {v}: not assigned")
+            continue
+        r = table.get((v, asg[v], str(point.get(v, "0"))))
+        if r is None:
+            bad.append(f"node {v}: unit {asg[v]} point {point.get(v)!r} has no profile row")
+            continue
+        chosen[v] = r
+        s = float(start[v])
+        if s < -eps:
+            bad.append(f"node {v}: starts at {s:g} < 0")
+        finish[v] = s + r.latency_us
+    for v in asg:
+        if v not in table and not any(k[0] == v for k in table):
+            bad.append(f"node {v}: assigned but not in the profile")
+    given_finish = None
+    try:
+        given_finish = _get(plan, "finish_us")
+    except (KeyError, AttributeError):
+        pass
+    if given_finish:
+        for v, f in finish.items():
+            if v in given_finish and abs(float(given_finish[v]) - f) > eps:
+                bad.append(f"node {v}: finish {given_finish[v]:g} != start + latency {f:g}")
+    links = links or {}
+    for a, b, *nb in edges:
+        if a not in chosen or b not in chosen:
+            continue
+        nbytes = float(nb[0]) if nb else 0.0
+        ua, ub = chosen[a].unit, chosen[b].unit
+        xfer = 0.0
+        if ua != ub and (ua, ub) in links:
+            lat, bw = links[(ua, ub)]
+            xfer = lat + nbytes / bw
+        if float(start[b]) < finish[a] + xfer - eps:
+            bad.append(f"edge {a}->{b}: {b} starts at {float(start[b]):g} before {a} finishes + transfer "
+                       f"({finish[a]:g} + {xfer:g})")
+    # PS: sweep the intervals, ends before starts at equal times
+    events = []
+    for v, r in chosen.items():
+        if r.unit == "PS" and r.latency_us > eps:
+            events.append((float(start[v]) + eps, 1, v))
+            events.append((finish[v] - eps, -1, v))
+    events.sort(key=lambda e: (e[0], e[1]))
+    running = set()
+    for t, d, v in events:
+        if d < 0:
+            running.discard(v)
+        else:
+            running.add(v)
+            if len(running) > ps_cores:
+                bad.append(f"PS: {len(running)} nodes run at once at {t:g} us ({', '.join(sorted(running))}) "
+                           f"with {ps_cores} core(s)")
+                break
+    for (u, res), cap in (capacity or {}).items():
+        if res == "cores" or res not in RESOURCES:
+            continue
+        used = sum(r.usage(res) for r in chosen.values() if r.unit == u)
+        if used > cap * (1 + 1e-9) + 1e-9:
+            bad.append(f"{u} {res}: uses {used:g} > capacity {cap:g}")
+    if finish:
+        last = max(finish.values())
+        if abs(last - makespan) > eps:
+            bad.append(f"makespan {makespan:g} != latest finish {last:g}")
+    return bad

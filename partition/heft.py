@@ -1,0 +1,270 @@
+"""The normalised partitioning problem, HEFT list scheduling and the single-unit baselines.
+
+`Problem` gathers profile rows, edges, capacities, links and the PS core count once, in a form the
+ILP, HEFT and the checker share. `heft(problem)` is insertion-based HEFT (Topcuoglu et al. 2002)
+extended to this model: design points are alternatives of a unit, transfers cost
+``latency_us + bytes / bytes_per_us`` across units, PS nodes run on ``ps_cores`` identical cores
+(no overlap per core), PL/AIE are spatial (no time conflict) and resources are summed over all
+nodes on a unit (AP-DRL eq. 7). Capacities are met greedily, keeping a reserve for nodes that
+have no other unit; if a node finds no option that fits, HEFT gives up (None).
+
+`baselines(problem)`: all-PS, all-PL, all-AIE (HEFT restricted to one unit; None where some node
+cannot run there or the unit's capacity cannot hold them) and HEFT itself.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from rlhls.designs.errors import RlhlsError
+
+from .profile_io import UNITS, ProfileRow, topo_order
+
+__all__ = ["Problem", "Schedule", "heft", "baselines", "semi_active"]
+
+EPS = 1e-9
+
+
+@dataclass
+class Schedule:
+    """A complete schedule: option per node, times, PS core per PS node."""
+
+    option: dict  # node -> ProfileRow
+    start: dict
+    finish: dict
+    core: dict  # PS node -> core index
+    makespan: float
+
+
+class Problem:
+    """Inputs normalised: nodes in topological order, options per node, preds/succs, costs."""
+
+    def __init__(self, rows, edges, capacity=None, links=None, ps_cores: int = 1):
+        rows = list(rows)
+        if not rows:
+            raise RlhlsError("profile: no rows; expected one row per node x unit")
+        self.rows = rows
+        self.options: dict[str, list[ProfileRow]] = {}
+        for r in rows:
+            self.options.setdefault(r.node, []).append(r)
+        for s, d, *_ in edges:
+            for v in (s, d):
+                if v not in self.options:
+                    raise RlhlsError(f"graph: node '{v}' has no profile rows; expected every graph node to be profiled")
+        self.edges = [(s, d, float(b[0]) if b else 0.0) for s, d, *b in edges]
+        self.nodes = topo_order(list(self.options), self.edges)
+        self.index = {v: i for i, v in enumerate(self.nodes)}
+        self.preds = defaultdict(list)  # node -> [(pred, bytes)]
+        self.succs = defaultdict(list)
+        for s, d, b in self.edges:
+            self.preds[d].append((s, b))
+            self.succs[s].append((d, b))
+        capacity = dict(capacity or {})
+        cores = capacity.pop(("PS", "cores"), None)
+        if ps_cores is None:
+            ps_cores = int(cores) if cores else 1
+        self.ps_cores = max(1, int(ps_cores))
+        self.capacity = {k: float(v) for k, v in capacity.items()}
+        self.links = {k: (float(a), float(b)) for k, (a, b) in (links or {}).items()}
+
+    # -- costs -------------------------------------------------------------------------------
+
+    def transfer(self, nbytes: float, src_unit: str, dst_unit: str) -> float:
+        if src_unit == dst_unit:
+            return 0.0
+        link = self.links.get((src_unit, dst_unit))
+        if link is None:
+            return 0.0
+        return link[0] + nbytes / link[1]
+
+    def units_of(self, node) -> list[str]:
+        return list(dict.fromkeys(o.unit for o in self.options[node]))
+
+    def min_latency(self, node) -> float:
+        return min(o.latency_us for o in self.options[node])
+
+    def heads_tails(self):
+        """Longest min-latency path before each node's start (head) and after its finish (tail)."""
+        head, tail = {}, {}
+        for v in self.nodes:
+            head[v] = max((head[p] + self.min_latency(p) for p, _ in self.preds[v]), default=0.0)
+        for v in reversed(self.nodes):
+            tail[v] = max((self.min_latency(s) + tail[s] for s, _ in self.succs[v]), default=0.0)
+        return head, tail
+
+    def serial_horizon(self) -> float:
+        """A makespan every capacity-feasible assignment reaches: run all nodes one after another."""
+        total = sum(max(o.latency_us for o in self.options[v]) for v in self.nodes)
+        for s, d, b in self.edges:
+            total += max((self.transfer(b, a.unit, c.unit) for a in self.options[s] for c in self.options[d]),
+                         default=0.0)
+        return total
+
+    def constrained(self):
+        """(unit, resource) pairs with a capacity that some option actually uses."""
+        return [(u, r) for (u, r) in self.capacity
+                if any(o.unit == u and o.usage(r) > 0 for o in self.rows)]
+
+
+def semi_active(problem: Problem, option: dict, core: dict, order_key: dict) -> Schedule:
+    """Earliest start times for fixed options and per-core PS sequences (ordered by ``order_key``)."""
+    seq = defaultdict(list)
+    for v, c in core.items():
+        seq[c].append(v)
+    prev_on_core = {}
+    for c, vs in seq.items():
+        vs.sort(key=lambda v: (order_key[v], problem.index[v]))
+        for a, b in zip(vs, vs[1:]):
+            prev_on_core[b] = a
+    # Kahn over precedence + core chains
+    extra = defaultdict(list)
+    indeg = {v: len(problem.preds[v]) for v in problem.nodes}
+    for b, a in prev_on_core.items():
+        extra[a].append(b)
+        indeg[b] += 1
+    ready = [v for v in problem.nodes if indeg[v] == 0]
+    start, finish = {}, {}
+    while ready:
+        v = ready.pop()
+        o = option[v]
+        t = 0.0
+        for p, nb in problem.preds[v]:
+            t = max(t, finish[p] + problem.transfer(nb, option[p].unit, o.unit))
+        if v in prev_on_core:
+            t = max(t, finish[prev_on_core[v]])
+        start[v], finish[v] = t, t + o.latency_us
+        for w in [s for s, _ in problem.succs[v]] + extra[v]:
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                ready.append(w)
+    if len(start) != len(problem.nodes):
+        raise RuntimeError("core order contradicts the precedence graph")
+    return Schedule(dict(option), start, finish, dict(core), max(finish.values(), default=0.0))
+
+
+def _rank(problem: Problem, units) -> dict:
+    def avg_lat(v):
+        ls = [o.latency_us for o in problem.options[v] if units is None or o.unit in units]
+        return sum(ls) / len(ls) if ls else 0.0
+
+    rank = {}
+    for v in reversed(problem.nodes):
+        best = 0.0
+        uv = [u for u in problem.units_of(v) if units is None or u in units]
+        for s, nb in problem.succs[v]:
+            us = [u for u in problem.units_of(s) if units is None or u in units]
+            pairs = [problem.transfer(nb, a, b) for a in uv for b in us] or [0.0]
+            best = max(best, sum(pairs) / len(pairs) + rank[s])
+        rank[v] = avg_lat(v) + best
+    return rank
+
+
+SHARES = (1.0, 0.5, 0.25, 0.125, 1 / 16, 1 / 32, 1 / 64)
+
+
+def heft(problem: Problem, units=None) -> Schedule | None:
+    """Insertion-based HEFT; ``units`` restricts the units used. None if capacities defeat it.
+
+    Greedy earliest finish spends a capacity on the first nodes (their fastest design points);
+    so HEFT also runs with each option limited to a share of every capacity (1, 1/2, ... 1/64,
+    falling back to the smallest option where none fits) and keeps the best schedule.
+    """
+    best = None
+    for share in SHARES if problem.constrained() else (1.0,):
+        s = _heft(problem, units, share)
+        if s is not None and (best is None or s.makespan < best.makespan - EPS):
+            best = s
+    return best
+
+
+def _heft(problem: Problem, units, share: float) -> Schedule | None:
+    opts = {v: [o for o in problem.options[v] if units is None or o.unit in units] for v in problem.nodes}
+    cons0 = problem.constrained()
+    if share < 1.0:
+        for v, os_ in opts.items():
+            ok = [o for o in os_ if all(o.usage(r) <= share * problem.capacity[(u, r)] for (u, r) in cons0 if u == o.unit)]
+            if not ok:  # keep the least-using option per unit
+                ok = [min((o for o in os_ if o.unit == u), key=lambda o: sum(o.resources.values()))
+                      for u in dict.fromkeys(o.unit for o in os_)]
+            opts[v] = ok
+    if any(not o for o in opts.values()):
+        return None
+    rank = _rank(problem, units)
+    cons = problem.constrained()
+    used = defaultdict(float)
+    # reserve: what nodes with a single unit must still take of each constrained resource
+    forced = {}
+    for v in problem.nodes:
+        us = {o.unit for o in opts[v]}
+        forced[v] = {(u, r): (min(o.usage(r) for o in opts[v]) if us == {u} else 0.0) for (u, r) in cons}
+    reserve = defaultdict(float)
+    for v in problem.nodes:
+        for k, a in forced[v].items():
+            reserve[k] += a
+    busy = [[] for _ in range(problem.ps_cores)]  # sorted (start, finish) per core
+    option, start, finish, core = {}, {}, {}, {}
+    waiting = {v: len(problem.preds[v]) for v in problem.nodes}
+    ready = [v for v in problem.nodes if waiting[v] == 0]
+    while ready:
+        ready.sort(key=lambda v: (-rank[v], problem.index[v]))
+        v = ready.pop(0)
+        for k, a in forced[v].items():
+            reserve[k] -= a
+        best = None
+        for o in opts[v]:
+            if any(used[(o.unit, r)] + o.usage(r) + reserve[(o.unit, r)] > problem.capacity[(o.unit, r)] + EPS
+                   for (u, r) in cons if u == o.unit):
+                continue
+            t = 0.0
+            for p, nb in problem.preds[v]:
+                t = max(t, finish[p] + problem.transfer(nb, option[p].unit, o.unit))
+            c = None
+            if o.unit == "PS":
+                best_c = None
+                for ci, slots in enumerate(busy):
+                    s = _earliest_gap(slots, t, o.latency_us)
+                    if best_c is None or s < best_c[0] - EPS:
+                        best_c = (s, ci)
+                t, c = best_c
+            load = sum(o.usage(r) / problem.capacity[(o.unit, r)] for (u, r) in cons if u == o.unit)
+            key = (t + o.latency_us, load, UNITS.index(o.unit))
+            if best is None or key < best[0]:
+                best = (key, o, t, c)
+        if best is None:
+            return None
+        _, o, t, c = best
+        option[v], start[v], finish[v] = o, t, t + o.latency_us
+        for (u, r) in cons:
+            if u == o.unit:
+                used[(u, r)] += o.usage(r)
+        if c is not None:
+            core[v] = c
+            busy[c].append((t, t + o.latency_us))
+            busy[c].sort()
+        for s, _ in problem.succs[v]:
+            waiting[s] -= 1
+            if waiting[s] == 0:
+                ready.append(s)
+    return Schedule(option, start, finish, core, max(finish.values(), default=0.0))
+
+
+def _earliest_gap(slots, ready: float, length: float) -> float:
+    t = ready
+    for a, b in slots:
+        if t + length <= a + EPS:
+            return t
+        t = max(t, b)
+    return t
+
+
+def baselines(problem: Problem, heft_schedule: Schedule | None = None) -> dict:
+    """Makespans of all-PS, all-PL, all-AIE and HEFT (None where not possible)."""
+    out = {}
+    for u in UNITS:
+        s = heft(problem, units=(u,))
+        out[f"all_{u}"] = None if s is None else s.makespan
+    if heft_schedule is None:
+        heft_schedule = heft(problem)
+    out["HEFT"] = None if heft_schedule is None else heft_schedule.makespan
+    return out

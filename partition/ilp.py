@@ -1,0 +1,361 @@
+"""The partitioning ILP: AP-DRL §IV-C (eq. 2-7) with transfers, PS cores and design points.
+
+Variables: ``x[i,k]`` (node i takes option k = a (unit, point) profile row), start ``S_i``,
+makespan ``T``. With ``z_iu = sum_k on u x_ik`` and ``F_i = S_i + sum_k t_k x_ik``:
+
+* eq. 2/3/6  minimise T;  T >= F_i + tail_i for every node (tail_i = least time its successors
+  still need; for sinks 0, which is eq. 6);  T <= H, the HEFT makespan (or a serial horizon).
+* eq. 4      sum_k x_ik = 1 — one unit and one design point per node; units without profile rows
+  for a node are simply not among its options.
+* eq. 5      S_j >= F_i for every edge i->j, plus the transfer when the ends sit on different
+  units: for each unit u of i,  S_j >= F_i + sum_v c(u,v) z_jv - max_v c(u,v) (1 - z_iu),
+  c(u,v) = latency_us + bytes / bytes_per_us of the link u->v (0 when not listed).
+* eq. 7      sum over nodes of usage x <= capacity for every (unit, resource) given.
+* PS cores   PL and AIE are spatial (nodes overlap freely); PS nodes are assigned to C identical
+  cores (``w[i,c]``, symmetry broken: the n-th PS-capable node in topological order uses a core
+  < n) and two PS nodes on one core do not overlap (ordering binary ``o_ij``, per-pair big-M
+  M_ij = (H - tail_i) - head_j). Pairs already ordered by a path need nothing. With C = 1 the
+  core variables vanish. A valid cut ``C T >= sum of PS latencies`` helps the bound.
+
+Warm start: HEFT's schedule (CBC through ``-mips``; HiGHS through ``Highs.setSolution``).
+After solving, start times are recomputed as the earliest ones for the solver's units, points and
+PS core sequences (clears solver tolerances); the result is never worse than HEFT.
+
+Gap: 0 when the solver proves optimality; otherwise (incumbent - bound) / incumbent, the bound
+read from CBC's log ("Objective value"/"Lower bound" after a stop) or HiGHS' ``mip_dual_bound``,
+and never below the model's own lower bound (critical path with least latencies; PS work / C).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import tempfile
+import time
+import warnings
+import pulp
+
+from rlhls.designs.errors import RlhlsError
+
+from .heft import EPS, Problem, Schedule, baselines, heft, semi_active
+from .plan import Plan, utilisation
+
+__all__ = ["solve", "check_capacity", "SOLVERS"]
+
+SOLVERS = ("cbc", "highs")
+OPTIMAL, FEASIBLE, INFEASIBLE = "Optimal", "Feasible (time limit)", "Infeasible"
+
+
+class _HiGHSWarm(pulp.HiGHS):
+    """pulp.HiGHS that hands the variables' initial values to HiGHS as a start solution."""
+
+    def callSolver(self, lp):
+        import highspy
+
+        vs = lp.variables()
+        if any(v.varValue is not None for v in vs):
+            sol = highspy.HighsSolution()
+            sol.col_value = [float(v.varValue) if v.varValue is not None else 0.0 for v in vs]
+            sol.value_valid = True
+            lp.solverModel.setSolution(sol)
+        super().callSolver(lp)
+
+
+def _solver(name: str, time_limit, log_path=None, warm=False):
+    if name == "cbc":
+        with warnings.catch_warnings():  # PuLP 3.x deprecates the bundled CBC; it is still the one installed
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit, warmStart=warm, logPath=log_path, threads=1)
+    if name == "highs":
+        s = _HiGHSWarm(msg=False, timeLimit=time_limit, threads=1)
+        return s
+    raise RlhlsError(f"solver '{name}' is not known; expected one of {', '.join(SOLVERS)}")
+
+
+# ----------------------------------------------------------------------------------------------
+# Capacity feasibility (assignment only: any assignment can be scheduled, so this is all of it)
+# ----------------------------------------------------------------------------------------------
+
+
+def _min_need(problem: Problem, key) -> float:
+    u, r = key
+    need = 0.0
+    for v in problem.nodes:
+        opts = problem.options[v]
+        need += min(o.usage(r) if o.unit == u else 0.0 for o in opts)
+    return need
+
+
+def _assignable(problem: Problem, keys, solver: str) -> bool:
+    prob = pulp.LpProblem("capacity", pulp.LpMinimize)
+    x = {(v, k): prob.add_variable(f"x_{i}_{k}", cat="Binary")
+         for i, v in enumerate(problem.nodes) for k in range(len(problem.options[v]))}
+    prob += pulp.lpSum([])
+    for v in problem.nodes:
+        prob += pulp.lpSum(x[v, k] for k in range(len(problem.options[v]))) == 1
+    for (u, r) in keys:
+        terms = [o.usage(r) * x[v, k] for v in problem.nodes for k, o in enumerate(problem.options[v])
+                 if o.unit == u and o.usage(r) > 0]
+        if terms:
+            prob += pulp.lpSum(terms) <= problem.capacity[(u, r)]
+    prob.solve(_solver(solver, 30))
+    return pulp.LpStatus[prob.status] == "Optimal"
+
+
+def check_capacity(problem: Problem, *, source: str = "capacity", solver: str = "cbc") -> None:
+    """RlhlsError naming the resource and unit when no assignment meets the capacities."""
+    keys = problem.constrained()
+    for key in keys:
+        need = _min_need(problem, key)
+        if need > problem.capacity[key] + EPS:
+            raise RlhlsError(
+                f"{source}: {key[0]} {key[1]} capacity {problem.capacity[key]:g} is below the {need:g} the nodes "
+                f"need at least (each node at its least use of {key[1]} on {key[0]}); no assignment fits"
+            )
+    if len(keys) < 2 or _assignable(problem, keys, solver):
+        return
+    for key in keys:
+        if _assignable(problem, [k for k in keys if k != key], solver):
+            raise RlhlsError(
+                f"{source}: {key[0]} {key[1]} capacity {problem.capacity[key]:g} cannot be met together with "
+                "the other capacities (without it an assignment exists)"
+            )
+    key = max(keys, key=lambda k: _min_need(problem, k) / problem.capacity[k])
+    raise RlhlsError(
+        f"{source}: no assignment meets the capacities together; the tightest is {key[0]} {key[1]} "
+        f"(capacity {problem.capacity[key]:g}, least need {_min_need(problem, key):g})"
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# The model
+# ----------------------------------------------------------------------------------------------
+
+
+def _reach(problem: Problem):
+    """Descendant sets as bit masks over topological indices."""
+    desc = {}
+    for v in reversed(problem.nodes):
+        m = 0
+        for s, _ in problem.succs[v]:
+            m |= (1 << problem.index[s]) | desc[s]
+        desc[v] = m
+    return desc
+
+
+def _lower_bound(problem: Problem) -> float:
+    head, tail = problem.heads_tails()
+    lb = max((head[v] + problem.min_latency(v) + tail[v] for v in problem.nodes), default=0.0)
+    ps_only = sum(problem.min_latency(v) for v in problem.nodes if problem.units_of(v) == ["PS"])
+    return max(lb, ps_only / problem.ps_cores)
+
+
+def _cbc_bound(log_path) -> float | None:
+    try:
+        text = open(log_path, encoding="utf-8", errors="replace").read()
+    except OSError:
+        return None
+    m = re.findall(r"Lower bound:\s*([-+0-9.eE]+)", text)
+    if m:
+        return float(m[-1])
+    m = re.findall(r"best possible\s*([-+0-9.eE]+)", text)
+    return float(m[-1]) if m else None
+
+
+def solve(rows, edges, capacity=None, links=None, *, ps_cores=None, solver="cbc", time_limit=None,
+          warm_start=True, source="capacity") -> Plan:
+    """Optimal (or best within ``time_limit`` s) partition and schedule; see the module docstring.
+
+    ``ps_cores`` None takes ``capacity[('PS','cores')]`` (else 1). RlhlsError when the
+    capacities admit no assignment (naming the resource and unit) or for a bad solver name.
+    """
+    if solver not in SOLVERS:
+        raise RlhlsError(f"solver '{solver}' is not known; expected one of {', '.join(SOLVERS)}")
+    if time_limit is not None and not time_limit > 0:
+        raise RlhlsError(f"time limit {time_limit} s is not positive")
+    t0 = time.perf_counter()
+    problem = Problem(rows, edges, capacity, links, ps_cores)
+    check_capacity(problem, source=source, solver=solver)
+    start_sched = heft(problem)
+    base = baselines(problem, start_sched)
+    horizon = start_sched.makespan if start_sched else problem.serial_horizon()
+    horizon = horizon * (1 + 1e-9) + 1e-9
+
+    prob, var = _build(problem, horizon)
+    if warm_start and start_sched is not None:
+        _set_start(problem, var, start_sched)
+    with tempfile.TemporaryDirectory(prefix="rlhls-ilp-") as tmp:
+        log = os.path.join(tmp, "cbc.log") if solver == "cbc" else None
+        s = _solver(solver, time_limit, log, warm=warm_start and start_sched is not None)
+        ts = time.perf_counter()
+        prob.solve(s)
+        solve_seconds = time.perf_counter() - ts
+        bound = None
+        if solver == "cbc":
+            bound = _cbc_bound(log)
+        else:
+            try:
+                bound = float(prob.solverModel.getInfo().mip_dual_bound)
+            except Exception:  # older highspy: no info
+                bound = None
+    status = pulp.LpStatus[prob.status]
+    proven = status == "Optimal" and prob.sol_status == pulp.LpSolutionOptimal
+    sched = None
+    if status == "Optimal":
+        sched = _extract(problem, var)
+    if sched is None or (start_sched is not None and start_sched.makespan < sched.makespan - 1e-9):
+        if start_sched is None:
+            if status == "Infeasible":
+                raise RlhlsError(f"{source}: the ILP is infeasible although each capacity alone can be met")
+            raise RlhlsError(f"solver {solver} found no schedule within {time_limit} s and HEFT cannot meet the capacities; raise --time-limit")
+        if proven and sched is not None:
+            # Solver tolerance only: its proven optimum equals HEFT's up to rounding
+            pass
+        sched = start_sched
+    lb = _lower_bound(problem)
+    if bound is not None and math.isfinite(bound):
+        lb = max(lb, bound)
+    if proven:
+        gap = 0.0
+        status_text = OPTIMAL
+    else:
+        gap = max(0.0, (sched.makespan - lb) / sched.makespan) if sched.makespan > 0 else 0.0
+        status_text = OPTIMAL if gap <= 1e-9 else FEASIBLE
+    plan = Plan(
+        status=status_text,
+        makespan_us=sched.makespan,
+        gap=gap,
+        assignment={v: sched.option[v].unit for v in problem.nodes},
+        start_us={v: sched.start[v] for v in problem.nodes},
+        point={v: sched.option[v].point for v in problem.nodes},
+        finish_us={v: sched.finish[v] for v in problem.nodes},
+        baselines=base,
+        solve_seconds=time.perf_counter() - t0,
+        solver=solver,
+        core={v: c for v, c in sched.core.items()},
+        ps_cores=problem.ps_cores,
+        bound=None if proven else lb,
+        latency_us={v: sched.option[v].latency_us for v in problem.nodes},
+        solver_seconds=solve_seconds,
+    )
+    plan.utilisation = utilisation(plan, problem.rows, problem.capacity)
+    return plan
+
+
+def _build(problem: Problem, H: float):
+    P = problem
+    prob = pulp.LpProblem("rlhls_partition", pulp.LpMinimize)
+    head, tail = P.heads_tails()
+    idx = P.index
+    T = prob.add_variable("T", lowBound=0, upBound=H)
+    x, S, lat, z = {}, {}, {}, {}
+    for v in P.nodes:
+        i = idx[v]
+        opts = P.options[v]
+        for k in range(len(opts)):
+            x[v, k] = prob.add_variable(f"x_{i}_{k}", cat="Binary")
+        hi = max(head[v], H - tail[v] - P.min_latency(v))
+        S[v] = prob.add_variable(f"S_{i}", lowBound=head[v], upBound=hi)
+        lat[v] = pulp.lpSum(o.latency_us * x[v, k] for k, o in enumerate(opts))
+        for u in P.units_of(v):
+            z[v, u] = pulp.lpSum(x[v, k] for k, o in enumerate(opts) if o.unit == u)
+    prob += T
+    for v in P.nodes:
+        prob += pulp.lpSum(x[v, k] for k in range(len(P.options[v]))) == 1, f"one_{idx[v]}"
+        prob += T >= S[v] + lat[v] + tail[v], f"mk_{idx[v]}"
+    # precedence + transfers (eq. 5)
+    for e, (a, b, nb) in enumerate(P.edges):
+        prob += S[b] >= S[a] + lat[a], f"prec_{e}"
+        for u in P.units_of(a):
+            costs = {w: P.transfer(nb, u, w) for w in P.units_of(b) if w != u}
+            cmax = max(costs.values(), default=0.0)
+            if cmax <= 0:
+                continue
+            prob += (S[b] >= S[a] + lat[a] + pulp.lpSum(c * z[b, w] for w, c in costs.items() if c > 0)
+                     - cmax * (1 - z[a, u])), f"xfer_{e}_{u}"
+    # capacities (eq. 7)
+    for (u, r) in P.constrained():
+        prob += pulp.lpSum(o.usage(r) * x[v, k] for v in P.nodes for k, o in enumerate(P.options[v])
+                           if o.unit == u and o.usage(r) > 0) <= P.capacity[(u, r)], f"cap_{u}_{r}"
+    # PS cores
+    ps = [v for v in P.nodes if "PS" in P.units_of(v)]
+    C = P.ps_cores
+    w, o_var = {}, {}
+    if ps:
+        ps_lat = pulp.lpSum(o.latency_us * x[v, k] for v in ps for k, o in enumerate(P.options[v]) if o.unit == "PS")
+        prob += C * T >= ps_lat, "ps_work"
+    if len(ps) > C:
+        desc = _reach(P)
+        if C > 1:
+            for n, v in enumerate(ps):
+                for c in range(min(C, n + 1)):
+                    w[v, c] = prob.add_variable(f"w_{idx[v]}_{c}", cat="Binary")
+                prob += pulp.lpSum(w[v, c] for c in range(min(C, n + 1))) == z[v, "PS"], f"core_{idx[v]}"
+        for n, a in enumerate(ps):
+            for b in ps[n + 1:]:
+                if desc[a] >> idx[b] & 1:  # a path a -> b already orders them
+                    continue
+                ia, ib = idx[a], idx[b]
+                oab = prob.add_variable(f"o_{ia}_{ib}", cat="Binary")
+                o_var[a, b] = oab
+                if C == 1:
+                    apart = 2 - z[a, "PS"] - z[b, "PS"]
+                else:
+                    q = prob.add_variable(f"q_{ia}_{ib}", lowBound=0, upBound=1)
+                    for c in range(C):
+                        if (a, c) in w and (b, c) in w:
+                            prob += q >= w[a, c] + w[b, c] - 1, f"same_{ia}_{ib}_{c}"
+                    apart = 1 - q
+                    o_var[a, b, "q"] = q
+                m1 = max(0.0, (H - tail[a]) - head[b])
+                m2 = max(0.0, (H - tail[b]) - head[a])
+                prob += S[b] >= S[a] + lat[a] - m1 * (1 - oab) - m1 * apart, f"d1_{ia}_{ib}"
+                prob += S[a] >= S[b] + lat[b] - m2 * oab - m2 * apart, f"d2_{ia}_{ib}"
+    return prob, dict(x=x, S=S, T=T, w=w, o=o_var, ps=ps)
+
+
+def _set_start(problem: Problem, var, sched: Schedule) -> None:
+    for (v, k), xv in var["x"].items():
+        xv.setInitialValue(1 if problem.options[v][k] is sched.option[v] else 0)
+    for v, s in var["S"].items():
+        s.setInitialValue(s.lowBound if s.lowBound is not None and sched.start[v] < s.lowBound else sched.start[v])
+    var["T"].setInitialValue(sched.makespan)
+    # relabel HEFT's cores by first use in topological order (the model's symmetry breaking)
+    relabel = {}
+    for v in var["ps"]:
+        if v in sched.core and sched.core[v] not in relabel:
+            relabel[sched.core[v]] = len(relabel)
+    core = {v: relabel[c] for v, c in sched.core.items()}
+    for (v, c), wv in var["w"].items():
+        wv.setInitialValue(1 if core.get(v) == c else 0)
+    for key, ov in var["o"].items():
+        if len(key) == 3:
+            a, b, _ = key
+            ov.setInitialValue(1 if a in core and b in core and core[a] == core[b] else 0)
+        else:
+            a, b = key
+            ov.setInitialValue(1 if sched.start[a] <= sched.start[b] else 0)
+
+
+def _extract(problem: Problem, var) -> Schedule | None:
+    option, core, key = {}, {}, {}
+    for v in problem.nodes:
+        opts = problem.options[v]
+        vals = [var["x"][v, k].varValue or 0.0 for k in range(len(opts))]
+        option[v] = opts[max(range(len(opts)), key=lambda k: vals[k])]
+        key[v] = var["S"][v].varValue or 0.0
+    C = problem.ps_cores
+    for v in problem.nodes:
+        if option[v].unit != "PS":
+            continue
+        if C == 1 or not var["w"]:
+            core[v] = 0
+        else:
+            cs = [c for c in range(C) if (v, c) in var["w"]]
+            core[v] = max(cs, key=lambda c: var["w"][v, c].varValue or 0.0)
+    # order on a core: solver start, ties broken by the pair's ordering binary via topological index
+    try:
+        return semi_active(problem, option, core, key)
+    except RuntimeError:
+        return None

@@ -1,0 +1,257 @@
+"""The partition result: `Plan`, its files (plan.json, plan.csv, gantt.png) and `read_plan`.
+
+plan.json::
+
+    {"status": "Optimal" | "Feasible (time limit)", "makespan_us": float, "gap": float,
+     "assignment": {node: "PS"|"PL"|"AIE"}, "start_us": {node: float}, "point": {node: str},
+     "finish_us": {node: float}, "core": {PS node: int}, "ps_cores": int,
+     "baselines": {"all_PS"|"all_PL"|"all_AIE"|"HEFT": float | null},
+     "utilisation": {unit: {"busy": fraction of makespan (PS: of makespan x cores), resource: fraction}},
+     "solver": "cbc"|"highs", "solve_seconds": float, "bound": float | null}
+
+plan.csv: ``node,unit,point,start_us,finish_us,latency_us`` in start order.
+gantt.png: one lane per unit (one per PS core), a bar per node, the makespan as a line.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rlhls.designs.errors import RlhlsError
+
+from .profile_io import UNITS
+
+__all__ = ["Plan", "write_plan", "read_plan", "utilisation", "plan_csv", "plot_gantt"]
+
+
+@dataclass
+class Plan:
+    status: str
+    makespan_us: float
+    gap: float
+    assignment: dict
+    start_us: dict
+    point: dict
+    finish_us: dict
+    baselines: dict
+    solve_seconds: float
+    solver: str = ""
+    core: dict = field(default_factory=dict)
+    ps_cores: int = 1
+    bound: float | None = None
+    latency_us: dict = field(default_factory=dict)
+    solver_seconds: float = 0.0
+    utilisation: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {
+            "status": self.status,
+            "makespan_us": self.makespan_us,
+            "gap": self.gap,
+            "assignment": dict(self.assignment),
+            "start_us": dict(self.start_us),
+            "point": dict(self.point),
+            "finish_us": dict(self.finish_us),
+            "core": dict(self.core),
+            "ps_cores": self.ps_cores,
+            "baselines": dict(self.baselines),
+            "utilisation": self.utilisation,
+            "solver": self.solver,
+            "solve_seconds": self.solve_seconds,
+            "bound": self.bound,
+        }
+
+
+def utilisation(plan, rows, capacity) -> dict:
+    """Busy fraction per unit and used fraction of each capacity given."""
+    chosen = {}
+    for r in rows:
+        if plan.assignment.get(r.node) == r.unit and plan.point.get(r.node) == r.point:
+            chosen[r.node] = r
+    out = {}
+    span = plan.makespan_us
+    for u in UNITS:
+        nodes = [v for v, uu in plan.assignment.items() if uu == u]
+        if not nodes and not any(k[0] == u for k in capacity):
+            continue
+        busy = sum(plan.finish_us[v] - plan.start_us[v] for v in nodes)
+        lanes = plan.ps_cores if u == "PS" else 1
+        entry = {"nodes": len(nodes)}
+        # PL/AIE run nodes side by side: busy = time some node runs (union of intervals)
+        if u != "PS":
+            busy = _union([(plan.start_us[v], plan.finish_us[v]) for v in nodes])
+        entry["busy"] = busy / (span * lanes) if span > 0 else 0.0
+        for (cu, res), cap in capacity.items():
+            if cu == u and res != "cores" and cap > 0:
+                entry[res] = sum(chosen[v].usage(res) for v in nodes if v in chosen) / cap
+        out[u] = entry
+    return out
+
+
+def _union(intervals) -> float:
+    total, end = 0.0, -math.inf
+    for a, b in sorted(intervals):
+        if b <= end:
+            continue
+        total += b - max(a, end)
+        end = b
+    return total
+
+
+def plan_csv(plan: Plan) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["node", "unit", "point", "start_us", "finish_us", "latency_us"])
+    for v in sorted(plan.assignment, key=lambda v: (plan.start_us[v], plan.finish_us[v], v)):
+        s, f = plan.start_us[v], plan.finish_us[v]
+        w.writerow([v, plan.assignment[v], plan.point[v], f"{s:.6g}", f"{f:.6g}", f"{f - s:.6g}"])
+    return buf.getvalue()
+
+
+def plot_gantt(plan: Plan, path, edges=()) -> None:
+    """One lane per unit (PS: per core); bars labelled where wide enough; makespan line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lanes = []
+    if any(u == "PS" for u in plan.assignment.values()) or plan.ps_cores:
+        used_cores = sorted(set(plan.core.values())) or [0]
+        n_ps = max(plan.ps_cores, max(used_cores) + 1) if any(u == "PS" for u in plan.assignment.values()) else 0
+        lanes += [("PS", c) for c in range(n_ps)]
+    for u in ("PL", "AIE"):
+        if any(uu == u for uu in plan.assignment.values()):
+            lanes.append((u, None))
+    # spatial units: stack overlapping bars into sub-rows so each stays visible
+    rows_of = {}
+    sub = {}
+    for lane in lanes:
+        u, c = lane
+        nodes = [v for v, uu in plan.assignment.items() if uu == u and (c is None or plan.core.get(v, 0) == c)]
+        nodes.sort(key=lambda v: (plan.start_us[v], v))
+        ends = []
+        for v in nodes:
+            for i, e in enumerate(ends):
+                if plan.start_us[v] >= e - 1e-12:
+                    ends[i] = plan.finish_us[v]
+                    sub[v] = i
+                    break
+            else:
+                sub[v] = len(ends)
+                ends.append(plan.finish_us[v])
+        rows_of[lane] = (nodes, max(1, len(ends)))
+    colours = {"PS": "#4C72B0", "PL": "#55A868", "AIE": "#C44E52"}
+    total_rows = sum(n for _, n in rows_of.values()) or 1
+    fig_h = min(2.0 + 0.35 * total_rows, 30)
+    fig, ax = plt.subplots(figsize=(12, fig_h))
+    span = plan.makespan_us or 1.0
+    y, ticks, labels, centre = 0.0, [], [], {}
+    for lane in reversed(lanes):
+        nodes, n = rows_of[lane]
+        u, c = lane
+        for v in nodes:
+            yy = y + (n - 1 - sub[v])
+            s, f = plan.start_us[v], plan.finish_us[v]
+            ax.barh(yy + 0.5, max(f - s, span * 1e-4), left=s, height=0.8, color=colours[u], edgecolor="black", lw=0.4)
+            centre[v] = (s, f, yy + 0.5)
+            if (f - s) / span > 0.06:
+                ax.text((s + f) / 2, yy + 0.5, v, ha="center", va="center", fontsize=7, color="white", clip_on=True)
+        ticks.append(y + n / 2)
+        labels.append(f"PS core {c}" if u == "PS" else u)
+        y += n
+        ax.axhline(y, color="grey", lw=0.5)
+    crossing = [(a, b) for a, b, *_ in edges if a in centre and b in centre and plan.assignment[a] != plan.assignment[b]]
+    for a, b in crossing if len(crossing) <= 40 else ():  # arrows only while they stay readable
+        ax.annotate("", xy=(centre[b][0], centre[b][2]), xytext=(centre[a][1], centre[a][2]),
+                    arrowprops=dict(arrowstyle="->", color="grey", lw=0.5, alpha=0.6))
+    ax.axvline(plan.makespan_us, color="black", ls="--", lw=1)
+    ax.text(plan.makespan_us, y, f" makespan {plan.makespan_us:.4g} us", va="bottom", fontsize=8)
+    ax.set_yticks(ticks, labels)
+    ax.set_ylim(0, y + 0.6)
+    ax.set_xlim(0, span * 1.08)
+    ax.set_xlabel("time (us)")
+    gap = "" if plan.gap <= 0 else f", gap {plan.gap:.1%}"
+    ax.set_title(f"{plan.status}{gap}: makespan {plan.makespan_us:.4g} us ({plan.solver})")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def write_plan(plan: Plan, out_dir, rows=None, edges=()) -> Path:
+    """plan.json, plan.csv and gantt.png into ``out_dir`` — built in a temp folder beside it, then renamed."""
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        (tmp / "plan.json").write_text(json.dumps(plan.to_json(), indent=1) + "\n", encoding="utf-8")
+        (tmp / "plan.csv").write_text(plan_csv(plan), encoding="utf-8")
+        plot_gantt(plan, tmp / "gantt.png", edges)
+        if out_dir.exists():
+            # replace the old folder: move it aside first so a failure leaves one of the two
+            old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old.", dir=out_dir.parent))
+            os.rmdir(old)
+            os.replace(out_dir, old)
+            os.replace(tmp, out_dir)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir
+
+
+def read_plan(path) -> dict:
+    """Read and validate a plan.json (a file or a folder holding one)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "plan.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RlhlsError(f"plan {path}: not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RlhlsError(f"plan {path}: cannot be read ({exc})") from None
+    except json.JSONDecodeError as exc:
+        raise RlhlsError(f"plan {path}: not JSON (line {exc.lineno}: {exc.msg})") from None
+    if not isinstance(data, dict):
+        raise RlhlsError(f"plan {path}: expected a JSON object with status, makespan_us, assignment, start_us, point")
+    for key in ("status", "makespan_us", "gap", "assignment", "start_us", "point"):
+        if key not in data:
+            raise RlhlsError(f"plan {path}: missing key '{key}'")
+    if not isinstance(data["status"], str):
+        raise RlhlsError(f"plan {path}: 'status' must be a string")
+    for key in ("makespan_us", "gap"):
+        v = data[key]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise RlhlsError(f"plan {path}: '{key}' = {v!r} must be a number >= 0")
+    asg = data["assignment"]
+    if not isinstance(asg, dict) or not asg:
+        raise RlhlsError(f"plan {path}: 'assignment' must be a non-empty object {{node: unit}}")
+    for node, unit in asg.items():
+        if unit not in UNITS:
+            raise RlhlsError(f"plan {path}: node '{node}' assigned to unknown unit {unit!r}; expected one of {', '.join(UNITS)}")
+    for key in ("start_us", "point"):
+        table = data[key]
+        if not isinstance(table, dict):
+            raise RlhlsError(f"plan {path}: '{key}' must be an object {{node: value}}")
+        for node in asg:
+            if node not in table:
+                raise RlhlsError(f"plan {path}: node '{node}' has no '{key}' entry")
+        for node, v in table.items():
+            if node not in asg:
+                raise RlhlsError(f"plan {path}: '{key}' names node '{node}', which has no assignment")
+            if key == "start_us" and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0):
+                raise RlhlsError(f"plan {path}: start_us of node '{node}' = {v!r} must be a number >= 0")
+            if key == "point" and not isinstance(v, str):
+                raise RlhlsError(f"plan {path}: point of node '{node}' = {v!r} must be a string")
+    return data

@@ -1,0 +1,350 @@
+"""The partitioner's input files: profile, graph, capacity and links CSVs.
+
+All four are plain CSV with a header row; column order is free, extra columns are an error only
+where noted. Blank lines and lines starting with ``#`` are skipped. Rows are numbered as a
+spreadsheet shows them (the header is row 1).
+
+Profile CSV — one row per node x unit (x design point)::
+
+    node,unit,latency_us,point,lut,ff,dsp,bram36,uram,aie_tiles,cycles,flops
+    q.fc1.fwd,PS,120.5,,0,0,0,0,0,0,,2048
+    q.fc1.fwd,PL,8.2,u4,5200,7100,40,4,0,0,2460,2048
+    q.fc1.fwd,PL,4.6,u8,9800,13900,80,4,0,0,1380,2048
+    q.fc1.fwd,AIE,3.1,,0,0,0,0,0,2,,2048
+
+* required: ``node``, ``unit`` (PS, PL or AIE), ``latency_us`` (a number >= 0);
+* resource columns ``lut, ff, dsp, bram36, uram, aie_tiles``: any subset, missing or empty = 0;
+* ``point`` (optional): the design point (e.g. an unroll factor); several rows of one node and unit
+  with different points are alternatives, the partitioner picks one; missing or empty = ``"0"``;
+* ``cycles``, ``flops`` (optional): informative only.
+A unit with no row for a node is forbidden for that node (that is how "only matrix-multiply nodes
+may go to AIE" is written: the profile has no AIE rows for the others).
+
+Graph CSV — one row per edge of the training-step DAG: ``src,dst,bytes`` (bytes >= 0, the tensor
+the edge carries). Every node named here must have profile rows; profile nodes without edges are
+isolated nodes of the graph.
+
+Capacity CSV — ``unit,resource,capacity``: resource one of the profile's resource columns or
+``cores`` (the PS core count; PS nodes beyond it do not overlap in time). A (unit, resource) pair
+that is not listed is unlimited.
+
+Links CSV — ``src_unit,dst_unit,latency_us,bytes_per_us``: the cost of an edge whose two ends sit
+on different units is ``latency_us + bytes / bytes_per_us``; a unit pair that is not listed is free.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rlhls.designs.errors import RlhlsError
+
+__all__ = [
+    "RESOURCES", "UNITS", "ProfileRow", "read_profile", "write_profile", "read_graph",
+    "read_capacity", "read_links", "check_inputs", "atomic_write_text", "topo_order",
+]
+
+RESOURCES = ("lut", "ff", "dsp", "bram36", "uram", "aie_tiles")
+UNITS = ("PS", "PL", "AIE")
+CAPACITY_RESOURCES = RESOURCES + ("cores",)
+
+
+@dataclass(frozen=True)
+class ProfileRow:
+    """One (node, unit, design point) alternative with its latency and resource use."""
+
+    node: str
+    unit: str
+    latency_us: float
+    point: str = "0"
+    resources: dict = field(default_factory=dict)
+    cycles: float | None = None
+    flops: float | None = None
+
+    def usage(self, resource: str) -> float:
+        return float(self.resources.get(resource, 0.0) or 0.0)
+
+
+def atomic_write_text(path, text: str) -> None:
+    """Write ``text`` to a temporary file beside ``path``, then rename it into place."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+# ----------------------------------------------------------------------------------------------
+# Reading
+# ----------------------------------------------------------------------------------------------
+
+
+def _read_rows(path, kind: str, required: tuple, optional: tuple):
+    """Yield ``(row_number, {column: text})``; RlhlsError for a missing file/column, empty file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise RlhlsError(f"{kind} file {path}: not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RlhlsError(f"{kind} file {path}: cannot be read ({exc})") from None
+    lines = [(i + 1, ln) for i, ln in enumerate(text.splitlines())]
+    lines = [(n, ln) for n, ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+    if not lines:
+        raise RlhlsError(f"{path}: empty {kind} file; expected a header row '{','.join(required)}' and data rows")
+    header_no, header_line = lines[0]
+    header = [h.strip().lower() for h in next(csv.reader([header_line]))]
+    for col in required:
+        if col not in header:
+            raise RlhlsError(
+                f"{path}: row {header_no}: missing column '{col}'; expected columns {','.join(required)}"
+                + (f" (optional: {','.join(optional)})" if optional else "")
+            )
+    for col in header:
+        if col not in required and col not in optional:
+            raise RlhlsError(
+                f"{path}: row {header_no}: unknown column '{col}'; expected {','.join(required)}"
+                + (f" and optionally {','.join(optional)}" if optional else "")
+            )
+    if len(set(header)) != len(header):
+        dup = next(h for h in header if header.count(h) > 1)
+        raise RlhlsError(f"{path}: row {header_no}: column '{dup}' appears twice")
+    if len(lines) == 1:
+        raise RlhlsError(f"{path}: empty {kind} file: a header but no data rows")
+    for n, ln in lines[1:]:
+        cells = next(csv.reader([ln]))
+        if len(cells) > len(header):
+            raise RlhlsError(f"{path}: row {n}: {len(cells)} cells but the header has {len(header)} columns")
+        cells = [c.strip() for c in cells] + [""] * (len(header) - len(cells))
+        yield n, dict(zip(header, cells))
+
+
+def _number(text: str, path, row: int, col: str, *, required: bool, positive: bool = False) -> float | None:
+    if text == "":
+        if required:
+            raise RlhlsError(f"{path}: row {row}: column '{col}' is empty; expected a number")
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise RlhlsError(f"{path}: row {row}: {col} '{text}' is not a number") from None
+    if not math.isfinite(value):
+        raise RlhlsError(f"{path}: row {row}: {col} '{text}' is not finite; expected a finite number")
+    if value < 0 or (positive and value == 0):
+        raise RlhlsError(
+            f"{path}: row {row}: {col} {value:g} is {'not positive' if value >= 0 else 'negative'}; "
+            f"expected a number {'> 0' if positive else '>= 0'}"
+        )
+    return value
+
+
+def _unit(text: str, path, row: int, col: str) -> str:
+    for u in UNITS:
+        if text.upper() == u:
+            return u
+    raise RlhlsError(f"{path}: row {row}: unknown unit '{text}' in column '{col}'; expected one of {', '.join(UNITS)}")
+
+
+def read_profile(path) -> list[ProfileRow]:
+    """Read a profile CSV (format in the module docstring)."""
+    rows: list[ProfileRow] = []
+    seen: dict = {}
+    optional = ("point",) + RESOURCES + ("cycles", "flops")
+    for n, rec in _read_rows(path, "profile", ("node", "unit", "latency_us"), optional):
+        node = rec["node"]
+        if not node:
+            raise RlhlsError(f"{path}: row {n}: column 'node' is empty; expected a node name")
+        unit = _unit(rec["unit"], path, n, "unit")
+        lat = _number(rec["latency_us"], path, n, "latency_us", required=True)
+        point = rec.get("point", "") or "0"
+        res = {}
+        for r in RESOURCES:
+            v = _number(rec.get(r, ""), path, n, r, required=False)
+            if v:
+                res[r] = v
+        key = (node, unit, point)
+        if key in seen:
+            raise RlhlsError(
+                f"{path}: row {n}: node '{node}' on {unit} point '{point}' repeats row {seen[key]}; "
+                "give distinct 'point' values for alternatives"
+            )
+        seen[key] = n
+        rows.append(ProfileRow(
+            node=node, unit=unit, latency_us=lat, point=point, resources=res,
+            cycles=_number(rec.get("cycles", ""), path, n, "cycles", required=False),
+            flops=_number(rec.get("flops", ""), path, n, "flops", required=False),
+        ))
+    return rows
+
+
+def write_profile(rows, path) -> None:
+    """Write profile rows as CSV (atomically); ``point`` always written, cycles/flops if any row has them."""
+    rows = list(rows)
+    cols = ["node", "unit", "latency_us", "point", *RESOURCES]
+    extra = [c for c in ("cycles", "flops") if any(getattr(r, c) is not None for r in rows)]
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(cols + extra)
+
+    def fmt(v):
+        return "" if v is None else repr(float(v)) if not float(v).is_integer() else str(int(v))
+
+    for r in rows:
+        w.writerow([r.node, r.unit, fmt(r.latency_us), r.point, *[fmt(r.usage(k)) for k in RESOURCES],
+                    *[fmt(getattr(r, c)) for c in extra]])
+    atomic_write_text(path, buf.getvalue())
+
+
+class _Edges(list):
+    """A list of edges that remembers the CSV row of each (for later error messages)."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.row_numbers: list[int] = []
+
+
+def read_graph(path) -> list[tuple[str, str, int]]:
+    """Read a graph CSV ``src,dst,bytes``; RlhlsError on self-loops, duplicates and cycles."""
+    edges, where = _Edges(), {}
+    for n, rec in _read_rows(path, "graph", ("src", "dst", "bytes"), ()):
+        src, dst = rec["src"], rec["dst"]
+        for col, v in (("src", src), ("dst", dst)):
+            if not v:
+                raise RlhlsError(f"{path}: row {n}: column '{col}' is empty; expected a node name")
+        if src == dst:
+            raise RlhlsError(f"{path}: row {n}: edge {src}->{dst} joins a node to itself (a cycle)")
+        b = _number(rec["bytes"], path, n, "bytes", required=True)
+        if (src, dst) in where:
+            raise RlhlsError(f"{path}: row {n}: edge {src}->{dst} repeats row {where[(src, dst)]}")
+        where[(src, dst)] = n
+        edges.append((src, dst, int(round(b))))
+        edges.row_numbers.append(n)
+    nodes = list(dict.fromkeys([e[0] for e in edges] + [e[1] for e in edges]))
+    cyc = _find_cycle(nodes, edges)
+    if cyc:
+        loop = " -> ".join(cyc + [cyc[0]])
+        raise RlhlsError(f"{path}: row {where[(cyc[-1], cyc[0])]}: edge closes a cycle {loop}; expected a DAG")
+    return edges
+
+
+def read_capacity(path) -> dict[tuple[str, str], float]:
+    """Read a capacity CSV ``unit,resource,capacity``."""
+    cap, where = {}, {}
+    for n, rec in _read_rows(path, "capacity", ("unit", "resource", "capacity"), ()):
+        unit = _unit(rec["unit"], path, n, "unit")
+        res = rec["resource"].lower()
+        if res not in CAPACITY_RESOURCES:
+            raise RlhlsError(
+                f"{path}: row {n}: unknown resource '{rec['resource']}'; expected one of {', '.join(CAPACITY_RESOURCES)}"
+            )
+        v = _number(rec["capacity"], path, n, "capacity", required=True)
+        if res == "cores" and (v < 1 or not float(v).is_integer()):
+            raise RlhlsError(f"{path}: row {n}: PS cores {v:g} is not a whole number >= 1")
+        if (unit, res) in where:
+            raise RlhlsError(f"{path}: row {n}: {unit} {res} repeats row {where[(unit, res)]}")
+        where[(unit, res)] = n
+        cap[(unit, res)] = v
+    return cap
+
+
+def read_links(path) -> dict[tuple[str, str], tuple[float, float]]:
+    """Read a links CSV ``src_unit,dst_unit,latency_us,bytes_per_us``."""
+    links, where = {}, {}
+    for n, rec in _read_rows(path, "links", ("src_unit", "dst_unit", "latency_us", "bytes_per_us"), ()):
+        a = _unit(rec["src_unit"], path, n, "src_unit")
+        b = _unit(rec["dst_unit"], path, n, "dst_unit")
+        if a == b:
+            raise RlhlsError(f"{path}: row {n}: link {a}->{b} joins a unit to itself; expected two different units")
+        lat = _number(rec["latency_us"], path, n, "latency_us", required=True)
+        bw = _number(rec["bytes_per_us"], path, n, "bytes_per_us", required=True, positive=True)
+        if (a, b) in where:
+            raise RlhlsError(f"{path}: row {n}: link {a}->{b} repeats row {where[(a, b)]}")
+        where[(a, b)] = n
+        links[(a, b)] = (lat, bw)
+    return links
+
+
+# ----------------------------------------------------------------------------------------------
+# Cross-file checks and graph helpers
+# ----------------------------------------------------------------------------------------------
+
+
+def _find_cycle(nodes, edges) -> list[str] | None:
+    succ = {v: [] for v in nodes}
+    for s, d, *_ in edges:
+        succ.setdefault(s, []).append(d)
+        succ.setdefault(d, [])
+    color = dict.fromkeys(succ, 0)
+    for root in succ:
+        if color[root]:
+            continue
+        stack, path = [(root, iter(succ[root]))], [root]
+        color[root] = 1
+        while stack:
+            v, it = stack[-1]
+            w = next(it, None)
+            if w is None:
+                color[v] = 2
+                stack.pop()
+                path.pop()
+            elif color[w] == 1:
+                return path[path.index(w):]
+            elif color[w] == 0:
+                color[w] = 1
+                stack.append((w, iter(succ[w])))
+                path.append(w)
+    return None
+
+
+def topo_order(nodes, edges) -> list[str]:
+    """Nodes in a topological order (stable: ties keep the order of ``nodes``)."""
+    index = {v: i for i, v in enumerate(nodes)}
+    indeg = dict.fromkeys(nodes, 0)
+    succ = {v: [] for v in nodes}
+    for s, d, *_ in edges:
+        succ[s].append(d)
+        indeg[d] += 1
+    import heapq
+
+    ready = [(index[v], v) for v in nodes if indeg[v] == 0]
+    heapq.heapify(ready)
+    out = []
+    while ready:
+        _, v = heapq.heappop(ready)
+        out.append(v)
+        for w in succ[v]:
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                heapq.heappush(ready, (index[w], w))
+    if len(out) != len(nodes):
+        cyc = _find_cycle(nodes, edges)
+        raise RlhlsError(f"graph has a cycle {' -> '.join(cyc + [cyc[0]])}; expected a DAG")
+    return out
+
+
+def check_inputs(rows, edges, capacity=None, links=None, *, profile_name="profile", graph_name="graph") -> None:
+    """Cross-file checks: graph nodes have profile rows, no cycle. RlhlsError naming file and row."""
+    if not rows:
+        raise RlhlsError(f"{profile_name}: no profile rows")
+    have = {r.node for r in rows}
+    numbers = getattr(edges, "row_numbers", None) or [i + 2 for i in range(len(edges))]
+    for i, (s, d, *_) in enumerate(edges):
+        for v in (s, d):
+            if v not in have:
+                raise RlhlsError(
+                    f"{graph_name}: row {numbers[i]}: node '{v}' has no rows in {profile_name}; "
+                    "expected every graph node to be profiled on at least one unit"
+                )
+    cyc = _find_cycle(list(have), edges)
+    if cyc:
+        raise RlhlsError(f"{graph_name}: the graph has a cycle {' -> '.join(cyc + [cyc[0]])}; expected a DAG")

@@ -1,0 +1,188 @@
+"""The partitioning ILP against brute force on small random instances, HEFT, the checker, both solvers."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+
+from rlhls.partition.check import check_schedule
+from rlhls.partition.heft import Problem, heft
+from rlhls.partition.ilp import solve
+from rlhls.partition.profile_io import UNITS, ProfileRow
+
+TOL = 1e-6
+
+
+def random_instance(seed: int):
+    """A random DAG (3-8 nodes) x 3 units with links, 1-2 PS cores, forbidden units, design points."""
+    rng = random.Random(seed)
+    n = rng.randint(3, 8)
+    names = [f"n{i}" for i in range(n)]
+    p_edge = rng.uniform(0.15, 0.5)
+    edges = [(names[i], names[j], rng.randint(0, 3000)) for i in range(n) for j in range(i + 1, n)
+             if rng.random() < p_edge]
+    rows = []
+    for v in names:
+        units = [u for u in UNITS if rng.random() < 0.7] or [rng.choice(UNITS)]
+        for u in units:
+            for p in range(2 if rng.random() < 0.25 else 1):
+                res = {"dsp": rng.randint(0, 60)} if u == "PL" else {"aie_tiles": rng.randint(1, 6)} if u == "AIE" else {}
+                rows.append(ProfileRow(v, u, round(rng.uniform(0.5, 20.0), 3), f"p{p}", res))
+    # capacities tight but met by at least one random assignment
+    pick = {v: rng.choice([r for r in rows if r.node == v]) for v in names}
+    need = {k: sum(r.resources.get(k[1], 0) for r in pick.values() if r.unit == k[0]) for k in (("PL", "dsp"), ("AIE", "aie_tiles"))}
+    capacity = {("PL", "dsp"): max(need[("PL", "dsp")], rng.randint(40, 160)),
+                ("AIE", "aie_tiles"): max(need[("AIE", "aie_tiles")], rng.randint(4, 16))}
+    links = {}
+    for a, b in itertools.permutations(UNITS, 2):
+        if rng.random() < 0.8:
+            links[(a, b)] = (round(rng.uniform(0.0, 2.0), 3), rng.choice([500.0, 1000.0, 4000.0]))
+    ps_cores = rng.choice([1, 2])
+    return rows, edges, capacity, links, ps_cores
+
+
+def _feasible_capacity(problem, choice):
+    used = {}
+    for r in choice.values():
+        for res, a in r.resources.items():
+            used[(r.unit, res)] = used.get((r.unit, res), 0.0) + a
+    return all(used.get(k, 0.0) <= cap + 1e-9 for k, cap in problem.capacity.items())
+
+
+def brute_force(rows, edges, capacity, links, ps_cores) -> float:
+    """Exact optimum: every option assignment x every PS core sequence (semi-active schedules)."""
+    P = Problem(rows, edges, capacity, links, ps_cores)
+    nodes = P.nodes
+    preds = {v: P.preds[v] for v in nodes}
+
+    def lp_bound(choice):  # no PS conflicts: longest path with transfers; PS work per core
+        fin = {}
+        for v in nodes:
+            s = max((fin[p] + P.transfer(b, choice[p].unit, choice[v].unit) for p, b in preds[v]), default=0.0)
+            fin[v] = s + choice[v].latency_us
+        work = sum(r.latency_us for r in choice.values() if r.unit == "PS") / ps_cores
+        return max(max(fin.values()), work)
+
+    choices = []
+    for combo in itertools.product(*(P.options[v] for v in nodes)):
+        choice = dict(zip(nodes, combo))
+        if _feasible_capacity(P, choice):
+            choices.append((lp_bound(choice), choice))
+    choices.sort(key=lambda c: c[0])
+    best = float("inf")
+
+    def search(choice, fin, cores):
+        nonlocal best
+        fin = dict(fin)
+        for v in nodes:  # settle non-PS nodes whose predecessors are done
+            if v not in fin and choice[v].unit != "PS" and all(p in fin for p, _ in preds[v]):
+                s = max((fin[p] + P.transfer(b, choice[p].unit, choice[v].unit) for p, b in preds[v]), default=0.0)
+                fin[v] = s + choice[v].latency_us
+        if fin and max(fin.values()) >= best - TOL:
+            return
+        if len(fin) == len(nodes):
+            best = max(fin.values())
+            return
+        for v in nodes:
+            if v in fin or choice[v].unit != "PS" or not all(p in fin for p, _ in preds[v]):
+                continue
+            ready = max((fin[p] + P.transfer(b, choice[p].unit, "PS") for p, b in preds[v]), default=0.0)
+            for free in sorted(set(cores)):
+                s = max(ready, free)
+                new = list(cores)
+                new[new.index(free)] = s + choice[v].latency_us
+                search(choice, {**fin, v: s + choice[v].latency_us}, tuple(sorted(new)))
+
+    for bound, choice in choices:
+        if bound >= best - TOL:
+            break
+        search(choice, {}, (0.0,) * ps_cores)
+    return best
+
+
+SEEDS = list(range(30))
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_ilp_matches_brute_force(seed):
+    rows, edges, capacity, links, ps_cores = random_instance(seed)
+    opt = brute_force(rows, edges, capacity, links, ps_cores)
+    plans = {s: solve(rows, edges, capacity, links, ps_cores=ps_cores, solver=s) for s in ("cbc", "highs")}
+    for name, plan in plans.items():
+        assert plan.status == "Optimal" and plan.gap == 0.0, name
+        assert plan.makespan_us == pytest.approx(opt, rel=1e-6, abs=1e-6), name
+        assert check_schedule(plan, rows, edges, capacity, links, ps_cores) == []
+        assert check_schedule(plan.to_json(), rows, edges, capacity, links, ps_cores) == []
+        h = heft(Problem(rows, edges, capacity, links, ps_cores))
+        if h is not None:
+            assert plan.makespan_us <= h.makespan + 1e-6
+            assert plan.baselines["HEFT"] == pytest.approx(h.makespan)
+            assert check_schedule({"assignment": {v: o.unit for v, o in h.option.items()},
+                                   "point": {v: o.point for v, o in h.option.items()},
+                                   "start_us": h.start, "makespan_us": h.makespan},
+                                  rows, edges, capacity, links, ps_cores) == []
+    assert plans["cbc"].makespan_us == pytest.approx(plans["highs"].makespan_us, rel=1e-6, abs=1e-6)
+
+
+def test_baselines_single_unit():
+    # a chain of 3 nodes that every unit can run; no capacities: all-X is the chain's sum on X
+    rows = [ProfileRow(v, u, t, "0") for v in "abc" for u, t in (("PS", 10.0), ("PL", 4.0), ("AIE", 2.0))]
+    rows.append(ProfileRow("d", "PS", 1.0))  # d: PS only -> all-PL / all-AIE impossible
+    edges = [("a", "b", 0), ("b", "c", 0)]
+    plan = solve(rows, edges, {}, {}, ps_cores=1)
+    assert plan.baselines["all_PS"] == pytest.approx(31.0)  # one core: 10 + 10 + 10 + 1
+    rows2 = [r for r in rows if r.node != "d"]
+    plan2 = solve(rows2, edges, {}, {}, ps_cores=1)
+    assert plan2.baselines["all_PL"] == pytest.approx(12.0)
+    assert plan2.baselines["all_AIE"] == pytest.approx(6.0)
+    assert plan.baselines["all_PL"] is None and plan.baselines["all_AIE"] is None
+    assert plan2.makespan_us == pytest.approx(6.0)
+
+
+def test_ps_cores_serialise():
+    # four independent PS-only nodes of 5 us: one core -> 20, two -> 10, four -> 5
+    rows = [ProfileRow(f"n{i}", "PS", 5.0) for i in range(4)]
+    for cores, span in ((1, 20.0), (2, 10.0), (4, 5.0)):
+        plan = solve(rows, [], {("PS", "cores"): cores}, {}, ps_cores=None)
+        assert plan.makespan_us == pytest.approx(span)
+        assert check_schedule(plan, rows, [], {}, {}, cores) == []
+        assert check_schedule(plan, rows, [], {}, {}, max(1, cores - 1)) != [] or cores == 1
+
+
+def test_transfer_cost_moves_nodes():
+    # b is faster on PL, but the PS->PL link costs more than it gains
+    rows = [ProfileRow("a", "PS", 1.0), ProfileRow("b", "PS", 3.0), ProfileRow("b", "PL", 1.0)]
+    edges = [("a", "b", 1000)]
+    cheap = solve(rows, edges, {}, {("PS", "PL"): (0.1, 10000.0)})
+    dear = solve(rows, edges, {}, {("PS", "PL"): (1.0, 100.0)})
+    assert cheap.assignment["b"] == "PL" and cheap.makespan_us == pytest.approx(1.0 + 0.2 + 1.0)
+    assert dear.assignment["b"] == "PS" and dear.makespan_us == pytest.approx(4.0)
+
+
+def test_design_points_and_capacity():
+    # two PL points: the fast one needs more DSP than is left when both nodes want it
+    rows = []
+    for v in ("a", "b"):
+        rows += [ProfileRow(v, "PL", 2.0, "u8", {"dsp": 80}), ProfileRow(v, "PL", 5.0, "u2", {"dsp": 20})]
+    plan = solve(rows, [], {("PL", "dsp"): 100}, {})
+    assert sorted(plan.point.values()) == ["u2", "u8"] and plan.makespan_us == pytest.approx(5.0)
+    assert check_schedule(plan, rows, [], {("PL", "dsp"): 100}, {}, 1) == []
+    bad = dict(plan.to_json(), point={"a": "u8", "b": "u8"})
+    assert any("dsp" in m for m in check_schedule(bad, rows, [], {("PL", "dsp"): 100}, {}, 1))
+
+
+def test_time_limit_reports_gap():
+    rng = random.Random(7)
+    n = 40
+    names = [f"n{i}" for i in range(n)]
+    edges = [(names[i], names[j], rng.randint(0, 2000)) for i in range(n) for j in range(i + 1, min(n, i + 4))
+             if rng.random() < 0.3]
+    rows = [ProfileRow(v, u, rng.uniform(1, 20), "0", {"dsp": rng.randint(10, 60)} if u == "PL" else {})
+            for v in names for u in ("PS", "PL")]
+    plan = solve(rows, edges, {("PL", "dsp"): 300}, {("PS", "PL"): (1.0, 1000.0)}, ps_cores=2, time_limit=1)
+    assert plan.status in ("Optimal", "Feasible (time limit)")
+    assert 0.0 <= plan.gap < 1.0
+    assert (plan.gap == 0.0) == (plan.status == "Optimal")
+    assert check_schedule(plan, rows, edges, {("PL", "dsp"): 300}, {("PS", "PL"): (1.0, 1000.0)}, 2) == []

@@ -1,0 +1,129 @@
+"""Profiles of the registered designs, the `rlhls profile` command, and AP-DRL's partitioning trends."""
+
+import argparse
+import json
+import math
+
+import pytest
+
+from rlhls.designs.devices import get_device
+from rlhls.designs.errors import RlhlsError
+from rlhls.designs.graph import build_graph
+from rlhls.designs.registry import design_names, get_design
+from rlhls.partition.cli_profile import add_profile_arguments, run_profile
+from rlhls.partition.profile import device_capacity, device_links, profile_design, unit_formats
+from rlhls.partition.profile_io import RESOURCES, read_profile
+
+
+@pytest.mark.parametrize("name", design_names())
+def test_every_design_profiles(name):
+    design = get_design(name)
+    device = get_device(design.device)
+    rows = profile_design(design)
+    graph = build_graph(design)
+    mm = {n.name for n in graph.nodes if n.mm}
+    by_node = {}
+    for r in rows:
+        by_node.setdefault(r.node, set()).add(r.unit)
+        assert r.latency_us > 0 and math.isfinite(r.latency_us)
+        assert all(r.resources.get(k, 0) >= 0 for k in RESOURCES)
+        if r.unit == "AIE":
+            assert r.node in mm, f"AIE row for non-MM node {r.node}"
+    assert set(by_node) == {n.name for n in graph.nodes}
+    for node, units in by_node.items():
+        assert "PS" in units and ("PL" in units) == ("PL" in device.units)
+        assert ("AIE" in units) == ("AIE" in device.units and node in mm)
+    pts = [r.point for r in rows if r.unit == "PL" and r.node in mm]
+    assert len(pts) > len(mm)  # several PL design points per MM node
+
+
+def test_formats_per_unit():
+    mixed = unit_formats(get_design("apdrl-ddpg-lunarcont"))
+    assert [str(mixed[u][0]) for u in ("PS", "PL", "AIE")] == ["fp32", "fp16", "bf16"]
+    assert str(mixed["PL"][1]) == "fp32" and str(mixed["AIE"][1]) == "fp32"
+    cpp = unit_formats(get_design("cpp-trpo-ant"))
+    assert {str(cpp[u][0]) for u in cpp} == {"fixed<27,4,RND,SAT>"}
+
+
+def test_pl_points_grow_dsp_and_shrink_latency():
+    rows = [r for r in profile_design("apdrl-ddpg-lunarcont", None, 256)
+            if r.node == "critic.fc2.fwd" and r.unit == "PL"]
+    rows.sort(key=lambda r: int(r.point[2:]))
+    assert len(rows) >= 4
+    for a, b in zip(rows, rows[1:]):
+        assert b.resources["dsp"] > a.resources["dsp"] and b.latency_us < a.latency_us
+
+
+def test_capacity_and_links():
+    cap = device_capacity("vek280")
+    assert cap[("PS", "cores")] == 2 and cap[("AIE", "aie_tiles")] == 304 and cap[("PL", "dsp")] == 1312
+    max4 = device_capacity("max4")
+    assert max4[("PL", "lut")] == 2 * 262_400 and ("PL", "bram36") in max4
+    links = device_links("vek280")
+    dev = get_device("vek280")
+    assert links[("PS", "PL")] == (dev.link("PS", "PL").latency_us.value, dev.link("PS", "PL").bytes_per_us.value)
+    assert links[("PL", "AIE")][0] == dev.link("PL", "AIE").latency_us.value
+    assert set(device_links("zcu106")) == {("PS", "PL"), ("PL", "PS")}
+
+
+def _args(argv):
+    p = argparse.ArgumentParser()
+    add_profile_arguments(p)
+    return p.parse_args(argv)
+
+
+def test_cli_writes_csv_read_back(tmp_path, capsys):
+    out = tmp_path / "profile.csv"
+    assert run_profile(_args(["apdrl-dqn-cartpole", "--batch", "32", "--out", str(out), "--json"])) == 0
+    printed = json.loads(capsys.readouterr().out)
+    rows = profile_design("apdrl-dqn-cartpole", None, 32)
+    back = read_profile(out)
+    assert len(back) == len(rows) == len(printed)
+    for a, b in zip(rows, back):
+        assert (a.node, a.unit, a.point) == (b.node, b.unit, b.point)
+        assert a.latency_us == pytest.approx(b.latency_us, rel=1e-12)
+        assert {k: v for k, v in a.resources.items() if v} == {k: v for k, v in b.resources.items() if v}
+        assert a.cycles == b.cycles and a.flops == b.flops
+    out2 = tmp_path / "max4.csv"
+    assert run_profile(_args(["cpp-trpo-ant", "--device", "max4", "--out", str(out2)])) == 0
+    assert {r.unit for r in read_profile(out2)} == {"PS", "PL"}
+
+
+def test_cli_bad_input(tmp_path):
+    with pytest.raises(RlhlsError, match="unknown design"):
+        run_profile(_args(["nope", "--out", str(tmp_path / "p.csv")]))
+    with pytest.raises(RlhlsError, match="unknown device"):
+        run_profile(_args(["apdrl-dqn-cartpole", "--device", "zz", "--out", str(tmp_path / "p.csv")]))
+    with pytest.raises(RlhlsError, match="does not exist"):
+        run_profile(_args(["apdrl-dqn-cartpole", "--out", str(tmp_path / "no" / "p.csv")]))
+    assert not list(tmp_path.iterdir())
+
+
+# ---- AP-DRL's observations through the ILP (partition.ilp.solve, ILP stream) ----------------
+
+def _plan(name, batch, time_limit=20):
+    from rlhls.partition.ilp import solve
+
+    design = get_design(name)
+    rows = profile_design(design, None, batch)
+    edges = [(e.src, e.dst, e.bytes) for e in build_graph(design, batch).edges]
+    plan = solve(rows, edges, device_capacity(design.device), device_links(design.device),
+                 ps_cores=2, solver="cbc", time_limit=time_limit)
+    mm = [n.name for n in build_graph(design, batch).nodes if n.mm]
+    return plan, mm
+
+
+def test_cartpole_small_batch_on_pl():
+    plan, mm = _plan("apdrl-dqn-cartpole", 64)
+    assert all(plan.assignment[n] == "PL" for n in mm)
+    assert "AIE" not in plan.assignment.values()
+
+
+def test_lunarcont_more_aie_nodes_as_batch_grows():
+    counts = {}
+    for b in (256, 512, 1024):
+        plan, mm = _plan("apdrl-ddpg-lunarcont", b)
+        counts[b] = sum(plan.assignment[n] == "AIE" for n in mm)
+        # low-FLOP layers (the 300 -> 1 critic head) stay on the PL
+        assert plan.assignment["critic.fc3.tfwd"] == "PL"
+    assert counts[256] > 0 and counts[256] <= counts[512] <= counts[1024] and counts[1024] > counts[256], counts
