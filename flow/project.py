@@ -1,0 +1,189 @@
+"""Project files of a build folder: per PL component `hls_config.cfg` (Vitis unified flow,
+`v++ -c --mode hls`) and a classic `run_hls.tcl` (vitis_hls before 2024.2); one `system.cfg`
+for `v++ --link`; and `manifest.json` (what was generated from what, with sha256 of every file).
+
+The text comes from the Jinja2 templates in `vitis/templates/project/`. Paths inside
+hls_config.cfg are relative to the cfg file, paths inside run_hls.tcl relative to its folder
+(vitis_hls runs there), so a build folder can be moved or copied to a machine with Vitis.
+
+Config keys follow AMD UG1399/UG1702 ("v++ Mode HLS", "HLS General Options", "Package Options",
+"C-Simulation Configuration"): `part=` is a v++ general option and stays above `[hls]`;
+`flow_target`, `clock`, `syn.file`, `syn.top`, `syn.cflags`, `tb.file`, `tb.cflags`, `csim.O`,
+`cosim.O`, `package.output.format` go under `[hls]`. Link: `[connectivity] nk=<kernel>:<n>:<cu>`
+(UG1702 "--connectivity Options"). The ap_types headers are not named in the cflags: inside
+Vitis the tool provides them; the g++ csim outside Vitis adds them itself (flow/toolchain.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.resources
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rlhls.designs.errors import RlhlsError
+
+MANIFEST = "manifest.json"
+GENERATOR = "rlhls build"
+HLS_CONFIG = "hls_config.cfg"
+RUN_HLS = "run_hls.tcl"
+SYSTEM_CFG = "system.cfg"
+TCL_PROJECT = "prj"
+TCL_SOLUTION = "sol1"
+WORK_DIR = "work"  # v++ / vitis-run --work_dir inside a component folder
+
+
+def _templates_dir() -> Path:
+    try:
+        from rlhls.flow.paths import vitis_dir  # KERNELS stream
+        root = Path(vitis_dir())
+    except ImportError:
+        root = Path(str(importlib.resources.files("rlhls.vitis")))
+    return root / "templates" / "project"
+
+
+_env = None
+
+
+def _render(template: str, **ctx) -> str:
+    global _env
+    if _env is None:
+        import jinja2
+
+        _env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(_templates_dir())),
+                                  trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                                  undefined=jinja2.StrictUndefined, autoescape=False)
+    return _env.get_template(template).render(**ctx)
+
+
+def clock_text(clock_ns: float) -> str:
+    return f"{clock_ns:.4f}".rstrip("0").rstrip(".")
+
+
+@dataclass
+class HlsComponent:
+    """What the cfg and tcl writers need: file lists relative to the component folder."""
+
+    name: str
+    top: str
+    syn_files: list
+    tb_files: list
+    cflags: str = ""
+    tb_cflags: str = ""
+    flow_target: str = "vitis"
+    output_format: str = "xo"
+    extra: dict = field(default_factory=dict)
+
+
+_SAFE_PATH = re.compile(r"^[A-Za-z0-9_./+\-]+$")
+
+
+def _check_paths(comp: HlsComponent) -> None:
+    for f in [*comp.syn_files, *comp.tb_files]:
+        if not _SAFE_PATH.match(f) or f.startswith("/"):
+            # a space or a quote would split the cfg value / tcl word
+            raise RlhlsError(f"component '{comp.name}': file name {f!r} must be a relative path of "
+                             "letters, digits and _ . / + -")
+
+
+def hls_config_text(comp: HlsComponent, *, design: str, part: str, clock_ns: float,
+                    part_note: str = "") -> str:
+    _check_paths(comp)
+    return _render("hls_config.cfg.j2", name=comp.name, design=design, part=part, part_note=part_note,
+                   flow_target=comp.flow_target, clock=f"{clock_text(clock_ns)}ns", top=comp.top,
+                   syn_files=comp.syn_files, tb_files=comp.tb_files, cflags=comp.cflags,
+                   tb_cflags=comp.tb_cflags, output_format=comp.output_format)
+
+
+def run_hls_tcl_text(comp: HlsComponent, *, design: str, part: str, clock_ns: float,
+                     part_note: str = "") -> str:
+    _check_paths(comp)
+    return _render("run_hls.tcl.j2", name=comp.name, design=design, part=part, part_note=part_note,
+                   project=TCL_PROJECT, solution=TCL_SOLUTION, top=comp.top, syn_files=comp.syn_files,
+                   tb_files=comp.tb_files, cflags=comp.cflags, tb_cflags=comp.tb_cflags,
+                   flow_target=comp.flow_target, clock_ns=clock_text(clock_ns),
+                   output_format=comp.output_format)
+
+
+def system_cfg_text(components: list, *, design: str, streams=(), aie_nodes=(), part_note: str = "") -> str:
+    """components: dicts with name, kind, kernel, top, cu, nodes."""
+    return _render("system.cfg.j2", design=design, components=components, streams=list(streams),
+                   aie_nodes=list(aie_nodes), part_note=part_note)
+
+
+def parse_cfg(text: str) -> tuple[dict, dict]:
+    """Parse a Vitis .cfg: ({key: [values]} above the first section, {section: {key: [values]}}).
+
+    Keys repeat (syn.file, tb.file, nk), so values are lists; '#' starts a comment line.
+    """
+    top: dict = {}
+    sections: dict = {}
+    cur = top
+    for i, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            cur = sections.setdefault(line[1:-1].strip().lower(), {})
+            continue
+        if "=" not in line:
+            raise RlhlsError(f"cfg line {i}: {raw!r} is not key=value")
+        k, v = line.split("=", 1)
+        cur.setdefault(k.strip(), []).append(v.strip())
+    return top, sections
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def file_entries(root: Path, owners: dict | None = None) -> list[dict]:
+    """Every file under root except the manifest: path (posix, relative), bytes, sha256, component."""
+    owners = owners or {}
+    out = []
+    for p in sorted(root.rglob("*")):
+        if not p.is_file() or p.name == MANIFEST and p.parent == root:
+            continue
+        rel = p.relative_to(root).as_posix()
+        first = rel.split("/")[1] if rel.startswith("pl/") and rel.count("/") >= 2 else rel.split("/")[0]
+        out.append({"path": rel, "bytes": p.stat().st_size, "sha256": sha256_file(p),
+                    "component": owners.get(first, first if rel.startswith(("pl/", "aie/")) else None)})
+    return out
+
+
+def write_json(path: Path, obj) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(json.dumps(obj, indent=2, sort_keys=False) + "\n")
+    os.replace(tmp, path)
+
+
+def read_manifest(out: Path) -> dict | None:
+    """Our manifest in `out`, or None when there is none (or it is not ours)."""
+    p = Path(out) / MANIFEST
+    if not p.is_file():
+        return None
+    try:
+        m = json.loads(p.read_text())
+    except (OSError, ValueError):
+        return None
+    return m if isinstance(m, dict) and m.get("generator") == GENERATOR else None
+
+
+def verify_manifest(out: Path) -> list[str]:
+    """Files whose hash no longer matches the manifest (or that are missing)."""
+    m = read_manifest(out)
+    if m is None:
+        raise RlhlsError(f"'{out}': no manifest.json written by {GENERATOR}")
+    bad = []
+    for e in m["files"]:
+        p = Path(out) / e["path"]
+        if not p.is_file() or sha256_file(p) != e["sha256"]:
+            bad.append(e["path"])
+    return bad

@@ -1,0 +1,144 @@
+"""rlhls build: project files, manifest, plan handling, never-clobber, csim of the generated kernels."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from build_standins import fast_providers
+
+from rlhls.designs.errors import RlhlsError
+from rlhls.designs.graph import build_graph
+from rlhls.designs.registry import get_design
+from rlhls.flow import project as P
+from rlhls.flow.build import PLACEHOLDER_PART, build_design
+
+
+def _plan(path: Path, design: str, unit_of) -> Path:
+    g = build_graph(get_design(design))
+    asg = {n.name: unit_of(n) for n in g.nodes}
+    path.write_text(json.dumps({"status": "Optimal", "makespan_us": 1.0, "gap": 0.0, "assignment": asg,
+                                "start_us": {n: 0.0 for n in asg}, "point": {n: "0" for n in asg}}))
+    return path
+
+
+def _one_layer(net: str, layer: str):
+    # fwd/tfwd/bwd/upd of one layer (+ its activation) on PL: all four kernel kinds, the rest on PS
+    return lambda n: "PL" if n.layer in (f"{net}.{layer}", f"{net}.{layer}_relu") and "@" not in n.name else "PS"
+
+
+@pytest.fixture(scope="module")
+def cartpole(tmp_path_factory):
+    out = tmp_path_factory.mktemp("b") / "cart"
+    return build_design("apdrl-dqn-cartpole", out, providers=fast_providers()), out
+
+
+def test_cfg_tcl_keys_and_files_exist(cartpole):
+    res, out = cartpole
+    assert res.components
+    for c in res.components:
+        d = out / c.dir
+        top, sec = P.parse_cfg((d / P.HLS_CONFIG).read_text())
+        assert top["part"] == ["xcve2802-vsvh1760-2MP-e-S"]
+        hls = sec["hls"]
+        assert hls["flow_target"] == ["vitis"] and hls["syn.top"] == [c.top]
+        assert hls["clock"] == [f"{P.clock_text(1000 / 245.0)}ns"]
+        assert hls["package.output.format"] == ["xo"] and hls["syn.cflags"] and hls["tb.cflags"]
+        for f in hls["syn.file"] + hls["tb.file"]:
+            assert (d / f).is_file(), f
+        tcl = (d / P.RUN_HLS).read_text()
+        for word in ("open_project", f"set_top {c.top}", "add_files -tb", "open_solution", "set_part {",
+                     "create_clock -period", "csim_design", "csynth_design", "cosim_design", "export_design"):
+            assert word.replace("{", "xcve2802") in tcl or word in tcl, word
+        for f in hls["syn.file"]:
+            assert f"add_files {f}" in tcl
+
+
+def test_system_cfg_and_manifest(cartpole):
+    res, out = cartpole
+    _, sec = P.parse_cfg((out / P.SYSTEM_CFG).read_text())
+    nk = sec["connectivity"]["nk"]
+    assert sorted(line.split(":")[0] for line in nk) == sorted(c.top for c in res.components)
+    m = P.read_manifest(out)
+    assert m["design"] == "apdrl-dqn-cartpole" and m["formats"]["pl"] == "fp16"
+    assert P.verify_manifest(out) == []
+    listed = {e["path"] for e in m["files"]}
+    on_disk = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()} - {P.MANIFEST}
+    assert listed == on_disk
+    g = build_graph(get_design("apdrl-dqn-cartpole"))
+    assert set(m["units"]) == {n.name for n in g.nodes}
+    kernels = {c["kernel"] for c in m["components"]}
+    assert {"dense_backward", "weight_gradient", "weight_update"} <= kernels
+    upd = next(c for c in m["components"] if c["kernel"] == "weight_update")
+    assert upd["params"]["optimizer"] == "adam" and upd["params"]["storage"] == "fp32"  # master weights
+    # a changed file is found
+    f = out / m["files"][0]["path"]
+    f.write_bytes(f.read_bytes() + b" ")
+    assert P.verify_manifest(out) == [m["files"][0]["path"]]
+
+
+def test_plan_places_aie_nodes(tmp_path):
+    calls = []
+    plan = _plan(tmp_path / "plan.json", "apdrl-dqn-cartpole",
+                 lambda n: "AIE" if n.mm and n.phase == "bwd" else ("PS" if n.phase == "upd" else "PL"))
+    res = build_design("apdrl-dqn-cartpole", tmp_path / "o", plan=plan, providers=fast_providers(aie_calls=calls))
+    aie = [n.name for n in build_graph(get_design("apdrl-dqn-cartpole")).nodes if n.mm and n.phase == "bwd"]
+    assert calls == [aie] and res.aie["nodes"] == aie and res.aie["files"]
+    in_pl = {n for c in res.components for n in c.nodes}
+    assert not in_pl & set(aie)
+    assert not any(c.kernel in ("dense_backward", "weight_gradient", "weight_update") for c in res.components)
+    m = P.read_manifest(tmp_path / "o")
+    assert all(m["units"][n]["unit"] == "AIE" for n in aie) and "q.fc1.upd" in m["host"]
+
+
+@pytest.mark.parametrize("case", ["nonempty", "unknown", "badplan", "aie_not_mm", "badpart"])
+def test_bad_input_writes_nothing(tmp_path, case):
+    out = tmp_path / "o"
+    kw = {}
+    design = "apdrl-dqn-cartpole"
+    if case == "nonempty":
+        out.mkdir()
+        (out / "mine.txt").write_text("keep")
+    elif case == "unknown":
+        design = "no-such-design"
+    elif case == "badplan":
+        (tmp_path / "p.json").write_text("{not json")
+        kw["plan"] = tmp_path / "p.json"
+    elif case == "aie_not_mm":
+        kw["plan"] = _plan(tmp_path / "p.json", design, lambda n: "AIE")
+    else:
+        kw["part"] = "5SGSD8"
+    before = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.raises(RlhlsError) as e:
+        build_design(design, out, providers=fast_providers(), **kw)
+    assert "\n" not in str(e.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    if case == "nonempty":
+        assert [p.name for p in out.iterdir()] == ["mine.txt"]
+        build_design(design, out, providers=fast_providers(), force=True)  # --force replaces it
+        assert P.read_manifest(out) and not (out / "mine.txt").exists()
+
+
+def test_rebuild_over_own_build_and_placeholder_part(tmp_path):
+    out = tmp_path / "f"
+    plan = _plan(tmp_path / "p.json", "fddpg-arm-m1", _one_layer("critic", "fc2"))
+    r1 = build_design("fddpg-arm-m1", out, plan=plan, providers=fast_providers())
+    assert r1.part == PLACEHOLDER_PART and any("no AMD/Xilinx part" in w for w in r1.warnings)
+    r2 = build_design("fddpg-arm-m1", out, plan=plan, part="xczu7ev-ffvc1156-2-e", providers=fast_providers())
+    assert P.parse_cfg((out / r2.components[0].dir / P.HLS_CONFIG).read_text())[0]["part"] == ["xczu7ev-ffvc1156-2-e"]
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    with pytest.raises(RlhlsError, match="--part"):
+        build_design("fddpg-arm-m1", tmp_path / "g", synth=True, providers=fast_providers())
+
+
+@pytest.mark.parametrize("design,net,layer", [("fddpg-arm-m1", "critic", "fc2"),       # fixed point
+                                              ("apdrl-dqn-cartpole", "q", "fc2")])     # fp16 / fp32 mixed
+def test_csim_passes_for_every_kernel(tmp_path, monkeypatch, design, net, layer):
+    monkeypatch.setenv("RLHLS_CACHE_DIR", str(tmp_path / "cache"))
+    plan = _plan(tmp_path / "p.json", design, _one_layer(net, layer))
+    res = build_design(design, tmp_path / "o", plan=plan, csim=True, providers=fast_providers())
+    kinds = {c.kernel for c in res.components}
+    assert kinds == {"dense_forward", "dense_backward", "weight_gradient", "weight_update"}
+    assert all(c.csim and c.csim["passed"] for c in res.components), [c.csim for c in res.components]
+    assert res.ok and res.to_json()["components"][0]["csim"]["passed"]
