@@ -1,0 +1,561 @@
+"""PPO on the host (CleanRL ``ppo_continuous_action.py`` quality) with HEPPO-GAE's reward/value
+standardization and quantization (seed 000, §II, Table III) and a GAE stage run by a backend.
+
+Algorithm (CleanRL, with its hyperparameters as defaults, ``CLEANRL_DEFAULTS``; a design's
+``hyperparams`` override them, then ``--set`` overrides): rollouts of ``num_steps`` x ``num_envs``;
+GAE(gamma, lambda); ``update_epochs`` epochs of ``num_minibatches`` shuffled minibatches;
+clipped surrogate, clipped value loss (0.5 * max of the two squared errors), entropy bonus,
+per-minibatch advantage normalization, one Adam (eps 1e-5) over actor, critic and log-std,
+global grad-norm clipping 0.5, learning rate annealed linearly to 0 over the run, optional
+``target_kl`` early stop. Gaussian policy: the policy network gives the mean, ``log_std`` is a
+state-independent parameter vector (init 0); the sampled (unclipped) action is what log-probs
+use, and the env receives it clipped to the action box (CleanRL's ClipAction). Discrete spaces
+use a Categorical over the policy network's softmax (or logits) output (AP-DRL's PPO). Networks
+run in float64 numpy through ``designs.network`` (forward / backward by hand, no autograd).
+
+Observations: normalized as CleanRL's NormalizeObservation (running mean/var, epsilon count
+1e-4, var + 1e-8, clip +-10) with one normalizer shared by all sub-envs (as gymnasium's vector
+NormalizeObservation), then zero-padded to the network input (CPP designs; ``envs.pad_obs``).
+Image observations (ndim > 1) are not normalized.
+
+Environments and resume. Envs run in SAME_STEP autoreset mode (``envs.make_vec_env``), so
+every step is a transition; ``done_t`` = terminated or truncated (CleanRL). **Every update
+starts from freshly reset envs seeded by (seed, update index)** (SeedSequence([seed, update])),
+so an update depends only on the checkpointed state (parameters, optimizer, normalizers,
+RunningStats, numpy Generator state) and a resumed run reproduces an uninterrupted one exactly.
+(CleanRL keeps episodes running across updates; here an episode unfinished at the end of a
+rollout is bootstrapped by V and dropped from the episodic-return statistics.)
+
+Table III mapping (``EXPERIMENTS``; ``experiment`` hyperparameter, default 5 for heppo-ppo):
+
+=====  ==========================================================  =====================  =====
+exp    rewards into GAE                                            values into GAE        quant
+=====  ==========================================================  =====================  =====
+1      CleanRL NormalizeReward: r / sqrt(Var[discounted return]    float                  none
+       + 1e-8), clip +-10 (the baseline)
+2      dynamic standardization (Welford over every reward of the    float                  none
+       run, eq. 6-9), kept standardized
+3      block std per rollout -> uq<n> -> de-standardized           block std -> uq<n> ->  uq<n>
+                                                                   de-std                 both
+4      block std per rollout -> uq<n>, kept standardized           block std/de-std uq<n> both
+5      dynamic std (Welford, whole run) -> uq<n>, kept std.        block std/de-std uq<n> both
+=====  ==========================================================  =====================  =====
+
+Raw env rewards feed experiments 2-5 (CleanRL's reward normalization is replaced). A block is
+one rollout (all T x N values, plus the N bootstrap values for the values block); (mu, sigma)
+are population statistics (quantizer.block_stats). n = ``quant_bits`` in 3..10 (default 8).
+The returns (value targets) are the GAE unit's rewards-to-go ``V + A`` with V as the unit saw it.
+
+GAE stage: ``gae_stage(backend, ...)`` builds the GAE memory image (``gae_fetch``: codes and
+(mu, sigma)), runs the unit (``gae_compute``) and writes advantages / RTGs back into the
+minibatch buffers (``gae_write``). Quantized experiments call
+``backend.call('gae', params, **arrays)`` (``GAE_CALL`` documents it) when
+``rlhls.host.backends`` and the ``gae`` kernel exist; until then (and for the float
+experiments 1-2) the numpy reference ``gae_reference`` computes the same recurrence (eq. 4),
+done_t convention "episode ended at step t": delta_t = r_t + gamma (1 - d_t) V_{t+1} - V_t,
+A_t = delta_t + gamma lambda (1 - d_t) A_{t+1}, V_T = bootstrap.
+
+Per-update phase times (Table I): dnn_inference (policy + value forward and sampling in the
+rollout), env_run (env.step incl. the normalization wrappers' work), storing_trajectories,
+gae_fetch, gae_compute, gae_write, update_forward (minibatch forward + losses), backprop
+(backward + clipping + optimizer step). Seconds, in the metrics row as ``t_<phase>``.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from contextlib import contextmanager
+
+import numpy as np
+
+from rlhls.designs.errors import RlhlsError
+from rlhls.designs.network import Network
+from rlhls.designs.quantizer import RunningStats, quantize_blocks, quantize_standardized
+from rlhls.designs.formats import parse_format
+
+from .distributions import Categorical, DiagGaussian
+from .envs import EpisodeTracker, make_vec_env, pad_obs, space_info
+from .optim import clip_grad_norm, make_optimizer
+
+__all__ = ["CLEANRL_DEFAULTS", "EXPERIMENTS", "PHASES", "GAE_CALL", "RunningMeanStd", "gae_reference",
+           "gae_stage", "resolve_hyperparams", "PPO"]
+
+CLEANRL_DEFAULTS = {
+    "num_envs": 1, "num_steps": 2048, "learning_rate": 3e-4, "anneal_lr": True, "gamma": 0.99,
+    "gae_lambda": 0.95, "num_minibatches": 32, "update_epochs": 10, "norm_adv": True, "clip_coef": 0.2,
+    "clip_vloss": True, "ent_coef": 0.0, "vf_coef": 0.5, "max_grad_norm": 0.5, "target_kl": None,
+    "adam_eps": 1e-5, "optimizer": "adam", "log_std_init": 0.0, "obs_norm": True, "obs_clip": 10.0,
+    "reward_clip": 10.0, "quant_bits": 8, "experiment": 5, "gae_lookahead": 2,
+}
+
+EXPERIMENTS = {
+    1: {"reward": "cleanrl", "value": "float", "quant": False},
+    2: {"reward": "dynamic", "value": "float", "quant": False},
+    3: {"reward": "block_destd", "value": "block", "quant": True},
+    4: {"reward": "block_keep", "value": "block", "quant": True},
+    5: {"reward": "dynamic", "value": "block", "quant": True},
+}
+
+PHASES = ("dnn_inference", "env_run", "storing_trajectories", "gae_fetch", "gae_compute", "gae_write",
+          "update_forward", "backprop")
+
+GAE_CALL = """backend.call('gae', {'gamma': g, 'lam': l, 'bits': n, 'lookahead': k, 'steps': T, 'trajectories': N},
+    reward_codes=uint16 (T, N), reward_mu=float64 (), reward_sigma=float64 (),
+    value_codes=uint16 (T, N), value_mu=float64 (), value_sigma=float64 (),
+    dones=uint8 (T, N) [1 = episode ended at step t], bootstrap=float64 (N,) [V(s_T), de-quantized])
+ -> {'advantages': (T, N), 'rtgs': (T, N)}   reward = decode(code)*reward_sigma + reward_mu
+    (mu=0, sigma=1 when rewards stay standardized), value = decode(code)*value_sigma + value_mu"""
+
+
+class RunningMeanStd:
+    """gymnasium's RunningMeanStd (parallel mean/var update, initial count epsilon)."""
+
+    def __init__(self, shape=(), epsilon: float = 1e-4):
+        self.mean = np.zeros(shape)
+        self.var = np.ones(shape)
+        self.count = float(epsilon)
+
+    def update(self, x):
+        x = np.asarray(x, dtype=np.float64)
+        bm, bv, bc = x.mean(axis=0), x.var(axis=0), x.shape[0]
+        delta = bm - self.mean
+        tot = self.count + bc
+        self.mean = self.mean + delta * bc / tot
+        m2 = self.var * self.count + bv * bc + delta * delta * self.count * bc / tot
+        self.var = m2 / tot
+        self.count = tot
+
+    def state(self):
+        return {"mean": self.mean.copy(), "var": self.var.copy(), "count": self.count}
+
+    def load(self, s):
+        self.mean, self.var, self.count = np.array(s["mean"]), np.array(s["var"]), float(s["count"])
+
+
+def resolve_hyperparams(design, overrides: dict | None = None) -> dict:
+    """CleanRL defaults <- the design's PPO hyperparameters <- overrides ('key': value or text)."""
+    hp = dict(CLEANRL_DEFAULTS)
+    for k, v in design.hyperparams.items():
+        if k in hp:
+            hp[k] = v
+    for k, v in (overrides or {}).items():
+        if k not in hp:
+            raise RlhlsError(f"--set {k}: unknown PPO hyperparameter (known: {', '.join(sorted(hp))})")
+        hp[k] = _coerce(k, v, hp[k])
+    exp = hp["experiment"]
+    if exp not in EXPERIMENTS:
+        raise RlhlsError(f"experiment {exp!r}: expected one of 1..5 (HEPPO-GAE Table III)")
+    if not (isinstance(hp["quant_bits"], int) and 3 <= hp["quant_bits"] <= 10):
+        raise RlhlsError(f"quant_bits {hp['quant_bits']!r}: expected an integer in 3..10 (HEPPO-GAE Fig. 8-9)")
+    for k in ("num_envs", "num_steps", "num_minibatches", "update_epochs"):
+        if not (isinstance(hp[k], int) and hp[k] >= 1):
+            raise RlhlsError(f"hyperparameter {k} = {hp[k]!r}: expected an integer >= 1")
+    if hp["num_envs"] * hp["num_steps"] < hp["num_minibatches"]:
+        raise RlhlsError(f"num_envs x num_steps = {hp['num_envs'] * hp['num_steps']} is smaller than "
+                         f"num_minibatches = {hp['num_minibatches']}")
+    return hp
+
+
+def _coerce(key, value, default):
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if text.lower() in ("none", "null"):
+        return None
+    if isinstance(default, bool):
+        if text.lower() in ("1", "true", "yes", "on"):
+            return True
+        if text.lower() in ("0", "false", "no", "off"):
+            return False
+        raise RlhlsError(f"--set {key}={value}: expected true or false")
+    if isinstance(default, int) or key in ("num_envs", "num_steps", "experiment", "quant_bits"):
+        try:
+            return int(text)
+        except ValueError:
+            raise RlhlsError(f"--set {key}={value}: expected an integer") from None
+    if isinstance(default, float) or default is None:
+        try:
+            return float(text)
+        except ValueError:
+            raise RlhlsError(f"--set {key}={value}: expected a number") from None
+    return text
+
+
+# ---------------------------------------------------------------------------- GAE
+
+
+def gae_reference(rewards, values, dones, bootstrap, gamma: float, lam: float):
+    """Eq. 2-5 backwards over t; arrays (T, N); returns (advantages, rewards-to-go)."""
+    rewards = np.asarray(rewards, dtype=np.float64)
+    values = np.asarray(values, dtype=np.float64)
+    nonterm = 1.0 - np.asarray(dones, dtype=np.float64)
+    T = rewards.shape[0]
+    adv = np.zeros_like(rewards)
+    last = np.zeros(rewards.shape[1:])
+    for t in range(T - 1, -1, -1):
+        nv = bootstrap if t == T - 1 else values[t + 1]
+        delta = rewards[t] + gamma * nv * nonterm[t] - values[t]
+        last = delta + gamma * lam * nonterm[t] * last
+        adv[t] = last
+    return adv, adv + values
+
+
+def _backend_gae(name: str):
+    """The backend object if host/backends.py and the gae kernel exist, else None (emu) / error."""
+    try:
+        from rlhls.host.backends import get_backend  # KERNELS stream
+        from rlhls.designs.kernels import get_kernel
+        get_kernel("gae")
+    except (ImportError, AttributeError, RlhlsError):
+        if name != "emu":
+            raise RlhlsError(f"backend '{name}': needs rlhls.host.backends and the 'gae' kernel, "
+                             "which are not available in this checkout (use --backend emu)") from None
+        return None
+    return get_backend(name)
+
+
+def _kernel_arrays(a: dict, fmt, v_codes_all) -> dict:
+    """Map the GAE memory image onto designs/kernels/gae.py's inputs (KERNELS/GAE stream):
+    rewards stay standardized (mu 0, sigma 1), done 1 = terminated (CleanRL: truncation too),
+    value_stats = [mu, sigma] of the one value block, last_value_codes = the bootstrap row."""
+    T = a["reward_codes"].shape[0]
+    return {"reward_codes": a["reward_codes"].astype(np.float64), "value_codes": a["value_codes"].astype(np.float64),
+            "done": a["dones"].astype(np.float64), "bootstrap_codes": np.zeros_like(a["value_codes"], np.float64),
+            "last_value_codes": v_codes_all[T].astype(np.float64),
+            "value_stats": np.array([float(a["value_mu"]), float(a["value_sigma"])])}
+
+
+@contextmanager
+def _timed(times: dict, phase: str):
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        times[phase] = times.get(phase, 0.0) + time.perf_counter() - t0
+
+
+def gae_stage(backend, rewards, values, dones, bootstrap, *, gamma, lam, mode: dict, bits: int,
+              reward_stats: RunningStats, lookahead: int = 2, times: dict | None = None):
+    """HEPPO's GAE stage for one rollout; (T, N) arrays. Returns (adv, rtg, info).
+
+    `rewards` are what the experiment feeds (raw env rewards for exp 2-5, CleanRL-normalized
+    for exp 1). `backend` is a Backend object or None (numpy reference)."""
+    times = {} if times is None else times
+    fmt = parse_format(f"uq<{bits}>")
+    T, N = rewards.shape
+    info = {}
+    with _timed(times, "gae_fetch"):
+        r_mode, quant = mode["reward"], mode["quant"]
+        r_mu, r_sigma = 0.0, 1.0
+        if r_mode == "dynamic":
+            if quant:
+                r_codes, r_ovf = quantize_standardized(rewards, reward_stats, fmt, update=True, return_overflow=True)
+                info["reward_overflow"] = int(r_ovf)
+            else:
+                reward_stats.update(rewards)
+                r_in = reward_stats.standardize(rewards)
+        elif r_mode in ("block_destd", "block_keep"):
+            q = quantize_blocks(rewards.reshape(1, -1), fmt)
+            r_codes = q.codes.reshape(T, N)
+            info["reward_overflow"] = int(q.overflow)
+            if r_mode == "block_destd":
+                r_mu, r_sigma = float(q.mu[0]), float(q.sigma[0]) if q.sigma[0] > 0 else 1.0
+        else:
+            r_in = rewards
+        if mode["value"] == "block":
+            q = quantize_blocks(np.concatenate([values, bootstrap[None]]).reshape(1, -1), fmt)
+            v_codes_all = q.codes.reshape(T + 1, N)
+            v_mu, v_sigma = float(q.mu[0]), float(q.sigma[0]) if q.sigma[0] > 0 else 1.0
+            v_codes = v_codes_all[:T]
+            boot_in = fmt.decode(v_codes_all[T]) * v_sigma + v_mu
+            info["value_overflow"] = int(q.overflow)
+            info["value_mu"], info["value_sigma"] = v_mu, v_sigma
+        else:
+            v_in, boot_in = values, bootstrap
+        d = np.asarray(dones, dtype=np.uint8)
+    with _timed(times, "gae_compute"):
+        if quant:
+            arrays = dict(reward_codes=r_codes, reward_mu=np.float64(r_mu), reward_sigma=np.float64(r_sigma),
+                          value_codes=v_codes, value_mu=np.float64(v_mu), value_sigma=np.float64(v_sigma),
+                          dones=d, bootstrap=boot_in)
+            params = {"gamma": gamma, "lam": lam, "bits": bits, "lookahead": lookahead, "steps": T, "trajectories": N}
+            if backend is not None and r_mode != "block_destd":
+                out = backend.call("gae", params, **_kernel_arrays(arrays, fmt, v_codes_all))
+                adv, rtg = np.asarray(out["advantages"], np.float64), np.asarray(out["returns"], np.float64)
+            else:
+                r = fmt.decode(r_codes) * r_sigma + r_mu
+                v = fmt.decode(v_codes) * v_sigma + v_mu
+                adv, rtg = gae_reference(r, v, d, boot_in, gamma, lam)
+        else:
+            adv, rtg = gae_reference(r_in, v_in, d, boot_in, gamma, lam)
+    with _timed(times, "gae_write"):
+        adv, rtg = adv.reshape(-1).copy(), rtg.reshape(-1).copy()
+    if r_mode == "dynamic":
+        info["reward_mu"], info["reward_sigma"] = reward_stats.mean, reward_stats.std
+    return adv, rtg, info
+
+
+# ---------------------------------------------------------------------------- networks
+
+
+def adapt_network(net: Network, in_dim: int, out_dim: int) -> Network:
+    """The same layer stack for other input / output sizes (an --env override); `net` if they match."""
+    if net.input_shape == (in_dim,) and net.output_shape == (out_dim,):
+        return net
+    if len(net.input_shape) != 1:
+        raise RlhlsError(f"network '{net.name}' takes images {net.input_shape}; cannot adapt it to {in_dim} inputs")
+    layers = [copy.copy(l) for l in net.layers]
+    dense = [i for i, l in enumerate(layers) if l.kind == "Dense"]
+    layers[dense[-1]].units = out_dim
+    return Network(net.name, (in_dim,), layers, seed=net.seed, init=net.init)
+
+
+def _param_views(nets: dict, log_std) -> dict:
+    views = {f"{n}.{l.name}.{k}": v for n, net in nets.items() for l in net.layers for k, v in l.params.items()}
+    if log_std is not None:
+        views["log_std"] = log_std
+    return views
+
+
+# ---------------------------------------------------------------------------- PPO
+
+
+class PPO:
+    """One PPO run: ``train_update(update, total_updates) -> metrics row``; checkpointable state."""
+
+    algorithm = "ppo"
+
+    def __init__(self, design, *, env_id: str | None = None, seed: int = 0, backend: str = "emu",
+                 hyperparams: dict | None = None):
+        self.design = design
+        self.hp = hp = resolve_hyperparams(design, hyperparams)
+        self.env_id = env_id or design.env_id
+        self.seed = int(seed)
+        self.mode = EXPERIMENTS[hp["experiment"]]
+        self.backend_name = backend
+        self.backend = _backend_gae(backend) if self.mode["quant"] else None
+        self.envs = make_vec_env(self.env_id, hp["num_envs"])
+        self.space = sp = space_info(self.envs)
+        nets = design.build_networks(self.seed)
+        if "policy" not in nets or "value" not in nets:
+            raise RlhlsError(f"design '{design.name}': PPO needs networks 'policy' and 'value' (has {', '.join(nets)})")
+        obs_shape = sp["obs_shape"]
+        self.image = len(obs_shape) > 1
+        pol, val = nets["policy"], nets["value"]
+        if self.image:
+            if tuple(pol.input_shape) != obs_shape:
+                raise RlhlsError(f"environment '{self.env_id}' observes {obs_shape}, network 'policy' takes {pol.input_shape}")
+            self.in_dim = None
+        elif self.env_id == design.env_id:
+            # the design's own env: keep its networks, zero-pad the observation (CPP designs)
+            self.in_dim = pol.input_shape[0]
+            if obs_shape[0] > self.in_dim:
+                raise RlhlsError(f"environment '{self.env_id}' observes {obs_shape[0]} values but design "
+                                 f"'{design.name}' networks take {self.in_dim}")
+        else:
+            # --env override: the design's layer stacks sized for this env
+            self.in_dim = obs_shape[0]
+            pol = adapt_network(pol, self.in_dim, sp["action_dim"])
+            val = adapt_network(val, self.in_dim, 1)
+        if pol.output_shape != (sp["action_dim"],):
+            raise RlhlsError(f"network 'policy' gives {pol.output_shape} outputs but '{self.env_id}' has "
+                             f"{sp['action_dim']} actions")
+        self.nets = {"policy": pol, "value": val}
+        self.softmax_out = pol.layers[-1].kind == "Softmax"
+        self.log_std = np.full(sp["action_dim"], float(hp["log_std_init"])) if sp["kind"] == "continuous" else None
+        opt_kw = {"eps": hp["adam_eps"]} if hp["optimizer"] == "adam" else {}
+        self.opt = make_optimizer(hp["optimizer"], hp["learning_rate"], **opt_kw)
+        self.obs_rms = RunningMeanStd(obs_shape) if (hp["obs_norm"] and not self.image) else None
+        self.ret_rms = RunningMeanStd(())  # exp 1's NormalizeReward
+        self.reward_stats = RunningStats()  # exp 2 / 5 dynamic standardization, whole run
+        self.rng = np.random.default_rng(self.seed)
+        self.steps_per_update = hp["num_envs"] * hp["num_steps"]
+
+    # -- helpers
+    def _obs(self, raw, update_stats: bool):
+        raw = np.asarray(raw, dtype=np.float64)
+        if self.obs_rms is not None:
+            if update_stats:
+                self.obs_rms.update(raw)
+            raw = np.clip((raw - self.obs_rms.mean) / np.sqrt(self.obs_rms.var + 1e-8),
+                          -self.hp["obs_clip"], self.hp["obs_clip"])
+        return raw if self.in_dim is None else pad_obs(raw, self.in_dim)
+
+    def _dist(self, out):
+        if self.log_std is not None:
+            return DiagGaussian(out, self.log_std)
+        return Categorical(probs=out) if self.softmax_out else Categorical(logits=out)
+
+    def _env_action(self, a):
+        if self.log_std is not None:
+            return np.clip(a, self.space["low"], self.space["high"]).astype(np.float32)
+        return a
+
+    # -- one update
+    def train_update(self, update: int, total_updates: int) -> dict:
+        hp, times = self.hp, {p: 0.0 for p in PHASES}
+        T, N = hp["num_steps"], hp["num_envs"]
+        pol, val = self.nets["policy"], self.nets["value"]
+        if hp["anneal_lr"]:
+            self.opt.lr = (1.0 - (update - 1.0) / total_updates) * hp["learning_rate"]
+        seeds = [int(s) for s in np.random.SeedSequence([self.seed, update]).generate_state(N)]
+        with _timed(times, "env_run"):
+            raw, _ = self.envs.reset(seed=seeds)
+            obs = self._obs(raw, True)
+        tracker = EpisodeTracker(N)
+        ret_acc = np.zeros(N)
+        b_obs = np.zeros((T, N) + obs.shape[1:])
+        act_shape = (self.space["action_dim"],) if self.log_std is not None else ()
+        b_act = np.zeros((T, N) + act_shape)
+        b_logp, b_rew, b_val, b_done = (np.zeros((T, N)) for _ in range(4))
+        episodes = []
+        for t in range(T):
+            with _timed(times, "dnn_inference"):
+                dist = self._dist(pol.forward(obs))
+                a = dist.sample(self.rng)
+                logp = dist.log_prob(a)
+                v = val.forward(obs)[:, 0]
+            with _timed(times, "env_run"):
+                raw, r, term, trunc, _ = self.envs.step(self._env_action(a))
+                done = np.logical_or(term, trunc)
+                r = np.asarray(r, dtype=np.float64)
+                next_obs = self._obs(raw, True)
+                if self.mode["reward"] == "cleanrl":
+                    ret_acc = ret_acc * hp["gamma"] * (1.0 - term) + r
+                    self.ret_rms.update(ret_acc)
+                    r_used = np.clip(r / np.sqrt(self.ret_rms.var + 1e-8), -hp["reward_clip"], hp["reward_clip"])
+                else:
+                    r_used = r
+            with _timed(times, "storing_trajectories"):
+                b_obs[t], b_act[t], b_logp[t], b_val[t] = obs, a, logp, v
+                b_rew[t], b_done[t] = r_used, done
+                for ret, length in tracker.step(r, done):
+                    episodes.append(((update - 1) * T * N + (t + 1) * N, ret, length))
+            obs = next_obs
+        with _timed(times, "dnn_inference"):
+            boot = val.forward(obs)[:, 0]
+        adv, rtg, ginfo = gae_stage(self.backend, b_rew, b_val, b_done, boot, gamma=hp["gamma"],
+                                    lam=hp["gae_lambda"], mode=self.mode, bits=hp["quant_bits"],
+                                    reward_stats=self.reward_stats, lookahead=hp["gae_lookahead"], times=times)
+        stats = self._learn(b_obs.reshape((T * N,) + b_obs.shape[2:]), b_act.reshape((T * N,) + act_shape),
+                            b_logp.reshape(-1), b_val.reshape(-1), adv, rtg, times)
+        y, pred = rtg, b_val.reshape(-1)
+        var_y = np.var(y)
+        rets = [e[1] for e in episodes]
+        row = {
+            "episodes": len(episodes),
+            "episodic_return": float(np.mean(rets)) if rets else float("nan"),
+            "episodic_length": float(np.mean([e[2] for e in episodes])) if rets else float("nan"),
+            "learning_rate": self.opt.lr,
+            **stats,
+            "explained_variance": float("nan") if var_y == 0 else float(1 - np.var(y - pred) / var_y),
+            "reward_mu": ginfo.get("reward_mu", float("nan")), "reward_sigma": ginfo.get("reward_sigma", float("nan")),
+            "value_mu": ginfo.get("value_mu", float("nan")), "value_sigma": ginfo.get("value_sigma", float("nan")),
+            "reward_overflow": ginfo.get("reward_overflow", 0), "value_overflow": ginfo.get("value_overflow", 0),
+        }
+        row.update({f"t_{p}": times[p] for p in PHASES})
+        row["_episodes"] = episodes  # (env_step, return, length); the runner stores them apart
+        return row
+
+    def minibatch_step(self, obs, act, old_logp, old_val, adv, rtg, times=None):
+        """Loss and gradients of one minibatch (no parameter change): (loss, grads, stats).
+
+        loss = pg_loss - ent_coef * mean(entropy) + vf_coef * v_loss, as CleanRL."""
+        hp, times = self.hp, ({} if times is None else times)
+        pol, val = self.nets["policy"], self.nets["value"]
+        c, ent_coef, vf_coef = hp["clip_coef"], hp["ent_coef"], hp["vf_coef"]
+        M = obs.shape[0]
+        with _timed(times, "update_forward"):
+            dist = self._dist(pol.forward(obs))
+            newlogp = dist.log_prob(act)
+            logratio = newlogp - old_logp
+            ratio = np.exp(logratio)
+            a = adv
+            if hp["norm_adv"] and M > 1:
+                a = (a - a.mean()) / (a.std(ddof=1) + 1e-8)
+            pg1, pg2 = -a * ratio, -a * np.clip(ratio, 1 - c, 1 + c)
+            pg_loss = float(np.mean(np.maximum(pg1, pg2)))
+            ent = dist.entropy()
+            newv = val.forward(obs)[:, 0]
+            if hp["clip_vloss"]:
+                vu = (newv - rtg) ** 2
+                vc_pred = old_val + np.clip(newv - old_val, -c, c)
+                vc = (vc_pred - rtg) ** 2
+                v_loss = 0.5 * float(np.mean(np.maximum(vu, vc)))
+                inside = np.abs(newv - old_val) < c
+                g_v = np.where(vu >= vc, newv - rtg, np.where(inside, vc_pred - rtg, 0.0)) / M
+            else:
+                v_loss = 0.5 * float(np.mean((newv - rtg) ** 2))
+                g_v = (newv - rtg) / M
+            loss = pg_loss - ent_coef * float(np.mean(ent)) + vf_coef * v_loss
+        with _timed(times, "backprop"):
+            g_logp = np.where(pg1 >= pg2, -a * ratio, 0.0) / M
+            grads = {}
+            if isinstance(dist, DiagGaussian):
+                d_mean, d_ls = dist.d_log_prob(act)
+                g_out = g_logp[:, None] * d_mean
+                grads["log_std"] = np.sum(g_logp[:, None] * d_ls, axis=0) - ent_coef * dist.d_entropy_log_std()
+            else:
+                g_out = g_logp[:, None] * dist.d_log_prob(act) - (ent_coef / M) * dist.d_entropy()
+            pol.backward(g_out)
+            val.backward((vf_coef * g_v)[:, None])
+            for n, net in self.nets.items():
+                for k, g in net.grads.items():
+                    grads[f"{n}.{k}"] = g.copy()
+        stats = {"pg_loss": pg_loss, "v_loss": v_loss, "entropy": float(np.mean(ent)),
+                 "approx_kl": float(np.mean((ratio - 1.0) - logratio)),
+                 "clipfrac": float(np.mean(np.abs(ratio - 1.0) > c))}
+        return loss, grads, stats
+
+    def _learn(self, obs, act, old_logp, old_val, adv, rtg, times):
+        hp = self.hp
+        B = obs.shape[0]
+        mb = B // hp["num_minibatches"]
+        acc = {k: [] for k in ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac", "grad_norm")}
+        for _ in range(hp["update_epochs"]):
+            perm = self.rng.permutation(B)
+            for s in range(0, B - mb + 1, mb):
+                idx = perm[s:s + mb]
+                _, grads, st = self.minibatch_step(obs[idx], act[idx], old_logp[idx], old_val[idx], adv[idx],
+                                                   rtg[idx], times)
+                with _timed(times, "backprop"):
+                    st["grad_norm"] = clip_grad_norm(grads, hp["max_grad_norm"])
+                    self.opt.step(self.param_views(), grads)
+                for k, v in st.items():
+                    acc[k].append(v)
+            if hp["target_kl"] is not None and st["approx_kl"] > hp["target_kl"]:
+                break
+        # CleanRL logs the last minibatch's losses; the means over the update are steadier
+        return {k: float(np.mean(v)) for k, v in acc.items()}
+
+    def param_views(self) -> dict:
+        """The trainable arrays themselves (not copies), keyed like the gradients."""
+        return _param_views(self.nets, self.log_std)
+
+    # -- checkpoint
+    def state_dict(self) -> dict:
+        return {
+            "params": {n: net.get_params() for n, net in self.nets.items()},
+            "log_std": None if self.log_std is None else self.log_std.copy(),
+            "opt": self.opt.state_dict(),
+            "obs_rms": None if self.obs_rms is None else self.obs_rms.state(),
+            "ret_rms": self.ret_rms.state(),
+            "reward_stats": (self.reward_stats.n, self.reward_stats.m, self.reward_stats.s),
+            "rng": copy.deepcopy(self.rng.bit_generator.state),
+        }
+
+    def load_state_dict(self, s: dict) -> None:
+        for n, p in s["params"].items():
+            self.nets[n].set_params(p)
+        if s["log_std"] is not None:
+            self.log_std = np.array(s["log_std"])
+        self.opt.load_state_dict(s["opt"])
+        if self.obs_rms is not None:
+            self.obs_rms.load(s["obs_rms"])
+        self.ret_rms.load(s["ret_rms"])
+        self.reward_stats = RunningStats(*s["reward_stats"])
+        self.rng.bit_generator.state = s["rng"]
+
+    def close(self):
+        self.envs.close()

@@ -1,0 +1,222 @@
+"""The training runner every algorithm uses: run folder, config, metrics, checkpoints, resume,
+reward curve, progress.
+
+A trainer is any object with ``steps_per_update``, ``train_update(update, total_updates) ->
+dict`` (one metrics row; an optional ``'_episodes'`` entry lists ``(env_step, return, length)``
+of the episodes that ended), ``state_dict()``, ``load_state_dict(state)`` and ``close()``.
+Updates are numbered from 1; ``total_updates = ceil(steps / steps_per_update)``.
+
+Run folder (``out``):
+
+* ``config.json`` — what the run is (design, env, seed, backend, hyperparameters, steps).
+* ``metrics.csv`` — one row per update: ``update, env_steps, wall_s`` then the trainer's row
+  (episodic return, losses, ``t_<phase>`` seconds); a column set fixed by the first update.
+* ``episodes.csv`` — every finished episode: ``env_step, return, length``.
+* ``checkpoint.pkl`` — trainer state (parameters, optimizer, normalizers, RNG states), update
+  index, env steps, all metrics and episodes so far. Written after **every** update to a temp
+  file in the folder and ``os.replace``d, then the CSVs and the PNG are rewritten from it the
+  same way: a killed run loses at most the update in progress.
+* ``reward.png`` — episodic return per episode and its rolling average (HEPPO-GAE Fig. 10 uses
+  1000 readings; here ``min(1000, max(1, n // 10))`` so short runs still show a curve).
+
+``resume=True`` loads ``checkpoint.pkl`` of the folder and continues with update k+1; the
+config must match (except ``steps``, which may grow). Without ``resume`` a folder that already
+has a checkpoint is refused. Pickle checkpoints are trusted local files.
+
+Progress: a tqdm bar on stderr (steps, steps/s, latest return) when stderr is a TTY; otherwise
+one line per update on stderr.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import pickle
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from rlhls.designs.errors import RlhlsError
+
+__all__ = ["train", "atomic_write_bytes", "atomic_write_text", "read_metrics", "rolling_window", "plot_rewards"]
+
+CHECKPOINT = "checkpoint.pkl"
+_IGNORED_ON_RESUME = ("steps",)
+
+
+def atomic_write_bytes(path, data: bytes) -> None:
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_text(path, text: str) -> None:
+    atomic_write_bytes(path, text.encode())
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return "" if math.isnan(v) else repr(v)
+    return str(v)
+
+
+def _csv_text(rows: list[dict], columns: list[str]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(columns)
+    for r in rows:
+        w.writerow([_fmt(r.get(c, "")) for c in columns])
+    return buf.getvalue()
+
+
+def read_metrics(path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def rolling_window(n: int) -> int:
+    return min(1000, max(1, n // 10))
+
+
+def plot_rewards(episodes: list, path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    if episodes:
+        x = np.array([e[0] for e in episodes], dtype=float)
+        y = np.array([e[1] for e in episodes], dtype=float)
+        w = rolling_window(len(y))
+        ax.plot(x, y, ".", ms=2, alpha=0.3, color="tab:blue", label="episode return")
+        if len(y) >= w:
+            c = np.cumsum(np.insert(y, 0, 0.0))
+            ax.plot(x[w - 1:], (c[w:] - c[:-w]) / w, color="tab:red", label=f"rolling average ({w})")
+        ax.legend(loc="best")
+    else:
+        ax.text(0.5, 0.5, "no finished episode yet", ha="center", va="center", transform=ax.transAxes)
+    ax.set_xlabel("environment steps")
+    ax.set_ylabel("episodic return")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+class _Progress:
+    def __init__(self, total_steps: int, start_steps: int, enabled: bool):
+        self.bar = None
+        self.enabled = enabled
+        self.t0, self.s0 = time.perf_counter(), start_steps
+        if enabled and sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total_steps, initial=start_steps, unit="step", unit_scale=True,
+                            file=sys.stderr, dynamic_ncols=True)
+
+    def update(self, update: int, total_updates: int, steps: int, d_steps: int, ret: float):
+        if not self.enabled:
+            return
+        text = "return " + ("-" if math.isnan(ret) else f"{ret:.2f}")
+        if self.bar is not None:
+            self.bar.update(d_steps)
+            self.bar.set_postfix_str(text)
+        else:
+            rate = (steps - self.s0) / max(time.perf_counter() - self.t0, 1e-9)
+            print(f"update {update}/{total_updates}  steps {steps}  {rate:.0f} steps/s  {text}", file=sys.stderr,
+                  flush=True)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, progress: bool = True,
+          title: str = "", on_update=None) -> dict:
+    """Run (or resume) a training run in folder `out`; returns {'updates', 'env_steps', 'out'}.
+
+    `make_trainer()` builds a fresh trainer; `config` (JSON-able) is written to config.json.
+    `on_update(update)` is called before each update (tests use it to simulate a kill)."""
+    out = Path(out)
+    ckpt_path = out / CHECKPOINT
+    config = dict(config, steps=int(steps))
+    if resume:
+        if not ckpt_path.exists():
+            raise RlhlsError(f"--resume: no checkpoint in '{out}' (expected {ckpt_path})")
+        old = json.loads((out / "config.json").read_text())
+        diff = sorted(k for k in set(old) | set(config)
+                      if k not in _IGNORED_ON_RESUME and old.get(k) != json.loads(json.dumps(config.get(k))))
+        if diff:
+            raise RlhlsError(f"--resume: '{out}' was run with a different {diff[0]} "
+                             f"({old.get(diff[0])!r}, now {config.get(diff[0])!r})")
+    else:
+        if ckpt_path.exists():
+            raise RlhlsError(f"run folder '{out}' already has a checkpoint: pass --resume to continue it "
+                             "or choose another --out")
+        if out.exists() and not out.is_dir():
+            raise RlhlsError(f"--out '{out}' exists and is not a folder")
+        out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / "config.json", json.dumps(config, indent=2, sort_keys=True, default=str) + "\n")
+
+    trainer = make_trainer()
+    try:
+        update, env_steps, metrics, episodes = 0, 0, [], []
+        if resume:
+            with open(ckpt_path, "rb") as f:
+                ck = pickle.load(f)
+            trainer.load_state_dict(ck["trainer"])
+            update, env_steps, metrics, episodes = ck["update"], ck["env_steps"], ck["metrics"], ck["episodes"]
+        per = trainer.steps_per_update
+        total_updates = max(1, math.ceil(steps / per))
+        bar = _Progress(total_updates * per, env_steps, progress)
+        try:
+            while update < total_updates:
+                if on_update is not None:
+                    on_update(update + 1)
+                t0 = time.perf_counter()
+                row = trainer.train_update(update + 1, total_updates)
+                update += 1
+                env_steps += per
+                new_eps = row.pop("_episodes", [])
+                episodes.extend(new_eps)
+                metrics.append({"update": update, "env_steps": env_steps, "wall_s": time.perf_counter() - t0, **row})
+                ck = {"trainer": trainer.state_dict(), "update": update, "env_steps": env_steps,
+                      "metrics": metrics, "episodes": episodes}
+                atomic_write_bytes(ckpt_path, pickle.dumps(ck, protocol=pickle.HIGHEST_PROTOCOL))
+                _write_outputs(out, metrics, episodes, title)
+                bar.update(update, total_updates, env_steps, per, row.get("episodic_return", float("nan")))
+        finally:
+            bar.close()
+        if not metrics or not (out / "metrics.csv").exists():
+            _write_outputs(out, metrics, episodes, title)
+        return {"updates": update, "env_steps": env_steps, "out": str(out)}
+    finally:
+        trainer.close()
+
+
+def _write_outputs(out: Path, metrics: list, episodes: list, title: str) -> None:
+    cols = list(metrics[0]) if metrics else ["update", "env_steps", "wall_s"]
+    atomic_write_text(out / "metrics.csv", _csv_text(metrics, cols))
+    atomic_write_text(out / "episodes.csv",
+                      _csv_text([{"env_step": e[0], "return": e[1], "length": e[2]} for e in episodes],
+                                ["env_step", "return", "length"]))
+    plot_rewards(episodes, out / "reward.png", title)

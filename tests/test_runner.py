@@ -1,0 +1,83 @@
+"""The training runner: run folder, checkpoints, exact resume after a kill, CLI, Humanoid smoke."""
+
+import argparse
+import json
+
+import pytest
+
+from rlhls.designs.errors import RlhlsError
+from rlhls.host.cli_train import add_train_arguments, run_train
+from rlhls.host.runner import read_metrics
+
+TINY = ["--env", "InvertedPendulum-v5", "--num-envs", "2", "--num-steps", "64",
+        "--set", "num_minibatches=4", "--set", "update_epochs=2", "--quiet"]
+
+
+def _args(*argv):
+    p = argparse.ArgumentParser()
+    add_train_arguments(p)
+    return p.parse_args(list(argv))
+
+
+def _comparable(rows):
+    # wall-clock columns differ between runs; everything else must be identical
+    return [{k: v for k, v in r.items() if k != "wall_s" and not k.startswith("t_")} for r in rows]
+
+
+def test_killed_run_resumes_to_the_same_metrics(tmp_path):
+    full, cut = tmp_path / "full", tmp_path / "cut"
+    assert run_train(_args("heppo-ppo", "--steps", "512", "--out", str(full), *TINY)) == 0
+    from rlhls.host import cli_train, runner
+
+    def kill(update):
+        if update == 3:
+            raise KeyboardInterrupt  # killed during update 3: updates 1-2 are checkpointed
+
+    orig = runner.train
+    try:
+        runner.train = lambda *a, **k: orig(*a, **k, on_update=kill)
+        with pytest.raises(KeyboardInterrupt):
+            cli_train.run_train(_args("heppo-ppo", "--steps", "512", "--out", str(cut), *TINY))
+    finally:
+        runner.train = orig
+    assert len(read_metrics(cut / "metrics.csv")) == 2
+    with pytest.raises(RlhlsError, match="--resume"):
+        run_train(_args("heppo-ppo", "--steps", "512", "--out", str(cut), *TINY))
+    assert run_train(_args("heppo-ppo", "--steps", "512", "--out", str(cut), "--resume", *TINY)) == 0
+    a, b = read_metrics(full / "metrics.csv"), read_metrics(cut / "metrics.csv")
+    assert len(a) == 4 and _comparable(a) == _comparable(b)
+    assert (full / "episodes.csv").read_text() == (cut / "episodes.csv").read_text()
+    with pytest.raises(RlhlsError, match="different seed"):
+        run_train(_args("heppo-ppo", "--steps", "1024", "--seed", "1", "--out", str(cut), "--resume", *TINY))
+
+
+def test_run_folder_contents_and_bad_input(tmp_path):
+    out = tmp_path / "run"
+    assert run_train(_args("heppo-ppo", "--steps", "128", "--out", str(out), "--experiment", "1", *TINY)) == 0
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["experiment"] == 1 and cfg["hyperparams"]["num_envs"] == 2 and cfg["env"] == "InvertedPendulum-v5"
+    rows = read_metrics(out / "metrics.csv")
+    assert [r["env_steps"] for r in rows] == ["128"]
+    for col in ("episodic_return", "pg_loss", "v_loss", "entropy", "t_dnn_inference", "t_env_run",
+                "t_storing_trajectories", "t_gae_fetch", "t_gae_compute", "t_gae_write", "t_update_forward",
+                "t_backprop"):
+        assert col in rows[0]
+    assert (out / "reward.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (out / "checkpoint.pkl").exists()
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no temp files left
+    with pytest.raises(RlhlsError, match="unknown PPO hyperparameter"):
+        run_train(_args("heppo-ppo", "--out", str(tmp_path / "x"), "--set", "nope=1", *TINY))
+    with pytest.raises(RlhlsError, match="rlhls train runs PPO"):
+        run_train(_args("apdrl-dqn-cartpole", "--out", str(tmp_path / "y")))
+    with pytest.raises(RlhlsError, match="no checkpoint"):
+        run_train(_args("heppo-ppo", "--out", str(tmp_path / "z"), "--resume", *TINY))
+
+
+def test_heppo_ppo_humanoid_smoke(tmp_path):
+    out = tmp_path / "h"
+    assert run_train(_args("heppo-ppo", "--steps", "2048", "--num-envs", "2", "--num-steps", "1024",
+                           "--set", "update_epochs=1", "--out", str(out), "--quiet")) == 0
+    rows = read_metrics(out / "metrics.csv")
+    assert len(rows) == 1 and rows[0]["env_steps"] == "2048"
+    assert int(rows[0]["episodes"]) > 0 and float(rows[0]["episodic_return"]) > 0
+    assert float(rows[0]["value_sigma"]) > 0  # exp 5: values block-standardized
