@@ -7,6 +7,7 @@ parameter) prints one line on stderr and exits with code 2; nothing is half-writ
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
@@ -201,7 +202,30 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("formats", nargs="+", metavar="FORMAT")
     s.add_argument("--json", action="store_true", help="print JSON")
     s.set_defaults(func=cmd_format)
+
+    # Subcommands whose arguments and bodies live with their concept (flow/, partition/, host/).
+    for name, module, stem, help_text in _DELEGATED:
+        mod = importlib.import_module(module)
+        s = sub.add_parser(name, help=help_text, description=(mod.__doc__ or help_text).strip().splitlines()[0])
+        getattr(mod, f"add_{stem}_arguments")(s)
+        s.set_defaults(func=_deferred(module, f"run_{stem}"))
     return p
+
+
+_DELEGATED = (
+    ("profile", "rlhls.partition.cli_profile", "profile", "profile every training-graph node on every unit"),
+    ("partition", "rlhls.partition.cli_partition", "partition", "solve the PS/PL/AIE partition (ILP) of a profile"),
+    ("kernel", "rlhls.flow.cli_kernel", "kernel", "print one kernel's cycle/resource model"),
+    ("kernels", "rlhls.flow.cli_kernel", "kernels", "list the kernels and their parameters"),
+    ("build", "rlhls.flow.cli_build", "build", "emit Vitis HLS projects and AIE graph stubs; csim/synth/cosim"),
+    ("train", "rlhls.host.cli_train", "train", "train a design on the host (emu/csim/cosim backends)"),
+)
+
+
+def _deferred(module: str, func: str):
+    def run(args):
+        return getattr(importlib.import_module(module), func)(args)
+    return run
 
 
 def main(argv=None) -> int:
