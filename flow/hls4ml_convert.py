@@ -1,0 +1,387 @@
+"""Forward networks through hls4ml: Network -> ONNX -> qonnx clean-up -> hls4ml Vitis project.
+
+Pipeline (``convert_network``)
+    ``export_onnx`` (float32, batch 1) -> qonnx ``cleanup_model`` -> ``GemmToMatMul`` ->
+    ``ConvertToChannelsLastAndClean`` (convnets only; hls4ml's conv layers are channels-last)
+    -> ``hls4ml.converters.convert_from_onnx_model(backend='Vitis')`` with the design's formats
+    as hls4ml's per-layer precision config. hls4ml turns MatMul+Add into one Dense (bias fused)
+    and, for io_parallel, drops the Transpose before Flatten by permuting the next Dense's
+    rows from (C, H, W) to (H, W, C) order (io_stream keeps a streaming Transpose).
+
+Two things are then fixed on the converted model, because hls4ml gets them wrong for us:
+  * Parameters: hls4ml reads float32 ONNX constants; we overwrite every weight/bias with the
+    float64 master quantized to the storage format (the emulator's values), matched to the
+    hls4ml layout by trying the axis permutations (so the Flatten reordering above is found
+    and *checked*, not assumed: a wrong order raises RlhlsError). Fixed-point literals are
+    then printed exactly (F decimals); float literals with 17 significant digits.
+  * Types of the fused Dense/Conv: hls4ml only fuses the bias Add when the layer's result type
+    is 'auto', so result/accum/weight/bias types are set on the model after conversion.
+
+Arithmetic (hls4ml ``dense_latency`` = ``arith.dense``): acc = (accum_t)bias;
+acc += (accum_t)(x*w) for k ascending; y = (result_t)acc. So Dense/Conv + ReLU networks
+agree bit for bit. Where they may differ:
+  * Conv2d accumulates in (kh, kw, c) order after channels-last (ours: (c, kh, kw)). Fixed
+    point: each product is cast on its own and sums of equal-LSB values are exact unless the
+    accumulator saturates/wraps, so the order does not matter -> still exact. fp32: a few ulps.
+  * Tanh / Sigmoid / Softmax are lookup tables in hls4ml (Tanh: N entries over [-4, 4),
+    index = trunc(x*N/8); Sigmoid: over [-8, 8); Softmax: exp and 1/x tables). See
+    ``error_bound`` for the bound used by ``check_hls4ml``.
+
+Formats: fixed/ufixed -> ``fixed<W,I,Q,O>`` (exact ap_fixed); fp32 -> ``float``; fp16, bf16
+and other floats raise RlhlsError (hls4ml maps fp16/bf16 to C++23 std::float16_t /
+std::bfloat16_t, which g++ < 13 lacks, and its tables are not defined for them).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+
+from rlhls.designs.errors import RlhlsError
+from rlhls.designs.formats import FP32, FixedFormat, FloatFormat
+from rlhls.designs.network import Network, Precision
+
+__all__ = ["hls4ml_precision_config", "convert_network", "check_hls4ml", "error_bound", "hls_format"]
+
+_ACT_ONNX = {"ReLU": "Relu", "Tanh": "Tanh", "Sigmoid": "Sigmoid", "Softmax": "Softmax"}
+DEFAULT_TABLE_SIZE = 1024  # hls4ml's default; error_bound scales with 1/table_size
+
+
+def hls_format(fmt, where: str) -> str:
+    """hls4ml precision text of one of our formats, or RlhlsError naming it and `where`."""
+    if isinstance(fmt, FixedFormat):
+        kind = "fixed" if fmt.signed else "ufixed"
+        return f"{kind}<{fmt.width},{fmt.int_bits},{fmt.quant},{fmt.overflow}>"
+    if isinstance(fmt, FloatFormat) and fmt == FP32:
+        return "float"
+    raise RlhlsError(f"hls4ml: {where}: format {fmt} is not supported (expected fixed<...>, ufixed<...> or fp32;"
+                     " hls4ml's fp16/bf16 need C++23 std::float16_t/bfloat16_t and have no activation tables)")
+
+
+def _per_layer(net: Network, precision) -> dict:
+    if precision is None:
+        raise RlhlsError(f"hls4ml: network '{net.name}': precision is None, expected a Precision or a dict"
+                         " layer name -> Precision (hls4ml needs a format for every layer)")
+    ps = net._precision_of(precision)
+    for layer, p in zip(net.layers, ps):
+        if p is None:
+            raise RlhlsError(f"hls4ml: network '{net.name}': layer {layer.name}: no precision given")
+        kinds = {type(p.storage), type(p.acc)}
+        if len(kinds) != 1:
+            raise RlhlsError(f"hls4ml: network '{net.name}': layer {layer.name}: storage {p.storage} and"
+                             f" accumulator {p.acc} must both be fixed or both float")
+    return dict(zip((l.name for l in net.layers), ps))
+
+
+def hls4ml_precision_config(net: Network, precision) -> dict:
+    """{layer name: {'weight', 'bias', 'accum', 'result'[, 'table' | softmax tables]}} in hls4ml text."""
+    ps = _per_layer(net, precision)
+    out = {}
+    for layer in net.layers:
+        p = ps[layer.name]
+        where = f"network '{net.name}': layer {layer.name}"
+        st = hls_format(p.storage, where + " storage")
+        ac = hls_format(p.acc, where + " accumulator")
+        if layer.is_mm:
+            out[layer.name] = {"weight": st, "bias": st, "accum": ac, "result": st}
+        elif layer.kind in ("Tanh", "Sigmoid"):
+            out[layer.name] = {"result": st, "table": st}
+        elif layer.kind == "Softmax":
+            if st == "float":  # hls4ml's softmax templates read .integer of every table type
+                raise RlhlsError(f"hls4ml: {where}: Softmax in {p.storage} is not supported by hls4ml's"
+                                 " Vitis templates (expected a fixed-point storage format)")
+            # Tables as wide as the accumulator keep hls4ml's softmax error to its indexing.
+            out[layer.name] = {"result": st, "exp_table": ac, "inv_table": ac, "accum": ac,
+                               "inv_inp": ac, "inp_norm": ac}
+        else:
+            out[layer.name] = {"result": st}
+    return out
+
+
+# ----------------------------------------------------------------------------- conversion
+
+
+def _clean_onnx(net: Network):
+    from qonnx.core.modelwrapper import ModelWrapper
+    from qonnx.transformation.channels_last import ConvertToChannelsLastAndClean
+    from qonnx.transformation.gemm_to_matmul import GemmToMatMul
+    from qonnx.util.cleanup import cleanup_model
+    import warnings
+
+    model = net.to_onnx()
+    for v in (model.graph.input[0], model.graph.output[0]):
+        v.type.tensor_type.shape.dim[0].dim_value = 1  # hls4ml wants a fixed batch of 1
+    w = cleanup_model(ModelWrapper(model))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "only explicit support for Gemm v9": fine for alpha=beta=1
+        w = w.transform(GemmToMatMul())
+    w = cleanup_model(w)
+    if any(l.kind == "Conv2d" for l in net.layers):
+        import onnx
+
+        # qonnx folds constants by running single-node models through onnxruntime; onnx 1.23
+        # stamps them IR 14, onnxruntime 1.31 reads <= 13: make the default ours meanwhile.
+        saved = onnx.IR_VERSION
+        onnx.IR_VERSION = model.ir_version
+        try:
+            w = w.transform(ConvertToChannelsLastAndClean(make_input_channels_last=True))
+            w = cleanup_model(w)
+        finally:
+            onnx.IR_VERSION = saved
+    _rename_nodes(net, w)
+    return w
+
+
+def _rename_nodes(net: Network, w) -> None:
+    """Give the cleaned nodes our layer names (cleanup renamed them MatMul_0, ...)."""
+    nodes = [n for n in w.graph.node if n.op_type != "Transpose"]
+    i = 0
+    for layer in net.layers:
+        if layer.kind == "Identity":
+            if i < len(nodes) and nodes[i].op_type == "Identity":
+                nodes[i].name = layer.name
+                i += 1
+            continue
+        expect = {"Dense": "MatMul", "Conv2d": "Conv", "Flatten": ("Flatten", "Reshape")}.get(
+            layer.kind, _ACT_ONNX.get(layer.kind))
+        if i >= len(nodes) or nodes[i].op_type not in ((expect,) if isinstance(expect, str) else expect):
+            got = nodes[i].op_type if i < len(nodes) else "end of graph"
+            raise RlhlsError(f"hls4ml: network '{net.name}': layer {layer.name}: cleaned ONNX has {got},"
+                             f" expected {expect}")
+        nodes[i].name = layer.name
+        i += 1
+        if layer.kind == "Dense" and i < len(nodes) and nodes[i].op_type == "Add":  # (a zero bias is dropped)
+            nodes[i].name = layer.name + "_bias"
+            i += 1
+
+
+def _hls_name(hls_model, name: str):
+    for cand in (name, f"Dense_{name}", f"Conv2D_{name}"):
+        if cand in hls_model.graph:
+            return hls_model.graph[cand]
+    return None
+
+
+def _match_layout(master: np.ndarray, hls_data: np.ndarray, where: str) -> np.ndarray:
+    """master permuted (axes and, for a Dense after Flatten, the (C,H,W)->(H,W,C) rows) to hls4ml's layout."""
+    target = np.asarray(hls_data, dtype=np.float64)
+    cands = []
+    for perm in itertools.permutations(range(master.ndim)):
+        m = master.transpose(perm)
+        cands.append(m.reshape(target.shape) if m.size == target.size else None)
+    for c in cands:
+        if c is not None and c.shape == target.shape and np.allclose(c, target, rtol=1e-6, atol=1e-7):
+            return np.ascontiguousarray(c)
+    raise RlhlsError(f"hls4ml: {where}: parameters {master.shape} match no layout of hls4ml's {target.shape}"
+                     " (a channel-order change hls4ml made and we did not follow)")
+
+
+def _flatten_rows(net: Network, layer) -> list[np.ndarray]:
+    """Row orders to try for a Dense after Flatten of a (C, H, W) tensor: as is, and (H, W, C)."""
+    W = layer.params["W"]
+    idx = net.layers.index(layer)
+    if idx >= 1 and net.layers[idx - 1].kind == "Flatten" and len(net.layers[idx - 1].in_shape) == 3:
+        c, h, w = net.layers[idx - 1].in_shape
+        hwc = W.reshape(c, h, w, -1).transpose(1, 2, 0, 3).reshape(c * h * w, -1)
+        return [W, hwc]
+    return [W]
+
+
+def _set_params(net: Network, ps: dict, hls_model) -> None:
+    from hls4ml.backends.fpga.fpga_types import APTypeConverter
+
+    ap = APTypeConverter()
+
+    def conv(text):  # a backend-ready (AP-wrapped) precision type
+        return ap.convert(hls_model.config.backend.convert_precision_string(text))
+    for layer in net.mm_layers:
+        p = ps[layer.name]
+        node = _hls_name(hls_model, layer.name)
+        where = f"network '{net.name}': layer {layer.name}"
+        if node is None:
+            raise RlhlsError(f"hls4ml: {where}: not found in the hls4ml model (layers: {list(hls_model.graph)})")
+        st, ac = conv(hls_format(p.storage, where)), conv(hls_format(p.acc, where))
+        wvar = node.weights["weight"]
+        if layer.kind == "Dense":
+            orders = _flatten_rows(net, layer)
+            data = None
+            for cand in orders:
+                try:
+                    data = _match_layout(cand, wvar.data, where)
+                    break
+                except RlhlsError:
+                    if cand is orders[-1]:
+                        raise
+        else:
+            data = _match_layout(layer.params["W"], wvar.data, where)
+        b = layer.params.get("b")
+        bdata = np.zeros(layer.out_shape[0] if layer.kind == "Conv2d" else layer.units) if b is None else b
+        for var, master in ((wvar, data), (node.weights["bias"], bdata)):
+            q = np.asarray(p.storage.quantize(master), dtype=np.float64).reshape(var.data.shape)
+            var.data = q
+            var.update_precision(st)
+            if isinstance(p.storage, FloatFormat):
+                var.precision_fmt = "{:.17e}"  # hls4ml's '{:.16f}' loses small float weights
+        node.get_attr("accum_t").precision = ac
+        node.get_output_variable().type.precision = st
+        if node.get_attr("result_t") is not None:
+            node.get_attr("result_t").precision = st
+    # hls4ml ignores some configured activation types (e.g. 'table' stays fixed<18,8>): set all.
+    layer_prec = hls4ml_precision_config(net, ps)
+    for layer in net.layers:
+        if layer.is_mm or layer.name not in hls_model.graph:
+            continue
+        node = hls_model.graph[layer.name]
+        for key, text in layer_prec[layer.name].items():
+            t = node.get_output_variable().type if key == "result" else node.get_attr(key + "_t")
+            if t is not None:
+                t.precision = conv(text)
+
+
+def convert_network(net: Network, precision, out_dir, *, part: str, clock_ns: float, io_type: str = "io_parallel",
+                    reuse_factor: int = 1, name: str | None = None, table_size: int = DEFAULT_TABLE_SIZE) -> dict:
+    """Write net's hls4ml Vitis project into out_dir (built beside it, then renamed).
+
+    Returns {'project_dir', 'top', 'files', 'hls_model'}; hls_model is hls4ml's ModelGraph
+    (call .compile() / .predict() for C simulation)."""
+    import hls4ml
+
+    if io_type not in ("io_parallel", "io_stream"):
+        raise RlhlsError(f"hls4ml: io_type '{io_type}', expected io_parallel or io_stream")
+    if not (isinstance(reuse_factor, int) and reuse_factor >= 1):
+        raise RlhlsError(f"hls4ml: reuse_factor {reuse_factor!r}, expected an integer >= 1")
+    if not (isinstance(table_size, int) and table_size >= 2 and table_size & (table_size - 1) == 0):
+        raise RlhlsError(f"hls4ml: table_size {table_size!r}, expected a power of two >= 2")
+    ps = _per_layer(net, precision)
+    layer_prec = hls4ml_precision_config(net, precision)
+    top = name or f"{net.name}_fwd"
+    if not top.isidentifier():
+        raise RlhlsError(f"hls4ml: top name {top!r} is not a C identifier")
+
+    w = _clean_onnx(net)
+    first = ps[net.layers[0].name]
+    cfg = hls4ml.utils.config_from_onnx_model(w, granularity="name", backend="Vitis",
+                                              default_precision=hls_format(first.storage, "input"),
+                                              default_reuse_factor=reuse_factor)
+    lcfg = cfg["LayerName"]
+    for k in list(lcfg):
+        if k.endswith("_param0") or k.endswith("_param1"):
+            lcfg[k]["Precision"] = {"result": hls_format(first.storage, "constants")}
+    lcfg.setdefault("global_in", {})["Precision"] = {"result": hls_format(first.storage, "input")}
+    for layer in net.layers:
+        prec = layer_prec[layer.name]
+        entry = lcfg.setdefault(layer.name, {})
+        if layer.is_mm:
+            # 'auto' result lets hls4ml fuse the bias Add; types are set after conversion.
+            entry["Precision"] = {k: v for k, v in prec.items() if k != "result"} | {"result": "auto"}
+            if layer.kind == "Dense" and layer.name + "_bias" in lcfg:
+                lcfg[layer.name + "_bias"]["Precision"] = {"result": "auto"}
+        else:
+            entry["Precision"] = dict(prec)
+            if layer.kind in ("Tanh", "Sigmoid", "Softmax"):
+                entry["TableSize"] = table_size
+                if layer.kind == "Softmax":
+                    entry["exp_table_size"] = entry["inv_table_size"] = table_size
+        entry["ReuseFactor"] = reuse_factor
+
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out_dir.with_name(f".{out_dir.name}.tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    hls_model = hls4ml.converters.convert_from_onnx_model(
+        w, output_dir=str(tmp), project_name=top, backend="Vitis", hls_config=cfg, io_type=io_type,
+        part=part, clock_period=clock_ns)
+    _set_params(net, ps, hls_model)
+    hls_model.write()
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    os.replace(tmp, out_dir)
+    hls_model.config.config["OutputDir"] = str(out_dir)
+    files = sorted(str(p.relative_to(out_dir)) for p in out_dir.rglob("*") if p.is_file()
+                   and "ap_types" not in p.parts)
+    return {"project_dir": str(out_dir), "top": top, "files": files, "hls_model": hls_model}
+
+
+# ----------------------------------------------------------------------------- checking
+
+
+def _table_error(layer, table_size: int) -> float:
+    """max |hls4ml table(x) - f(x)| over x (before the table/result rounding)."""
+    n = table_size
+    if layer.kind == "Tanh":
+        return max(8.0 / n, 1.0 - math.tanh(4.0 - 8.0 / n))
+    if layer.kind == "Sigmoid":
+        return max(0.25 * 16.0 / n, 1.0 - 1.0 / (1.0 + math.exp(-(8.0 - 16.0 / n))))
+    if layer.kind == "Softmax":
+        return SOFTMAX_ERROR
+    return 0.0
+
+
+# Softmax: exp table indexed by the top log2(N) bits of (x_max - x_i), 1/sum table likewise;
+# measured worst case on the registered designs' policies (tests/test_hls4ml.py) is well below this.
+SOFTMAX_ERROR = 0.05
+
+
+def _lsb(fmt, scale: float = 1.0) -> float:
+    if isinstance(fmt, FixedFormat):
+        return fmt.lsb
+    return 2.0 ** -fmt.man_bits * max(scale, 2.0 ** -126)  # one ulp at |value| <= scale
+
+
+def error_bound(net: Network, precision, x=None, table_size: int = DEFAULT_TABLE_SIZE) -> float:
+    """Bound on max |hls4ml csim - net.forward(x, precision)| (absolute, output units).
+
+    0 for Dense/Conv/ReLU/Flatten networks in fixed point. A table activation adds its
+    table error (+ table and result rounding, 1 LSB each); each later Dense/Conv multiplies
+    the incoming error by max_m sum_k |W_km| and adds one accumulator LSB per product and one
+    storage LSB (the outputs may round differently); ReLU and Tanh are 1-Lipschitz,
+    Sigmoid 1/4, Softmax 1 (and adds SOFTMAX_ERROR)."""
+    ps = _per_layer(net, precision)
+    e = 0.0
+    for layer in net.layers:
+        p = ps[layer.name]
+        st = p.storage
+        if layer.is_mm:
+            W = np.asarray(st.quantize(layer.params["W"]), dtype=np.float64)
+            if layer.kind == "Dense":
+                gain, fan = float(np.abs(W).sum(axis=0).max()), W.shape[0]
+            else:
+                gain, fan = float(np.abs(W).reshape(W.shape[0], -1).sum(axis=1).max()), W[0].size
+            if e > 0 or isinstance(st, FloatFormat):
+                e = gain * e + fan * _lsb(p.acc, gain) + _lsb(st, gain)
+        elif layer.kind in ("Tanh", "Sigmoid", "Softmax"):
+            lip = 0.25 if layer.kind == "Sigmoid" else 1.0
+            e = lip * e + _table_error(layer, table_size) + 2 * _lsb(st)
+    return e
+
+
+def check_hls4ml(net: Network, precision, hls_model, x, *, table_size: int = DEFAULT_TABLE_SIZE) -> dict:
+    """Compile (once) and run hls4ml's C simulation on x (N, *input_shape, NCHW for convnets)
+    and compare with net.forward(x, precision).
+
+    Returns {'max_diff', 'lsb' (of the output format), 'max_diff_lsb', 'bound', 'bound_lsb',
+    'exact', 'passed', 'seconds'}; passed = max_diff <= max(1 LSB, error_bound)."""
+    x = np.asarray(x, dtype=np.float64)
+    ps = _per_layer(net, precision)
+    ref = net.forward(x, precision)
+    xin = np.asarray(ps[net.layers[0].name].storage.quantize(x), dtype=np.float64)
+    if xin.ndim == 4:
+        xin = xin.transpose(0, 2, 3, 1)  # hls4ml's input is channels-last
+    t0 = time.perf_counter()
+    if getattr(hls_model, "_top_function_lib", None) is None:
+        hls_model.compile()
+    got = np.asarray(hls_model.predict(np.ascontiguousarray(xin.reshape(len(x), -1))), dtype=np.float64)
+    seconds = time.perf_counter() - t0
+    got = got.reshape(ref.shape)
+    out_fmt = ps[net.layers[-1].name].storage
+    lsb = _lsb(out_fmt, float(np.abs(ref).max(initial=0.0)))
+    diff = float(np.abs(got - ref).max(initial=0.0))
+    bound = error_bound(net, precision, x, table_size)
+    return {"max_diff": diff, "lsb": lsb, "max_diff_lsb": diff / lsb, "bound": bound, "bound_lsb": bound / lsb,
+            "exact": diff == 0.0, "passed": bool(diff <= max(lsb, bound)), "seconds": seconds, "output": got}
