@@ -89,7 +89,7 @@ def main() -> None:
         design = get_design(name)
         rows = profile_design(design)
         g = build_graph(design, None)
-        edges = [(e["src"], e["dst"], e["bytes"]) if isinstance(e, dict) else (e.src, e.dst, e.bytes) for e in g.edges]
+        edges = g.all_edges()  # DAG edges + loop-carried weight edges
         cap, links = device_capacity(design.device), device_links(design.device)
         n = len({r.node for r in rows})
         for solver in ("cbc", "highs"):

@@ -25,6 +25,15 @@ Counting convention (documented in the README):
   * bytes of a node: what it reads and writes (activations in and out, parameters, gradients,
     optimizer state) in the design's storage format; bytes of an edge: the tensor it carries.
 `mm` marks matrix-multiply nodes: only those may go to AIE (AP-DRL §IV-A).
+
+Loop-carried edges (``TrainingGraph.carry_edges``): training steps run back to back, and the
+parameters a step writes are read by the next step. For every parameterised layer
+``<net>.<layer>.upd -> <net>.<layer>.fwd`` (the new weights feed the next forward of that layer;
+for TRPO the update node ``policy.<layer>.upd`` also feeds ``fvp_fwd``) and, for DDPG,
+``<net>.<layer>.soft -> <net>.<layer>.tfwd`` (the Polyak-averaged target copy). A DQN target copy
+is synchronised only every C steps, so it gets none. A carry edge ``u -> v`` with bytes b means,
+for a schedule repeated with period T (the makespan): ``S_v + T >= S_u + t_u + xfer(b)``.
+Carry edges carry the layer's parameters (``n_params x word``); they are not part of the DAG.
 """
 
 from __future__ import annotations
@@ -67,9 +76,13 @@ class Edge:
     src: str
     dst: str
     bytes: int
+    carry: bool = False  # loop-carried: from this step's src to the next step's dst
 
     def as_dict(self) -> dict:
-        return {"src": self.src, "dst": self.dst, "bytes": int(self.bytes)}
+        d = {"src": self.src, "dst": self.dst, "bytes": int(self.bytes)}
+        if self.carry:
+            d["carry"] = True
+        return d
 
 
 @dataclass
@@ -78,6 +91,7 @@ class TrainingGraph:
     batch: int
     nodes: list = field(default_factory=list)
     edges: list = field(default_factory=list)
+    carry_edges: list = field(default_factory=list)  # loop-carried, not part of the DAG
 
     def node(self, name: str) -> Node:
         for n in self.nodes:
@@ -116,15 +130,29 @@ class TrainingGraph:
 
     def to_json(self) -> dict:
         return {"design": self.design, "batch": self.batch,
-                "nodes": [n.as_dict() for n in self.nodes], "edges": [e.as_dict() for e in self.edges]}
+                "nodes": [n.as_dict() for n in self.nodes],
+                "edges": [e.as_dict() for e in self.edges + self.carry_edges]}
 
-    def edges_csv(self) -> str:
-        lines = ["src,dst,bytes"] + [f"{e.src},{e.dst},{int(e.bytes)}" for e in self.edges]
+    def all_edges(self) -> list:
+        """DAG edges then carry edges, as ``(src, dst, bytes)`` / ``(src, dst, bytes, True)`` tuples
+        (the partitioner's edge form)."""
+        return ([(e.src, e.dst, int(e.bytes)) for e in self.edges]
+                + [(e.src, e.dst, int(e.bytes), True) for e in self.carry_edges])
+
+    def edges_csv(self, carry: bool = False) -> str:
+        """Graph CSV: the DAG ``src,dst,bytes``; with ``carry`` also the loop-carried edges, as
+        ``src,dst,bytes,carry`` (carry 0/1; see rlhls.partition.profile_io)."""
+        if not carry:
+            lines = ["src,dst,bytes"] + [f"{e.src},{e.dst},{int(e.bytes)}" for e in self.edges]
+        else:
+            lines = ["src,dst,bytes,carry"] + [f"{e.src},{e.dst},{int(e.bytes)},{int(e.carry)}"
+                                               for e in self.edges + self.carry_edges]
         return "\n".join(lines) + "\n"
 
     def summary(self) -> dict:
         mm = self.mm_nodes
-        return {"nodes": len(self.nodes), "edges": len(self.edges), "mm_nodes": len(mm),
+        return {"nodes": len(self.nodes), "edges": len(self.edges), "carry_edges": len(self.carry_edges),
+                "mm_nodes": len(mm),
                 "mm_flops": sum(n.flops for n in mm), "flops": sum(n.flops for n in self.nodes),
                 "min_mm_flops": min((n.flops for n in mm), default=0),
                 "max_mm_flops": max((n.flops for n in mm), default=0)}
@@ -153,6 +181,9 @@ class _Builder:
     def edge(self, src, dst, nbytes):
         if src is not None:
             self.g.edges.append(Edge(src, dst, int(nbytes)))
+
+    def carry(self, src, dst, nbytes):
+        self.g.carry_edges.append(Edge(src, dst, int(nbytes), carry=True))
 
     # -- network passes
     @staticmethod
@@ -221,6 +252,10 @@ class _Builder:
             name = self.node(f"{inst}.{layer.name}.upd", f"{net.name}.{layer.name}", "upd",
                              OPT_FLOPS[optimizer] * n, (3 + 2 * s) * n * B)
             self.edge(bwd_nodes[layer.name], name, n * B)
+            # the next step's forward of this layer reads the new weights
+            for phase in ("fwd", "fvp_fwd"):
+                if f"{inst}.{layer.name}.{phase}" in self._names:
+                    self.carry(name, f"{inst}.{layer.name}.{phase}", n * B)
             out[layer.name] = name
         return out
 
@@ -232,6 +267,7 @@ class _Builder:
             n = layer.n_params
             name = self.node(f"{inst}.{layer.name}.soft", f"{net.name}.{layer.name}", "soft", POLYAK_FLOPS * n, 3 * n * B)
             self.edge(upd_nodes[layer.name], name, n * B)
+            self.carry(name, f"{inst}.{layer.name}.tfwd", n * B)  # next step's target forward
 
     def loss(self, name, outputs_from, per_output_flops_outputs):
         b, B = self.batch, self.B

@@ -3,12 +3,15 @@
 `check_schedule` recomputes everything from the plan's units, points and times: each node on a
 unit and point its profile allows, finish = start + latency, precedence with transfer times,
 at most ``ps_cores`` PS nodes running at any instant, resources summed per unit within capacity,
-makespan = the latest finish. It returns the violations as readable lines (empty = valid).
+makespan = the latest finish, or more where a loop-carried edge u -> v (graph edges
+``(src, dst, bytes, True)``) needs it: ``S_v + makespan >= F_u + transfer`` (training steps run
+back to back with period = makespan), and then equal to the largest such need. It returns the
+violations as readable lines (empty = valid).
 """
 
 from __future__ import annotations
 
-from .profile_io import RESOURCES
+from .profile_io import RESOURCES, is_carry
 
 __all__ = ["check_schedule"]
 
@@ -51,7 +54,9 @@ def check_schedule(plan, rows, edges, capacity, links=None, ps_cores=1, *, tol=1
             if v in given_finish and abs(float(given_finish[v]) - f) > eps:
                 bad.append(f"node {v}: finish {given_finish[v]:g} != start + latency {f:g}")
     links = links or {}
-    for a, b, *nb in edges:
+    need = 0.0  # the period the carry edges need
+    for e in edges:
+        a, b, *nb = e
         if a not in chosen or b not in chosen:
             continue
         nbytes = float(nb[0]) if nb else 0.0
@@ -60,6 +65,12 @@ def check_schedule(plan, rows, edges, capacity, links=None, ps_cores=1, *, tol=1
         if ua != ub and (ua, ub) in links:
             lat, bw = links[(ua, ub)]
             xfer = lat + nbytes / bw
+        if is_carry(e):
+            need = max(need, finish[a] + xfer - float(start[b]))
+            if float(start[b]) + makespan < finish[a] + xfer - eps:
+                bad.append(f"carry edge {a}->{b}: next step's {b} starts at {float(start[b]) + makespan:g} before "
+                           f"{a} finishes + transfer ({finish[a]:g} + {xfer:g})")
+            continue
         if float(start[b]) < finish[a] + xfer - eps:
             bad.append(f"edge {a}->{b}: {b} starts at {float(start[b]):g} before {a} finishes + transfer "
                        f"({finish[a]:g} + {xfer:g})")
@@ -88,6 +99,7 @@ def check_schedule(plan, rows, edges, capacity, links=None, ps_cores=1, *, tol=1
             bad.append(f"{u} {res}: uses {used:g} > capacity {cap:g}")
     if finish:
         last = max(finish.values())
-        if abs(last - makespan) > eps:
-            bad.append(f"makespan {makespan:g} != latest finish {last:g}")
+        if abs(max(last, need) - makespan) > eps:
+            what = "latest finish" if last >= need else "period the carry edges need"
+            bad.append(f"makespan {makespan:g} != {what} {max(last, need):g}")
     return bad

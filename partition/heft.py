@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 from rlhls.designs.errors import RlhlsError
 
-from .profile_io import UNITS, ProfileRow, topo_order
+from .profile_io import UNITS, ProfileRow, is_carry, topo_order
 
-__all__ = ["Problem", "Schedule", "heft", "baselines", "semi_active"]
+__all__ = ["Problem", "Schedule", "heft", "baselines", "semi_active", "carry_span"]
 
 EPS = 1e-9
 
@@ -52,8 +52,11 @@ class Problem:
             for v in (s, d):
                 if v not in self.options:
                     raise RlhlsError(f"graph: node '{v}' has no profile rows; expected every graph node to be profiled")
-        self.edges = [(s, d, float(b[0]) if b else 0.0) for s, d, *b in edges]
+        # loop-carried edges (u -> v in the next step): S_v + T >= F_u + transfer
+        self.carry = [(e[0], e[1], float(e[2])) for e in edges if is_carry(e)]
+        self.edges = [(s, d, float(b[0]) if b else 0.0) for s, d, *b in (e for e in edges if not is_carry(e))]
         self.nodes = topo_order(list(self.options), self.edges)
+        self.pruned = self._prune()
         self.index = {v: i for i, v in enumerate(self.nodes)}
         self.preds = defaultdict(list)  # node -> [(pred, bytes)]
         self.succs = defaultdict(list)
@@ -67,6 +70,30 @@ class Problem:
         self.ps_cores = max(1, int(ps_cores))
         self.capacity = {k: float(v) for k, v in capacity.items()}
         self.links = {k: (float(a), float(b)) for k, (a, b) in (links or {}).items()}
+
+    def _prune(self) -> int:
+        """Drop options dominated within their unit (no faster, and no cheaper in any resource):
+        the unit fixes every transfer, and a shorter latency only relaxes every constraint."""
+        dropped = 0
+        for v, opts in self.options.items():
+            keep = []
+            for i, o in enumerate(opts):
+                res = set(o.resources)
+                dom = False
+                for j, q in enumerate(opts):
+                    if j == i or q.unit != o.unit:
+                        continue
+                    keys = res | set(q.resources)
+                    if q.latency_us <= o.latency_us and all(q.usage(r) <= o.usage(r) for r in keys):
+                        strict = q.latency_us < o.latency_us or any(q.usage(r) < o.usage(r) for r in keys)
+                        if strict or j < i:  # equal twins: keep the first
+                            dom = True
+                            break
+                if not dom:
+                    keep.append(o)
+            dropped += len(opts) - len(keep)
+            self.options[v] = keep
+        return dropped
 
     # -- costs -------------------------------------------------------------------------------
 
@@ -99,6 +126,9 @@ class Problem:
         for s, d, b in self.edges:
             total += max((self.transfer(b, a.unit, c.unit) for a in self.options[s] for c in self.options[d]),
                          default=0.0)
+        # carry u -> v: S_v + T >= F_u + x holds with F_u <= the serial total, T = total + max x
+        total += max((self.transfer(b, a.unit, c.unit) for s, d, b in self.carry
+                      for a in self.options[s] for c in self.options[d]), default=0.0)
         return total
 
     def constrained(self):
@@ -140,7 +170,69 @@ def semi_active(problem: Problem, option: dict, core: dict, order_key: dict) -> 
                 ready.append(w)
     if len(start) != len(problem.nodes):
         raise RuntimeError("core order contradicts the precedence graph")
-    return Schedule(dict(option), start, finish, dict(core), max(finish.values(), default=0.0))
+    makespan = max(finish.values(), default=0.0)
+    if problem.carry and carry_span(problem, option, start, finish) > makespan + EPS:
+        makespan, start = _min_period(problem, option, prev_on_core, makespan)
+        finish = {v: start[v] + option[v].latency_us for v in start}
+    return Schedule(dict(option), start, finish, dict(core), makespan)
+
+
+def carry_span(problem: Problem, option: dict, start: dict, finish: dict) -> float:
+    """The least period the loop-carried edges allow: max over u -> v of F_u + transfer - S_v."""
+    return max((finish[u] + problem.transfer(b, option[u].unit, option[v].unit) - start[v]
+                for u, v, b in problem.carry), default=0.0)
+
+
+def _min_period(problem: Problem, option: dict, prev_on_core: dict, lo: float):
+    """Least period T (and earliest starts for it) for fixed options and PS core sequences.
+
+    Difference constraints S_b - S_a >= w: precedence (latency + transfer), core chains (latency),
+    carry u -> v (t_u + transfer - T), S >= 0, and T >= every finish. Longest paths (Bellman-Ford)
+    at a trial T; a positive cycle (through carry arcs) means T is below that cycle's ratio, which
+    is a lower bound, so T jumps to it; otherwise T takes a Newton step on the convex, decreasing
+    max finish(T) - T (never past the optimum). Ends when max finish <= T: exact, not bisection.
+    """
+    nodes = problem.nodes
+    lat = {v: option[v].latency_us for v in nodes}
+    arcs = [(a, b, lat[a] + problem.transfer(nb, option[a].unit, option[b].unit), 0)
+            for a, b, nb in problem.edges]
+    arcs += [(a, b, lat[a], 0) for b, a in prev_on_core.items()]
+    arcs += [(u, v, lat[u] + problem.transfer(nb, option[u].unit, option[v].unit), 1) for u, v, nb in problem.carry]
+    T = lo
+    n = len(nodes)
+    for _ in range(10000):
+        d = dict.fromkeys(nodes, 0.0)
+        cnt = dict.fromkeys(nodes, 0)
+        pred = dict.fromkeys(nodes)
+        tol = 1e-12 * max(1.0, T)
+        last = None
+        for _round in range(n + 1):
+            last = None
+            for a, b, w, c in arcs:
+                val = d[a] + w - c * T
+                if val > d[b] + tol:
+                    d[b], cnt[b], pred[b] = val, cnt[a] + c, (a, w, c)
+                    last = b
+            if last is None:
+                break
+        if last is not None:  # positive cycle: walk back into it, then around it
+            v = last
+            for _k in range(n):
+                v = pred[v][0]
+            wsum, k, u = 0.0, 0, v
+            while True:
+                a, w, c = pred[u]
+                wsum, k, u = wsum + w, k + c, a
+                if u == v:
+                    break
+            T = max(T * (1 + 1e-15), wsum / k) if k else T * (1 + 1e-9)
+            continue
+        end = max(nodes, key=lambda v: d[v] + lat[v])
+        M = d[end] + lat[end]
+        if M <= T + tol * 10:
+            return T, d
+        T = T + (M - T) / (1 + cnt[end])
+    raise RuntimeError("no period found for the loop-carried edges")
 
 
 def _rank(problem: Problem, units) -> dict:
@@ -202,6 +294,9 @@ def _heft(problem: Problem, units, share: float) -> Schedule | None:
     for v in problem.nodes:
         for k, a in forced[v].items():
             reserve[k] += a
+    carry_out = defaultdict(list)
+    for u, w, nb in problem.carry:
+        carry_out[u].append((w, nb))
     busy = [[] for _ in range(problem.ps_cores)]  # sorted (start, finish) per core
     option, start, finish, core = {}, {}, {}, {}
     waiting = {v: len(problem.preds[v]) for v in problem.nodes}
@@ -228,7 +323,11 @@ def _heft(problem: Problem, units, share: float) -> Schedule | None:
                         best_c = (s, ci)
                 t, c = best_c
             load = sum(o.usage(r) / problem.capacity[(o.unit, r)] for (u, r) in cons if u == o.unit)
-            key = (t + o.latency_us, load, UNITS.index(o.unit))
+            end = t + o.latency_us
+            for w, nb in carry_out[v]:  # the next step's w waits for v's result
+                if w in start:
+                    end = max(end, t + o.latency_us + problem.transfer(nb, o.unit, option[w].unit) - start[w])
+            key = (end, load, UNITS.index(o.unit))
             if best is None or key < best[0]:
                 best = (key, o, t, c)
         if best is None:
@@ -246,6 +345,8 @@ def _heft(problem: Problem, units, share: float) -> Schedule | None:
             waiting[s] -= 1
             if waiting[s] == 0:
                 ready.append(s)
+    if problem.carry:  # the period the carry edges need, with HEFT's units and core orders
+        return semi_active(problem, option, core, start)
     return Schedule(option, start, finish, core, max(finish.values(), default=0.0))
 
 

@@ -11,6 +11,8 @@ makespan ``T``. With ``z_iu = sum_k on u x_ik`` and ``F_i = S_i + sum_k t_k x_ik
   units: for each unit u of i,  S_j >= F_i + sum_v c(u,v) z_jv - max_v c(u,v) (1 - z_iu),
   c(u,v) = latency_us + bytes / bytes_per_us of the link u->v (0 when not listed).
 * eq. 7      sum over nodes of usage x <= capacity for every (unit, resource) given.
+* carry      loop-carried edges u -> v (from one training step to the next, steps back to back
+  with period T): T + S_v >= F_u + transfer, linearised as eq. 5.
 * PS cores   PL and AIE are spatial (nodes overlap freely); PS nodes are assigned to C identical
   cores (``w[i,c]``, symmetry broken: the n-th PS-capable node in topological order uses a core
   < n) and two PS nodes on one core do not overlap (ordering binary ``o_ij``, per-pair big-M
@@ -20,6 +22,11 @@ makespan ``T``. With ``z_iu = sum_k on u x_ik`` and ``F_i = S_i + sum_k t_k x_ik
 Warm start: HEFT's schedule (CBC through ``-mips``; HiGHS through ``Highs.setSolution``).
 After solving, start times are recomputed as the earliest ones for the solver's units, points and
 PS core sequences (clears solver tolerances); the result is never worse than HEFT.
+
+Tie-break (after solving): many plans share the optimal makespan (nodes off the critical path);
+nodes are moved off the PS or between PL and AIE, one at a time, when the makespan does not grow,
+the capacities hold and the time spent on transfers between units (eq. 5 and carry edges) shrinks
+— of equally fast plans, the one that moves the least data between units.
 
 Gap: 0 when the solver proves optimality; otherwise (incumbent - bound) / incumbent, the bound
 read from CBC's log ("Objective value"/"Lower bound" after a stop) or HiGHS' ``mip_dual_bound``,
@@ -213,6 +220,7 @@ def solve(rows, edges, capacity=None, links=None, *, ps_cores=None, solver="cbc"
             # Solver tolerance only: its proven optimum equals HEFT's up to rounding
             pass
         sched = start_sched
+    sched = _polish(problem, sched)
     lb = _lower_bound(problem)
     if bound is not None and math.isfinite(bound):
         lb = max(lb, bound)
@@ -274,6 +282,16 @@ def _build(problem: Problem, H: float):
                 continue
             prob += (S[b] >= S[a] + lat[a] + pulp.lpSum(c * z[b, w] for w, c in costs.items() if c > 0)
                      - cmax * (1 - z[a, u])), f"xfer_{e}_{u}"
+    # loop-carried edges u -> v (next step): S_v + T >= F_u + transfer, same linearisation as eq. 5;
+    # without a transfer it always holds (T >= F_u, S_v >= 0)
+    for e, (a, b, nb) in enumerate(P.carry):
+        for u in P.units_of(a):
+            costs = {w: P.transfer(nb, u, w) for w in P.units_of(b) if w != u}
+            cmax = max(costs.values(), default=0.0)
+            if cmax <= 0:
+                continue
+            prob += (T + S[b] >= S[a] + lat[a] + pulp.lpSum(c * z[b, w] for w, c in costs.items() if c > 0)
+                     - cmax * (1 - z[a, u])), f"carry_{e}_{u}"
     # capacities (eq. 7)
     for (u, r) in P.constrained():
         prob += pulp.lpSum(o.usage(r) * x[v, k] for v in P.nodes for k, o in enumerate(P.options[v])
@@ -336,6 +354,45 @@ def _set_start(problem: Problem, var, sched: Schedule) -> None:
         else:
             a, b = key
             ov.setInitialValue(1 if sched.start[a] <= sched.start[b] else 0)
+
+
+def _xfer_total(problem: Problem, option: dict) -> float:
+    return sum(problem.transfer(b, option[a].unit, option[c].unit) for a, c, b in problem.edges + problem.carry)
+
+
+def _polish(problem: Problem, sched: Schedule) -> Schedule:
+    """Among plans with the same makespan, fewer transfer time between units (module docstring)."""
+    if sched is None or not problem.links:
+        return sched
+    T = sched.makespan
+    cons = problem.constrained()
+    for _ in range(len(problem.nodes)):
+        base = _xfer_total(problem, sched.option)
+        used = {k: sum(o.usage(k[1]) for o in sched.option.values() if o.unit == k[0]) for k in cons}
+        best = None
+        for v in problem.nodes:
+            cur = sched.option[v]
+            for o in problem.options[v]:
+                if o.unit == cur.unit or o.unit == "PS":
+                    continue
+                if any(used[(u, r)] - (cur.usage(r) if cur.unit == u else 0) + o.usage(r) > problem.capacity[(u, r)] + EPS
+                       for (u, r) in cons if u == o.unit):
+                    continue
+                option = dict(sched.option, **{v: o})
+                gain = base - _xfer_total(problem, option)
+                if gain <= EPS or (best is not None and gain <= best[0]):
+                    continue
+                core = {w: c for w, c in sched.core.items() if w != v}
+                try:
+                    new = semi_active(problem, option, core, sched.start)
+                except RuntimeError:
+                    continue
+                if new.makespan <= T * (1 + 1e-9) + 1e-9:
+                    best = (gain, new)
+        if best is None:
+            return sched
+        sched = best[1]
+    return sched
 
 
 def _extract(problem: Problem, var) -> Schedule | None:

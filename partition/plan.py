@@ -169,7 +169,7 @@ def plot_gantt(plan: Plan, path, edges=()) -> None:
         labels.append(f"PS core {c}" if u == "PS" else u)
         y += n
         ax.axhline(y, color="grey", lw=0.5)
-    crossing = [(a, b) for a, b, *_ in edges if a in centre and b in centre and plan.assignment[a] != plan.assignment[b]]
+    crossing = [(a, b) for a, b, *r in edges if not (len(r) > 1 and r[1]) and a in centre and b in centre and plan.assignment[a] != plan.assignment[b]]
     for a, b in crossing if len(crossing) <= 40 else ():  # arrows only while they stay readable
         ax.annotate("", xy=(centre[b][0], centre[b][2]), xytext=(centre[a][1], centre[a][2]),
                     arrowprops=dict(arrowstyle="->", color="grey", lw=0.5, alpha=0.6))

@@ -10,7 +10,11 @@
   (points ``pf1`` ...), bounded by the unit's DSPs and by the layer's ``k*m``; other nodes as
   elementwise pipelines at ``pf`` = 1, 4, 16, 64 (bounded by the element count).
 * **AIE** — matrix-multiply nodes only (AP-DRL §IV-A: non-MM layers are unsuitable for AIE), at
-  1, 4, 16, 64 tiles (points ``t1`` ...).
+  1, 4, 16, 64 tiles x 1, 2, 4, ... 32 PL<->AIE stream pairs (at most two per tile; points
+  ``t16p8`` ...): the streams are a resource of their own (``plio``, capacity
+  ``min(plio_count, plio_count_out)`` of the catalogue: 6 pairs per PL interface tile, AM020), apart
+  from the tiles, because AIE-ML memory tiles (or AIE1 stream-switch broadcast) stage one stream to
+  many tiles. Both are summed over the AIE nodes (AP-DRL eq. 7: the AIE graph is spatial).
 
 Every matrix-multiply node is costed as one GEMM ``(n_eff, k, m)``: ``k x m`` is the layer's weight
 matrix (Dense ``in x out``; Conv2d ``C*KH*KW x O``) and ``n_eff = ceil(MACs / (k m))`` — exact MAC
@@ -50,11 +54,12 @@ from rlhls.designs.kernels.cost import aie_matmul, dsp_per_mac, pl_elementwise, 
 from .profile_io import RESOURCES, ProfileRow
 
 __all__ = ["profile_design", "device_capacity", "device_links", "unit_formats", "PL_MM_POINTS",
-           "PL_EW_POINTS", "AIE_TILE_POINTS"]
+           "PL_EW_POINTS", "AIE_TILE_POINTS", "AIE_PLIO_POINTS"]
 
 PL_MM_POINTS = (1, 4, 16, 64, 256, 1024)
 PL_EW_POINTS = (1, 4, 16, 64)
 AIE_TILE_POINTS = (1, 4, 16, 64)
+AIE_PLIO_POINTS = (1, 2, 4, 8, 16, 32)
 ACT_KINDS = ("ReLU", "Tanh", "Sigmoid", "Softmax", "Identity")
 
 
@@ -106,7 +111,9 @@ def _mm_dims(layer) -> tuple[int, int]:
 
 
 def _row(node, unit, cost, point) -> ProfileRow:
-    res = {r: float(cost["resources"][r]) for r in RESOURCES if cost["resources"][r]}
+    res = {r: float(cost["resources"][r]) for r in RESOURCES if cost["resources"].get(r)}
+    if unit == "AIE" and cost.get("plio"):
+        res["plio"] = float(cost["plio"])
     return ProfileRow(node=node.name, unit=unit, latency_us=float(cost["latency_us"]), point=point,
                       resources=res, cycles=float(cost["cycles"]), flops=float(node.flops))
 
@@ -164,10 +171,17 @@ def profile_design(design, device=None, batch: int | None = None) -> list[Profil
         if "AIE" in units and node.mm:
             fmt, _ = fmts["AIE"]
             cap = units["AIE"].resources["aie_tiles"].value
+            pcap = _plio_pairs(units["AIE"])
             for t in AIE_TILE_POINTS:
-                if t <= cap:
-                    rows.append(_row(node, "AIE", aie_matmul(n_eff, k, m, fmt, device, tiles=t), f"t{t}"))
+                for p in AIE_PLIO_POINTS:
+                    if t <= cap and p <= min(2 * t, pcap):
+                        c = aie_matmul(n_eff, k, m, fmt, device, tiles=t, plios=p)
+                        rows.append(_row(node, "AIE", c, f"t{t}p{p}"))
     return rows
+
+
+def _plio_pairs(aie) -> int:
+    return int(min(aie.perf["plio_count"].value, aie.perf["plio_count_out"].value))
 
 
 def device_capacity(device) -> dict:
@@ -181,6 +195,10 @@ def device_capacity(device) -> dict:
             out[(unit, "lut")] = 2.0 * cap
         elif res == "m20k":  # 20 Kb blocks as 36 Kb equivalents
             out[(unit, "bram36")] = float(math.floor(cap * 20 / 36))
+    aie = device.units.get("AIE")
+    if aie is not None and "plio_count" in aie.perf and "plio_count_out" in aie.perf:
+        # PL<->AIE stream pairs: 8 in / 6 out streams per PL interface tile (AM020, catalogue perf)
+        out[("AIE", "plio")] = float(_plio_pairs(aie))
     return out
 
 

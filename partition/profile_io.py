@@ -13,16 +13,25 @@ Profile CSV — one row per node x unit (x design point)::
     q.fc1.fwd,AIE,3.1,,0,0,0,0,0,2,,2048
 
 * required: ``node``, ``unit`` (PS, PL or AIE), ``latency_us`` (a number >= 0);
-* resource columns ``lut, ff, dsp, bram36, uram, aie_tiles``: any subset, missing or empty = 0;
+* resource columns ``lut, ff, dsp, bram36, uram, aie_tiles, plio``: any subset, missing or empty = 0
+  (``plio``: PL<->AIE stream pairs an AIE node uses; capacity ``AIE,plio``);
 * ``point`` (optional): the design point (e.g. an unroll factor); several rows of one node and unit
   with different points are alternatives, the partitioner picks one; missing or empty = ``"0"``;
 * ``cycles``, ``flops`` (optional): informative only.
 A unit with no row for a node is forbidden for that node (that is how "only matrix-multiply nodes
 may go to AIE" is written: the profile has no AIE rows for the others).
 
-Graph CSV — one row per edge of the training-step DAG: ``src,dst,bytes`` (bytes >= 0, the tensor
-the edge carries). Every node named here must have profile rows; profile nodes without edges are
-isolated nodes of the graph.
+Graph CSV — one row per edge of the training-step DAG: ``src,dst,bytes[,carry]`` (bytes >= 0, the
+tensor the edge carries). Every node named here must have profile rows; profile nodes without edges
+are isolated nodes of the graph. ``carry`` (optional column, ``0``/``1``, empty or missing = 0)
+marks a loop-carried edge: from ``src`` in one training step to ``dst`` in the next (e.g. a layer's
+weight update to its next forward). Steps repeat back to back with period T = the makespan, so a
+carry edge asks ``S_dst + T >= S_src + t_src + transfer``; carry edges are not part of the DAG (they
+may point backwards; a carry self-loop is allowed and trivially met)::
+
+    src,dst,bytes,carry
+    q.fc1.fwd,q.fc1_relu.fwd,8192,0
+    q.fc1.upd,q.fc1.fwd,1280,1
 
 Capacity CSV — ``unit,resource,capacity``: resource one of the profile's resource columns or
 ``cores`` (the PS core count; PS nodes beyond it do not overlap in time). A (unit, resource) pair
@@ -46,10 +55,10 @@ from rlhls.designs.errors import RlhlsError
 
 __all__ = [
     "RESOURCES", "UNITS", "ProfileRow", "read_profile", "write_profile", "read_graph",
-    "read_capacity", "read_links", "check_inputs", "atomic_write_text", "topo_order",
+    "read_capacity", "read_links", "check_inputs", "atomic_write_text", "topo_order", "is_carry",
 ]
 
-RESOURCES = ("lut", "ff", "dsp", "bram36", "uram", "aie_tiles")
+RESOURCES = ("lut", "ff", "dsp", "bram36", "uram", "aie_tiles", "plio")
 UNITS = ("PS", "PL", "AIE")
 CAPACITY_RESOURCES = RESOURCES + ("cores",)
 
@@ -213,24 +222,39 @@ class _Edges(list):
         self.row_numbers: list[int] = []
 
 
-def read_graph(path) -> list[tuple[str, str, int]]:
-    """Read a graph CSV ``src,dst,bytes``; RlhlsError on self-loops, duplicates and cycles."""
+def is_carry(edge) -> bool:
+    """True for a loop-carried edge tuple ``(src, dst, bytes, True)``."""
+    return len(edge) > 3 and bool(edge[3])
+
+
+def read_graph(path) -> list[tuple]:
+    """Read a graph CSV ``src,dst,bytes[,carry]``; RlhlsError on self-loops, duplicates and cycles.
+
+    DAG edges come back as ``(src, dst, bytes)``, carry edges as ``(src, dst, bytes, True)``.
+    """
     edges, where = _Edges(), {}
-    for n, rec in _read_rows(path, "graph", ("src", "dst", "bytes"), ()):
+    for n, rec in _read_rows(path, "graph", ("src", "dst", "bytes"), ("carry",)):
         src, dst = rec["src"], rec["dst"]
         for col, v in (("src", src), ("dst", dst)):
             if not v:
                 raise RlhlsError(f"{path}: row {n}: column '{col}' is empty; expected a node name")
-        if src == dst:
+        c = rec.get("carry", "")
+        if c not in ("", "0", "1"):
+            raise RlhlsError(f"{path}: row {n}: carry '{c}' is not 0 or 1")
+        carry = c == "1"
+        if src == dst and not carry:
             raise RlhlsError(f"{path}: row {n}: edge {src}->{dst} joins a node to itself (a cycle)")
         b = _number(rec["bytes"], path, n, "bytes", required=True)
-        if (src, dst) in where:
-            raise RlhlsError(f"{path}: row {n}: edge {src}->{dst} repeats row {where[(src, dst)]}")
-        where[(src, dst)] = n
-        edges.append((src, dst, int(round(b))))
+        key = (src, dst, carry)
+        if key in where:
+            raise RlhlsError(f"{path}: row {n}: {'carry ' if carry else ''}edge {src}->{dst} repeats row {where[key]}")
+        where[key] = n
+        edges.append((src, dst, int(round(b)), True) if carry else (src, dst, int(round(b))))
         edges.row_numbers.append(n)
+    dag = [e for e in edges if not is_carry(e)]
     nodes = list(dict.fromkeys([e[0] for e in edges] + [e[1] for e in edges]))
-    cyc = _find_cycle(nodes, edges)
+    where = {(s, d): n for (s, d, c), n in where.items() if not c}
+    cyc = _find_cycle(nodes, dag)
     if cyc:
         loop = " -> ".join(cyc + [cyc[0]])
         raise RlhlsError(f"{path}: row {where[(cyc[-1], cyc[0])]}: edge closes a cycle {loop}; expected a DAG")
@@ -281,7 +305,10 @@ def read_links(path) -> dict[tuple[str, str], tuple[float, float]]:
 
 def _find_cycle(nodes, edges) -> list[str] | None:
     succ = {v: [] for v in nodes}
-    for s, d, *_ in edges:
+    for e in edges:
+        if is_carry(e):
+            continue
+        s, d = e[0], e[1]
         succ.setdefault(s, []).append(d)
         succ.setdefault(d, [])
     color = dict.fromkeys(succ, 0)
@@ -311,7 +338,10 @@ def topo_order(nodes, edges) -> list[str]:
     index = {v: i for i, v in enumerate(nodes)}
     indeg = dict.fromkeys(nodes, 0)
     succ = {v: [] for v in nodes}
-    for s, d, *_ in edges:
+    for e in edges:
+        if is_carry(e):
+            continue
+        s, d = e[0], e[1]
         succ[s].append(d)
         indeg[d] += 1
     import heapq

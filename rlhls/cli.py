@@ -115,12 +115,14 @@ def cmd_graph(args) -> int:
 
     g = build_graph(get_design(args.design), args.batch)
     if args.csv:
-        atomic_write_text(args.csv, g.edges_csv())
+        atomic_write_text(args.csv, g.edges_csv(carry=True))
     if args.json:
-        _print_json({"nodes": [n.as_dict() for n in g.nodes], "edges": [e.as_dict() for e in g.edges]})
+        data = g.to_json()
+        _print_json({"nodes": data["nodes"], "edges": data["edges"]})
         return 0
     s = g.summary()
-    print(f"training graph of {g.design} at batch {g.batch}: {s['nodes']} nodes, {s['edges']} edges")
+    print(f"training graph of {g.design} at batch {g.batch}: {s['nodes']} nodes, {s['edges']} edges, "
+          f"{s['carry_edges']} loop-carried edges (weights to the next step)")
     print(f"{'node':<34} {'phase':<9} {'FLOPs':>12} {'bytes':>12}  mm")
     for n in g.nodes:
         print(f"{n.name:<34} {n.phase:<9} {_si(n.flops) + 'FLOP':>12} {_si(n.bytes) + 'B':>12}  {'yes' if n.mm else ''}")
@@ -187,8 +189,10 @@ def build_parser() -> argparse.ArgumentParser:
                                    "and update nodes, plus loss/GAE nodes, with FLOPs and bytes.")
     s.add_argument("design", metavar="DESIGN")
     s.add_argument("--batch", type=_positive_int, default=None, help="batch size (default: the design's)")
-    s.add_argument("--json", action="store_true", help='print {"nodes": [...], "edges": [...]}')
-    s.add_argument("--csv", metavar="FILE", help="write the edges as src,dst,bytes (the partitioner's graph CSV)")
+    s.add_argument("--json", action="store_true",
+                   help='print {"nodes": [...], "edges": [...]}; loop-carried edges have "carry": true')
+    s.add_argument("--csv", metavar="FILE",
+                   help="write the edges as src,dst,bytes,carry (the partitioner's graph CSV)")
     s.set_defaults(func=cmd_graph)
 
     s = sub.add_parser("devices", help="list the device catalogue",
@@ -206,7 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
     # Subcommands whose arguments and bodies live with their concept (flow/, partition/, host/).
     for name, module, stem, help_text in _DELEGATED:
         mod = importlib.import_module(module)
-        s = sub.add_parser(name, help=help_text, description=(mod.__doc__ or help_text).strip().splitlines()[0])
+        s = sub.add_parser(name, help=help_text, description=help_text[0].upper() + help_text[1:] + ".")
         getattr(mod, f"add_{stem}_arguments")(s)
         s.set_defaults(func=_deferred(module, f"run_{stem}"))
     return p
@@ -219,6 +223,8 @@ _DELEGATED = (
     ("kernels", "rlhls.flow.cli_kernel", "kernels", "list the kernels and their parameters"),
     ("build", "rlhls.flow.cli_build", "build", "emit Vitis HLS projects and AIE graph stubs; csim/synth/cosim"),
     ("train", "rlhls.host.cli_train", "train", "train a design on the host (emu/csim/cosim backends)"),
+    ("run", "rlhls.host.pipeline", "run", "the whole flow: graph, profile, partition, build --csim, train, report"),
+    ("experiment", "rlhls.host.experiments", "experiment", "HEPPO-GAE experiments: Table III and the bit sweep"),
 )
 
 

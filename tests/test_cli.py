@@ -54,8 +54,16 @@ def test_graph_json_and_csv(tmp_path, capsys):
     assert set(data) == {"nodes", "edges"}
     assert set(data["nodes"][0]) == {"name", "layer", "phase", "flops", "bytes", "mm"}
     assert sum(n["mm"] for n in data["nodes"]) == 15
+    plain = [e for e in data["edges"] if "carry" not in e]
+    carry = [e for e in data["edges"] if "carry" in e]
+    assert all(set(e) == {"src", "dst", "bytes"} for e in plain)
+    # every parameterised layer's update feeds the next step's forward
+    assert sorted((e["src"], e["dst"]) for e in carry) == sorted(
+        (f"q.{l}.upd", f"q.{l}.fwd") for l in ("conv1", "conv2", "conv3", "fc1", "fc2"))
     lines = csv_path.read_text().splitlines()
-    assert lines[0] == "src,dst,bytes" and len(lines) == len(data["edges"]) + 1
+    assert lines[0] == "src,dst,bytes,carry" and len(lines) == len(data["edges"]) + 1
+    from rlhls.partition.profile_io import read_graph
+    assert len(read_graph(csv_path)) == len(data["edges"])
 
 
 @pytest.mark.parametrize("args, needle", [

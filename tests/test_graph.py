@@ -107,6 +107,39 @@ def test_edges_csv_round_trips():
     g = build_graph(get_design("apdrl-dqn-cartpole"), batch=2)
     rows = list(csv.DictReader(io.StringIO(g.edges_csv())))
     assert [(r["src"], r["dst"], int(r["bytes"])) for r in rows] == [(e.src, e.dst, e.bytes) for e in g.edges]
+    rows = list(csv.DictReader(io.StringIO(g.edges_csv(carry=True))))
+    assert [(r["src"], r["dst"], int(r["bytes"]), r["carry"] == "1") for r in rows] == \
+        [(e.src, e.dst, e.bytes, e.carry) for e in g.edges + g.carry_edges]
+    assert any(r["carry"] == "1" for r in rows) and any(r["carry"] == "0" for r in rows)
+
+
+@pytest.mark.parametrize("name", design_names())
+def test_carry_edges_feed_weights_to_the_next_step(name):
+    d = get_design(name)
+    g = build_graph(d, batch=4)
+    B = math.ceil(d.storage_format.bits / 8)
+    carry = {(e.src, e.dst): e.bytes for e in g.carry_edges}
+    assert all(e.carry for e in g.carry_edges) and not any(e.carry for e in g.edges)
+    nets = d.build_networks()
+    for spec in d.networks:
+        for layer in nets[spec.name].layers:
+            if layer.kind == "Flatten":
+                continue
+            fwd, upd = f"{spec.name}.{layer.name}.fwd", f"{spec.name}.{layer.name}.upd"
+            if layer.n_params:
+                assert carry[(upd, fwd)] == layer.n_params * B
+            else:  # parameterless layers: no update and nothing carried
+                assert not any(dst in (fwd, f"{spec.name}.{layer.name}.tfwd") for _, dst in carry)
+            soft, tfwd = f"{spec.name}.{layer.name}.soft", f"{spec.name}.{layer.name}.tfwd"
+            if d.algorithm == "ddpg" and layer.n_params:
+                assert carry[(soft, tfwd)] == layer.n_params * B
+            if d.algorithm == "dqn":  # the target copy syncs every C steps, not every step
+                assert not any(dst == tfwd for _, dst in carry)
+    # JSON: plain edges keep exactly {src, dst, bytes}; carry edges add "carry": true
+    js = g.to_json()["edges"]
+    assert all(set(e) == {"src", "dst", "bytes"} for e in js[:len(g.edges)])
+    assert all(set(e) == {"src", "dst", "bytes", "carry"} and e["carry"] is True for e in js[len(g.edges):])
+    assert len(js) == len(g.edges) + len(g.carry_edges)
 
 
 def test_bad_batch_is_an_input_error():

@@ -23,6 +23,9 @@ def random_instance(seed: int):
     p_edge = rng.uniform(0.15, 0.5)
     edges = [(names[i], names[j], rng.randint(0, 3000)) for i in range(n) for j in range(i + 1, n)
              if rng.random() < p_edge]
+    # loop-carried edges (to the next training step): backwards, like a weight update -> its forward
+    edges += [(names[j], names[i], rng.randint(0, 20000), True) for i in range(n) for j in range(i, n)
+              if rng.random() < 0.2]
     rows = []
     for v in names:
         units = [u for u in UNITS if rng.random() < 0.7] or [rng.choice(UNITS)]
@@ -51,11 +54,43 @@ def _feasible_capacity(problem, choice):
     return all(used.get(k, 0.0) <= cap + 1e-9 for k, cap in problem.capacity.items())
 
 
+def _period(nodes, lat, arcs, carry, lo):
+    """Least T with starts S >= 0: S_b - S_a >= w (arcs), S_v + T >= S_u + c (carry), S + lat <= T.
+
+    Independent of the solver's code: bisection on T, each trial a Bellman-Ford longest-path test."""
+    def feasible(T):
+        d = dict.fromkeys(nodes, 0.0)
+        allarcs = arcs + [(u, v, c - T) for u, v, c in carry]
+        for _ in range(len(nodes) + 1):
+            changed = False
+            for a, b, w in allarcs:
+                if d[a] + w > d[b] + 1e-12:
+                    d[b], changed = d[a] + w, True
+            if not changed:
+                return all(d[v] + lat[v] <= T + 1e-9 for v in nodes)
+        return False
+
+    if feasible(lo):
+        return lo
+    hi = lo + sum(lat.values()) + sum(c for *_, c in carry) + sum(w for *_, w in arcs) + 1.0
+    while not feasible(hi):
+        hi *= 2
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if feasible(mid) else (mid, hi)
+        if hi - lo < 1e-10 * max(1.0, hi):
+            break
+    return hi
+
+
 def brute_force(rows, edges, capacity, links, ps_cores) -> float:
-    """Exact optimum: every option assignment x every PS core sequence (semi-active schedules)."""
+    """Exact optimum: every option assignment x every PS core sequence; with loop-carried edges
+    the least period of each (options, core sequences) by `_period`."""
     P = Problem(rows, edges, capacity, links, ps_cores)
     nodes = P.nodes
     preds = {v: P.preds[v] for v in nodes}
+    carry = [e[:3] for e in edges if len(e) > 3 and e[3]]
+    options = {v: [r for r in rows if r.node == v] for v in nodes}  # all rows: no pruning here
 
     def lp_bound(choice):  # no PS conflicts: longest path with transfers; PS work per core
         fin = {}
@@ -65,15 +100,23 @@ def brute_force(rows, edges, capacity, links, ps_cores) -> float:
         work = sum(r.latency_us for r in choice.values() if r.unit == "PS") / ps_cores
         return max(max(fin.values()), work)
 
+    def period(choice, fin, chains):
+        lat = {v: choice[v].latency_us for v in nodes}
+        arcs = [(p, v, lat[p] + P.transfer(b, choice[p].unit, choice[v].unit)) for v in nodes for p, b in preds[v]]
+        arcs += [(a, b, lat[a]) for a, b in chains]
+        cz = [(u, v, lat[u] + P.transfer(b, choice[u].unit, choice[v].unit)) for u, v, b in carry]
+        return _period(nodes, lat, arcs, cz, max(fin.values()))
+
     choices = []
-    for combo in itertools.product(*(P.options[v] for v in nodes)):
+    for combo in itertools.product(*(options[v] for v in nodes)):
         choice = dict(zip(nodes, combo))
         if _feasible_capacity(P, choice):
             choices.append((lp_bound(choice), choice))
     choices.sort(key=lambda c: c[0])
     best = float("inf")
 
-    def search(choice, fin, cores):
+    def search(choice, fin, cores, chains):
+        # cores: (free time, last PS node) per core; chains: (prev, next) pairs on a core
         nonlocal best
         fin = dict(fin)
         for v in nodes:  # settle non-PS nodes whose predecessors are done
@@ -83,22 +126,25 @@ def brute_force(rows, edges, capacity, links, ps_cores) -> float:
         if fin and max(fin.values()) >= best - TOL:
             return
         if len(fin) == len(nodes):
-            best = max(fin.values())
+            best = min(best, period(choice, fin, chains) if carry else max(fin.values()))
             return
         for v in nodes:
             if v in fin or choice[v].unit != "PS" or not all(p in fin for p, _ in preds[v]):
                 continue
             ready = max((fin[p] + P.transfer(b, choice[p].unit, "PS") for p, b in preds[v]), default=0.0)
-            for free in sorted(set(cores)):
+            # with carry edges the LP may delay starts, so which node precedes on a core matters
+            for c in (sorted(set(cores), key=repr) if carry else list({f: (f, l) for f, l in cores}.values())):
+                free, last = c
                 s = max(ready, free)
                 new = list(cores)
-                new[new.index(free)] = s + choice[v].latency_us
-                search(choice, {**fin, v: s + choice[v].latency_us}, tuple(sorted(new)))
+                new[new.index(c)] = (s + choice[v].latency_us, v)
+                search(choice, {**fin, v: s + choice[v].latency_us}, tuple(sorted(new, key=repr)),
+                       chains + ([(last, v)] if last is not None else []))
 
     for bound, choice in choices:
         if bound >= best - TOL:
             break
-        search(choice, {}, (0.0,) * ps_cores)
+        search(choice, {}, ((0.0, None),) * ps_cores, [])
     return best
 
 

@@ -161,3 +161,19 @@ def test_read_plan_rejects(tmp_path, mutate, expect):
     assert str(p) in str(exc.value)
     with pytest.raises(RlhlsError, match="not JSON"):
         read_plan(_write(tmp_path, "bad.json", "{"))
+
+
+def test_graph_csv_carry_column(tmp_path):
+    from rlhls.designs.graph import build_graph
+    from rlhls.designs.registry import get_design
+
+    g = build_graph(get_design("apdrl-dqn-cartpole"), batch=2)
+    path = _write(tmp_path, "g.csv", g.edges_csv(carry=True))
+    assert read_graph(path) == g.all_edges()
+    # 3 columns still read; a carry edge may point backwards or to itself, a DAG edge may not
+    assert read_graph(_write(tmp_path, "h.csv", "src,dst,bytes,carry\na,b,1,0\nb,a,2,1\nb,b,3,1\nb,c,4,\n")) == \
+        [("a", "b", 1), ("b", "a", 2, True), ("b", "b", 3, True), ("b", "c", 4)]
+    with pytest.raises(RlhlsError, match="row 2: carry 'x' is not 0 or 1"):
+        read_graph(_write(tmp_path, "i.csv", "src,dst,bytes,carry\na,b,1,x\n"))
+    with pytest.raises(RlhlsError, match="row 3: edge closes a cycle a -> b -> a"):
+        read_graph(_write(tmp_path, "j.csv", "src,dst,bytes,carry\na,b,1,0\nb,a,1,0\n"))

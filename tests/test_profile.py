@@ -10,6 +10,7 @@ from rlhls.designs.devices import get_device
 from rlhls.designs.errors import RlhlsError
 from rlhls.designs.graph import build_graph
 from rlhls.designs.registry import design_names, get_design
+from rlhls.partition.check import check_schedule
 from rlhls.partition.cli_profile import add_profile_arguments, run_profile
 from rlhls.partition.profile import device_capacity, device_links, profile_design, unit_formats
 from rlhls.partition.profile_io import RESOURCES, read_profile
@@ -106,17 +107,26 @@ def _plan(name, batch, time_limit=20):
 
     design = get_design(name)
     rows = profile_design(design, None, batch)
-    edges = [(e.src, e.dst, e.bytes) for e in build_graph(design, batch).edges]
-    plan = solve(rows, edges, device_capacity(design.device), device_links(design.device),
-                 ps_cores=2, solver="cbc", time_limit=time_limit)
+    edges = build_graph(design, batch).all_edges()  # with the loop-carried weight edges
+    cap, links = device_capacity(design.device), device_links(design.device)
+    plan = solve(rows, edges, cap, links, ps_cores=2, solver="cbc", time_limit=time_limit)
+    assert check_schedule(plan, rows, edges, cap, links, 2) == []
     mm = [n.name for n in build_graph(design, batch).nodes if n.mm]
     return plan, mm
 
 
-def test_cartpole_small_batch_on_pl():
-    plan, mm = _plan("apdrl-dqn-cartpole", 64)
-    assert all(plan.assignment[n] == "PL" for n in mm)
-    assert "AIE" not in plan.assignment.values()
+@pytest.mark.parametrize("batch", [32, 64])
+def test_cartpole_small_batch_on_pl(batch):
+    plan, mm = _plan("apdrl-dqn-cartpole", batch)
+    assert set(plan.assignment.values()) == {"PL"}, {n: u for n, u in plan.assignment.items() if u != "PL"}
+
+
+def test_capacity_has_plio_pairs():
+    cap = device_capacity("vek280")
+    aie = get_device("vek280").units["AIE"]
+    assert cap[("AIE", "plio")] == min(aie.perf["plio_count"].value, aie.perf["plio_count_out"].value) == 6 * 28
+    rows = [r for r in profile_design("apdrl-ddpg-lunarcont", None, 256) if r.unit == "AIE"]
+    assert all(1 <= r.usage("plio") <= 2 * r.usage("aie_tiles") for r in rows)
 
 
 def test_lunarcont_more_aie_nodes_as_batch_grows():

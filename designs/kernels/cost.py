@@ -331,7 +331,7 @@ def _aie_rate_key(f) -> str:
     raise RlhlsError(f"aie_matmul: format {f} has no AIE datapath; expected bf16, fp32 or fixed point up to 16 bits")
 
 
-def _aie_one(n, k, m, f, device, tiles, where) -> dict:
+def _aie_one(n, k, m, f, device, tiles, where, plios=None) -> dict:
     aie = _unit(device, "AIE", where)
     pl = _unit(device, "PL", where)
     key = _aie_rate_key(f)
@@ -344,9 +344,12 @@ def _aie_one(n, k, m, f, device, tiles, where) -> dict:
     block_cycles = bn * bk * bm / (rate * AIE_KERNEL_EFFICIENCY)
     compute_cycles = math.ceil(math.ceil(blocks / used) * block_cycles)
     compute_us = compute_cycles / clock
-    side = math.ceil(math.sqrt(tiles))
-    p_in = int(min(_perf(aie, "plio_count", where), 2 * side))
-    p_out = int(min(_perf(aie, "plio_count_out", where), side))
+    if plios is None:  # default: one input PLIO per row/column broadcast of a sqrt(tiles) grid
+        side = math.ceil(math.sqrt(tiles))
+        p_in = int(min(_perf(aie, "plio_count", where), 2 * side))
+        p_out = int(min(_perf(aie, "plio_count_out", where), side))
+    else:  # explicit: plios PL->AIE and plios AIE->PL streams, staged/broadcast to the tiles
+        p_in = p_out = plios
     plio_rate = _perf(aie, "plio_bits", where) / 8 * pl.clock_mhz.value  # B/us per stream
     b = math.ceil(f.bits / 8)
     in_bytes, out_bytes = (n * k + k * m) * b, n * m * b
@@ -364,22 +367,37 @@ def _aie_one(n, k, m, f, device, tiles, where) -> dict:
            f"{plio_rate:g} B/us; launch {aie.perf['launch_overhead_us'].source}")
     return _result(latency * clock, latency, in_bytes + out_bytes, res, src, compute_us=compute_us,
                    launch_us=launch, io_us=max(in_us, out_us), compute_cycles=compute_cycles,
-                   plio_in=p_in, plio_out=p_out, tiles_busy=used)
+                   plio_in=p_in, plio_out=p_out, plio=max(p_in, p_out), tiles_busy=used)
 
 
-def aie_matmul(n, k, m, fmt, device, *, tiles: int | None = None) -> dict:
-    """GEMM (n x k) @ (k x m) on ``tiles`` AIE tiles (None: the fastest power of two up to 64)."""
+def aie_matmul(n, k, m, fmt, device, *, tiles: int | None = None, plios: int | None = None) -> dict:
+    """GEMM (n x k) @ (k x m) on ``tiles`` AIE tiles (None: the fastest power of two up to 64).
+
+    ``plios`` (optional, with ``tiles``): the number of PL<->AIE stream pairs (one PL->AIE and one
+    AIE->PL 64-bit PLIO each) the kernel uses, at most ``min(plio_count, plio_count_out)`` of the
+    device and at most two per tile (a tile's two input stream channels, AM020). The operands are
+    staged through memory tiles (AIE-ML) or broadcast by the stream switch to the tiles, so the
+    stream count is a design choice apart from the tile count. Reported as ``plio`` in the result.
+    """
     where = "aie_matmul"
     n, k, m = (_int(v, name, where) for v, name in ((n, "n"), (k, "k"), (m, "m")))
     f = _fmt(fmt, where)
     device = _device(device)
     aie = _unit(device, "AIE", where)
     cap = int(aie.resources["aie_tiles"].value) if "aie_tiles" in aie.resources else AIE_MAX_AUTO_TILES
+    if plios is not None:
+        if tiles is None:
+            raise RlhlsError(f"{where}: parameter 'plios' needs 'tiles' as well")
+        plios = _int(plios, "plios", where)
+        pcap = int(min(_perf(aie, "plio_count", where), _perf(aie, "plio_count_out", where)))
+        if plios > pcap or plios > 2 * tiles:
+            raise RlhlsError(f"{where}: parameter 'plios' = {plios} must be <= {min(pcap, 2 * tiles)} "
+                             f"(the {pcap} PLIO pairs of {device.id}, two per tile)")
     if tiles is not None:
         tiles = _int(tiles, "tiles", where)
         if tiles > cap:
             raise RlhlsError(f"{where}: parameter 'tiles' = {tiles} exceeds the {cap} AIE tiles of {device.id}")
-        return _aie_one(n, k, m, f, device, tiles, where)
+        return _aie_one(n, k, m, f, device, tiles, where, plios)
     best = None
     t = 1
     while t <= min(cap, AIE_MAX_AUTO_TILES):
