@@ -19,7 +19,10 @@ NormalizeObservation), then zero-padded to the network input (CPP designs; ``env
 Image observations (ndim > 1) are not normalized.
 
 Environments and resume. Envs run in SAME_STEP autoreset mode (``envs.make_vec_env``), so
-every step is a transition; ``done_t`` = terminated or truncated (CleanRL). **Every update
+every step is a transition. ``done_t`` is 0 (continues), 1 (terminated: next value 0) or 2
+(truncated: next value V(final_obs), the value of ``infos['final_obs']`` normalized with the
+current observation statistics; stored in ``trunc_values``) -- the GAE kernel's codes; both the
+kernel and ``gae_reference`` bootstrap truncations (CleanRL treats them as terminations). **Every update
 starts from freshly reset envs seeded by (seed, update index)** (SeedSequence([seed, update])),
 so an update depends only on the checkpointed state (parameters, optimizer, normalizers,
 RunningStats, numpy Generator state) and a resumed run reproduces an uninterrupted one exactly.
@@ -52,11 +55,16 @@ minibatch buffers (``gae_write``). Quantized experiments call
 ``backend.call('gae', params, **arrays)`` (``GAE_CALL`` documents it) when
 ``rlhls.host.backends`` and the ``gae`` kernel exist; until then (and for the float
 experiments 1-2) the numpy reference ``gae_reference`` computes the same recurrence (eq. 4),
-done_t convention "episode ended at step t": delta_t = r_t + gamma (1 - d_t) V_{t+1} - V_t,
-A_t = delta_t + gamma lambda (1 - d_t) A_{t+1}, V_T = bootstrap.
+done_t convention "episode ended at step t": delta_t = r_t + gamma V'_{t+1} - V_t with V' = 0
+on termination, V(final obs) on truncation, else V_{t+1} (V_T = bootstrap);
+A_t = delta_t + gamma lambda [d_t = 0] A_{t+1}. Backends: experiments 4-5 run the ``gae`` kernel
+through ``--backend`` (emu = numpy model, csim = the compiled HLS C++, bit-identical);
+experiments 1-2 (float) and 3 (rewards de-standardized, which the kernel's datapath does not do)
+always use ``gae_reference`` in numpy, whatever the backend.
 
-Per-update phase times (Table I): dnn_inference (policy + value forward and sampling in the
-rollout), env_run (env.step incl. the normalization wrappers' work), storing_trajectories,
+Per-update phase times (Table I; host/report.py ``TABLE_I`` gives the seed's names, "network
+update" = update_forward + backprop): dnn_inference (policy + value forward and sampling in the
+rollout, V of truncated episodes' final observations), env_run (env.step incl. the normalization wrappers' work), storing_trajectories,
 gae_fetch, gae_compute, gae_write, update_forward (minibatch forward + losses), backprop
 (backward + clipping + optimizer step). Seconds, in the metrics row as ``t_<phase>``.
 """
@@ -185,18 +193,27 @@ def _coerce(key, value, default):
 # ---------------------------------------------------------------------------- GAE
 
 
-def gae_reference(rewards, values, dones, bootstrap, gamma: float, lam: float):
-    """Eq. 2-5 backwards over t; arrays (T, N); returns (advantages, rewards-to-go)."""
+def gae_reference(rewards, values, dones, bootstrap, gamma: float, lam: float, trunc_values=None):
+    """Eq. 2-5 backwards over t; arrays (T, N); returns (advantages, rewards-to-go).
+
+    ``dones``: 0 = the episode continues after step t, 1 (or True) = terminated at t (next value
+    0), 2 = truncated at t (next value ``trunc_values[t]``, V of the final observation). Either
+    end cuts the recursion; the GAE kernel uses the same codes."""
     rewards = np.asarray(rewards, dtype=np.float64)
     values = np.asarray(values, dtype=np.float64)
-    nonterm = 1.0 - np.asarray(dones, dtype=np.float64)
+    d = np.asarray(dones).astype(np.int64)
+    if np.any(d == 2) and trunc_values is None:
+        raise RlhlsError("gae_reference: dones mark truncations (2) but no trunc_values were given")
+    tv = np.zeros_like(rewards) if trunc_values is None else np.asarray(trunc_values, dtype=np.float64)
+    cont = (d == 0).astype(np.float64)
     T = rewards.shape[0]
     adv = np.zeros_like(rewards)
     last = np.zeros(rewards.shape[1:])
     for t in range(T - 1, -1, -1):
         nv = bootstrap if t == T - 1 else values[t + 1]
-        delta = rewards[t] + gamma * nv * nonterm[t] - values[t]
-        last = delta + gamma * lam * nonterm[t] * last
+        nv = np.where(d[t] == 1, 0.0, np.where(d[t] == 2, tv[t], nv))
+        delta = rewards[t] + gamma * nv - values[t]
+        last = delta + gamma * lam * cont[t] * last
         adv[t] = last
     return adv, adv + values
 
@@ -215,13 +232,14 @@ def _backend_gae(name: str):
     return get_backend(name)
 
 
-def _kernel_arrays(a: dict, fmt, v_codes_all) -> dict:
-    """Map the GAE memory image onto designs/kernels/gae.py's inputs (KERNELS/GAE stream):
-    rewards stay standardized (mu 0, sigma 1), done 1 = terminated (CleanRL: truncation too),
-    value_stats = [mu, sigma] of the one value block, last_value_codes = the bootstrap row."""
+def _kernel_arrays(a: dict, fmt, v_codes_all, boot_codes) -> dict:
+    """Map the GAE memory image onto designs/kernels/gae.py's inputs: rewards stay standardized
+    (mu 0, sigma 1), done 0/1/2 = continue/terminated/truncated, bootstrap_codes = value codes of
+    the final observations (read where done = 2), value_stats = [mu, sigma] of the one value
+    block, last_value_codes = the bootstrap row."""
     T = a["reward_codes"].shape[0]
     return {"reward_codes": a["reward_codes"].astype(np.float64), "value_codes": a["value_codes"].astype(np.float64),
-            "done": a["dones"].astype(np.float64), "bootstrap_codes": np.zeros_like(a["value_codes"], np.float64),
+            "done": a["dones"].astype(np.float64), "bootstrap_codes": boot_codes.astype(np.float64),
             "last_value_codes": v_codes_all[T].astype(np.float64),
             "value_stats": np.array([float(a["value_mu"]), float(a["value_sigma"])])}
 
@@ -236,8 +254,12 @@ def _timed(times: dict, phase: str):
 
 
 def gae_stage(backend, rewards, values, dones, bootstrap, *, gamma, lam, mode: dict, bits: int,
-              reward_stats: RunningStats, lookahead: int = 2, times: dict | None = None):
+              reward_stats: RunningStats, lookahead: int = 2, times: dict | None = None, trunc_values=None):
     """HEPPO's GAE stage for one rollout; (T, N) arrays. Returns (adv, rtg, info).
+
+    ``dones`` 0/1/2 (continue / terminated / truncated, see gae_reference); ``trunc_values``
+    (T, N): V(final observation) where dones == 2 (else ignored). In the quantized experiments
+    they join the rollout's value block (one (mu, sigma) for V(s_t), the bootstrap row and them).
 
     `rewards` are what the experiment feeds (raw env rewards for exp 2-5, CleanRL-normalized
     for exp 1). `backend` is a Backend object or None (numpy reference)."""
@@ -263,17 +285,26 @@ def gae_stage(backend, rewards, values, dones, bootstrap, *, gamma, lam, mode: d
                 r_mu, r_sigma = float(q.mu[0]), float(q.sigma[0]) if q.sigma[0] > 0 else 1.0
         else:
             r_in = rewards
+        d = np.asarray(dones).astype(np.uint8)
+        trunc = d == 2
+        if trunc.any() and trunc_values is None:
+            raise RlhlsError("gae_stage: dones mark truncations (2) but no trunc_values were given")
+        tv = np.zeros((T, N)) if trunc_values is None else np.asarray(trunc_values, dtype=np.float64)
         if mode["value"] == "block":
-            q = quantize_blocks(np.concatenate([values, bootstrap[None]]).reshape(1, -1), fmt)
-            v_codes_all = q.codes.reshape(T + 1, N)
+            n_tr = int(trunc.sum())
+            q = quantize_blocks(np.concatenate([values.reshape(-1), bootstrap, tv[trunc]])[None], fmt)
+            c = q.codes.reshape(-1)
+            v_codes_all = c[:(T + 1) * N].reshape(T + 1, N)
+            boot_codes = np.zeros((T, N), dtype=c.dtype)
+            boot_codes[trunc] = c[(T + 1) * N:(T + 1) * N + n_tr]
             v_mu, v_sigma = float(q.mu[0]), float(q.sigma[0]) if q.sigma[0] > 0 else 1.0
             v_codes = v_codes_all[:T]
             boot_in = fmt.decode(v_codes_all[T]) * v_sigma + v_mu
+            tv_in = np.where(trunc, fmt.decode(boot_codes) * v_sigma + v_mu, 0.0)
             info["value_overflow"] = int(q.overflow)
             info["value_mu"], info["value_sigma"] = v_mu, v_sigma
         else:
-            v_in, boot_in = values, bootstrap
-        d = np.asarray(dones, dtype=np.uint8)
+            v_in, boot_in, tv_in = values, bootstrap, tv
     with _timed(times, "gae_compute"):
         if quant:
             arrays = dict(reward_codes=r_codes, reward_mu=np.float64(r_mu), reward_sigma=np.float64(r_sigma),
@@ -281,14 +312,14 @@ def gae_stage(backend, rewards, values, dones, bootstrap, *, gamma, lam, mode: d
                           dones=d, bootstrap=boot_in)
             params = {"gamma": gamma, "lam": lam, "bits": bits, "lookahead": lookahead, "steps": T, "trajectories": N}
             if backend is not None and r_mode != "block_destd":
-                out = backend.call("gae", params, **_kernel_arrays(arrays, fmt, v_codes_all))
+                out = backend.call("gae", params, **_kernel_arrays(arrays, fmt, v_codes_all, boot_codes))
                 adv, rtg = np.asarray(out["advantages"], np.float64), np.asarray(out["returns"], np.float64)
             else:
                 r = fmt.decode(r_codes) * r_sigma + r_mu
                 v = fmt.decode(v_codes) * v_sigma + v_mu
-                adv, rtg = gae_reference(r, v, d, boot_in, gamma, lam)
+                adv, rtg = gae_reference(r, v, d, boot_in, gamma, lam, tv_in)
         else:
-            adv, rtg = gae_reference(r_in, v_in, d, boot_in, gamma, lam)
+            adv, rtg = gae_reference(r_in, v_in, d, boot_in, gamma, lam, tv_in)
     with _timed(times, "gae_write"):
         adv, rtg = adv.reshape(-1).copy(), rtg.reshape(-1).copy()
     if r_mode == "dynamic":
@@ -408,7 +439,7 @@ class PPO:
         b_obs = np.zeros((T, N) + obs.shape[1:])
         act_shape = (self.space["action_dim"],) if self.log_std is not None else ()
         b_act = np.zeros((T, N) + act_shape)
-        b_logp, b_rew, b_val, b_done = (np.zeros((T, N)) for _ in range(4))
+        b_logp, b_rew, b_val, b_done, b_tval = (np.zeros((T, N)) for _ in range(5))
         episodes = []
         for t in range(T):
             with _timed(times, "dnn_inference"):
@@ -417,10 +448,18 @@ class PPO:
                 logp = dist.log_prob(a)
                 v = val.forward(obs)[:, 0]
             with _timed(times, "env_run"):
-                raw, r, term, trunc, _ = self.envs.step(self._env_action(a))
+                raw, r, term, trunc, infos = self.envs.step(self._env_action(a))
+                term = np.asarray(term, dtype=bool)
+                trunc = np.asarray(trunc, dtype=bool) & ~term  # terminated wins when both are set
                 done = np.logical_or(term, trunc)
                 r = np.asarray(r, dtype=np.float64)
                 next_obs = self._obs(raw, True)
+            if trunc.any():  # SAME_STEP autoreset: the truncated episode's last observation
+                with _timed(times, "dnn_inference"):
+                    idx = np.flatnonzero(trunc)
+                    final = np.stack([np.asarray(infos["final_obs"][i], dtype=np.float64) for i in idx])
+                    b_tval[t, idx] = val.forward(self._obs(final, False))[:, 0]
+            with _timed(times, "env_run"):
                 if self.mode["reward"] == "cleanrl":
                     ret_acc = ret_acc * hp["gamma"] * (1.0 - term) + r
                     self.ret_rms.update(ret_acc)
@@ -429,7 +468,7 @@ class PPO:
                     r_used = r
             with _timed(times, "storing_trajectories"):
                 b_obs[t], b_act[t], b_logp[t], b_val[t] = obs, a, logp, v
-                b_rew[t], b_done[t] = r_used, done
+                b_rew[t], b_done[t] = r_used, term * 1 + trunc * 2  # 0 / 1 terminated / 2 truncated
                 for ret, length in tracker.step(r, done):
                     episodes.append(((update - 1) * T * N + (t + 1) * N, ret, length))
             obs = next_obs
@@ -437,7 +476,8 @@ class PPO:
             boot = val.forward(obs)[:, 0]
         adv, rtg, ginfo = gae_stage(self.backend, b_rew, b_val, b_done, boot, gamma=hp["gamma"],
                                     lam=hp["gae_lambda"], mode=self.mode, bits=hp["quant_bits"],
-                                    reward_stats=self.reward_stats, lookahead=hp["gae_lookahead"], times=times)
+                                    reward_stats=self.reward_stats, lookahead=hp["gae_lookahead"], times=times,
+                                    trunc_values=b_tval)
         stats = self._learn(b_obs.reshape((T * N,) + b_obs.shape[2:]), b_act.reshape((T * N,) + act_shape),
                             b_logp.reshape(-1), b_val.reshape(-1), adv, rtg, times)
         y, pred = rtg, b_val.reshape(-1)
@@ -445,6 +485,7 @@ class PPO:
         rets = [e[1] for e in episodes]
         row = {
             "episodes": len(episodes),
+            "truncations": int(np.sum(b_done == 2)),
             "episodic_return": float(np.mean(rets)) if rets else float("nan"),
             "episodic_length": float(np.mean([e[2] for e in episodes])) if rets else float("nan"),
             "learning_rate": self.opt.lr,

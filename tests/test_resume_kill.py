@@ -1,0 +1,48 @@
+"""A training process killed with SIGKILL mid-run resumes to exactly the metrics of an uninterrupted run."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from rlhls.host.runner import read_metrics
+
+ARGS = ["heppo-ppo", "--steps", "768", "--env", "InvertedPendulum-v5", "--num-envs", "2", "--num-steps", "64",
+        "--set", "num_minibatches=4", "--set", "update_epochs=8", "--quiet"]
+
+
+def _train(*extra):
+    return subprocess.run([sys.executable, "-m", "rlhls", "train", *ARGS, *extra], capture_output=True, text=True,
+                          timeout=120)
+
+
+def _comparable(rows):
+    return [{k: v for k, v in r.items() if k != "wall_s" and not k.startswith("t_")} for r in rows]
+
+
+def test_sigkill_mid_update_then_resume(tmp_path):
+    full, cut = tmp_path / "full", tmp_path / "cut"
+    assert _train("--out", str(full)).returncode == 0
+    p = subprocess.Popen([sys.executable, "-m", "rlhls", "train", *ARGS, "--out", str(cut)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and p.poll() is None:
+            if (cut / "metrics.csv").exists() and len(read_metrics(cut / "metrics.csv")) >= 2:
+                break
+            time.sleep(0.01)
+        assert p.poll() is None, "the run finished before it could be killed"
+        os.kill(p.pid, signal.SIGKILL)  # during update 3 (or while writing update 2's files)
+        p.wait(timeout=10)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == -signal.SIGKILL
+    done = len(read_metrics(cut / "metrics.csv"))
+    assert 2 <= done < 6
+    r = _train("--out", str(cut), "--resume")
+    assert r.returncode == 0, r.stderr
+    a, b = read_metrics(full / "metrics.csv"), read_metrics(cut / "metrics.csv")
+    assert len(a) == 6 and _comparable(a) == _comparable(b)
+    assert (full / "episodes.csv").read_text() == (cut / "episodes.csv").read_text()

@@ -1,0 +1,38 @@
+"""`rlhls run`: the whole flow (graph, profile, partition, build --csim, gae csim, train, report) in one command."""
+
+import json
+
+from rlhls.cli import main
+
+TINY = ["--steps", "128", "--env", "InvertedPendulum-v5", "--set", "num_envs=2", "--set", "num_steps=64",
+        "--set", "num_minibatches=4", "--set", "update_epochs=1", "--quiet"]
+
+
+def test_run_smoke_writes_the_whole_folder_and_never_clobbers(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["run", "heppo-ppo", "--out", str(out), *TINY]) == 0
+    for f in ("graph.csv", "profile.csv", "plan/plan.json", "plan/gantt.png", "build/manifest.json",
+              "kernels/gae", "train/metrics.csv", "train/reward.png", "report.md", "phases.png", "csim.png"):
+        assert (out / f).exists(), f
+    rec = json.loads((out / "run.json").read_text())
+    assert rec["ok"] and [s["stage"] for s in rec["stages"]][-2:] == ["train", "report"]
+    csim = {c["name"]: c for c in rec["csim"]}
+    assert csim["gae"]["passed"] and all(c["passed"] for c in csim.values())
+    report = (out / "report.md").read_text()
+    for text in ("## Partition (ILP)", "## Build and C simulation", "| gae | gae |", "GAE Computation",
+                 "plan/gantt.png", "train/reward.png", "all kernel C simulations passed"):
+        assert text in report, text
+    assert rec["train"]["env_steps"] == 128 and rec["train"]["phases"]["env_run"] > 0
+    # an existing run folder is refused without --resume; --resume continues it
+    capsys.readouterr()
+    assert main(["run", "heppo-ppo", "--out", str(out), *TINY]) == 2
+    assert "--resume" in capsys.readouterr().err
+    assert main(["run", "heppo-ppo", "--out", str(out), "--resume", *TINY[:-1], "--steps", "256", "--quiet"]) == 0
+    assert json.loads((out / "run.json").read_text())["train"]["env_steps"] == 256
+
+
+def test_run_bad_input_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "bad"
+    assert main(["run", "heppo-ppo", "--out", str(out), "--set", "quant_bits=12"]) == 2
+    assert "quant_bits" in capsys.readouterr().err and not out.exists()
+    assert main(["run", "cpp-trpo-ant", "--out", str(out)]) == 2 and not out.exists()
