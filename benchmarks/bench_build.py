@@ -1,4 +1,6 @@
 """Wall time of `rlhls build` per design (no csim; target < 15 s each), and csim cold vs cached.
+The first build of a design per process includes its networks' orthogonal init (cached per
+(design, seed) afterwards); the table lists each registered design once, in a fresh order.
 
     python benchmarks/bench_build.py [DESIGN ...] [--csim DESIGN]
 Builds go to a temporary folder; the csim cache is a fresh temporary folder (cold), then reused (cached).
@@ -7,6 +9,7 @@ Builds go to a temporary folder; the csim cache is a fresh temporary folder (col
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import tempfile
@@ -27,7 +30,8 @@ def main(argv=None) -> int:
         for name in args.designs or design_names():
             t = time.perf_counter()
             try:
-                r = build_design(name, Path(tmp) / name, force=True)
+                with contextlib.redirect_stdout(sys.stderr):  # hls4ml's progress lines
+                    r = build_design(name, Path(tmp) / name, force=True)
                 n = len(r.components)
             except Exception as e:  # report and go on: one design must not hide the others
                 n = f"error: {str(e)[:60]}"
@@ -36,7 +40,8 @@ def main(argv=None) -> int:
         times = []
         for label in ("cold", "cached"):
             t = time.perf_counter()
-            r = build_design(args.csim, Path(tmp) / "csim", csim=True, force=True)
+            with contextlib.redirect_stdout(sys.stderr):
+                r = build_design(args.csim, Path(tmp) / "csim", csim=True, force=True)
             times.append(time.perf_counter() - t)
             ok = sum(1 for c in r.components if c.csim and c.csim["passed"])
             print(f"csim {args.csim} {label}: {times[-1]:.2f} s, {ok}/{len(r.components)} passed", flush=True)

@@ -67,7 +67,7 @@ PLACEHOLDER_PART = "PLACEHOLDER_PART"
 _XILINX_PREFIXES = ("xc", "xa", "xq")
 UNITS = ("PS", "PL", "AIE")
 _FWD_PHASES = ("fwd", "tfwd")
-_NO_KERNEL = {"loss": "loss", "gae": "GAE", "returns": "n-step returns", "soft": "Polyak update",
+_NO_KERNEL = {"loss": "loss", "returns": "n-step returns", "soft": "Polyak update",
               "fvp_fwd": "FVP forward", "fvp_bwd": "FVP backward", "cg": "conjugate gradient",
               "linesearch": "line search"}
 
@@ -323,6 +323,18 @@ def _spec(design, kernel: str):
     return None
 
 
+def gae_params(design, get_kernel) -> dict:
+    """The design's GAE KernelSpec in the gae kernel's parameter names, with PPO's gamma/lambda."""
+    spec = _spec(design, "gae")
+    k = get_kernel("gae")
+    names = {p.name for p in k.params}
+    p = {key: v for key, v in spec.params.items() if key in names}
+    hp = design.hyperparams
+    p.update(gamma=hp["gamma"], lam=hp["gae_lambda"], datapath=spec.acc)
+    p.setdefault("clock_mhz", design.clocks_mhz.get("PL", 300.0))
+    return dict(k.resolve(p))
+
+
 def _pf(design, kernel: str):
     spec = _spec(design, kernel)
     for s in ([spec] if spec else []) + [k for k in design.kernels if k.unit == "PL"]:
@@ -475,6 +487,9 @@ class _Mapper:
                 self._update(node, layer, net)
             elif layer is not None and node.phase in _FWD_PHASES + ("bwd",):
                 self._fold(node)
+            elif node.phase == "gae" and _spec(self.design, "gae") is not None:
+                params = gae_params(self.design, self.pv.get_kernel)
+                self._attach(self._kernel_component("gae", params, "gae", None), node.name)
             else:
                 what = _NO_KERNEL.get(node.phase, node.phase)
                 self.unmapped[node.name] = f"no PL kernel for {what} in this round (runs on the host)"
@@ -538,13 +553,21 @@ def _write_kernel(comp: Component, root: Path, pv: Providers, design, part, cloc
                          "(KERNELS stream), which is not available")
     src = pv.render_kernel(comp.kernel, dict(comp.params), seed=0, component=comp.name)
     comp.sources, comp.top = src, src.top
-    d = root / comp.dir
+    write_kernel_component(root / comp.dir, src, design.name, part, clock_ns, note)
+
+
+def write_kernel_component(d: Path, src, design_name: str, part: str, clock_ns: float, note: str = "",
+                           tb_data: dict | None = None) -> None:
+    """One kernel's Vitis HLS component in folder d: src/ (HLS sources), tb/ (ABI wrapper,
+    testbench, tb data: `tb_data` or src.tb_data), include/ (our headers), hls_config.cfg and
+    run_hls.tcl. Also used by the cosim backend (host/backends.py)."""
+    tb_data = src.tb_data if tb_data is None else tb_data
     for sub, files in (("src", src.files), ("tb", src.tb_files)):
         for name, text in files.items():
             p = d / sub / name
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_text(text)
-    for name, data in src.tb_data.items():
+    for name, data in tb_data.items():
         p = d / "tb" / name
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_bytes(data)
@@ -552,14 +575,14 @@ def _write_kernel(comp: Component, root: Path, pv: Providers, design, part, cloc
     if inc is not None:  # rlhls_types.h / rlhls_tb.h: the project must stand alone on a Vitis machine
         for h in sorted(inc.iterdir()):
             if h.is_file():
-                (d / "include").mkdir(exist_ok=True)
+                (d / "include").mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(h, d / "include" / h.name)
     syn = [f"src/{n}" for n in src.files if n.endswith((".cpp", ".cc", ".c"))]
-    tb = [f"tb/{n}" for n in src.tb_files] + [f"tb/{n}" for n in src.tb_data]
+    tb = [f"tb/{n}" for n in src.tb_files] + [f"tb/{n}" for n in tb_data]
     # -I paths are relative to the component folder, where rlhls runs v++ / vitis_hls
-    hc = P.HlsComponent(comp.name, src.top, syn, tb, cflags="-std=c++14 -Isrc -Iinclude",
+    hc = P.HlsComponent(src.top, src.top, syn, tb, cflags="-std=c++14 -Isrc -Iinclude",
                         tb_cflags="-std=c++14 -Isrc -Iinclude -Itb")
-    _write_project_files(d, hc, design, part, clock_ns, note)
+    _write_project_files(d, hc, design_name, part, clock_ns, note)
 
 
 def _include_dir() -> Path | None:
@@ -605,10 +628,11 @@ def _write_hls4ml(comp: Component, root: Path, pv: Providers, nets, design, part
 
 
 def _write_project_files(d: Path, hc, design, part, clock_ns, note):
+    name = design if isinstance(design, str) else design.name
     d.mkdir(parents=True, exist_ok=True)
-    (d / P.HLS_CONFIG).write_text(P.hls_config_text(hc, design=design.name, part=part, clock_ns=clock_ns,
+    (d / P.HLS_CONFIG).write_text(P.hls_config_text(hc, design=name, part=part, clock_ns=clock_ns,
                                                     part_note=note))
-    (d / P.RUN_HLS).write_text(P.run_hls_tcl_text(hc, design=design.name, part=part, clock_ns=clock_ns,
+    (d / P.RUN_HLS).write_text(P.run_hls_tcl_text(hc, design=name, part=part, clock_ns=clock_ns,
                                                   part_note=note))
 
 
@@ -675,7 +699,7 @@ def build_design(design, out, *, plan=None, part=None, clock_ns=None, csim=False
     pv = providers or default_providers()
     if isinstance(design, str):
         design = get_design(design)
-    out = Path(out)
+    out = Path(out).absolute()  # hls4ml changes directory while it writes
     warnings: list[str] = []
 
     # -- every input check before anything is written

@@ -6,7 +6,12 @@ UNROLL and cyclic ARRAY_PARTITION factors from ``ii`` / ``pf``) and ``kernel.h.j
 sizes), the C ABI wrapper ``<top>_abi.cpp`` (float64 arrays in and out: used by the
 testbench and the csim backend) and the testbench ``tb_<top>.cpp``. The tb data are the
 inputs from ``random_inputs(seed)`` and the outputs of the numpy ``model``, one raw float64
-file per array (``<name>.bin`` / ``expected_<name>.bin``). The top function is named
+file per array (``<name>.bin`` / ``expected_<name>.bin``). Kernels with a runtime row count
+(``Kernel.rows_param``: the top's ``s_axilite`` scalar ``n`` <= N_MAX) get tb data of
+``tb_rows`` rows (default ``Kernel.tb_rows``: min(N_MAX, 8), 64 elements for weight_update)
+and ``n.txt`` holding that n, so csim cost does not grow with the batch while the
+synthesized top keeps N_MAX. With ``RLHLS_TB_OUT=<folder>`` in its environment the testbench
+writes ``out_<name>.bin`` there instead of comparing (the cosim backend). The top function is named
 ``component`` (default: the kernel name). Headers from ``vitis/include`` are not copied:
 the build adds that folder (and hls4ml's ap_types) to the include path.
 """
@@ -73,9 +78,10 @@ def _literal(v: float) -> str:
 
 
 def render_kernel(name: str, params: dict | None = None, *, seed: int = 0, component: str | None = None,
-                  tb: bool = True, inputs: dict | None = None) -> KernelSources:
+                  tb: bool = True, inputs: dict | None = None, tb_rows: int | None = None) -> KernelSources:
     """C++ sources for kernel `name` (see the module docstring). tb=False skips the tb data
-    (no model run; what the csim backend needs); `inputs` replaces the seeded random tb inputs."""
+    (no model run; what the csim backend needs); `inputs` replaces the seeded random tb inputs
+    (their row count is the tb's n); `tb_rows` the default row count of the random ones."""
     k = get_kernel(name)
     p = k.resolve(params or {})
     top = component or name
@@ -89,7 +95,7 @@ def render_kernel(name: str, params: dict | None = None, *, seed: int = 0, compo
         kernel=name, top=top, ns=f"{top}_t", types=types, ints=ints,
         consts={c: (key, _literal(v)) for c, (key, v) in k.cpp_constants(p).items()},
         ins=[_arr(a) for a in ins], outs=[_arr(a) for a in outs],
-        n_out=sum(a.size for a in outs), optimizer=p.get("optimizer", ""),
+        has_n=k.rows_param is not None, n_max=k.max_rows(p), optimizer=p.get("optimizer", ""),
         params_text=json.dumps(p, sort_keys=True), p=p,
     )
     env = _jinja()
@@ -102,9 +108,16 @@ def render_kernel(name: str, params: dict | None = None, *, seed: int = 0, compo
         raise RlhlsError(f"kernel {name!r}: template {k.template!r} failed to render: {e}") from None
     data = {}
     if tb:
-        raw = inputs if inputs is not None else k.random_inputs(p, np.random.default_rng(seed))
-        inputs = k.quantize_inputs(p, raw)
+        if inputs is None:
+            rows = k.tb_rows(p, tb_rows)
+            rng = np.random.default_rng(seed)
+            raw = k.random_inputs(p, rng, rows=rows) if rows is not None else k.random_inputs(p, rng)
+        else:
+            raw = inputs
+        inputs = k.quantize_inputs(p, k.check_arrays(p, raw))
         outputs = k.model(p, **inputs)
+        if k.rows_param is not None:
+            data["n.txt"] = f"{k.rows_of(p, inputs)}\n".encode()
         for a in ins:
             data[f"{a.name}.bin"] = np.ascontiguousarray(inputs[a.name], dtype="<f8").tobytes()
         for a in outs:
@@ -113,4 +126,6 @@ def render_kernel(name: str, params: dict | None = None, *, seed: int = 0, compo
 
 
 def _arr(a):
-    return {"name": a.name, "size": a.size, "fmt_key": a.fmt_key}
+    # count: the C++ expression of the element count at run time (n is the top's row count)
+    return {"name": a.name, "size": a.size, "fmt_key": a.fmt_key, "rows": a.rows,
+            "count": f"n * {a.row_size}" if a.rows else str(a.size)}

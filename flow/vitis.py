@@ -13,6 +13,7 @@ goes to `<comp>/<step>.log`.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import time
@@ -82,13 +83,14 @@ def component_steps(flow: str, tools: VitisTools, comp_dir: Path, *, synth: bool
     return steps
 
 
-def run_step(step: Step) -> dict:
-    """Run one command; {'step','argv','cwd','returncode','seconds','log'}. Never raises on a tool failure."""
+def run_step(step: Step, env: dict | None = None) -> dict:
+    """Run one command; {'step','argv','cwd','returncode','seconds','log'}. Never raises on a tool failure.
+    env: extra environment variables (added to os.environ)."""
     t0 = time.perf_counter()
     with open(step.log, "wb") as log:
         try:
             rc = subprocess.run(list(step.argv), cwd=step.cwd, stdout=log, stderr=subprocess.STDOUT,
-                                check=False).returncode
+                                env={**os.environ, **env} if env else None, check=False).returncode
         except OSError as e:
             log.write(f"{e}\n".encode())
             rc = 127

@@ -2,7 +2,22 @@
 
 ``get_backend(name)`` with name ``emu`` (default: the numpy models of designs/kernels),
 ``csim`` (the same HLS C++ the flow emits, compiled by g++ with its C ABI wrapper into a
-shared library and called through ctypes), ``cosim`` (Vitis co-simulation; needs Vitis).
+shared library and called through ctypes), ``cosim`` (Vitis C/RTL co-simulation; needs Vitis).
+
+Kernels with a runtime row count (the HLS top's ``n`` <= N_MAX, ``Kernel.rows_param``) take
+row arrays of any n rows up to N_MAX; the backends pass n from the array shapes and return
+outputs of n rows.
+
+cosim: per (kernel, params, part, clock) one Vitis HLS component is written once under the
+cache folder (``flow.build.write_kernel_component``: sources, testbench, hls_config.cfg,
+run_hls.tcl); each call writes its inputs as the tb data (``n.txt`` + ``<name>.bin``), runs
+the co-simulation with ``RLHLS_TB_OUT=<component>/out`` so the testbench writes
+``out_<name>.bin`` (the RTL's results), and reads them back. Unified flow (v++ and vitis-run
+on PATH): ``v++ -c --mode hls`` synthesises once per component, then every call runs
+``vitis-run --mode hls --cosim --config hls_config.cfg --work_dir work``; classic flow
+(vitis_hls only): ``vitis_hls -f run_hls.tcl -tclargs csynth cosim`` per call (the Tcl
+script resets its project, so synthesis runs each time). Logs: ``<component>/synth.log``,
+``cosim.log``. Calls on one component are serialised with a lock file.
 
 ``backend.call(kernel_name, params, **arrays) -> {output name: float64 array}``. Inputs are
 float64 arrays of the kernel's shapes; each is rounded to its format on the way in (the model
@@ -17,8 +32,12 @@ content hash (``flow.toolchain.compile_cpp``) and the loaded library per process
 from __future__ import annotations
 
 import ctypes
+import fcntl
+import hashlib
 import json
+import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -62,7 +81,7 @@ class _Lib:
         self.cdll = ctypes.CDLL(str(path))
         self.fn = getattr(self.cdll, f"{top}_abi")
         self.fn.restype = ctypes.c_int
-        self.fn.argtypes = [ctypes.POINTER(_DPTR), ctypes.POINTER(_DPTR)]
+        self.fn.argtypes = [ctypes.c_int, ctypes.POINTER(_DPTR), ctypes.POINTER(_DPTR)]
         self.ins, self.outs = ins, outs
 
 
@@ -98,31 +117,119 @@ class CsimBackend(Backend):
         k = get_kernel(kernel_name)
         p = k.resolve(params)
         a = k.check_arrays(p, arrays)
+        n = k.rows_of(p, a)
         lib = self.library(kernel_name, p)
         ins = [np.ascontiguousarray(a[s.name], dtype=np.float64).ravel() for s in lib.ins]
-        outs = {s.name: np.empty(s.shape, dtype=np.float64) for s in lib.outs}
+        outs = {s.name: np.empty(s.shape_at(n) if n else s.shape, dtype=np.float64) for s in lib.outs}
         in_ptrs = (_DPTR * max(1, len(ins)))(*[x.ctypes.data_as(_DPTR) for x in ins])
         out_ptrs = (_DPTR * len(outs))(*[o.ctypes.data_as(_DPTR) for o in outs.values()])
-        rc = lib.fn(in_ptrs, out_ptrs)
+        rc = lib.fn(n or 0, in_ptrs, out_ptrs)
         if rc != 0:
             raise RlhlsError(f"csim backend: kernel {kernel_name!r} returned {rc}")
         return outs
 
 
 class CosimBackend(Backend):
-    """Vitis co-simulation. Without Vitis on PATH it cannot be created (one clear error)."""
+    """Vitis C/RTL co-simulation of the kernel's HLS component (module docstring). Without
+    Vitis on PATH it cannot be created (one clear error)."""
 
     name = "cosim"
     TOOLS = ("vitis-run", "vitis_hls")
+    DEFAULT_DEVICE = "zcu106"
 
-    def __init__(self):
-        self.tool = next((shutil.which(t) for t in self.TOOLS if shutil.which(t)), None)
-        if self.tool is None:
+    def __init__(self, cache_dir: Path | str | None = None, *, part: str | None = None,
+                 clock_ns: float = 4.0, path: str | None = None):
+        from rlhls.flow.vitis import find_tools
+
+        self.tools = find_tools(path)
+        if self.tools.vitis_run is None and self.tools.vitis_hls is None:
             raise RlhlsError("cosim backend needs Vitis: 'vitis-run' (or 'vitis_hls') not found on PATH")
+        if self.tools.vitis_run and self.tools.vpp:
+            self.flow, self.tool = "unified", self.tools.vitis_run
+        elif self.tools.vitis_hls:
+            self.flow, self.tool = "tcl", self.tools.vitis_hls
+        else:
+            raise RlhlsError("cosim backend needs Vitis: 'v++' not found on PATH next to 'vitis-run' "
+                             "(co-simulation runs on the synthesised RTL; source Vitis' settings64.sh)")
+        if part is None:
+            from rlhls.designs.devices import get_device
+            part = get_device(self.DEFAULT_DEVICE).part
+        self.part, self.clock_ns = part, float(clock_ns)
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir() / "cosim"
+        self.runs: list[dict] = []  # every tool step run by this backend (run_step results)
+
+    def component(self, kernel_name: str, p: dict) -> tuple[Path, object]:
+        """The component folder of (kernel, params) (written on first use) and its sources."""
+        from rlhls.flow.build import write_kernel_component
+
+        src = render_kernel(kernel_name, p, tb=False)
+        key = json.dumps([src.digest(), self.part, self.clock_ns], sort_keys=True)
+        d = self.cache_dir / f"{kernel_name}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+        if not (d / "hls_config.cfg").is_file():
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(prefix=f".{d.name}.tmp-", dir=self.cache_dir))
+            try:
+                write_kernel_component(tmp, src, f"cosim backend ({kernel_name})", self.part, self.clock_ns,
+                                       tb_data={f: b"" for f in _tb_names(get_kernel(kernel_name), p)})
+                os.rename(tmp, d)
+            except OSError:
+                shutil.rmtree(tmp, ignore_errors=True)  # another process wrote it first
+                if not (d / "hls_config.cfg").is_file():
+                    raise
+        return d, src
 
     def call(self, kernel_name, params, **arrays):
-        raise RlhlsError(f"cosim backend: calling kernel {kernel_name!r} per step under Vitis "
-                         f"co-simulation ({self.tool}) is not implemented yet; use --backend csim")
+        from rlhls.flow.vitis import Step, component_steps, run_step
+
+        k = get_kernel(kernel_name)
+        p = k.resolve(params)
+        a = k.check_arrays(p, arrays)
+        n = k.rows_of(p, a)
+        d, src = self.component(kernel_name, p)
+        ins, outs = k.arrays(p)
+        with open(d / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if n is not None:
+                (d / "tb" / "n.txt").write_text(f"{n}\n")
+            for s in ins:
+                (d / "tb" / f"{s.name}.bin").write_bytes(np.ascontiguousarray(a[s.name], dtype="<f8").tobytes())
+            out_dir = d / "out"
+            shutil.rmtree(out_dir, ignore_errors=True)
+            out_dir.mkdir()
+            if self.flow == "unified":
+                steps = component_steps("unified", self.tools, d, synth=True, cosim=True)
+                if (d / ".synth_ok").is_file():
+                    steps = [s for s in steps if s.name != "synth"]
+            else:
+                steps = [Step("cosim", (self.tools.vitis_hls, "-f", str(d.resolve() / "run_hls.tcl"), "-tclargs",
+                                        "csynth", "cosim"), d.resolve(), d.resolve() / "cosim.log")]
+            for step in steps:
+                r = run_step(step, env={"RLHLS_TB_OUT": str(out_dir.resolve())})
+                self.runs.append(r)
+                if not r["passed"]:
+                    raise RlhlsError(f"cosim backend: kernel {kernel_name!r}: {Path(step.argv[0]).name} "
+                                     f"({step.name}) exited with code {r['returncode']} (log: {r['log']})")
+                if step.name == "synth":
+                    (d / ".synth_ok").write_text("ok\n")
+            res = {}
+            for s in outs:
+                f = out_dir / f"out_{s.name}.bin"
+                shape = s.shape_at(n) if n else tuple(s.shape)
+                if not f.is_file():
+                    raise RlhlsError(f"cosim backend: kernel {kernel_name!r}: the testbench wrote no {f.name} "
+                                     f"in '{out_dir}' (log: {d / 'cosim.log'})")
+                v = np.frombuffer(f.read_bytes(), dtype="<f8")
+                if v.size != int(np.prod(shape)):
+                    raise RlhlsError(f"cosim backend: kernel {kernel_name!r}: {f.name} holds {v.size} values, "
+                                     f"expected {int(np.prod(shape))}")
+                res[s.name] = v.astype(np.float64).reshape(shape)
+        return res
+
+
+def _tb_names(k, p) -> list[str]:
+    """tb data files of a cosim-backend component (contents written per call)."""
+    ins, _ = k.arrays(p)
+    return (["n.txt"] if k.rows_param else []) + [f"{a.name}.bin" for a in ins]
 
 
 def get_backend(name: str = "emu", **kwargs) -> Backend:
@@ -131,5 +238,5 @@ def get_backend(name: str = "emu", **kwargs) -> Backend:
     if name == "csim":
         return CsimBackend(**kwargs)
     if name == "cosim":
-        return CosimBackend()
+        return CosimBackend(**kwargs)
     raise RlhlsError(f"backend {name!r}: unknown (expected one of: {', '.join(BACKENDS)})")

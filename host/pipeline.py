@@ -81,19 +81,6 @@ def _check_out(out: Path, resume: bool) -> None:
         raise RlhlsError(f"--out '{out}' is not empty ({hint}); choose another --out")
 
 
-def _kernel_params(design, spec, hp: dict) -> dict:
-    """The design's KernelSpec params for the side kernel, in the kernel's parameter names."""
-    from rlhls.designs.kernels import get_kernel
-
-    k = get_kernel(spec.name)
-    names = {p.name for p in k.params}
-    p = {key: v for key, v in spec.params.items() if key in names}
-    if spec.name == "gae":
-        p.update(gamma=hp["gamma"], lam=hp["gae_lambda"], datapath=spec.acc)
-        p.setdefault("clock_mhz", design.clocks_mhz.get("PL", 300.0))
-    return dict(k.resolve(p))
-
-
 def run_pipeline(design_name: str, out, *, steps: int | None = None, seed: int = 0, env: str | None = None,
                  backend: str = "emu", full: bool = False, overrides: dict | None = None,
                  time_limit: float | None = 60.0, resume: bool = False, quiet: bool = False) -> dict:
@@ -101,7 +88,8 @@ def run_pipeline(design_name: str, out, *, steps: int | None = None, seed: int =
     from rlhls.designs.devices import get_device
     from rlhls.designs.graph import build_graph
     from rlhls.designs.registry import get_design
-    from rlhls.flow.build import build_design, csim_cache_dir
+    from rlhls.designs.kernels import get_kernel
+    from rlhls.flow.build import build_design, csim_cache_dir, gae_params
     from rlhls.flow.csim import run_csim
     from rlhls.flow.kernels import render_kernel
     from rlhls.partition.cli_partition import device_inputs
@@ -208,14 +196,14 @@ def run_pipeline(design_name: str, out, *, steps: int | None = None, seed: int =
         return f"{len(res.components)} PL component(s), csim {'pass' if res.csim_passed else 'FAIL'}"
     stage("build --csim", "build/", do_build)
 
-    # 5. design kernels the build mapping does not cover yet (gae): csim with the design's params
+    # 5. design kernels the plan keeps off the PL (gae): csim with the design's params all the same
     def do_side():
         built = {r["kernel"] for r in csim_rows}
         done = []
         for spec in design.kernels:
             if spec.name not in _SIDE_KERNELS or spec.name in built:
                 continue
-            params = _kernel_params(design, spec, hp)
+            params = gae_params(design, get_kernel)
             src = render_kernel(spec.name, params, seed=seed, component=spec.name)
             work = out / "kernels" / spec.name
             work.mkdir(parents=True, exist_ok=True)
@@ -225,9 +213,9 @@ def run_pipeline(design_name: str, out, *, steps: int | None = None, seed: int =
             csim_rows.append({"name": spec.name, "kernel": spec.name, "nodes": nodes, "passed": r.passed,
                               "seconds": r.seconds, "cached": r.cached, "detail": r.detail})
             rec["build"]["notes"].append(
-                f"kernel `{spec.name}` ({', '.join(f'{k}={v}' for k, v in params.items())}) is not mapped by "
-                f"`rlhls build` yet; simulated on its own in `kernels/{spec.name}/` (plan puts "
-                f"{', '.join(nodes)} on {', '.join(sorted(unit)) or '-'})")
+                f"kernel `{spec.name}` ({', '.join(f'{k}={v}' for k, v in params.items())}) is not on the PL "
+                f"in this plan ({', '.join(nodes)} on {', '.join(sorted(unit)) or '-'}); simulated on its own "
+                f"in `kernels/{spec.name}/`")
             if not r.passed:
                 rec["failures"].append(f"csim {spec.name}: {r.detail}")
             done.append(f"{spec.name} {'pass' if r.passed else 'FAIL'}")

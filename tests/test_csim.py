@@ -2,8 +2,11 @@
 
 import time
 
+import numpy as np
 import pytest
 
+from rlhls.designs.errors import RlhlsError
+from rlhls.designs.kernels import get_kernel
 from rlhls.flow.csim import run_csim
 from rlhls.flow.kernels import render_kernel
 
@@ -55,3 +58,53 @@ def test_render_is_deterministic_and_component_named():
     c = render_kernel("dense_forward", {"pf": 2}, seed=3, component="policy_fc1_fwd")
     assert c.top == "policy_fc1_fwd" and "void policy_fc1_fwd(" in c.files["policy_fc1_fwd.cpp"]
     assert render_kernel("dense_forward", {"pf": 2}, seed=4).tb_data != a.tb_data
+
+
+def _bits(a):
+    return np.ascontiguousarray(a, dtype=np.float64).view(np.uint64)
+
+
+@pytest.mark.parametrize("name, params, rows", [
+    ("dense_forward", {"n": 40, "k": 6, "m": 5, "storage": "fixed<12,4,RND,SAT>", "acc": "fixed<24,8,RND,SAT>"}, 3),
+    ("weight_gradient", {"n": 30, "k": 4, "m": 6, "storage": "bf16", "acc": "fp32", "pf": 2}, 7),
+    ("weight_update", {"n": 500, "optimizer": "rmsprop", "storage": "fp16", "acc": "fp32", "pf": 4}, 13),
+])
+def test_runtime_rows_below_n_max(name, params, rows, tmp_path):
+    """The top keeps N_MAX (depths, tripcount) while csim runs n < N_MAX rows, and the result
+    is the model's for those rows (the model of the full N_MAX rows, cut to n, for dense_forward)."""
+    k = get_kernel(name)
+    p = k.resolve(params)
+    nmax = p["n"]
+    src = render_kernel(name, params, seed=2, tb_rows=rows)
+    top, hdr = src.files[f"{name}.cpp"], src.files[f"{name}.h"]
+    assert f"const int N = {nmax};" in hdr and ", int n)" in hdr
+    assert "s_axilite port=n" in top and f"loop_tripcount min=1 max={nmax}" in top
+    ins, _ = k.arrays(p)
+    row_in = next(a for a in ins if a.rows)
+    assert f"depth={row_in.size}" in top  # m_axi depth at N_MAX
+    assert src.tb_data["n.txt"] == f"{rows}\n".encode()
+    assert len(src.tb_data[f"{row_in.name}.bin"]) == 8 * rows * row_in.row_size
+    res = run_csim(src, tmp_path, CACHE)
+    assert res.passed, res.detail
+    if name == "dense_forward":  # rows are independent: n rows of a full-size call
+        full = k.random_inputs(p, np.random.default_rng(5))
+        y_full = k.model(p, **full)["y"]
+        y_cut = k.model(p, x=full["x"][:rows], w=full["w"], b=full["b"])["y"]
+        assert np.array_equal(_bits(y_cut), _bits(y_full[:rows]))
+
+
+def test_default_tb_rows_small_and_n_out_of_range(tmp_path):
+    k = get_kernel("weight_gradient")
+    src = render_kernel("weight_gradient", {"n": 50000, "k": 3, "m": 2})
+    assert src.tb_data["n.txt"] == b"8\n" and len(src.tb_data["x.bin"]) == 8 * 8 * 3
+    p = k.resolve({"n": 4, "k": 3, "m": 2})
+    with pytest.raises(RlhlsError) as e:
+        k.check_arrays(p, {"x": np.zeros((5, 3)), "dy": np.zeros((5, 2))})
+    assert "has 5 rows, expected 1 <= n <= 4" in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(RlhlsError, match="expected n = 3"):
+        k.check_arrays(p, {"x": np.zeros((3, 3)), "dy": np.zeros((2, 2))})
+    # the testbench itself refuses n > N_MAX (a hand-edited n.txt)
+    src = render_kernel("weight_gradient", {"n": 4, "k": 3, "m": 2})
+    src.tb_data["n.txt"] = b"5\n"
+    bad = run_csim(src, tmp_path, CACHE)
+    assert not bad.passed and bad.detail == "FAIL n.txt: expected an integer in 1..4"

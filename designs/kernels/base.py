@@ -49,10 +49,24 @@ class Array:
     name: str
     shape: tuple
     fmt_key: str  # key of p holding the element format
+    rows: bool = False  # shape[0] is the runtime row count n (<= N_MAX = shape[0])
 
     @property
     def size(self) -> int:
+        """Elements at the compile-time maximum (the m_axi depth)."""
         return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def row_size(self) -> int:
+        """Elements per row (rows arrays) or the whole size (fixed arrays)."""
+        return int(np.prod(self.shape[1:], dtype=np.int64)) if self.rows else self.size
+
+    def size_at(self, n: int) -> int:
+        """Elements for runtime row count n."""
+        return n * self.row_size if self.rows else self.size
+
+    def shape_at(self, n: int) -> tuple:
+        return (n, *self.shape[1:]) if self.rows else tuple(self.shape)
 
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -84,8 +98,18 @@ def check_formats(kname: str, p: dict, keys=("storage", "acc")) -> dict[str, Num
     return out
 
 
+TB_ROWS = 8  # rows of the generated testbench data (min(N_MAX, TB_ROWS)): csim stays fast for any batch
+
+
 class Kernel:
-    """One hardware kernel. Subclasses set the class attributes and implement the hooks."""
+    """One hardware kernel. Subclasses set the class attributes and implement the hooks.
+
+    Runtime rows: where ``rows_param`` names a parameter (``n``), that parameter is the
+    compile-time maximum N_MAX and the HLS top takes the actual row count as an ``s_axilite``
+    scalar ``n`` (1 <= n <= N_MAX); arrays marked ``Array.rows`` have n rows at run time.
+    Models, check_arrays and the backends take any such n; the testbench data use
+    ``tb_rows(p)`` rows so csim cost does not grow with the batch.
+    """
 
     name: str = ""
     summary: str = ""
@@ -94,6 +118,7 @@ class Kernel:
     inputs: tuple = ()
     outputs: tuple = ()
     template: str = ""  # vitis/templates/<template>
+    rows_param: str | None = None  # parameter holding N_MAX of the runtime row count n
 
     # -- parameters
     def _err(self, text: str) -> RlhlsError:
@@ -185,19 +210,52 @@ class Kernel:
     def formats(self, p: dict) -> dict[str, NumericFormat]:
         return {q.name: parse_format(p[q.name]) for q in self.params if q.kind == "format"}
 
+    def max_rows(self, p: dict) -> int | None:
+        return p[self.rows_param] if self.rows_param else None
+
+    def tb_rows(self, p: dict, tb_rows: int | None = None) -> int | None:
+        """Rows of the testbench data: min(N_MAX, tb_rows or TB_ROWS)."""
+        if not self.rows_param:
+            return None
+        return max(1, min(p[self.rows_param], TB_ROWS if tb_rows is None else int(tb_rows)))
+
+    def rows_of(self, p: dict, arrays: dict) -> int | None:
+        """The runtime row count n of checked input arrays (None for kernels without one)."""
+        if not self.rows_param:
+            return None
+        ins, _ = self.arrays(p)
+        a = next(x for x in ins if x.rows)
+        return int(np.shape(arrays[a.name])[0])
+
     def check_arrays(self, p: dict, arrays: dict) -> dict:
-        """float64 copies of the inputs with the expected shapes (RlhlsError otherwise)."""
+        """float64 copies of the inputs with the expected shapes (RlhlsError otherwise).
+
+        Row arrays may have any n rows with 1 <= n <= N_MAX, the same n for all of them."""
         ins, _ = self.arrays(p)
         names = {a.name for a in ins}
         extra = set(arrays) - names
         if extra:
             raise self._err(f"unexpected input array(s) {sorted(extra)} (expected {sorted(names)})")
         out = {}
+        n = None
         for a in ins:
             if a.name not in arrays:
                 raise self._err(f"missing input array {a.name!r} (expected {[x.name for x in ins]})")
             v = np.asarray(arrays[a.name], dtype=np.float64)
-            if v.shape != tuple(a.shape):
+            if a.rows:
+                nmax = a.shape[0]
+                want = f"(n, {', '.join(map(str, a.shape[1:]))})" if len(a.shape) > 1 else "(n,)"
+                if v.ndim != len(a.shape) or v.shape[1:] != tuple(a.shape[1:]):
+                    raise self._err(f"input {a.name!r} has shape {v.shape}, expected {want} "
+                                    f"with 1 <= n <= {nmax}")
+                if not 1 <= v.shape[0] <= nmax:
+                    raise self._err(f"input {a.name!r} has {v.shape[0]} rows, expected 1 <= n <= {nmax} "
+                                    f"(parameter {self.rows_param!r} = {nmax} is the compile-time maximum)")
+                if n is not None and v.shape[0] != n:
+                    raise self._err(f"input {a.name!r} has {v.shape[0]} rows, expected n = {n} "
+                                    "as the other row inputs")
+                n = v.shape[0]
+            elif v.shape != tuple(a.shape):
                 raise self._err(f"input {a.name!r} has shape {v.shape}, expected {tuple(a.shape)}")
             out[a.name] = v
         return out

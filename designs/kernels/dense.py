@@ -13,6 +13,10 @@ where every ``+`` is rounded to A (ap_fixed assignment / IEEE RNE). Parallelism:
 independent accumulators (the output dimension the C++ unrolls: M, K and M respectively), so
 the reduction order, and with it every bit, does not depend on pf; ``ii`` is the PIPELINE
 initiation interval of the MAC loop.
+
+Runtime rows: parameter ``n`` is N_MAX; the HLS top takes the row count (batch, or im2col rows
+of a lowered Conv2d) as the ``s_axilite`` scalar ``n`` (1 <= n <= N_MAX, loop_tripcount max
+N_MAX), so x / dy / y / dx have n rows at run time; W and b (and dW, db) keep their shapes.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ __all__ = ["DenseForward", "DenseBackward", "WeightGradient"]
 
 def _common_params(pf_doc):
     return (
-        Param("n", "int", 8, "batch rows N", min=1),
+        Param("n", "int", 8, "maximum batch rows N_MAX (the top takes n <= N_MAX at run time)", min=1),
         Param("k", "int", 16, "input features K", min=1),
         Param("m", "int", 16, "output features M", min=1),
         Param("storage", "format", "fixed<16,6,RND,SAT>", "format of inputs, weights, outputs"),
@@ -48,6 +52,7 @@ def _store_bytes(p, fm, *names_sizes):
 class _DenseBase(Kernel):
     source = "000/001/002/004: dense layers of the policy/value networks, forward and backward"
     pf_dim = "m"
+    rows_param = "n"
 
     def validate(self, p):
         check_formats(self.name, p)
@@ -79,8 +84,8 @@ class DenseForward(_DenseBase):
 
     def arrays(self, p):
         n, k, m = p["n"], p["k"], p["m"]
-        return ([Array("x", (n, k), "storage"), Array("w", (k, m), "storage"), Array("b", (m,), "storage")],
-                [Array("y", (n, m), "storage")])
+        return ([Array("x", (n, k), "storage", True), Array("w", (k, m), "storage"), Array("b", (m,), "storage")],
+                [Array("y", (n, m), "storage", True)])
 
     def model(self, p, **arrays):
         a = self.check_arrays(p, arrays)
@@ -88,9 +93,9 @@ class DenseForward(_DenseBase):
         s = fm["storage"]
         return {"y": dense(a["x"], a["w"], a["b"], in_fmt=s, w_fmt=s, acc_fmt=fm["acc"], out_fmt=s)}
 
-    def random_inputs(self, p, rng):
+    def random_inputs(self, p, rng, rows=None):
         s = self.formats(p)["storage"]
-        return {"x": _rand(s, (p["n"], p["k"]), rng), "w": _rand(s, (p["k"], p["m"]), rng),
+        return {"x": _rand(s, (rows or p["n"], p["k"]), rng), "w": _rand(s, (p["k"], p["m"]), rng),
                 "b": _rand(s, (p["m"],), rng)}
 
     def cost(self, p, unit="PL", device=None):
@@ -108,8 +113,8 @@ class DenseBackward(_DenseBase):
 
     def arrays(self, p):
         n, k, m = p["n"], p["k"], p["m"]
-        return ([Array("dy", (n, m), "storage"), Array("w", (k, m), "storage")],
-                [Array("dx", (n, k), "storage")])
+        return ([Array("dy", (n, m), "storage", True), Array("w", (k, m), "storage")],
+                [Array("dx", (n, k), "storage", True)])
 
     def model(self, p, **arrays):
         a = self.check_arrays(p, arrays)
@@ -117,9 +122,9 @@ class DenseBackward(_DenseBase):
         s = fm["storage"]
         return {"dx": dense(a["dy"], a["w"].T, in_fmt=s, w_fmt=s, acc_fmt=fm["acc"], out_fmt=s)}
 
-    def random_inputs(self, p, rng):
+    def random_inputs(self, p, rng, rows=None):
         s = self.formats(p)["storage"]
-        return {"dy": _rand(s, (p["n"], p["m"]), rng), "w": _rand(s, (p["k"], p["m"]), rng)}
+        return {"dy": _rand(s, (rows or p["n"], p["m"]), rng), "w": _rand(s, (p["k"], p["m"]), rng)}
 
     def cost(self, p, unit="PL", device=None):
         return self._mm_cost(p, unit, device, p["n"], p["m"], p["k"])
@@ -135,7 +140,7 @@ class WeightGradient(_DenseBase):
 
     def arrays(self, p):
         n, k, m = p["n"], p["k"], p["m"]
-        return ([Array("x", (n, k), "storage"), Array("dy", (n, m), "storage")],
+        return ([Array("x", (n, k), "storage", True), Array("dy", (n, m), "storage", True)],
                 [Array("dw", (k, m), "storage"), Array("db", (m,), "storage")])
 
     def model(self, p, **arrays):
@@ -149,9 +154,10 @@ class WeightGradient(_DenseBase):
             tot = op(acc, "add", tot, acc, op(acc, "cast", row, s), acc)
         return {"dw": dw, "db": s.quantize(tot)}
 
-    def random_inputs(self, p, rng):
+    def random_inputs(self, p, rng, rows=None):
         s = self.formats(p)["storage"]
-        return {"x": _rand(s, (p["n"], p["k"]), rng), "dy": _rand(s, (p["n"], p["m"]), rng)}
+        n = rows or p["n"]
+        return {"x": _rand(s, (n, p["k"]), rng), "dy": _rand(s, (n, p["m"]), rng)}
 
     def cost(self, p, unit="PL", device=None):
         fm = self.formats(p)

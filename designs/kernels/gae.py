@@ -42,6 +42,10 @@ the 1-step recursion, so different k give slightly different bits; exact equalit
 this model and the C++ for the same parameters. Against a float64 textbook GAE the error is
 bounded by ``error_bound`` (quantization half-steps through the geometric sum, plus rounding).
 
+Sizes are compile-time (``rows_param`` None): the FILO memory's row width fixes T and the
+unit's schedule (issue cycles, round robin) is in S; a runtime step count would only save
+testbench time, which the seed-sized default (1024 x 64) does not need.
+
 Round robin (§III-C): trajectory j runs on PE j mod N as that PE's (j // N)-th job; PEs run
 in lock step, each takes one element per II cycles, its trajectory backwards (FILO pop), so
 element (t, j) enters PE j mod N at issue cycle ((j // N) * S + (S-1-t)) * II. The model returns

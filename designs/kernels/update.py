@@ -26,6 +26,10 @@ RMSprop  inputs w, g, v                 outputs w_new, v_new
     d     = A(A(sqrt(v_new)) + EPS)
     w_new = S(A(w - A(A(LR * g) / d)))
 
+Runtime length: parameter ``n`` is N_MAX; the HLS top takes the element count as the
+``s_axilite`` scalar ``n`` (1 <= n <= N_MAX), so one component updates any slice of up to
+N_MAX parameters and the testbench runs ``tb_rows`` (64) elements whatever the layer size.
+
 Elements are independent: ``pf`` elements per cycle (UNROLL / cyclic ARRAY_PARTITION factor,
 pf <= n), ``ii`` the PIPELINE II of the element loop; neither changes any bit.
 """
@@ -56,7 +60,7 @@ class WeightUpdate(Kernel):
     summary = "optimizer step w <- w - update(g) for sgd | adam | rmsprop, state in acc"
     source = "002 (DDPG, Adam), 003 (AP-DRL: SGD/Adam/RMSprop weight update on PS/PL), 004 (A2C, RMSprop)"
     params = (
-        Param("n", "int", 64, "number of parameters (elements)", min=1),
+        Param("n", "int", 64, "maximum number of parameters N_MAX (the top takes n <= N_MAX at run time)", min=1),
         Param("optimizer", "str", "adam", "update rule", choices=("sgd", "adam", "rmsprop")),
         Param("storage", "format", "fixed<16,6,RND,SAT>", "format of w and g"),
         Param("acc", "format", "fixed<32,8,RND,SAT>", "format of the state (m, v), intermediates, constants"),
@@ -71,6 +75,10 @@ class WeightUpdate(Kernel):
     inputs = ("w", "g", "m", "v", "alpha")  # the subset the optimizer needs: OPTIMIZER_INPUTS
     outputs = ("w_new", "m_new", "v_new")
     template = "weight_update.cpp.j2"
+    rows_param = "n"
+
+    def tb_rows(self, p, tb_rows=None):  # elements are cheap: test more of them than dense rows
+        return super().tb_rows(p, 64 if tb_rows is None else tb_rows)
 
     def validate(self, p):
         fm = check_formats(self.name, p)
@@ -98,8 +106,9 @@ class WeightUpdate(Kernel):
     def arrays(self, p):
         n = p["n"]
         fmt_of = {"w": "storage", "g": "storage", "m": "acc", "v": "acc", "alpha": "acc"}
-        ins = [Array(x, (1,) if x == "alpha" else (n,), fmt_of[x]) for x in OPTIMIZER_INPUTS[p["optimizer"]]]
-        outs = [Array(x, (n,), fmt_of[x[0]]) for x in OPTIMIZER_OUTPUTS[p["optimizer"]]]
+        ins = [Array(x, (1,), fmt_of[x]) if x == "alpha" else Array(x, (n,), fmt_of[x], True)
+               for x in OPTIMIZER_INPUTS[p["optimizer"]]]
+        outs = [Array(x, (n,), fmt_of[x[0]], True) for x in OPTIMIZER_OUTPUTS[p["optimizer"]]]
         return ins, outs
 
     def model(self, p, **arrays):
@@ -127,10 +136,10 @@ class WeightUpdate(Kernel):
         out["v_new"] = v1
         return {k: out[k] for k in OPTIMIZER_OUTPUTS[p["optimizer"]]}
 
-    def random_inputs(self, p, rng, t: int | None = None):
+    def random_inputs(self, p, rng, t: int | None = None, rows: int | None = None):
         fm = self.formats(p)
         S, A = fm["storage"], fm["acc"]
-        n = p["n"]
+        n = rows or p["n"]
         arrs = {"w": S.quantize(rng.standard_normal(n) * 0.5), "g": S.quantize(rng.standard_normal(n) * 0.5),
                 "m": A.quantize(rng.standard_normal(n) * 0.05), "v": A.quantize(rng.random(n) * 0.05),
                 "alpha": A.quantize(np.array([adam_alpha(p, t if t is not None else int(rng.integers(1, 20)))]))}

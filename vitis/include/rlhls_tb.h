@@ -1,8 +1,10 @@
-// Testbench helpers: tb data are raw little-endian float64 files, one per array.
+// Testbench helpers: tb data are raw little-endian float64 files, one per array; the runtime
+// row count of kernels that take one is a decimal integer in n.txt.
 #pragma once
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <vector>
 
 namespace rltb {
@@ -15,6 +17,29 @@ inline bool read_f64(const char* path, std::vector<double>& v, size_t n) {
   std::fclose(f);
   if (got != n) { std::printf("FAIL %s: expected %zu values, read %zu\n", path, n, got); return false; }
   return true;
+}
+
+inline bool read_int(const char* path, int& v, int lo, int hi) {
+  FILE* f = std::fopen(path, "r");
+  if (!f) { std::printf("FAIL cannot open %s\n", path); return false; }
+  int ok = std::fscanf(f, "%d", &v);
+  std::fclose(f);
+  if (ok != 1 || v < lo || v > hi) {
+    std::printf("FAIL %s: expected an integer in %d..%d\n", path, lo, hi);
+    return false;
+  }
+  return true;
+}
+
+// Write v to <dir>/<name> (raw float64), via a temporary file renamed into place.
+inline bool write_f64(const char* dir, const char* name, const std::vector<double>& v) {
+  std::string path = std::string(dir) + "/" + name, tmp = path + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) { std::printf("FAIL cannot write %s\n", tmp.c_str()); return false; }
+  size_t put = v.empty() ? 0 : std::fwrite(v.data(), sizeof(double), v.size(), f);
+  bool ok = std::fclose(f) == 0 && put == v.size() && std::rename(tmp.c_str(), path.c_str()) == 0;
+  if (!ok) std::printf("FAIL cannot write %s\n", path.c_str());
+  return ok;
 }
 
 // Bit-for-bit comparison of float64 values (any two NaNs count as equal).
