@@ -15,9 +15,16 @@ makespan ``T``. With ``z_iu = sum_k on u x_ik`` and ``F_i = S_i + sum_k t_k x_ik
   with period T): T + S_v >= F_u + transfer, linearised as eq. 5.
 * PS cores   PL and AIE are spatial (nodes overlap freely); PS nodes are assigned to C identical
   cores (``w[i,c]``, symmetry broken: the n-th PS-capable node in topological order uses a core
-  < n) and two PS nodes on one core do not overlap (ordering binary ``o_ij``, per-pair big-M
+  < n, and core c only if an earlier node uses core c-1) and two PS nodes on one core do not overlap (ordering binary ``o_ij``, per-pair big-M
   M_ij = (H - tail_i) - head_j). Pairs already ordered by a path need nothing. With C = 1 the
   core variables vanish. A valid cut ``C T >= sum of PS latencies`` helps the bound.
+
+Pre-solve (exact: every plan it removes is slower than the HEFT horizon H): per (node, unit) the
+earliest start (fastest options + least transfers of the predecessors) and least tail; options
+that cannot finish within H go, and a unit goes when none of its options is left (repeated to a
+fixpoint). These windows give S bounds, ``S_i >= head(unit)``, ``T >= F_i + tail(unit)`` and the
+PS big-Ms; PS pairs whose windows allow one order only get no ordering binary; a capacity no
+choice of options can exceed gets no row.
 
 Warm start: HEFT's schedule (CBC through ``-mips``; HiGHS through ``Highs.setSolution``).
 After solving, start times are recomputed as the earliest ones for the solver's units, points and
@@ -251,32 +258,65 @@ def solve(rows, edges, capacity=None, links=None, *, ps_cores=None, solver="cbc"
     return plan
 
 
-def _build(problem: Problem, H: float):
+def _windows(P: Problem, H: float, opts: dict):
+    """Per (node, unit) earliest start / least tail (fastest option there + least transfers); drops
+    options that cannot finish within the horizon H and repeats until nothing changes."""
+    tol = 1e-9 * max(1.0, H)
+    while True:
+        minlat = {v: {} for v in P.nodes}
+        for v in P.nodes:
+            for o in opts[v]:
+                m = minlat[v]
+                m[o.unit] = min(m.get(o.unit, math.inf), o.latency_us)
+        head, tail = {}, {}
+        for v in P.nodes:
+            for u in minlat[v]:
+                head[v, u] = max((min(head[p, w] + lp + P.transfer(nb, w, u) for w, lp in minlat[p].items())
+                                  for p, nb in P.preds[v]), default=0.0)
+        for v in reversed(P.nodes):
+            for u in minlat[v]:
+                tail[v, u] = max((min(P.transfer(nb, u, w) + ls + tail[s, w] for w, ls in minlat[s].items())
+                                  for s, nb in P.succs[v]), default=0.0)
+        new = {v: [o for o in opts[v] if head[v, o.unit] + o.latency_us + tail[v, o.unit] <= H + tol]
+               for v in P.nodes}
+        if all(len(new[v]) == len(opts[v]) for v in P.nodes) or any(not o for o in new.values()):
+            return opts, minlat, head, tail
+        opts = new
+
+
+def _build(problem: Problem, H: float, opts: dict | None = None):
     P = problem
     prob = pulp.LpProblem("rlhls_partition", pulp.LpMinimize)
-    head, tail = P.heads_tails()
+    opts, minlat, head, tail = _windows(P, H, dict(opts or P.options))
+    units = {v: list(minlat[v]) for v in P.nodes}
+    es = {v: min(head[v, u] for u in units[v]) for v in P.nodes}
+    fin = {v: max(H - tail[v, u] for u in units[v]) for v in P.nodes}  # latest finish
     idx = P.index
     T = prob.add_variable("T", lowBound=0, upBound=H)
     x, S, lat, z = {}, {}, {}, {}
     for v in P.nodes:
         i = idx[v]
-        opts = P.options[v]
-        for k in range(len(opts)):
+        for k in range(len(opts[v])):
             x[v, k] = prob.add_variable(f"x_{i}_{k}", cat="Binary")
-        hi = max(head[v], H - tail[v] - P.min_latency(v))
-        S[v] = prob.add_variable(f"S_{i}", lowBound=head[v], upBound=hi)
-        lat[v] = pulp.lpSum(o.latency_us * x[v, k] for k, o in enumerate(opts))
-        for u in P.units_of(v):
-            z[v, u] = pulp.lpSum(x[v, k] for k, o in enumerate(opts) if o.unit == u)
+        hi = max(es[v], max(H - tail[v, u] - minlat[v][u] for u in units[v]))
+        S[v] = prob.add_variable(f"S_{i}", lowBound=es[v], upBound=hi)
+        lat[v] = pulp.lpSum(o.latency_us * x[v, k] for k, o in enumerate(opts[v]))
+        for u in units[v]:
+            z[v, u] = pulp.lpSum(x[v, k] for k, o in enumerate(opts[v]) if o.unit == u)
     prob += T
     for v in P.nodes:
-        prob += pulp.lpSum(x[v, k] for k in range(len(P.options[v]))) == 1, f"one_{idx[v]}"
-        prob += T >= S[v] + lat[v] + tail[v], f"mk_{idx[v]}"
-    # precedence + transfers (eq. 5)
+        i = idx[v]
+        prob += pulp.lpSum(x[v, k] for k in range(len(opts[v]))) == 1, f"one_{i}"
+        # F_v + the least tail of v's unit <= T;  S_v >= the earliest start on v's unit
+        prob += T >= S[v] + pulp.lpSum((o.latency_us + tail[v, o.unit]) * x[v, k]
+                                       for k, o in enumerate(opts[v])), f"mk_{i}"
+        if len(units[v]) > 1 and any(head[v, u] > es[v] for u in units[v]):
+            prob += S[v] >= pulp.lpSum(head[v, u] * z[v, u] for u in units[v] if head[v, u] > 0), f"es_{i}"
+    # precedence + transfers (eq. 5), one row per source unit with a transfer (z indicators, no products)
     for e, (a, b, nb) in enumerate(P.edges):
         prob += S[b] >= S[a] + lat[a], f"prec_{e}"
-        for u in P.units_of(a):
-            costs = {w: P.transfer(nb, u, w) for w in P.units_of(b) if w != u}
+        for u in units[a]:
+            costs = {w: P.transfer(nb, u, w) for w in units[b] if w != u}
             cmax = max(costs.values(), default=0.0)
             if cmax <= 0:
                 continue
@@ -285,38 +325,48 @@ def _build(problem: Problem, H: float):
     # loop-carried edges u -> v (next step): S_v + T >= F_u + transfer, same linearisation as eq. 5;
     # without a transfer it always holds (T >= F_u, S_v >= 0)
     for e, (a, b, nb) in enumerate(P.carry):
-        for u in P.units_of(a):
-            costs = {w: P.transfer(nb, u, w) for w in P.units_of(b) if w != u}
+        for u in units[a]:
+            costs = {w: P.transfer(nb, u, w) for w in units[b] if w != u}
             cmax = max(costs.values(), default=0.0)
             if cmax <= 0:
                 continue
             prob += (T + S[b] >= S[a] + lat[a] + pulp.lpSum(c * z[b, w] for w, c in costs.items() if c > 0)
                      - cmax * (1 - z[a, u])), f"carry_{e}_{u}"
-    # capacities (eq. 7)
+    # capacities (eq. 7); a resource no choice of options can exhaust needs no row
     for (u, r) in P.constrained():
-        prob += pulp.lpSum(o.usage(r) * x[v, k] for v in P.nodes for k, o in enumerate(P.options[v])
+        most = sum(max((o.usage(r) for o in opts[v] if o.unit == u), default=0.0) for v in P.nodes)
+        if most <= P.capacity[(u, r)] + EPS:
+            continue
+        prob += pulp.lpSum(o.usage(r) * x[v, k] for v in P.nodes for k, o in enumerate(opts[v])
                            if o.unit == u and o.usage(r) > 0) <= P.capacity[(u, r)], f"cap_{u}_{r}"
     # PS cores
-    ps = [v for v in P.nodes if "PS" in P.units_of(v)]
+    ps = [v for v in P.nodes if "PS" in units[v]]
     C = P.ps_cores
     w, o_var = {}, {}
     if ps:
-        ps_lat = pulp.lpSum(o.latency_us * x[v, k] for v in ps for k, o in enumerate(P.options[v]) if o.unit == "PS")
+        ps_lat = pulp.lpSum(o.latency_us * x[v, k] for v in ps for k, o in enumerate(opts[v]) if o.unit == "PS")
         prob += C * T >= ps_lat, "ps_work"
     if len(ps) > C:
         desc = _reach(P)
+        tol = 1e-9 * max(1.0, H)
         if C > 1:
+            # symmetry: the first PS node takes core 0; core c only after some earlier node took c-1
             for n, v in enumerate(ps):
                 for c in range(min(C, n + 1)):
                     w[v, c] = prob.add_variable(f"w_{idx[v]}_{c}", cat="Binary")
                 prob += pulp.lpSum(w[v, c] for c in range(min(C, n + 1))) == z[v, "PS"], f"core_{idx[v]}"
+                for c in range(1, min(C, n + 1)):
+                    prob += w[v, c] <= pulp.lpSum(w[q, c - 1] for q in ps[:n] if (q, c - 1) in w), f"sym_{idx[v]}_{c}"
         for n, a in enumerate(ps):
             for b in ps[n + 1:]:
                 if desc[a] >> idx[b] & 1:  # a path a -> b already orders them
                     continue
                 ia, ib = idx[a], idx[b]
-                oab = prob.add_variable(f"o_{ia}_{ib}", cat="Binary")
-                o_var[a, b] = oab
+                # windows on the PS: one of the two orders may be impossible
+                a_fits = head[a, "PS"] + minlat[a]["PS"] + minlat[b]["PS"] + tail[b, "PS"] <= H + tol
+                b_fits = head[b, "PS"] + minlat[b]["PS"] + minlat[a]["PS"] + tail[a, "PS"] <= H + tol
+                latps = {v: pulp.lpSum(o.latency_us * x[v, k] for k, o in enumerate(opts[v]) if o.unit == "PS")
+                         for v in (a, b)}
                 if C == 1:
                     apart = 2 - z[a, "PS"] - z[b, "PS"]
                 else:
@@ -326,16 +376,26 @@ def _build(problem: Problem, H: float):
                             prob += q >= w[a, c] + w[b, c] - 1, f"same_{ia}_{ib}_{c}"
                     apart = 1 - q
                     o_var[a, b, "q"] = q
-                m1 = max(0.0, (H - tail[a]) - head[b])
-                m2 = max(0.0, (H - tail[b]) - head[a])
-                prob += S[b] >= S[a] + lat[a] - m1 * (1 - oab) - m1 * apart, f"d1_{ia}_{ib}"
-                prob += S[a] >= S[b] + lat[b] - m2 * oab - m2 * apart, f"d2_{ia}_{ib}"
-    return prob, dict(x=x, S=S, T=T, w=w, o=o_var, ps=ps)
+                m1 = max(0.0, fin[a] - es[b])
+                m2 = max(0.0, fin[b] - es[a])
+                if not b_fits:  # b cannot precede a on one core: a first when they share a core
+                    prob += S[b] >= S[a] + latps[a] - m1 * apart, f"d1_{ia}_{ib}"
+                    continue
+                if not a_fits:
+                    prob += S[a] >= S[b] + latps[b] - m2 * apart, f"d2_{ia}_{ib}"
+                    continue
+                oab = prob.add_variable(f"o_{ia}_{ib}", cat="Binary")
+                o_var[a, b] = oab
+                prob += S[b] >= S[a] + latps[a] - m1 * (1 - oab) - m1 * apart, f"d1_{ia}_{ib}"
+                prob += S[a] >= S[b] + latps[b] - m2 * oab - m2 * apart, f"d2_{ia}_{ib}"
+    return prob, dict(x=x, S=S, T=T, w=w, o=o_var, ps=ps, opts=opts)
 
 
 def _set_start(problem: Problem, var, sched: Schedule) -> None:
+    if any(not any(o is sched.option[v] for o in var["opts"][v]) for v in problem.nodes):
+        return  # an option of the start lies outside the windows (rounding): no start
     for (v, k), xv in var["x"].items():
-        xv.setInitialValue(1 if problem.options[v][k] is sched.option[v] else 0)
+        xv.setInitialValue(1 if var["opts"][v][k] is sched.option[v] else 0)
     for v, s in var["S"].items():
         s.setInitialValue(s.lowBound if s.lowBound is not None and sched.start[v] < s.lowBound else sched.start[v])
     var["T"].setInitialValue(sched.makespan)
@@ -398,7 +458,7 @@ def _polish(problem: Problem, sched: Schedule) -> Schedule:
 def _extract(problem: Problem, var) -> Schedule | None:
     option, core, key = {}, {}, {}
     for v in problem.nodes:
-        opts = problem.options[v]
+        opts = var["opts"][v]
         vals = [var["x"][v, k].varValue or 0.0 for k in range(len(opts))]
         option[v] = opts[max(range(len(opts)), key=lambda k: vals[k])]
         key[v] = var["S"][v].varValue or 0.0

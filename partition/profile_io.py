@@ -82,6 +82,10 @@ class ProfileRow:
 def atomic_write_text(path, text: str) -> None:
     """Write ``text`` to a temporary file beside ``path``, then rename it into place."""
     path = Path(path)
+    if path.is_dir():
+        raise RlhlsError(f"cannot write '{path}': it is a directory")
+    if not path.parent.exists():
+        raise RlhlsError(f"cannot write '{path}': folder '{path.parent}' does not exist")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:

@@ -9,13 +9,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import os
 import sys
-import tempfile
-from pathlib import Path
 
 from rlhls import __version__
 from rlhls.designs.errors import RlhlsError
+from rlhls.partition.profile_io import atomic_write_text
 
 EXIT_BAD_INPUT = 2
 
@@ -35,24 +33,6 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} must be >= 1")
     return value
-
-
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Write to a temporary file beside `path` and rename it into place."""
-    path = Path(path)
-    if path.is_dir():
-        raise RlhlsError(f"cannot write '{path}': it is a directory")
-    if not path.parent.exists():
-        raise RlhlsError(f"cannot write '{path}': folder '{path.parent}' does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _print_json(obj) -> None:
