@@ -139,7 +139,7 @@ def run_pipeline(design_name: str, out, *, steps: int | None = None, seed: int =
     graph = build_graph(design)
 
     def do_graph():
-        atomic_write_text(out / "graph.csv", graph.edges_csv())
+        atomic_write_text(out / "graph.csv", graph.edges_csv(carry=True))
         s = graph.summary()
         rec["graph"] = {k: s[k] for k in ("nodes", "edges", "mm_nodes", "flops")}
         return f"{s['nodes']} nodes, {s['edges']} edges"
