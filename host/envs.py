@@ -17,6 +17,20 @@ and contribute nothing); an observation larger than the network input is an erro
 
 ``EpisodeTracker`` tracks per-env episodic return / length of the raw rewards (what the reward curve
 shows, independent of any reward normalization).
+
+``ReplayableVecEnv`` (what PPO trains on): SAME_STEP semantics (an ended sub-env is reset in the
+same step, its last observation in ``infos['final_obs']``) on a vector env in DISABLED autoreset
+mode, so that *every* episode starts with an explicit seed, ``SeedSequence([seed, env index,
+episode index])``, instead of gymnasium's unseeded autoreset (which draws from the env's own RNG,
+state a replay could not rebuild without the whole history since the first reset). Per sub-env it
+records the seed of the current episode and the actions taken since its reset; ``state()``
+returns them (with the current observations) and ``restore(state)`` rebuilds the exact simulator
+state, TimeLimit counter and RNG by resetting each sub-env with its seed and replaying its actions
+(at most max_episode_steps per env; observations and rewards of the replay are discarded). This
+needs envs that are deterministic given (seed, actions): MuJoCo and classic control are (tested
+for InvertedPendulum-v5, Humanoid-v5, Pendulum-v1); ``restore`` checks that the replayed
+observations equal the recorded ones and raises RlhlsError otherwise. An env without a time
+limit keeps its whole episode's actions.
 """
 
 from __future__ import annotations
@@ -29,7 +43,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from rlhls.designs.errors import RlhlsError
 
-__all__ = ["make_vec_env", "pad_obs", "NextStepFilter", "EpisodeTracker", "space_info"]
+__all__ = ["make_vec_env", "pad_obs", "NextStepFilter", "EpisodeTracker", "ReplayableVecEnv", "space_info"]
 
 
 def _make(env_id: str, kwargs: dict):
@@ -37,10 +51,12 @@ def _make(env_id: str, kwargs: dict):
 
 
 def make_vec_env(env_id: str, num_envs: int, *, autoreset: str = "same_step", env_kwargs: dict | None = None):
-    """SyncVectorEnv of `num_envs` copies of `env_id` (SAME_STEP autoreset unless asked otherwise)."""
+    """SyncVectorEnv of `num_envs` copies of `env_id` (SAME_STEP autoreset unless asked otherwise:
+    'next_step', or 'disabled' = the caller resets ended sub-envs)."""
     if num_envs < 1:
         raise RlhlsError(f"environment '{env_id}': num_envs {num_envs} must be >= 1")
-    mode = {"same_step": AutoresetMode.SAME_STEP, "next_step": AutoresetMode.NEXT_STEP}[autoreset]
+    mode = {"same_step": AutoresetMode.SAME_STEP, "next_step": AutoresetMode.NEXT_STEP,
+            "disabled": AutoresetMode.DISABLED}[autoreset]
     try:
         gym.spec(env_id)
     except Exception:
@@ -111,3 +127,84 @@ class EpisodeTracker:
     def reset(self):
         self.ret[:] = 0.0
         self.len[:] = 0
+
+
+class ReplayableVecEnv:
+    """Vector env with SAME_STEP semantics whose state is checkpointable (see the module docstring)."""
+
+    def __init__(self, env_id: str, num_envs: int, seed: int, *, env_kwargs: dict | None = None):
+        self.env_id, self.num_envs, self.seed = env_id, num_envs, int(seed)
+        self.envs = make_vec_env(env_id, num_envs, autoreset="disabled", env_kwargs=env_kwargs)
+        self.single_observation_space = self.envs.single_observation_space
+        self.single_action_space = self.envs.single_action_space
+        self.episodes = np.zeros(num_envs, dtype=np.int64)  # episodes started per sub-env
+        self.seeds: list[int | None] = [None] * num_envs  # seed of each sub-env's current episode
+        self.actions: list[list] = [[] for _ in range(num_envs)]  # actions since that reset
+        self.obs = None  # the current observations (raw)
+
+    def _new_seeds(self, mask) -> list[int | None]:
+        out = [None] * self.num_envs
+        for i in np.flatnonzero(mask):
+            out[i] = int(np.random.SeedSequence([self.seed, int(i), int(self.episodes[i])]).generate_state(1)[0])
+            self.episodes[i] += 1
+            self.seeds[i] = out[i]
+            self.actions[i] = []
+        return out
+
+    def reset(self):
+        """Start a fresh episode in every sub-env (the next seeds of each)."""
+        obs, info = self.envs.reset(seed=self._new_seeds(np.ones(self.num_envs, dtype=bool)))
+        self.obs = np.array(obs)
+        return np.array(obs), info
+
+    def step(self, actions):
+        """gymnasium SAME_STEP step: ended sub-envs return their next episode's first observation;
+        ``infos['final_obs'][i]`` is the last observation of sub-env i where ``infos['_final_obs'][i]``."""
+        obs, rew, term, trunc, info = self.envs.step(actions)
+        obs = np.array(obs)
+        done = np.logical_or(term, trunc)
+        acts = np.asarray(actions)
+        for i in np.flatnonzero(~done):
+            self.actions[i].append(acts[i].copy())
+        if done.any():
+            info = dict(info, final_obs=obs.copy(), _final_obs=done.copy())
+            first, _ = self.envs.reset(seed=self._new_seeds(done), options={"reset_mask": done.copy()})
+            obs[done] = np.asarray(first)[done]
+        self.obs = obs.copy()
+        return obs, rew, term, trunc, info
+
+    def state(self) -> dict:
+        if self.obs is None:
+            return None
+        return {"env_id": self.env_id, "episodes": self.episodes.copy(), "seeds": list(self.seeds),
+                "actions": [np.array(a) for a in self.actions], "obs": self.obs.copy()}
+
+    def restore(self, state: dict | None) -> None:
+        """Rebuild the recorded state: reset each sub-env with its episode's seed, replay its actions."""
+        if state is None:
+            return
+        if len(state["seeds"]) != self.num_envs or state["env_id"] != self.env_id:
+            raise RlhlsError(f"checkpoint: environment state is for {len(state['seeds'])} x '{state['env_id']}', "
+                             f"expected {self.num_envs} x '{self.env_id}'")
+        obs, _ = self.envs.reset(seed=list(state["seeds"]))
+        obs = np.array(obs)
+        for i, (env, acts) in enumerate(zip(self.envs.envs, state["actions"])):
+            for a in acts:
+                o, _, te, tr, _ = env.step(a)
+                if te or tr:
+                    raise RlhlsError(f"--resume: environment '{self.env_id}' is not deterministic: replaying "
+                                     f"sub-env {i}'s recorded actions ended its episode early")
+            if len(acts):
+                obs[i] = o
+        if not np.array_equal(obs, state["obs"]):
+            bad = [i for i in range(self.num_envs) if not np.array_equal(obs[i], state["obs"][i])]
+            raise RlhlsError(f"--resume: environment '{self.env_id}' is not deterministic: replaying sub-env "
+                             f"{bad[0]}'s {len(state['actions'][bad[0]])} recorded actions from seed "
+                             f"{state['seeds'][bad[0]]} did not reproduce its observation")
+        self.episodes = np.array(state["episodes"], dtype=np.int64)
+        self.seeds = list(state["seeds"])
+        self.actions = [list(a) for a in state["actions"]]
+        self.obs = obs
+
+    def close(self):
+        self.envs.close()

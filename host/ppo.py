@@ -18,16 +18,21 @@ Observations: normalized as CleanRL's NormalizeObservation (running mean/var, ep
 NormalizeObservation), then zero-padded to the network input (CPP designs; ``envs.pad_obs``).
 Image observations (ndim > 1) are not normalized.
 
-Environments and resume. Envs run in SAME_STEP autoreset mode (``envs.make_vec_env``), so
-every step is a transition. ``done_t`` is 0 (continues), 1 (terminated: next value 0) or 2
-(truncated: next value V(final_obs), the value of ``infos['final_obs']`` normalized with the
-current observation statistics; stored in ``trunc_values``) -- the GAE kernel's codes; both the
-kernel and ``gae_reference`` bootstrap truncations (CleanRL treats them as terminations). **Every update
-starts from freshly reset envs seeded by (seed, update index)** (SeedSequence([seed, update])),
-so an update depends only on the checkpointed state (parameters, optimizer, normalizers,
-RunningStats, numpy Generator state) and a resumed run reproduces an uninterrupted one exactly.
-(CleanRL keeps episodes running across updates; here an episode unfinished at the end of a
-rollout is bootstrapped by V and dropped from the episodic-return statistics.)
+Environments and resume. As CleanRL, the sub-envs keep running across updates: an episode longer
+than ``num_steps`` continues in the next rollout (V bootstraps the rollout's last step), and its
+return is counted when it ends. The envs are ``envs.ReplayableVecEnv``: SAME_STEP autoreset
+semantics (every step is a transition; an ended sub-env returns its next episode's first
+observation, the last one in ``infos['final_obs']``), with every episode reset with an explicit
+seed (SeedSequence([seed, env index, episode index])). ``done_t`` is 0 (continues), 1
+(terminated: next value 0) or 2 (truncated: next value V(final_obs), the value of
+``infos['final_obs']`` normalized with the current observation statistics; stored in
+``trunc_values``) -- the GAE kernel's codes; both the kernel and ``gae_reference`` bootstrap
+truncations (CleanRL treats them as terminations). Exact resume: the checkpoint holds, besides
+parameters, optimizer, normalizers, RunningStats and the numpy Generator state, each sub-env's
+episode seed and actions since its reset, the current (normalized) observations, the running
+episode return / length and exp 1's discounted return; ``load_state_dict`` resets each sub-env
+with its seed and replays its actions (checked against the recorded observations), so a resumed
+run reproduces an uninterrupted one exactly, episodes spanning updates included.
 
 Table III mapping (``EXPERIMENTS``; ``experiment`` hyperparameter, default 5 for heppo-ppo):
 
@@ -83,7 +88,7 @@ from rlhls.designs.quantizer import RunningStats, quantize_blocks, quantize_stan
 from rlhls.designs.formats import parse_format
 
 from .distributions import Categorical, DiagGaussian
-from .envs import EpisodeTracker, make_vec_env, pad_obs, space_info
+from .envs import EpisodeTracker, ReplayableVecEnv, pad_obs, space_info
 from .optim import clip_grad_norm, make_optimizer
 
 __all__ = ["CLEANRL_DEFAULTS", "EXPERIMENTS", "PHASES", "GAE_CALL", "RunningMeanStd", "gae_reference",
@@ -366,7 +371,7 @@ class PPO:
         self.mode = EXPERIMENTS[hp["experiment"]]
         self.backend_name = backend
         self.backend = _backend_gae(backend) if self.mode["quant"] else None
-        self.envs = make_vec_env(self.env_id, hp["num_envs"])
+        self.envs = ReplayableVecEnv(self.env_id, hp["num_envs"], self.seed)
         self.space = sp = space_info(self.envs)
         nets = design.build_networks(self.seed)
         if "policy" not in nets or "value" not in nets:
@@ -402,6 +407,10 @@ class PPO:
         self.reward_stats = RunningStats()  # exp 2 / 5 dynamic standardization, whole run
         self.rng = np.random.default_rng(self.seed)
         self.steps_per_update = hp["num_envs"] * hp["num_steps"]
+        # state carried across updates (CleanRL keeps its envs running)
+        self.next_obs = None  # normalized observations the next rollout starts from (None: not reset yet)
+        self.tracker = EpisodeTracker(hp["num_envs"])
+        self.ret_acc = np.zeros(hp["num_envs"])  # exp 1's discounted return (NormalizeReward)
 
     # -- helpers
     def _obs(self, raw, update_stats: bool):
@@ -430,12 +439,11 @@ class PPO:
         pol, val = self.nets["policy"], self.nets["value"]
         if hp["anneal_lr"]:
             self.opt.lr = (1.0 - (update - 1.0) / total_updates) * hp["learning_rate"]
-        seeds = [int(s) for s in np.random.SeedSequence([self.seed, update]).generate_state(N)]
-        with _timed(times, "env_run"):
-            raw, _ = self.envs.reset(seed=seeds)
-            obs = self._obs(raw, True)
-        tracker = EpisodeTracker(N)
-        ret_acc = np.zeros(N)
+        if self.next_obs is None:
+            with _timed(times, "env_run"):
+                raw, _ = self.envs.reset()
+                self.next_obs = self._obs(raw, True)
+        obs, tracker = self.next_obs, self.tracker
         b_obs = np.zeros((T, N) + obs.shape[1:])
         act_shape = (self.space["action_dim"],) if self.log_std is not None else ()
         b_act = np.zeros((T, N) + act_shape)
@@ -454,15 +462,15 @@ class PPO:
                 done = np.logical_or(term, trunc)
                 r = np.asarray(r, dtype=np.float64)
                 next_obs = self._obs(raw, True)
-            if trunc.any():  # SAME_STEP autoreset: the truncated episode's last observation
+            if trunc.any():  # SAME_STEP semantics: the truncated episode's last observation
                 with _timed(times, "dnn_inference"):
                     idx = np.flatnonzero(trunc)
                     final = np.stack([np.asarray(infos["final_obs"][i], dtype=np.float64) for i in idx])
                     b_tval[t, idx] = val.forward(self._obs(final, False))[:, 0]
             with _timed(times, "env_run"):
                 if self.mode["reward"] == "cleanrl":
-                    ret_acc = ret_acc * hp["gamma"] * (1.0 - term) + r
-                    self.ret_rms.update(ret_acc)
+                    self.ret_acc = self.ret_acc * hp["gamma"] * (1.0 - term) + r
+                    self.ret_rms.update(self.ret_acc)
                     r_used = np.clip(r / np.sqrt(self.ret_rms.var + 1e-8), -hp["reward_clip"], hp["reward_clip"])
                 else:
                     r_used = r
@@ -472,6 +480,7 @@ class PPO:
                 for ret, length in tracker.step(r, done):
                     episodes.append(((update - 1) * T * N + (t + 1) * N, ret, length))
             obs = next_obs
+        self.next_obs = obs
         with _timed(times, "dnn_inference"):
             boot = val.forward(obs)[:, 0]
         adv, rtg, ginfo = gae_stage(self.backend, b_rew, b_val, b_done, boot, gamma=hp["gamma"],
@@ -584,6 +593,9 @@ class PPO:
             "ret_rms": self.ret_rms.state(),
             "reward_stats": (self.reward_stats.n, self.reward_stats.m, self.reward_stats.s),
             "rng": copy.deepcopy(self.rng.bit_generator.state),
+            "env": None if self.next_obs is None else {
+                "replay": self.envs.state(), "next_obs": self.next_obs.copy(), "ret_acc": self.ret_acc.copy(),
+                "ep_ret": self.tracker.ret.copy(), "ep_len": self.tracker.len.copy()},
         }
 
     def load_state_dict(self, s: dict) -> None:
@@ -597,6 +609,12 @@ class PPO:
         self.ret_rms.load(s["ret_rms"])
         self.reward_stats = RunningStats(*s["reward_stats"])
         self.rng.bit_generator.state = s["rng"]
+        env = s.get("env")
+        if env is not None:
+            self.envs.restore(env["replay"])  # reset + replay: simulator, TimeLimit and RNG as they were
+            self.next_obs = np.array(env["next_obs"])
+            self.ret_acc = np.array(env["ret_acc"])
+            self.tracker.ret, self.tracker.len = np.array(env["ep_ret"]), np.array(env["ep_len"])
 
     def close(self):
         self.envs.close()

@@ -12,8 +12,10 @@ Run folder (``out``):
 * ``metrics.csv`` — one row per update: ``update, env_steps, wall_s`` then the trainer's row
   (episodic return, losses, ``t_<phase>`` seconds); a column set fixed by the first update.
 * ``episodes.csv`` — every finished episode: ``env_step, return, length``.
-* ``checkpoint.pkl`` — trainer state (parameters, optimizer, normalizers, RNG states), update
-  index, env steps, all metrics and episodes so far. Written after **every** update to a temp
+* ``checkpoint.pkl`` — trainer state (parameters, optimizer, normalizers, RNG states; PPO adds
+  the environments' state: per sub-env its episode seed and actions since the reset, replayed on
+  resume, see host/envs.py ``ReplayableVecEnv``), update index, env steps, all metrics and
+  episodes so far. Written after **every** update to a temp
   file in the folder and ``os.replace``d, then the CSVs and the PNG are rewritten from it the
   same way: a killed run loses at most the update in progress.
 * ``reward.png`` — episodic return per episode and its rolling average (HEPPO-GAE Fig. 10 uses

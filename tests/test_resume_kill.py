@@ -8,7 +8,8 @@ import time
 
 from rlhls.host.runner import read_metrics
 
-ARGS = ["heppo-ppo", "--steps", "768", "--env", "InvertedPendulum-v5", "--num-envs", "2", "--num-steps", "64",
+# Pendulum's 200-step episodes (TimeLimit truncation) span 64-step rollouts: the kill lands mid-episode
+ARGS = ["heppo-ppo", "--steps", "768", "--env", "Pendulum-v1", "--num-envs", "2", "--num-steps", "64",
         "--set", "num_minibatches=4", "--set", "update_epochs=8", "--quiet"]
 
 
@@ -46,3 +47,5 @@ def test_sigkill_mid_update_then_resume(tmp_path):
     a, b = read_metrics(full / "metrics.csv"), read_metrics(cut / "metrics.csv")
     assert len(a) == 6 and _comparable(a) == _comparable(b)
     assert (full / "episodes.csv").read_text() == (cut / "episodes.csv").read_text()
+    eps = read_metrics(full / "episodes.csv")  # both envs' first episode: steps 1..200, updates 1-4
+    assert [(e["env_step"], e["length"]) for e in eps] == [("400", "200"), ("400", "200")]

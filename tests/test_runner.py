@@ -19,6 +19,12 @@ def _args(*argv):
     return p.parse_args(list(argv))
 
 
+def _spanning(episodes_csv, num_envs, boundary):
+    # episodes in progress at per-env step `boundary` (running before it, ended after it)
+    rows = read_metrics(episodes_csv)
+    return [r for r in rows if int(r["env_step"]) // num_envs - int(r["length"]) < boundary < int(r["env_step"]) // num_envs]
+
+
 def _comparable(rows):
     # wall-clock columns differ between runs; everything else must be identical
     return [{k: v for k, v in r.items() if k != "wall_s" and not k.startswith("t_")} for r in rows]
@@ -26,7 +32,10 @@ def _comparable(rows):
 
 def test_killed_run_resumes_to_the_same_metrics(tmp_path):
     full, cut = tmp_path / "full", tmp_path / "cut"
-    assert run_train(_args("heppo-ppo", "--steps", "512", "--out", str(full), *TINY)) == 0
+    # 8-step rollouts: episodes run on across updates (CleanRL) and must resume exactly mid-episode
+    tiny = ["--env", "InvertedPendulum-v5", "--num-envs", "2", "--num-steps", "8", "--set", "num_minibatches=4",
+            "--set", "update_epochs=2", "--quiet"]
+    assert run_train(_args("heppo-ppo", "--steps", "64", "--out", str(full), *tiny)) == 0
     from rlhls.host import cli_train, runner
 
     def kill(update):
@@ -37,18 +46,19 @@ def test_killed_run_resumes_to_the_same_metrics(tmp_path):
     try:
         runner.train = lambda *a, **k: orig(*a, **k, on_update=kill)
         with pytest.raises(KeyboardInterrupt):
-            cli_train.run_train(_args("heppo-ppo", "--steps", "512", "--out", str(cut), *TINY))
+            cli_train.run_train(_args("heppo-ppo", "--steps", "64", "--out", str(cut), *tiny))
     finally:
         runner.train = orig
     assert len(read_metrics(cut / "metrics.csv")) == 2
     with pytest.raises(RlhlsError, match="--resume"):
-        run_train(_args("heppo-ppo", "--steps", "512", "--out", str(cut), *TINY))
-    assert run_train(_args("heppo-ppo", "--steps", "512", "--out", str(cut), "--resume", *TINY)) == 0
+        run_train(_args("heppo-ppo", "--steps", "64", "--out", str(cut), *tiny))
+    assert run_train(_args("heppo-ppo", "--steps", "64", "--out", str(cut), "--resume", *tiny)) == 0
     a, b = read_metrics(full / "metrics.csv"), read_metrics(cut / "metrics.csv")
     assert len(a) == 4 and _comparable(a) == _comparable(b)
     assert (full / "episodes.csv").read_text() == (cut / "episodes.csv").read_text()
+    assert _spanning(full / "episodes.csv", 2, 2 * 8)  # running when update 3 was interrupted
     with pytest.raises(RlhlsError, match="different seed"):
-        run_train(_args("heppo-ppo", "--steps", "1024", "--seed", "1", "--out", str(cut), "--resume", *TINY))
+        run_train(_args("heppo-ppo", "--steps", "128", "--seed", "1", "--out", str(cut), "--resume", *tiny))
 
 
 def test_run_folder_contents_and_bad_input(tmp_path):
