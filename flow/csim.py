@@ -9,13 +9,13 @@ A build failure is a failed result whose detail names the first compiler error.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from rlhls.designs.errors import RlhlsError
+from rlhls.partition.fileio import atomic_write_bytes
 
 from .kernels import KernelSources
 from .paths import include_dir
@@ -41,10 +41,7 @@ def _write(path: Path, data) -> None:
         old = path.read_bytes() if mode == "wb" else path.read_text()
         if old == data:
             return
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, mode) as fh:
-        fh.write(data)
-    os.replace(tmp, path)
+    atomic_write_bytes(path, data if mode == "wb" else data.encode("utf-8"))
 
 
 def write_sources(src: KernelSources, workdir: Path, *, tb: bool = True) -> None:

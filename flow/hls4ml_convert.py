@@ -24,11 +24,18 @@ agree bit for bit. Where they may differ:
     point: each product is cast on its own and sums of equal-LSB values are exact unless the
     accumulator saturates/wraps, so the order does not matter -> still exact. fp32: a few ulps.
   * Tanh / Sigmoid / Softmax are lookup tables in hls4ml (Tanh: N entries over [-4, 4),
-    index = trunc(x*N/8); Sigmoid: over [-8, 8); Softmax: exp and 1/x tables). See
-    ``error_bound`` for the bound used by ``check_hls4ml``.
+    index = trunc(x*N/8); Sigmoid: over [-8, 8); Softmax: exp and 1/x tables indexed by the
+    TOP bits of their input types, so those types are chosen here (``_softmax_types``: with
+    hls4ml's defaults every output was 1/n). See ``error_bound`` / ``softmax_error`` for the
+    bounds used by ``check_hls4ml``: these are table steps (~8/N, ~0.03), not LSBs.
 
-Formats: fixed/ufixed -> ``fixed<W,I,Q,O>`` (exact ap_fixed); fp32 -> ``float``; fp16, bf16
-and other floats raise RlhlsError (hls4ml maps fp16/bf16 to C++23 std::float16_t /
+C simulation: ``compile_csim`` replaces hls4ml's compile() (same library, same loader) with a
+one-translation-unit -O1 build, 2-3x less CPU (the time is header parsing, not optimisation).
+
+Formats: fixed/ufixed -> ``fixed<W,I,Q,O>`` (exact ap_fixed); fp32 -> ``float`` (except a
+Softmax, whose input must be fixed point: hls4ml's softmax instantiates every implementation
+and they slice the input's bits, fixed-point tables or not); fp16, bf16 and other floats raise
+RlhlsError (hls4ml maps fp16/bf16 to C++23 std::float16_t /
 std::bfloat16_t, which g++ < 13 lacks, and its tables are not defined for them).
 """
 
@@ -45,9 +52,10 @@ import numpy as np
 
 from rlhls.designs.errors import RlhlsError
 from rlhls.designs.formats import FP32, FixedFormat, FloatFormat
-from rlhls.designs.network import Network, Precision
+from rlhls.designs.network import Network
 
-__all__ = ["hls4ml_precision_config", "convert_network", "check_hls4ml", "error_bound", "hls_format"]
+__all__ = ["hls4ml_precision_config", "convert_network", "compile_csim", "check_hls4ml", "error_bound", "softmax_error",
+           "hls_format"]
 
 _ACT_ONNX = {"ReLU": "Relu", "Tanh": "Tanh", "Sigmoid": "Sigmoid", "Softmax": "Softmax"}
 DEFAULT_TABLE_SIZE = 1024  # hls4ml's default; error_bound scales with 1/table_size
@@ -79,7 +87,34 @@ def _per_layer(net: Network, precision) -> dict:
     return dict(zip((l.name for l in net.layers), ps))
 
 
-def hls4ml_precision_config(net: Network, precision) -> dict:
+SOFTMAX_NORM_INT = 4  # x_max - x_i is clipped to [0, 16): exp(-16) ~ 1e-7 is below every output LSB we use
+
+
+def _softmax_geometry(n: int, table_size: int, width: int) -> tuple[float, float, int]:
+    """(exp-table step, 1/x-table step, integer bits of the sum) of our softmax table types."""
+    sum_int = max(1, math.ceil(math.log2(n + 1)))  # the sum of n exps lies in [1, n] < 2**sum_int
+    return 2.0 ** SOFTMAX_NORM_INT / table_size, 2.0 ** sum_int / table_size, sum_int
+
+
+def _softmax_types(layer, acc, table_size: int) -> dict:
+    """hls4ml 'stable' softmax types. Its tables are indexed by the TOP log2(N) bits of
+    inp_norm_t (x_max - x_i) and of inv_inp_t (the sum): hls4ml's defaults (or any wide type)
+    make the index step huge (ufixed<38,18>: step 256 -> every output 1/n). Here inp_norm_t
+    covers [0, 16) and inv_inp_t [0, 2**sum_int) so the steps are 16/N and 2**sum_int/N; the
+    tables are fixed point even in an fp32 net (hls4ml slices their bits), as wide as a fixed
+    accumulator or 32 bits."""
+    n = layer.out_shape[-1]
+    w = acc.width if isinstance(acc, FixedFormat) else 32
+    _, _, sum_int = _softmax_geometry(n, table_size, w)
+    lg = max(1, math.ceil(math.log2(n)))
+    return {"inp_norm": f"ufixed<{w},{SOFTMAX_NORM_INT},TRN,SAT>",   # truncation: d_q <= d, index = floor
+            "exp_table": f"ufixed<{w},1,RND,SAT>",                 # exp(-d) in (0, 1]
+            "accum": f"ufixed<{w + lg},{1 + lg},RND,SAT>",          # exact sum of n table values
+            "inv_inp": f"ufixed<{w},{sum_int},TRN,SAT>",
+            "inv_table": f"ufixed<{w},1,RND,SAT>"}                  # 1/s for s >= 1 (s < 1 never indexed)
+
+
+def hls4ml_precision_config(net: Network, precision, table_size: int = DEFAULT_TABLE_SIZE) -> dict:
     """{layer name: {'weight', 'bias', 'accum', 'result'[, 'table' | softmax tables]}} in hls4ml text."""
     ps = _per_layer(net, precision)
     out = {}
@@ -93,12 +128,14 @@ def hls4ml_precision_config(net: Network, precision) -> dict:
         elif layer.kind in ("Tanh", "Sigmoid"):
             out[layer.name] = {"result": st, "table": st}
         elif layer.kind == "Softmax":
-            if st == "float":  # hls4ml's softmax templates read .integer of every table type
+            if st == "float":
+                # nnet::softmax switches on the implementation at run time, so g++ instantiates
+                # softmax_latency/legacy too, and they slice the bits of the INPUT type: a float
+                # input cannot compile even with fixed-point tables (tried; hls4ml 1.3).
                 raise RlhlsError(f"hls4ml: {where}: Softmax in {p.storage} is not supported by hls4ml's"
-                                 " Vitis templates (expected a fixed-point storage format)")
-            # Tables as wide as the accumulator keep hls4ml's softmax error to its indexing.
-            out[layer.name] = {"result": st, "exp_table": ac, "inv_table": ac, "accum": ac,
-                               "inv_inp": ac, "inp_norm": ac}
+                                 " Vitis templates (they index tables by the input's bits; expected a"
+                                 " fixed-point storage format)")
+            out[layer.name] = {"result": st} | _softmax_types(layer, p.acc, table_size)
         else:
             out[layer.name] = {"result": st}
     return out
@@ -193,7 +230,7 @@ def _flatten_rows(net: Network, layer) -> list[np.ndarray]:
     return [W]
 
 
-def _set_params(net: Network, ps: dict, hls_model) -> None:
+def _set_params(net: Network, ps: dict, hls_model, table_size: int) -> None:
     from hls4ml.backends.fpga.fpga_types import APTypeConverter
 
     ap = APTypeConverter()
@@ -233,7 +270,7 @@ def _set_params(net: Network, ps: dict, hls_model) -> None:
         if node.get_attr("result_t") is not None:
             node.get_attr("result_t").precision = st
     # hls4ml ignores some configured activation types (e.g. 'table' stays fixed<18,8>): set all.
-    layer_prec = hls4ml_precision_config(net, ps)
+    layer_prec = hls4ml_precision_config(net, ps, table_size)
     for layer in net.layers:
         if layer.is_mm or layer.name not in hls_model.graph:
             continue
@@ -249,7 +286,7 @@ def convert_network(net: Network, precision, out_dir, *, part: str, clock_ns: fl
     """Write net's hls4ml Vitis project into out_dir (built beside it, then renamed).
 
     Returns {'project_dir', 'top', 'files', 'hls_model'}; hls_model is hls4ml's ModelGraph
-    (call .compile() / .predict() for C simulation)."""
+    (``compile_csim(hls_model)`` or .compile(), then .predict() for C simulation)."""
     import hls4ml
 
     if io_type not in ("io_parallel", "io_stream"):
@@ -259,7 +296,7 @@ def convert_network(net: Network, precision, out_dir, *, part: str, clock_ns: fl
     if not (isinstance(table_size, int) and table_size >= 2 and table_size & (table_size - 1) == 0):
         raise RlhlsError(f"hls4ml: table_size {table_size!r}, expected a power of two >= 2")
     ps = _per_layer(net, precision)
-    layer_prec = hls4ml_precision_config(net, precision)
+    layer_prec = hls4ml_precision_config(net, precision, table_size)
     top = name or f"{net.name}_fwd"
     if not top.isidentifier():
         raise RlhlsError(f"hls4ml: top name {top!r} is not a C identifier")
@@ -288,6 +325,9 @@ def convert_network(net: Network, precision, out_dir, *, part: str, clock_ns: fl
                 entry["TableSize"] = table_size
                 if layer.kind == "Softmax":
                     entry["exp_table_size"] = entry["inv_table_size"] = table_size
+                    # inp_norm is no declared hls4ml type (Precision ignores it; without it hls4ml
+                    # derives it from the input type, which fails for float): a '*_t' key sets it.
+                    entry["inp_norm_t"] = entry["Precision"].pop("inp_norm")
         entry["ReuseFactor"] = reuse_factor
 
     out_dir = Path(out_dir)
@@ -297,7 +337,7 @@ def convert_network(net: Network, precision, out_dir, *, part: str, clock_ns: fl
     hls_model = hls4ml.converters.convert_from_onnx_model(
         w, output_dir=str(tmp), project_name=top, backend="Vitis", hls_config=cfg, io_type=io_type,
         part=part, clock_period=clock_ns)
-    _set_params(net, ps, hls_model)
+    _set_params(net, ps, hls_model, table_size)
     hls_model.write()
     if out_dir.exists():
         shutil.rmtree(out_dir)
@@ -308,10 +348,80 @@ def convert_network(net: Network, precision, out_dir, *, part: str, clock_ns: fl
     return {"project_dir": str(out_dir), "top": top, "files": files, "hls_model": hls_model}
 
 
+# ----------------------------------------------------------------------------- C simulation build
+
+# hls4ml's build_lib.sh compiles firmware/<top>.cpp and <top>_bridge.cpp separately at -O3
+# -std=c++23: ~4.5 s CPU per project, nearly all of it parsing ap_types + nnet_utils twice
+# (-O0 saves little). One translation unit at -O1 -std=c++14 takes ~1.8 s and computes the same
+# (no -ffast-math, no FMA contraction at any level). Weights are read at run time from
+# firmware/weights/*.txt (WEIGHTS_DIR), so the build does not grow with the parameter count.
+# io_parallel convolutions are unrolled over pixels into huge functions that -O1 spends most of
+# its time on (reduced AP-DRL convnet: 23 s CPU at -O1, 6.6 s at -O0), so those build at -O0.
+CSIM_FLAGS = ("-O1", "-std=c++14", "-ffp-contract=off", "-fPIC", "-fno-gnu-unique")
+
+
+def csim_flags(hls_model) -> tuple[str, ...]:
+    """CSIM_FLAGS, at -O0 for an io_parallel model with convolutions."""
+    conv = any("Conv" in l.class_name for l in hls_model.get_layers())
+    if conv and hls_model.config.get_config_value("IOType") == "io_parallel":
+        return ("-O0",) + CSIM_FLAGS[1:]
+    return CSIM_FLAGS
+
+
+_BUILD_LIB = """#!/bin/bash
+# Written by rlhls (flow/hls4ml_convert.py): hls4ml's C-simulation library as ONE translation
+# unit (firmware + bridge), {flags}. Same arithmetic as hls4ml's own -O3 two-unit build.
+set -e
+cd "$(dirname "$0")"
+CC=${{CXX:-g++}}
+CFLAGS="{flags}"
+PROJECT={top}
+LIB_STAMP={stamp}
+BASEDIR="$(pwd)"
+WEIGHTS_DIR="\\"${{BASEDIR}}/firmware/weights\\""
+printf '#include "firmware/%s.cpp"\\n#include "%s_bridge.cpp"\\n' "$PROJECT" "$PROJECT" > ${{PROJECT}}_csim.cpp
+${{CC}} ${{CFLAGS}} -Ifirmware/ap_types/ -D WEIGHTS_DIR="${{WEIGHTS_DIR}}" -shared ${{PROJECT}}_csim.cpp \\
+    -o firmware/${{PROJECT}}-${{LIB_STAMP}}.so
+rm -f ${{PROJECT}}_csim.cpp
+"""
+
+
+def compile_csim(hls_model, flags=None) -> float:
+    """Build and load hls4ml's C-simulation library (what ``hls_model.compile()`` does, but with
+    our single-unit build script, written into the project as build_lib.sh; flags default to
+    ``csim_flags(hls_model)``). Returns the compiler's CPU seconds; RlhlsError naming the
+    script and g++'s first error if the build fails."""
+    import ctypes
+    import resource
+    import subprocess
+
+    out = Path(hls_model.config.get_output_dir())
+    top = hls_model.config.get_project_name()
+    stamp = hls_model.config.get_config_value("Stamp")
+    if not (out / "firmware" / f"{top}.cpp").is_file():
+        hls_model.write()
+    flags = csim_flags(hls_model) if flags is None else tuple(flags)
+    script = out / "build_lib.sh"
+    script.write_text(_BUILD_LIB.format(flags=" ".join(flags), top=top, stamp=stamp))
+    script.chmod(0o755)
+    c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    r = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=False)
+    c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if r.returncode != 0:
+        lines = (r.stdout + r.stderr).strip().splitlines() or ["(no output)"]
+        msg = next((ln for ln in lines if "error" in ln), lines[0])
+        raise RlhlsError(f"hls4ml: C simulation build of {out}/build_lib.sh failed: {msg}")
+    lib = hls_model._top_function_lib
+    if lib is not None:  # as hls4ml's _compile: drop the old build first (-fno-gnu-unique lets it unload)
+        ctypes.CDLL("libdl.so.2").dlclose(ctypes.c_void_p(lib._handle))
+    hls_model._top_function_lib = ctypes.cdll.LoadLibrary(f"{out}/firmware/{top}-{stamp}.so")
+    return (c1.ru_utime + c1.ru_stime) - (c0.ru_utime + c0.ru_stime)
+
+
 # ----------------------------------------------------------------------------- checking
 
 
-def _table_error(layer, table_size: int) -> float:
+def _table_error(layer, table_size: int, acc=None) -> float:
     """max |hls4ml table(x) - f(x)| over x (before the table/result rounding)."""
     n = table_size
     if layer.kind == "Tanh":
@@ -319,13 +429,25 @@ def _table_error(layer, table_size: int) -> float:
     if layer.kind == "Sigmoid":
         return max(0.25 * 16.0 / n, 1.0 - 1.0 / (1.0 + math.exp(-(8.0 - 16.0 / n))))
     if layer.kind == "Softmax":
-        return SOFTMAX_ERROR
+        return softmax_error(layer.out_shape[-1], table_size, acc)
     return 0.0
 
 
-# Softmax: exp table indexed by the top log2(N) bits of (x_max - x_i), 1/sum table likewise;
-# measured worst case on the registered designs' policies (tests/test_hls4ml.py) is well below this.
-SOFTMAX_ERROR = 0.05
+def softmax_error(n: int, table_size: int = DEFAULT_TABLE_SIZE, acc=None) -> float:
+    """Bound on |p_hls - p| of hls4ml's 'stable' softmax with our table types (_softmax_types).
+
+    hls4ml: e_i = exp_table[floor(d_i / s_e)], d_i = x_max - x_i (truncated to inp_norm_t,
+    clipped below 16); S = sum e_i in [1, n]; p_i = e_i * inv_table[floor(S / s_i)]. So
+    exp(-d) <= e <= exp(-d) e^s_e (d < 16) and S' in (S - s_i, S], giving
+    p e^-s_e <= p_hls <= p e^s_e / (1 - s_i) with p <= 1; + the tail exp(-16 + s_e) where
+    d is clipped, + (n + 1) table LSBs (exp-table rounding through the sum, 1/x rounding)."""
+    w = acc.width if isinstance(acc, FixedFormat) else 32
+    s_e, s_i, sum_int = _softmax_geometry(n, table_size, w)
+    s_e += 2.0 ** -(w - SOFTMAX_NORM_INT)  # truncation into inp_norm_t may lower the index once more
+    s_i += 2.0 ** -(w - sum_int)
+    table_lsb = 2.0 ** -(w - 1)
+    rel = max(math.exp(s_e) / (1.0 - s_i) - 1.0, 1.0 - math.exp(-s_e))
+    return rel + math.exp(-2.0 ** SOFTMAX_NORM_INT + s_e) + (n + 1) * table_lsb
 
 
 def _lsb(fmt, scale: float = 1.0) -> float:
@@ -341,7 +463,7 @@ def error_bound(net: Network, precision, x=None, table_size: int = DEFAULT_TABLE
     table error (+ table and result rounding, 1 LSB each); each later Dense/Conv multiplies
     the incoming error by max_m sum_k |W_km| and adds one accumulator LSB per product and one
     storage LSB (the outputs may round differently); ReLU and Tanh are 1-Lipschitz,
-    Sigmoid 1/4, Softmax 1 (and adds SOFTMAX_ERROR)."""
+    Sigmoid 1/4, Softmax 1 (and adds softmax_error)."""
     ps = _per_layer(net, precision)
     e = 0.0
     for layer in net.layers:
@@ -357,7 +479,7 @@ def error_bound(net: Network, precision, x=None, table_size: int = DEFAULT_TABLE
                 e = gain * e + fan * _lsb(p.acc, gain) + _lsb(st, gain)
         elif layer.kind in ("Tanh", "Sigmoid", "Softmax"):
             lip = 0.25 if layer.kind == "Sigmoid" else 1.0
-            e = lip * e + _table_error(layer, table_size) + 2 * _lsb(st)
+            e = lip * e + _table_error(layer, table_size, p.acc) + 2 * _lsb(st)
     return e
 
 
@@ -375,7 +497,7 @@ def check_hls4ml(net: Network, precision, hls_model, x, *, table_size: int = DEF
         xin = xin.transpose(0, 2, 3, 1)  # hls4ml's input is channels-last
     t0 = time.perf_counter()
     if getattr(hls_model, "_top_function_lib", None) is None:
-        hls_model.compile()
+        compile_csim(hls_model)
     got = np.asarray(hls_model.predict(np.ascontiguousarray(xin.reshape(len(x), -1))), dtype=np.float64)
     seconds = time.perf_counter() - t0
     got = got.reshape(ref.shape)

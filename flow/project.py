@@ -19,12 +19,12 @@ from __future__ import annotations
 import hashlib
 import importlib.resources
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlhls.designs.errors import RlhlsError
+from rlhls.partition.fileio import atomic_write_text
 
 MANIFEST = "manifest.json"
 GENERATOR = "rlhls build"
@@ -159,9 +159,7 @@ def file_entries(root: Path, owners: dict | None = None) -> list[dict]:
 
 
 def write_json(path: Path, obj) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=False) + "\n")
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
 
 
 def read_manifest(out: Path) -> dict | None:

@@ -35,40 +35,20 @@ import csv
 import io
 import json
 import math
-import os
 import pickle
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
 from rlhls.designs.errors import RlhlsError
+from rlhls.partition.fileio import atomic_write_bytes, atomic_write_text
 
 __all__ = ["train", "atomic_write_bytes", "atomic_write_text", "read_metrics", "rolling_window", "plot_rewards"]
 
 CHECKPOINT = "checkpoint.pkl"
 _IGNORED_ON_RESUME = ("steps",)
-
-
-def atomic_write_bytes(path, data: bytes) -> None:
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def atomic_write_text(path, text: str) -> None:
-    atomic_write_bytes(path, text.encode())
 
 
 def _fmt(v) -> str:

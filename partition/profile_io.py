@@ -46,12 +46,12 @@ from __future__ import annotations
 import csv
 import io
 import math
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlhls.designs.errors import RlhlsError
+
+from .fileio import atomic_write_text
 
 __all__ = [
     "RESOURCES", "UNITS", "ProfileRow", "read_profile", "write_profile", "read_graph",
@@ -77,24 +77,6 @@ class ProfileRow:
 
     def usage(self, resource: str) -> float:
         return float(self.resources.get(resource, 0.0) or 0.0)
-
-
-def atomic_write_text(path, text: str) -> None:
-    """Write ``text`` to a temporary file beside ``path``, then rename it into place."""
-    path = Path(path)
-    if path.is_dir():
-        raise RlhlsError(f"cannot write '{path}': it is a directory")
-    if not path.parent.exists():
-        raise RlhlsError(f"cannot write '{path}': folder '{path.parent}' does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 # ----------------------------------------------------------------------------------------------
