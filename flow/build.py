@@ -4,11 +4,11 @@ Mapping of the training graph (`build_graph(design)`) onto components; `--plan` 
 node's unit (default: every node on PL); PS nodes get nothing (the manifest lists them as host):
 
 * forward nodes (`fwd`, `tfwd`, DDPG's `critic@pi` pass) of a network whose matrix-multiply
-  forward nodes are all on PL → one hls4ml project for that network (HLS4ML stream,
+  forward nodes are all on PL → one hls4ml project for that network (`flow.hls4ml_convert.`
   `convert_network`), shared by the online and target instances. Precision: the design's PL
   format pair `pl`/`pl_acc` (mixed-precision designs), else `storage`/`acc`. When the plan
-  splits a network's forward pass (or hls4ml is not available), each PL-placed MM forward node
-  becomes a `dense_forward` kernel instead.
+  splits a network's forward pass, hls4ml cannot take the PL formats, or `build_design(...,
+  hls4ml=False)` (fast tests), each PL-placed MM forward node becomes a `dense_forward` kernel.
 * backward MM nodes → `dense_backward` (input gradient, when the node computes one) and
   `weight_gradient` (dW, db; not for the `critic@pi` pass, which computes no weight gradient).
   Conv2d layers are lowered through im2col: rows = batch·OH·OW, K = C·KH·KW, M = out channels.
@@ -20,7 +20,7 @@ node's unit (default: every node on PL); PS nodes get nothing (the manifest list
 * nodes on PL without a kernel in this round (losses, GAE, returns, Polyak `soft`, TRPO's FVP
   passes, CG, line search) are listed as `unmapped` in the manifest with a warning; they run on
   the host until their kernels exist.
-* AIE nodes (only MM nodes may go there) → `emit_aie(design, nodes, <out>/aie)` (AIE stream).
+* AIE nodes (only MM nodes may go there) → `flow.aie.emit_aie(design, nodes, <out>)` (writes <out>/aie/).
 
 Kernel components with identical parameters are shared (e.g. the online and `critic@pi`
 passes' input gradients). Parameters come from the layer shapes, the design's batch size, the
@@ -34,14 +34,15 @@ Clock: `--clock` ns, else 1000 / design.clocks_mhz['PL'].
 
 Never clobbers: a non-empty --out without our manifest.json is refused unless --force (which
 replaces it). Files go to a temporary folder beside --out that is renamed into place; on an
-error nothing is left. C simulation (`--csim`) compiles each kernel's testbench with g++ (the
-KERNELS stream's `run_csim`); its build cache is shared per user — `$RLHLS_CACHE_DIR/csim`,
-else `$XDG_CACHE_HOME/rlhls/csim`, else `~/.cache/rlhls/csim` — so rebuilds (also with --force)
-reuse compiled testbenches.
+error nothing is left. C simulation (`--csim`) compiles each kernel's testbench with g++
+(`flow.csim.run_csim`) and runs each hls4ml project through `check_hls4ml`; the g++ build cache
+is shared per user — `$RLHLS_CACHE_DIR/csim`, else `$XDG_CACHE_HOME/rlhls/csim`, else
+`~/.cache/rlhls/csim` — so rebuilds (also with --force) reuse compiled testbenches.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -51,17 +52,29 @@ import shutil
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+
+import numpy as np
 
 from rlhls import __version__
+from rlhls.designs.devices import get_device
 from rlhls.designs.errors import RlhlsError
 from rlhls.designs.formats import parse_format
 from rlhls.designs.graph import build_graph
+from rlhls.designs.kernels import get_kernel
+from rlhls.designs.network import Precision
+from rlhls.designs.registry import get_design
+from rlhls.partition.plan import read_plan
 
 from . import project as P
 from . import vitis as V
+from .aie import emit_aie
+from .csim import run_csim
+from .hls4ml_convert import check_hls4ml, convert_network, hls_format
+from .kernels import render_kernel
+from .paths import cache_dir, include_dir
 
 PLACEHOLDER_PART = "PLACEHOLDER_PART"
 _XILINX_PREFIXES = ("xc", "xa", "xq")
@@ -89,48 +102,6 @@ _UPDATE_SYNONYMS = {
     "acc": ("acc", "acc_format", "accum", "accumulator"),
     "pf": ("pf", "unroll", "parallelism", "lanes"),
 }
-
-
-# ---------------------------------------------------------------------------------------------
-# the other streams' functions, found when present (tests may pass stand-ins)
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Providers:
-    get_kernel: Callable | None = None        # rlhls.designs.kernels.get_kernel
-    render_kernel: Callable | None = None     # rlhls.flow.kernels.render_kernel
-    run_csim: Callable | None = None          # rlhls.flow.csim.run_csim (or flow.kernels)
-    convert_network: Callable | None = None   # rlhls.flow.hls4ml_convert.convert_network
-    check_hls4ml: Callable | None = None      # rlhls.flow.hls4ml_convert.check_hls4ml(net, precision, hls_model, x)
-    hls_format: Callable | None = None        # rlhls.flow.hls4ml_convert.hls_format: RlhlsError if unsupported
-    emit_aie: Callable | None = None          # rlhls.flow.aie.emit_aie
-    read_plan: Callable | None = None         # rlhls.partition.plan.read_plan
-
-
-def _try(module: str, name: str):
-    import importlib
-
-    try:
-        mod = importlib.import_module(module)
-    except ImportError as e:
-        if e.name and e.name != module and not module.startswith(e.name + "."):
-            raise  # the module exists but one of its own imports is broken: say so
-        return None
-    return getattr(mod, name, None)
-
-
-def default_providers() -> Providers:
-    return Providers(
-        get_kernel=_try("rlhls.designs.kernels", "get_kernel"),
-        render_kernel=_try("rlhls.flow.kernels", "render_kernel"),
-        run_csim=_try("rlhls.flow.csim", "run_csim") or _try("rlhls.flow.kernels", "run_csim"),
-        convert_network=_try("rlhls.flow.hls4ml_convert", "convert_network"),
-        check_hls4ml=_try("rlhls.flow.hls4ml_convert", "check_hls4ml"),
-        hls_format=_try("rlhls.flow.hls4ml_convert", "hls_format"),
-        emit_aie=_try("rlhls.flow.aie", "emit_aie"),
-        read_plan=_try("rlhls.partition.plan", "read_plan"),
-    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -208,10 +179,7 @@ def _jsonable(x):
 
 def csim_cache_dir() -> Path:
     """Per-user csim build cache (see the module docstring)."""
-    if os.environ.get("RLHLS_CACHE_DIR"):
-        return Path(os.environ["RLHLS_CACHE_DIR"]) / "csim"
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "rlhls" / "csim"
+    return cache_dir() / "csim"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -225,8 +193,6 @@ def is_xilinx_part(part: str) -> bool:
 
 def resolve_part(design, part: str | None, *, need_real: bool) -> tuple[str, str]:
     """(part, note): note is non-empty when the part is the placeholder."""
-    from rlhls.designs.devices import get_device
-
     if part is not None:
         if not isinstance(part, str) or not re.fullmatch(r"[A-Za-z0-9_\-]+", part) or not is_xilinx_part(part):
             raise RlhlsError(f"--part {part!r}: expected an AMD/Xilinx part number such as xczu7ev-ffvc1156-2-e")
@@ -256,39 +222,19 @@ def resolve_clock(design, clock_ns: float | None) -> float:
     return c
 
 
-def _read_plan_minimal(path) -> dict:
-    """Stand-in for partition.plan.read_plan while the ILP stream's module is missing."""
-    p = Path(path)
-    try:
-        data = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise RlhlsError(f"plan '{p}': no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise RlhlsError(f"plan '{p}': cannot read ({e})") from None
-    except ValueError as e:
-        raise RlhlsError(f"plan '{p}': not valid JSON ({e})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("assignment"), dict):
-        raise RlhlsError(f"plan '{p}': expected a JSON object with an \"assignment\" object {{node: unit}}")
-    return data
-
-
-def load_assignment(graph, plan, providers: Providers) -> tuple[dict, dict | None]:
+def load_assignment(graph, plan) -> tuple[dict, dict | None]:
     """{node: unit} for every graph node, and {'path', 'sha256'} of the plan file."""
     names = [n.name for n in graph.nodes]
     if plan is None:
         return {n: "PL" for n in names}, None
     path = Path(plan)
-    reader = providers.read_plan or _read_plan_minimal
-    data = reader(path)
-    assignment = data.get("assignment") if isinstance(data, dict) else None
-    if not isinstance(assignment, dict):
-        raise RlhlsError(f"plan '{path}': no \"assignment\" object {{node: unit}}")
+    if path.is_dir():  # read_plan takes a folder holding plan.json too
+        path = path / "plan.json"
+    assignment = read_plan(path)["assignment"]  # validated there: {node: unit in UNITS}
     known = set(names)
     for node, unit in assignment.items():
         if node not in known:
             raise RlhlsError(f"plan '{path}': node '{node}' is not in the training graph of '{graph.design}'")
-        if unit not in UNITS:
-            raise RlhlsError(f"plan '{path}': node '{node}' has unit {unit!r}; expected one of PS, PL, AIE")
         if unit == "AIE" and not graph.node(node).mm:
             raise RlhlsError(f"plan '{path}': node '{node}' is not a matrix-multiply node and cannot go to AIE")
     missing = [n for n in names if n not in assignment]
@@ -323,7 +269,7 @@ def _spec(design, kernel: str):
     return None
 
 
-def gae_params(design, get_kernel) -> dict:
+def gae_params(design) -> dict:
     """The design's GAE KernelSpec in the gae kernel's parameter names, with PPO's gamma/lambda."""
     spec = _spec(design, "gae")
     k = get_kernel("gae")
@@ -354,10 +300,10 @@ def _kernel_formats(design, kernel: str) -> tuple[str, str]:
 
 
 class _Mapper:
-    def __init__(self, design, graph, nets, assignment, providers: Providers, warnings: list):
+    def __init__(self, design, graph, nets, assignment, hls4ml: bool, warnings: list):
         self.design, self.graph, self.nets = design, graph, nets
         self.unit = assignment
-        self.pv = providers
+        self.hls4ml = hls4ml
         self.warnings = warnings
         self.components: list[Component] = []
         self._by_key: dict = {}
@@ -381,9 +327,7 @@ class _Mapper:
 
     def _kernel_params(self, kernel: str, ours: dict, synonyms: dict) -> dict:
         """Our values named in the kernel's own parameter names, validated by Kernel.resolve."""
-        if self.pv.get_kernel is None:
-            return {k: v for k, v in ours.items() if v is not None}
-        k = self.pv.get_kernel(kernel)
+        k = get_kernel(kernel)
         declared = [p.name for p in k.params]
         mapped = {}
         for ourkey, value in ours.items():
@@ -443,16 +387,11 @@ class _Mapper:
         g = self.graph
         pl = [n for n in g.nodes if self.unit[n.name] == "PL"]
         hls4ml_nets = set()
-        if self.pv.convert_network is not None and not self._hls4ml_formats_ok():
-            pass
-        elif self.pv.convert_network is not None:
+        if self.hls4ml and self._hls4ml_formats_ok():
             for net in self.nets:
                 mm_fwd = [n for n in g.nodes if n.mm and n.phase in _FWD_PHASES and n.layer.startswith(net + ".")]
                 if mm_fwd and all(self.unit[n.name] == "PL" for n in mm_fwd):
                     hls4ml_nets.add(net)
-        elif any(n.mm and n.phase in _FWD_PHASES for n in pl):
-            self.warnings.append("hls4ml conversion (rlhls.flow.hls4ml_convert) is not available: "
-                                 "forward layers become dense_forward kernels")
         hls_comp = {}
         for node in pl:  # MM nodes first: activations fold into their neighbours afterwards
             inst, net, layer = self._split(node)
@@ -488,7 +427,7 @@ class _Mapper:
             elif layer is not None and node.phase in _FWD_PHASES + ("bwd",):
                 self._fold(node)
             elif node.phase == "gae" and _spec(self.design, "gae") is not None:
-                params = gae_params(self.design, self.pv.get_kernel)
+                params = gae_params(self.design)
                 self._attach(self._kernel_component("gae", params, "gae", None), node.name)
             else:
                 what = _NO_KERNEL.get(node.phase, node.phase)
@@ -500,12 +439,10 @@ class _Mapper:
                                  f"{', '.join(names[:3])}{more} (see 'unmapped' in manifest.json)")
 
     def _hls4ml_formats_ok(self) -> bool:
-        if self.pv.hls_format is None:
-            return True
         storage, acc = _pl_formats(self.design)
         try:
             for role, text in (("storage", storage), ("acc", acc)):
-                self.pv.hls_format(parse_format(text), f"design '{self.design.name}' PL {role}")
+                hls_format(parse_format(text), f"design '{self.design.name}' PL {role}")
         except RlhlsError as e:
             self.warnings.append(f"hls4ml cannot take the PL formats ({e}): forward layers become "
                                  "dense_forward kernels")
@@ -547,11 +484,8 @@ class _Mapper:
 # ---------------------------------------------------------------------------------------------
 
 
-def _write_kernel(comp: Component, root: Path, pv: Providers, design, part, clock_ns, note):
-    if pv.render_kernel is None:
-        raise RlhlsError(f"component '{comp.name}': kernel sources need rlhls.flow.kernels.render_kernel "
-                         "(KERNELS stream), which is not available")
-    src = pv.render_kernel(comp.kernel, dict(comp.params), seed=0, component=comp.name)
+def _write_kernel(comp: Component, root: Path, design, part, clock_ns, note):
+    src = render_kernel(comp.kernel, dict(comp.params), seed=0, component=comp.name)
     comp.sources, comp.top = src, src.top
     write_kernel_component(root / comp.dir, src, design.name, part, clock_ns, note)
 
@@ -571,12 +505,11 @@ def write_kernel_component(d: Path, src, design_name: str, part: str, clock_ns: 
         p = d / "tb" / name
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_bytes(data)
-    inc = _include_dir()
-    if inc is not None:  # rlhls_types.h / rlhls_tb.h: the project must stand alone on a Vitis machine
-        for h in sorted(inc.iterdir()):
-            if h.is_file():
-                (d / "include").mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(h, d / "include" / h.name)
+    # rlhls_types.h / rlhls_tb.h: the project must stand alone on a Vitis machine
+    for h in sorted(include_dir().iterdir()):
+        if h.is_file():
+            (d / "include").mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(h, d / "include" / h.name)
     syn = [f"src/{n}" for n in src.files if n.endswith((".cpp", ".cc", ".c"))]
     tb = [f"tb/{n}" for n in src.tb_files] + [f"tb/{n}" for n in tb_data]
     # -I paths are relative to the component folder, where rlhls runs v++ / vitis_hls
@@ -585,45 +518,21 @@ def write_kernel_component(d: Path, src, design_name: str, part: str, clock_ns: 
     _write_project_files(d, hc, design_name, part, clock_ns, note)
 
 
-def _include_dir() -> Path | None:
-    try:
-        from rlhls.flow.paths import include_dir
-    except ImportError:
-        return None
-    d = Path(include_dir())
-    return d if d.is_dir() else None
-
-
-def _write_hls4ml(comp: Component, root: Path, pv: Providers, nets, design, part, clock_ns, note):
-    from rlhls.designs.network import Precision
-
+def _write_hls4ml(comp: Component, root: Path, nets, design, part, clock_ns, note):
     d = root / comp.dir
     prec = Precision(comp.params["storage"], comp.params["acc"])
-    import contextlib
-
     with contextlib.redirect_stdout(sys.stderr):  # hls4ml prints its progress on stdout (breaks --json)
-        res = pv.convert_network(nets[comp.network], prec, d, part=part, clock_ns=clock_ns, io_type="io_parallel")
+        res = convert_network(nets[comp.network], prec, d, part=part, clock_ns=clock_ns, io_type="io_parallel")
     comp._net = nets[comp.network]
-    res = res if isinstance(res, dict) else {}
-    pdir = Path(res.get("project_dir", d))
-    if not pdir.is_absolute():
-        pdir = d / pdir
-    top = res.get("top") or res.get("project_name") or "myproject"
-    comp.top = top
-    comp.hls_model = res.get("hls_model")
-    comp.params = {**comp.params, **{k: _jsonable(v) for k, v in res.items()
-                                     if k not in ("files", "project_dir", "hls_model")}}
-    rel = os.path.relpath(pdir, d)
-    pre = "" if rel == "." else rel.rstrip("/") + "/"
-    fw = pdir / "firmware"
-    syn = sorted(f"{pre}firmware/{p.name}" for p in fw.glob("*.cpp")) if fw.is_dir() else []
-    tb = sorted(f"{pre}{p.name}" for p in pdir.glob("*_test.cpp"))
-    if (pdir / "tb_data").is_dir():
-        tb += sorted(f"{pre}tb_data/{p.name}" for p in (pdir / "tb_data").iterdir() if p.is_file())
+    comp.top, comp.hls_model = res["top"], res["hls_model"]
+    comp.params = {**comp.params, "top": comp.top}
+    syn = sorted(f"firmware/{p.name}" for p in (d / "firmware").glob("*.cpp"))  # convert_network wrote d
+    tb = sorted(p.name for p in d.glob("*_test.cpp"))
+    if (d / "tb_data").is_dir():
+        tb += sorted(f"tb_data/{p.name}" for p in (d / "tb_data").iterdir() if p.is_file())
     if not syn:
-        raise RlhlsError(f"component '{comp.name}': the hls4ml project in '{pdir}' has no firmware/*.cpp")
-    hc = P.HlsComponent(comp.name, top, syn, tb, cflags=res.get("cflags", "-std=c++14"),
-                        tb_cflags=res.get("tb_cflags", f"-std=c++14 -I{pre}firmware"))
+        raise RlhlsError(f"component '{comp.name}': the hls4ml project in '{d}' has no firmware/*.cpp")
+    hc = P.HlsComponent(comp.name, comp.top, syn, tb, cflags="-std=c++14", tb_cflags="-std=c++14 -Ifirmware")
     _write_project_files(d, hc, design, part, clock_ns, note)
 
 
@@ -690,13 +599,13 @@ def _mkparents(path: Path) -> list[Path]:
 
 
 def build_design(design, out, *, plan=None, part=None, clock_ns=None, csim=False, synth=False, cosim=False,
-                 force=False, progress=None, providers: Providers | None = None, tools=None) -> BuildResult:
-    """Write the build folder `out` for `design` (a Design or its name); see the module docstring."""
-    from rlhls.designs.registry import get_design
+                 force=False, progress=None, tools=None, hls4ml=True) -> BuildResult:
+    """Write the build folder `out` for `design` (a Design or its name); see the module docstring.
 
+    hls4ml=False maps forward layers to dense_forward kernels instead of hls4ml projects (no
+    hls4ml conversion or hls4ml csim: much faster, for tests)."""
     t0 = time.perf_counter()
     say = progress or (lambda msg: None)
-    pv = providers or default_providers()
     if isinstance(design, str):
         design = get_design(design)
     out = Path(out).absolute()  # hls4ml changes directory while it writes
@@ -711,9 +620,9 @@ def build_design(design, out, *, plan=None, part=None, clock_ns=None, csim=False
     flow = V.select_flow(tools, synth=synth, cosim=cosim)
     graph = build_graph(design)
     nets = design.build_networks()
-    assignment, plan_info = load_assignment(graph, plan, pv)
+    assignment, plan_info = load_assignment(graph, plan)
     _check_out(out, force)
-    mapper = _Mapper(design, graph, nets, assignment, pv, warnings)
+    mapper = _Mapper(design, graph, nets, assignment, hls4ml, warnings)
     mapper.run()
     comps = mapper.components
     aie_nodes = [n.name for n in graph.nodes if assignment[n.name] == "AIE"]
@@ -726,19 +635,14 @@ def build_design(design, out, *, plan=None, part=None, clock_ns=None, csim=False
             say(f"[{i}/{len(comps)}] {comp.name}: {comp.kind}{' ' + comp.kernel if comp.kernel else ''} "
                 f"({len(comp.nodes)} node(s))")
             if comp.kind == "hls4ml":
-                _write_hls4ml(comp, tmp, pv, nets, design, part, clock_ns, note)
+                _write_hls4ml(comp, tmp, nets, design, part, clock_ns, note)
             else:
-                _write_kernel(comp, tmp, pv, design, part, clock_ns, note)
+                _write_kernel(comp, tmp, design, part, clock_ns, note)
         aie = {"nodes": aie_nodes, "files": []}
         if aie_nodes:
-            if pv.emit_aie is None:
-                warnings.append(f"{len(aie_nodes)} AIE node(s) listed but not emitted: rlhls.flow.aie.emit_aie "
-                                "(AIE stream) is not available")
-            else:
-                say(f"AIE graph for {len(aie_nodes)} node(s)")
-                paths = pv.emit_aie(design, list(aie_nodes), tmp)  # writes <root>/aie/
-                aie["files"] = sorted(Path(p).resolve().relative_to(tmp.resolve()).as_posix()
-                                      for p in (paths or []))
+            say(f"AIE graph for {len(aie_nodes)} node(s)")
+            paths = emit_aie(design, list(aie_nodes), tmp)  # writes <root>/aie/
+            aie["files"] = sorted(Path(p).resolve().relative_to(tmp.resolve()).as_posix() for p in paths)
         for c in comps:
             c.cu = f"{c.top}_1"
         (tmp / P.SYSTEM_CFG).write_text(P.system_cfg_text(
@@ -767,7 +671,7 @@ def build_design(design, out, *, plan=None, part=None, clock_ns=None, csim=False
     result = BuildResult(design.name, out, part, clock_ns, comps, aie,
                          manifest["host"], dict(mapper.unmapped), warnings, flow)
     if csim:
-        _run_csims(result, pv, say)
+        _run_csims(result, say)
     if flow:
         for comp in comps:
             for step in V.component_steps(flow, tools, out / comp.dir, synth=synth, cosim=cosim):
@@ -779,55 +683,43 @@ def build_design(design, out, *, plan=None, part=None, clock_ns=None, csim=False
     return result
 
 
-def _check_hls4ml(comp: Component, pv: Providers) -> dict:
+def _check_hls4ml(comp: Component) -> dict:
     """hls4ml's compile + predict against the network model, in a scratch copy of the project
     (hls4ml compiles inside its OutputDir; the build folder stays as the manifest lists it)."""
-    import numpy as np
-    from rlhls.designs.network import Precision
-
     net = comp._net
     prec = Precision(comp.params["storage"], comp.params["acc"])
     x = np.random.default_rng(0).uniform(-1.0, 1.0, size=(4, *net.input_shape))
     with tempfile.TemporaryDirectory(prefix=f"rlhls-hls4ml-{comp.name}-") as work:
         shutil.copytree(comp._final_dir, Path(work) / comp.name)
         comp.hls_model.config.config["OutputDir"] = str(Path(work) / comp.name)
-        r = pv.check_hls4ml(net, prec, comp.hls_model, x)
-    r = dict(r)
-    r.pop("output", None)
-    r.setdefault("detail", f"max |hls4ml - model| = {r.get('max_diff_lsb', float('nan')):.3g} LSB "
-                           f"(bound {r.get('bound_lsb', float('nan')):.3g} LSB)")
-    return r
+        r = check_hls4ml(net, prec, comp.hls_model, x)
+    return {"passed": r["passed"],
+            "detail": f"max |hls4ml - model| = {r['max_diff_lsb']:.3g} LSB (bound {r['bound_lsb']:.3g} LSB)"}
 
 
-def _csim_one(comp: Component, pv: Providers, out: Path, cache: Path) -> None:
+def _csim_one(comp: Component, cache: Path) -> None:
     t = time.perf_counter()
     if comp.kind == "kernel":
-        if pv.run_csim is None:
-            comp.csim = {"passed": False, "detail": "rlhls.flow.csim.run_csim (KERNELS stream) is not available",
-                         "cached": False, "seconds": 0.0}
-            return
         with tempfile.TemporaryDirectory(prefix=f"rlhls-csim-{comp.name}-") as work:
             try:
-                r = pv.run_csim(comp.sources, Path(work), cache)
+                r = run_csim(comp.sources, Path(work), cache)
                 comp.csim = {"passed": bool(r.passed), "detail": str(r.detail), "cached": bool(r.cached),
                              "seconds": round(float(r.seconds), 3)}
             except RlhlsError as e:
                 comp.csim = {"passed": False, "detail": str(e), "cached": False,
                              "seconds": round(time.perf_counter() - t, 3)}
-    elif pv.check_hls4ml is not None and comp.hls_model is not None:
+    else:  # hls4ml
         try:
-            r = _check_hls4ml(comp, pv)
-            comp.csim = {"passed": bool(r.get("passed")), "detail": str(r.get("detail", "")), "cached": False,
+            r = _check_hls4ml(comp)
+            comp.csim = {"passed": bool(r["passed"]), "detail": r["detail"], "cached": False,
                          "seconds": round(time.perf_counter() - t, 3)}
         except RlhlsError as e:
             comp.csim = {"passed": False, "detail": str(e), "cached": False,
                          "seconds": round(time.perf_counter() - t, 3)}
 
 
-def _run_csims(result: BuildResult, pv: Providers, say) -> None:
+def _run_csims(result: BuildResult, say) -> None:
     """One g++ build + run per component, in parallel (each build is single-threaded)."""
-    from concurrent.futures import ThreadPoolExecutor, as_completed
-
     cache = csim_cache_dir()
     cache.mkdir(parents=True, exist_ok=True)
     def report(comp):
@@ -837,11 +729,11 @@ def _run_csims(result: BuildResult, pv: Providers, say) -> None:
 
     kernels = [c for c in result.components if c.kind == "kernel"]
     with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
-        futs = {pool.submit(_csim_one, c, pv, result.out, cache): c for c in kernels}
+        futs = {pool.submit(_csim_one, c, cache): c for c in kernels}
         for f in as_completed(futs):
             f.result()
             report(futs[f])
     for comp in result.components:  # hls4ml compiles with os.chdir: one at a time, not in threads
         if comp.kind == "hls4ml":
-            _csim_one(comp, pv, result.out, cache)
+            _csim_one(comp, cache)
             report(comp)

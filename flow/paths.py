@@ -21,9 +21,9 @@ def templates_dir() -> Path:
 
 
 def cache_dir() -> Path:
-    """Build cache for csim programs and csim-backend libraries: $RLHLS_CACHE, else
+    """Build cache for csim programs and csim-backend libraries: $RLHLS_CACHE_DIR, else
     $XDG_CACHE_HOME/rlhls, else ~/.cache/rlhls (created on use)."""
-    env = os.environ.get("RLHLS_CACHE")
+    env = os.environ.get("RLHLS_CACHE_DIR")
     if env:
         return Path(env)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")

@@ -1,13 +1,22 @@
 """`rlhls train DESIGN`: train a design's agent on the host; see host/runner.py for the run folder.
 
     rlhls train DESIGN [--env ID] [--steps N] [--seed S] [--backend emu|csim|cosim]
-                       [--experiment K] [--out DIR] [--resume]
+                       [--experiment K] [--precision fp32|mixed] [--plan PLAN.json] [--out DIR] [--resume]
                        [--num-envs N] [--num-steps T] [--set key=value ...] [--quiet]
 
 ``--num-envs`` / ``--num-steps`` / ``--experiment`` are shorthands for ``--set num_envs=N`` etc.;
 ``--set`` overrides any hyperparameter of the algorithm (``rlhls.host.ppo.CLEANRL_DEFAULTS``
 lists PPO's: e.g. ``--set update_epochs=4 --set anneal_lr=false --set quant_bits=6``).
-The default run folder is ``runs/<design>-<env>-s<seed>-e<experiment>``.
+The default run folder is ``runs/<design>-<env>-s<seed>-e<experiment>`` (PPO) or
+``runs/<design>-<env>-s<seed>-<precision>`` (DQN).
+
+DQN designs (``host/dqn.py``; ``rlhls.host.dqn.DQN_DEFAULTS`` lists the hyperparameters):
+``--precision fp32`` runs every training-graph node on the PS in FP32; ``--precision mixed`` runs
+each node in its unit's format (AP-DRL §IV-D, ``host/mixed.py``) under ``--plan PLAN.json`` (from
+``rlhls partition``) or, without it, under the plan profile + ILP give for the design's device and
+batch (solved in-process; the assignment is written to config.json and a resumed run reuses it).
+Default precision: the design's (``mixed`` for the AP-DRL designs). Default ``--steps``: the
+design's ``total_timesteps`` for DQN, 1e6 otherwise.
 """
 
 from __future__ import annotations
@@ -17,7 +26,7 @@ import sys
 
 from rlhls.designs.errors import RlhlsError
 
-TRAINERS = ("ppo",)
+TRAINERS = ("ppo", "dqn")
 
 
 def _positive(text):
@@ -33,12 +42,18 @@ def _positive(text):
 def add_train_arguments(parser) -> None:
     parser.add_argument("design", help="design name (rlhls designs)")
     parser.add_argument("--env", help="gymnasium env id (default: the design's); networks are resized to it")
-    parser.add_argument("--steps", type=_positive, default=1_000_000, help="environment steps (default 1e6)")
+    parser.add_argument("--steps", type=_positive, help="environment steps (default: the design's total_timesteps "
+                        "for DQN, else 1e6)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--backend", choices=("emu", "csim", "cosim"), default="emu",
                         help="what runs the GAE kernel (default emu)")
     parser.add_argument("--experiment", type=int, choices=(1, 2, 3, 4, 5),
                         help="HEPPO-GAE Table III configuration (default: the design's, 5 for heppo-ppo)")
+    parser.add_argument("--precision", choices=("fp32", "mixed"),
+                        help="DQN: fp32 on every node, or AP-DRL's per-unit mixed precision (default: the design's)")
+    parser.add_argument("--plan", metavar="PLAN.json",
+                        help="DQN --precision mixed: the partition (plan.json or its folder) to take formats from "
+                             "(default: profile + ILP in-process)")
     parser.add_argument("--out", help="run folder (default runs/<design>-<env>-s<seed>-e<experiment>)")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
     parser.add_argument("--num-envs", type=_positive, help="= --set num_envs=N")
@@ -72,6 +87,10 @@ def run_train(args) -> int:
         raise RlhlsError(f"design '{design.name}' uses {design.algorithm.upper()}; "
                          f"rlhls train runs {', '.join(a.upper() for a in TRAINERS)} so far")
     overrides = _overrides(args)
+    if design.algorithm == "dqn":
+        return _run_dqn(args, design, overrides)
+    if args.precision is not None or args.plan is not None:
+        raise RlhlsError(f"--precision / --plan: {design.algorithm.upper()} trains in float64 so far (DQN only)")
     hp = resolve_hyperparams(design, overrides)  # validates before anything is written
     env_id = args.env or design.env_id
     out = args.out or f"runs/{design.name}-{env_id}-s{args.seed}-e{hp['experiment']}"
@@ -81,8 +100,53 @@ def run_train(args) -> int:
     def make():
         return PPO(design, env_id=env_id, seed=args.seed, backend=args.backend, hyperparams=overrides)
 
-    res = train(make, config, out, steps=args.steps, resume=args.resume, progress=not args.quiet,
+    res = train(make, config, out, steps=args.steps or 1_000_000, resume=args.resume, progress=not args.quiet,
                 title=f"{design.name} on {env_id} (exp {hp['experiment']}, seed {args.seed})")
+    print(f"{res['updates']} updates, {res['env_steps']} env steps -> {res['out']}")
+    return 0
+
+
+def _run_dqn(args, design, overrides) -> int:
+    import json
+    from pathlib import Path
+
+    from .dqn import DQN, resolve_hyperparams
+    from .mixed import default_plan, plan_assignment
+    from .runner import train
+
+    if args.precision is not None:
+        overrides["precision"] = args.precision
+    if args.experiment is not None:
+        raise RlhlsError("--experiment: HEPPO-GAE experiments are for PPO designs")
+    overrides.pop("experiment", None)
+    if args.num_steps is not None:
+        raise RlhlsError("--num-steps: DQN has no rollout length (use --set steps_per_update=N)")
+    overrides.pop("num_steps", None)
+    hp = resolve_hyperparams(design, overrides)  # validates before anything is written
+    env_id = args.env or design.env_id
+    out = args.out or f"runs/{design.name}-{env_id}-s{args.seed}-{hp['precision']}"
+    if args.plan is not None and hp["precision"] != "mixed":
+        raise RlhlsError("--plan: only with --precision mixed (fp32 runs every node on the PS)")
+    assignment, plan_src = None, None
+    if hp["precision"] == "mixed":
+        old = Path(out) / "config.json"
+        if args.plan is not None:
+            assignment, plan_src = plan_assignment(args.plan), str(args.plan)
+        elif args.resume and old.exists() and json.loads(old.read_text()).get("plan_source") == "ilp":
+            assignment, plan_src = json.loads(old.read_text())["plan"], "ilp"
+        else:
+            assignment, plan_src = default_plan(design, hp["batch_size"]), "ilp"
+    steps = args.steps or int(design.hyperparams.get("total_timesteps", 1_000_000))
+    config = {"design": design.name, "algorithm": design.algorithm, "env": env_id, "seed": args.seed,
+              "backend": args.backend, "precision": hp["precision"], "plan": assignment, "plan_source": plan_src,
+              "hyperparams": hp}
+
+    def make():
+        return DQN(design, env_id=env_id, seed=args.seed, backend=args.backend, hyperparams=overrides,
+                   assignment=assignment)
+
+    res = train(make, config, out, steps=steps, resume=args.resume, progress=not args.quiet,
+                title=f"{design.name} on {env_id} ({hp['precision']}, seed {args.seed})")
     print(f"{res['updates']} updates, {res['env_steps']} env steps -> {res['out']}")
     return 0
 

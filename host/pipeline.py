@@ -88,7 +88,6 @@ def run_pipeline(design_name: str, out, *, steps: int | None = None, seed: int =
     from rlhls.designs.devices import get_device
     from rlhls.designs.graph import build_graph
     from rlhls.designs.registry import get_design
-    from rlhls.designs.kernels import get_kernel
     from rlhls.flow.build import build_design, csim_cache_dir, gae_params
     from rlhls.flow.csim import run_csim
     from rlhls.flow.kernels import render_kernel
@@ -203,7 +202,7 @@ def run_pipeline(design_name: str, out, *, steps: int | None = None, seed: int =
         for spec in design.kernels:
             if spec.name not in _SIDE_KERNELS or spec.name in built:
                 continue
-            params = gae_params(design, get_kernel)
+            params = gae_params(design)
             src = render_kernel(spec.name, params, seed=seed, component=spec.name)
             work = out / "kernels" / spec.name
             work.mkdir(parents=True, exist_ok=True)

@@ -6,13 +6,16 @@ import json
 from pathlib import Path
 
 import pytest
-from build_standins import fast_providers
 
 from rlhls.designs.errors import RlhlsError
 from rlhls.designs.graph import build_graph
 from rlhls.designs.registry import get_design
+from rlhls.flow import build as B
 from rlhls.flow import project as P
 from rlhls.flow.build import PLACEHOLDER_PART, build_design
+
+# hls4ml=False throughout: forward layers become dense_forward kernels (no hls4ml conversion,
+# which takes seconds per network; test_run covers the hls4ml path end to end)
 
 
 def _plan(path: Path, design: str, unit_of) -> Path:
@@ -31,7 +34,7 @@ def _one_layer(net: str, layer: str):
 @pytest.fixture(scope="module")
 def cartpole(tmp_path_factory):
     out = tmp_path_factory.mktemp("b") / "cart"
-    return build_design("apdrl-dqn-cartpole", out, providers=fast_providers()), out
+    return build_design("apdrl-dqn-cartpole", out, hls4ml=False), out
 
 
 def test_cfg_tcl_keys_and_files_exist(cartpole):
@@ -78,11 +81,13 @@ def test_system_cfg_and_manifest(cartpole):
     assert P.verify_manifest(out) == [m["files"][0]["path"]]
 
 
-def test_plan_places_aie_nodes(tmp_path):
+def test_plan_places_aie_nodes(tmp_path, monkeypatch):
     calls = []
+    real = B.emit_aie
+    monkeypatch.setattr(B, "emit_aie", lambda design, nodes, out: calls.append(list(nodes)) or real(design, nodes, out))
     plan = _plan(tmp_path / "plan.json", "apdrl-dqn-cartpole",
                  lambda n: "AIE" if n.mm and n.phase == "bwd" else ("PS" if n.phase == "upd" else "PL"))
-    res = build_design("apdrl-dqn-cartpole", tmp_path / "o", plan=plan, providers=fast_providers(aie_calls=calls))
+    res = build_design("apdrl-dqn-cartpole", tmp_path / "o", plan=plan, hls4ml=False)
     aie = [n.name for n in build_graph(get_design("apdrl-dqn-cartpole")).nodes if n.mm and n.phase == "bwd"]
     assert calls == [aie] and res.aie["nodes"] == aie and res.aie["files"]
     in_pl = {n for c in res.components for n in c.nodes}
@@ -111,25 +116,25 @@ def test_bad_input_writes_nothing(tmp_path, case):
         kw["part"] = "5SGSD8"
     before = sorted(p.name for p in tmp_path.iterdir())
     with pytest.raises(RlhlsError) as e:
-        build_design(design, out, providers=fast_providers(), **kw)
+        build_design(design, out, hls4ml=False, **kw)
     assert "\n" not in str(e.value)
     assert sorted(p.name for p in tmp_path.iterdir()) == before
     if case == "nonempty":
         assert [p.name for p in out.iterdir()] == ["mine.txt"]
-        build_design(design, out, providers=fast_providers(), force=True)  # --force replaces it
+        build_design(design, out, hls4ml=False, force=True)  # --force replaces it
         assert P.read_manifest(out) and not (out / "mine.txt").exists()
 
 
 def test_rebuild_over_own_build_and_placeholder_part(tmp_path):
     out = tmp_path / "f"
     plan = _plan(tmp_path / "p.json", "fddpg-arm-m1", _one_layer("critic", "fc2"))
-    r1 = build_design("fddpg-arm-m1", out, plan=plan, providers=fast_providers())
+    r1 = build_design("fddpg-arm-m1", out, plan=plan, hls4ml=False)
     assert r1.part == PLACEHOLDER_PART and any("no AMD/Xilinx part" in w for w in r1.warnings)
-    r2 = build_design("fddpg-arm-m1", out, plan=plan, part="xczu7ev-ffvc1156-2-e", providers=fast_providers())
+    r2 = build_design("fddpg-arm-m1", out, plan=plan, part="xczu7ev-ffvc1156-2-e", hls4ml=False)
     assert P.parse_cfg((out / r2.components[0].dir / P.HLS_CONFIG).read_text())[0]["part"] == ["xczu7ev-ffvc1156-2-e"]
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
     with pytest.raises(RlhlsError, match="--part"):
-        build_design("fddpg-arm-m1", tmp_path / "g", synth=True, providers=fast_providers())
+        build_design("fddpg-arm-m1", tmp_path / "g", synth=True, hls4ml=False)
 
 
 @pytest.mark.parametrize("design,net,layer", [("fddpg-arm-m1", "critic", "fc2"),       # fixed point
@@ -137,7 +142,7 @@ def test_rebuild_over_own_build_and_placeholder_part(tmp_path):
 def test_csim_passes_for_every_kernel(tmp_path, monkeypatch, design, net, layer):
     monkeypatch.setenv("RLHLS_CACHE_DIR", str(tmp_path / "cache"))
     plan = _plan(tmp_path / "p.json", design, _one_layer(net, layer))
-    res = build_design(design, tmp_path / "o", plan=plan, csim=True, providers=fast_providers())
+    res = build_design(design, tmp_path / "o", plan=plan, csim=True, hls4ml=False)
     kinds = {c.kernel for c in res.components}
     assert kinds == {"dense_forward", "dense_backward", "weight_gradient", "weight_update"}
     assert all(c.csim and c.csim["passed"] for c in res.components), [c.csim for c in res.components]

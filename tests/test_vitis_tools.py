@@ -7,7 +7,6 @@ import stat
 from pathlib import Path
 
 import pytest
-from build_standins import fast_providers
 
 from rlhls.designs.errors import RlhlsError
 from rlhls.flow.build import build_design
@@ -40,7 +39,7 @@ def _build(tmp_path, names, **kw):
     bindir, log = _stubs(tmp_path, names)
     tools = find_tools(str(bindir))
     res = build_design("apdrl-dqn-cartpole", tmp_path / "o", plan=_plan(tmp_path), tools=tools,
-                       providers=fast_providers(), **kw)
+                       hls4ml=False, **kw)
     return res, log.read_text().splitlines() if log.exists() else []
 
 
@@ -93,5 +92,5 @@ def test_failing_tool_marks_build_not_ok(tmp_path):
     bindir, log = _stubs(tmp_path, ["v++", "vitis-run"])
     (bindir / "v++").write_text(f'#!/bin/sh\necho "$*" >> "{log}"\nexit 3\n')
     res = build_design("apdrl-dqn-cartpole", tmp_path / "o", plan=_plan(tmp_path), cosim=True,
-                       tools=find_tools(str(bindir)), providers=fast_providers())
+                       tools=find_tools(str(bindir)), hls4ml=False)
     assert not res.ok and all(len(c.vitis) == 1 and c.vitis[0]["returncode"] == 3 for c in res.components)

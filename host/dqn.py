@@ -1,0 +1,376 @@
+"""DQN on the host (CleanRL ``dqn.py`` quality) with AP-DRL's hardware-aware mixed precision.
+
+Algorithm (CleanRL ``dqn.py``; ``DQN_DEFAULTS`` are its hyperparameters, a design's
+``hyperparams`` override them, then ``--set``): one online Q network and a target copy; an
+epsilon-greedy policy whose epsilon falls linearly from ``start_e`` to ``end_e`` over
+``exploration_fraction`` of the run (CleanRL's ``total_timesteps`` is the run length: here the
+run's ``--steps``; one random draw decides for all sub-envs, as CleanRL); a uniform replay buffer
+of ``buffer_size`` transitions (sampled with replacement, as SB3's ReplayBuffer); from global
+step ``learning_starts`` on, every ``train_frequency`` steps one minibatch of ``batch_size``
+(the design's batch) with TD target ``r + gamma * max_a Q_target(s', a) * (1 - terminated)``
+and the design's ``loss`` (``huber`` = PyTorch smooth_l1 with beta 1, or ``mse`` as CleanRL's
+``dqn.py`` and ``dqn_atari.py`` both use),
+Adam (PyTorch defaults, eps 1e-8); every ``target_network_frequency`` steps
+``target <- tau * online + (1 - tau) * target`` (tau = 1: hard copy).
+
+Huber vs MSE on CartPole (measured): the AP-DRL designs use ``loss: mse`` as CleanRL does; with
+CleanRL's other hyperparameters ``--set loss=huber`` makes Q diverge on CartPole (Q ~ 1e4 by 50k steps, return
+stuck near 10-20): the only failure signal, a termination, is a rare large TD error whose pull
+the Huber loss caps at 1, so Q fits the *median* target and ignores terminations (on a synthetic
+chain with true value 16.8 it climbs past 44 while MSE settles at 17.5).
+
+Environment: ``envs.ReplayableVecEnv`` (gymnasium 1.x, SAME_STEP autoreset semantics): a step that
+ends an episode returns the next episode's first observation and the last one in
+``infos['final_obs']``; the buffer stores that final observation as s' (CleanRL's
+``real_next_obs``) and ``terminated`` (not truncated) as the done flag, so time-limit ends
+bootstrap. Observations are not normalized (CleanRL).
+
+Updates and resume: one update = ``steps_per_update`` env steps (default 1000; a multiple of
+``num_envs``), so the runner checkpoints every 1000 steps. The checkpoint holds online and target
+parameters, Adam, the loss scaler, the numpy Generator state, the global step, the whole replay
+buffer and the envs (each sub-env's episode seed and actions since its reset, replayed on
+``load_state_dict``; the running episode return / length): a resumed run equals an
+uninterrupted one bit for bit.
+
+Precision (``precision`` hyperparameter, ``--precision``): ``fp32`` = every node on the PS
+(AP-DRL's non-quantized baseline); ``mixed`` = each training-graph node (``q.<layer>.fwd``,
+``q.<layer>.tfwd``, ``loss``, ``q.<layer>.bwd``, ``q.<layer>.upd``) in its unit's format under a
+plan (``--plan`` or profile + ILP in-process), see ``host/mixed.py``. Acting runs on the PS in
+FP32 (Fig. 10).
+
+Per-update metrics: episodes, episodic_return / length (mean of the episodes that ended),
+epsilon, train_steps, td_loss, q_values (mean Q(s, a) of the minibatches), loss_scale (at the
+end of the update), quantized (0 during the quantization delay), skipped_steps, scale_shrinks,
+scale_grows, grad_overflows (non-finite gradient elements), conv_overflows (finite values that
+overflowed a unit-boundary conversion), and phase seconds ``t_<phase>`` for ``PHASES``.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from contextlib import contextmanager
+
+import numpy as np
+
+from rlhls.designs.errors import RlhlsError
+from rlhls.designs.formats import parse_format
+
+from .envs import EpisodeTracker, ReplayableVecEnv, space_info
+from .mixed import PRECISIONS, MixedPrecision, default_plan
+from .optim import make_optimizer
+
+__all__ = ["DQN_DEFAULTS", "PHASES", "ReplayBuffer", "resolve_hyperparams", "linear_schedule", "DQN"]
+
+DQN_DEFAULTS = {
+    "num_envs": 1, "learning_rate": 2.5e-4, "buffer_size": 10_000, "gamma": 0.99, "tau": 1.0,
+    "target_network_frequency": 500, "batch_size": 128, "start_e": 1.0, "end_e": 0.05,
+    "exploration_fraction": 0.5, "learning_starts": 10_000, "train_frequency": 10, "loss": "mse",
+    "optimizer": "adam", "adam_eps": 1e-8, "steps_per_update": 1000, "precision": "fp32",
+    "loss_scale_init": 2.0 ** 15, "loss_scale_growth_interval": 2000, "quantization_delay": 0,
+}
+_INTS = ("num_envs", "buffer_size", "target_network_frequency", "batch_size", "learning_starts", "train_frequency",
+         "steps_per_update", "loss_scale_growth_interval", "quantization_delay")
+_IGNORED = ("total_timesteps", "source")  # design keys that are not knobs here (see the docstring)
+LOSSES = ("huber", "mse")
+
+PHASES = ("dnn_inference", "env_run", "storing_transitions", "sample", "target_forward", "update_forward",
+          "backprop", "weight_update")
+
+
+def _coerce(key, value, default):
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if key in _INTS:
+        try:
+            return int(text)
+        except ValueError:
+            raise RlhlsError(f"--set {key}={value}: expected an integer") from None
+    if isinstance(default, float):
+        try:
+            return float(text)
+        except ValueError:
+            raise RlhlsError(f"--set {key}={value}: expected a number") from None
+    return text
+
+
+def resolve_hyperparams(design, overrides: dict | None = None) -> dict:
+    """CleanRL dqn.py defaults <- the design's hyperparameters (and batch) <- overrides."""
+    hp = dict(DQN_DEFAULTS)
+    hp["batch_size"] = int(design.batch_size)
+    for k, v in design.hyperparams.items():
+        if k in hp:
+            hp[k] = v
+    for k, v in (overrides or {}).items():
+        if k not in hp:
+            raise RlhlsError(f"--set {k}: unknown DQN hyperparameter (known: {', '.join(sorted(hp))})")
+        hp[k] = _coerce(k, v, hp[k])
+    for k in _INTS:
+        if not (isinstance(hp[k], (int, np.integer)) and not isinstance(hp[k], bool)):
+            raise RlhlsError(f"hyperparameter {k} = {hp[k]!r}: expected an integer")
+        hp[k] = int(hp[k])
+        if hp[k] < (0 if k in ("learning_starts", "quantization_delay") else 1):
+            raise RlhlsError(f"hyperparameter {k} = {hp[k]}: expected >= {0 if k in ('learning_starts', 'quantization_delay') else 1}")
+    if hp["steps_per_update"] % hp["num_envs"]:
+        raise RlhlsError(f"steps_per_update {hp['steps_per_update']} is not a multiple of num_envs {hp['num_envs']}")
+    if hp["loss"] not in LOSSES:
+        raise RlhlsError(f"loss '{hp['loss']}': expected one of {', '.join(LOSSES)}")
+    if hp["precision"] not in PRECISIONS:
+        raise RlhlsError(f"precision '{hp['precision']}': expected one of {', '.join(PRECISIONS)}")
+    if not 0.0 < hp["tau"] <= 1.0:
+        raise RlhlsError(f"tau {hp['tau']!r}: expected 0 < tau <= 1")
+    if not 0.0 < hp["exploration_fraction"] <= 1.0:
+        raise RlhlsError(f"exploration_fraction {hp['exploration_fraction']!r}: expected 0 < f <= 1")
+    return hp
+
+
+def linear_schedule(start_e: float, end_e: float, duration: float, t: int) -> float:
+    """CleanRL's linear_schedule."""
+    slope = (end_e - start_e) / duration
+    return max(slope * t + start_e, end_e)
+
+
+@contextmanager
+def _timed(times: dict, phase: str):
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        times[phase] += time.perf_counter() - t0
+
+
+class ReplayBuffer:
+    """Circular buffer of (obs, next_obs, action, reward, terminated); uniform sampling with replacement."""
+
+    def __init__(self, capacity: int, obs_shape: tuple, obs_dtype):
+        self.capacity = int(capacity)
+        self.obs = np.zeros((capacity,) + tuple(obs_shape), dtype=obs_dtype)
+        self.next_obs = np.zeros_like(self.obs)
+        self.actions = np.zeros(capacity, dtype=np.int64)
+        self.rewards = np.zeros(capacity, dtype=np.float32)
+        self.dones = np.zeros(capacity, dtype=np.float32)
+        self.pos = 0
+        self.size = 0
+
+    def add(self, obs, next_obs, actions, rewards, dones) -> None:
+        for i in range(len(actions)):
+            p = self.pos
+            self.obs[p], self.next_obs[p] = obs[i], next_obs[i]
+            self.actions[p], self.rewards[p], self.dones[p] = actions[i], rewards[i], dones[i]
+            self.pos = (p + 1) % self.capacity
+            self.size = min(self.size + 1, self.capacity)
+
+    def sample(self, rng: np.random.Generator, n: int):
+        idx = rng.integers(0, self.size, size=n)
+        return (self.obs[idx].astype(np.float64), self.next_obs[idx].astype(np.float64), self.actions[idx],
+                self.rewards[idx].astype(np.float64), self.dones[idx].astype(np.float64))
+
+    def state(self) -> dict:
+        n = self.size
+        return {"capacity": self.capacity, "pos": self.pos, "size": n, "obs": self.obs[:n].copy(),
+                "next_obs": self.next_obs[:n].copy(), "actions": self.actions[:n].copy(),
+                "rewards": self.rewards[:n].copy(), "dones": self.dones[:n].copy()}
+
+    def load(self, s: dict) -> None:
+        if s["capacity"] != self.capacity or s["obs"].shape[1:] != self.obs.shape[1:]:
+            raise RlhlsError(f"checkpoint: replay buffer of {s['capacity']} x {s['obs'].shape[1:]}, "
+                             f"expected {self.capacity} x {self.obs.shape[1:]}")
+        n = self.size = int(s["size"])
+        self.pos = int(s["pos"])
+        for k in ("obs", "next_obs", "actions", "rewards", "dones"):
+            getattr(self, k)[:n] = s[k]
+
+
+class DQN:
+    """One DQN run: ``train_update(update, total_updates) -> metrics row``; checkpointable state.
+
+    ``assignment`` ({graph node: unit}) is the plan for ``precision='mixed'``; None there means
+    profile + solve in-process (``mixed.default_plan``)."""
+
+    algorithm = "dqn"
+
+    def __init__(self, design, *, env_id: str | None = None, seed: int = 0, backend: str = "emu",
+                 hyperparams: dict | None = None, assignment: dict | None = None):
+        if backend != "emu":
+            raise RlhlsError(f"backend '{backend}': DQN runs its layers through the emulator only so far (use emu)")
+        self.design = design
+        self.hp = hp = resolve_hyperparams(design, hyperparams)
+        self.env_id = env_id or design.env_id
+        self.seed = int(seed)
+        nets = design.build_networks(self.seed)
+        if "q" not in nets:
+            raise RlhlsError(f"design '{design.name}': DQN needs a network 'q' (has {', '.join(nets)})")
+        self.envs = ReplayableVecEnv(self.env_id, hp["num_envs"], self.seed)
+        sp = space_info(self.envs)
+        if sp["kind"] != "discrete":
+            raise RlhlsError(f"environment '{self.env_id}' has a continuous action space; DQN needs discrete actions")
+        q = nets["q"]
+        if self.env_id != design.env_id and len(sp["obs_shape"]) == 1:
+            from .ppo import adapt_network
+
+            q = adapt_network(q, sp["obs_shape"][0], sp["action_dim"])
+        if tuple(q.input_shape) != tuple(sp["obs_shape"]) or q.output_shape != (sp["action_dim"],):
+            raise RlhlsError(f"network 'q' maps {q.input_shape} -> {q.output_shape} but '{self.env_id}' observes "
+                             f"{sp['obs_shape']} with {sp['action_dim']} actions")
+        self.q, self.n_actions = q, sp["action_dim"]
+        if hp["precision"] == "mixed" and assignment is None:
+            assignment = default_plan(design, hp["batch_size"])
+        self.assignment = dict(assignment) if (hp["precision"] == "mixed") else None
+        self.mp = MixedPrecision(design, q, "q", self.assignment, loss_scale_init=hp["loss_scale_init"],
+                                 growth_interval=hp["loss_scale_growth_interval"],
+                                 quantization_delay=hp["quantization_delay"])
+        self.views = {f"q.{l.name}.{k}": (l.name, a) for l in q.layers for k, a in l.params.items()}
+        self.mp.round_masters(self.views)
+        self.target = copy.deepcopy(q)
+        self.opt = make_optimizer(hp["optimizer"], hp["learning_rate"],
+                                  **({"eps": hp["adam_eps"]} if hp["optimizer"] == "adam" else {}))
+        self.fp32 = parse_format("fp32")
+        self.loss_fmt = lambda: self.mp.precision(self.mp.loss_unit).storage
+        obs_dtype = self.envs.single_observation_space.dtype
+        self.rb = ReplayBuffer(hp["buffer_size"], sp["obs_shape"], obs_dtype)
+        self.rng = np.random.default_rng(self.seed)
+        self.steps_per_update = hp["steps_per_update"]
+        self.global_step = 0  # CleanRL's global_step: vector-env iterations so far
+        self.obs = None  # raw observations of the current step (None: envs not reset yet)
+        self.tracker = EpisodeTracker(hp["num_envs"])
+
+    # -- acting: PS, FP32 (Fig. 10)
+    def q_values(self, obs) -> np.ndarray:
+        q = self.fp32.quantize
+        x = q(np.asarray(obs, dtype=np.float64))
+        for layer in self.q.layers:
+            x = q(layer.forward(x, None))
+        return x
+
+    # -- one gradient step
+    def train_step(self, s, s2, a, r, d, times: dict) -> dict:
+        hp, mp, B = self.hp, self.mp, s.shape[0]
+        with _timed(times, "target_forward"):
+            tq, tu = mp.forward(s2, "tfwd", net=self.target)
+            tq = mp.to_loss(tq, tu)
+        with _timed(times, "update_forward"):
+            qv, qu = mp.forward(s, "fwd")
+            qv = mp.to_loss(qv, qu)
+            F = self.loss_fmt()  # the loss node computes in its unit's format
+            rows = np.arange(B)
+            td = F.quantize(r + hp["gamma"] * tq.max(axis=1) * (1.0 - d))
+            q_sa = qv[rows, a]
+            delta = F.quantize(q_sa - td)
+            with np.errstate(invalid="ignore", over="ignore"):
+                if hp["loss"] == "huber":
+                    ad = np.abs(delta)
+                    loss = float(np.mean(np.where(ad < 1.0, 0.5 * delta * delta, ad - 0.5)))
+                    dl = np.clip(delta, -1.0, 1.0)
+                else:
+                    loss = float(np.mean(delta * delta))
+                    dl = 2.0 * delta
+                g = np.zeros_like(qv)
+                g[rows, a] = F.quantize(dl * (mp.loss_scale() / B))
+        with _timed(times, "backprop"):
+            mp.backward(g)
+            grads = {key: self.q[layer].grads[key.rsplit(".", 1)[1]] for key, (layer, _) in self.views.items()}
+        with _timed(times, "weight_update"):
+            event = mp.apply(self.opt, self.views, grads)
+        return {"td_loss": loss, "q_values": float(np.mean(q_sa)), "event": event}
+
+    def update_target(self) -> None:
+        tau = self.hp["tau"]
+        for l, t in zip(self.q.layers, self.target.layers):
+            for k, a in l.params.items():
+                t.params[k] = a.copy() if tau == 1.0 else tau * a + (1.0 - tau) * t.params[k]
+        if tau != 1.0:
+            self.mp.round_masters({f"t.{l.name}.{k}": (l.name, a) for l in self.target.layers
+                                   for k, a in l.params.items()})
+
+    # -- one update = steps_per_update env steps
+    def train_update(self, update: int, total_updates: int) -> dict:
+        hp, times = self.hp, {p: 0.0 for p in PHASES}
+        N = hp["num_envs"]
+        iters = self.steps_per_update // N
+        duration = hp["exploration_fraction"] * total_updates * iters
+        if self.obs is None:
+            with _timed(times, "env_run"):
+                self.obs, _ = self.envs.reset()
+        episodes, losses, qs, n_train = [], [], [], 0
+        eps = hp["start_e"]
+        for _ in range(iters):
+            g = self.global_step
+            eps = linear_schedule(hp["start_e"], hp["end_e"], duration, g)
+            with _timed(times, "dnn_inference"):
+                if self.rng.random() < eps:
+                    actions = self.rng.integers(0, self.n_actions, size=N)
+                else:
+                    actions = np.argmax(self.q_values(self.obs), axis=1)
+            with _timed(times, "env_run"):
+                next_obs, r, term, trunc, infos = self.envs.step(actions)
+                done = np.logical_or(term, trunc)
+            with _timed(times, "storing_transitions"):
+                real_next = next_obs.copy()
+                for i in np.flatnonzero(done):
+                    real_next[i] = infos["final_obs"][i]
+                self.rb.add(self.obs, real_next, actions, r, term)
+                for ret, length in self.tracker.step(np.asarray(r, dtype=np.float64), done):
+                    episodes.append(((g + 1) * N, ret, length))
+            self.obs = next_obs
+            if g > hp["learning_starts"]:
+                if g % hp["train_frequency"] == 0:
+                    with _timed(times, "sample"):
+                        batch = self.rb.sample(self.rng, hp["batch_size"])
+                    st = self.train_step(*batch, times)
+                    losses.append(st["td_loss"])
+                    qs.append(st["q_values"])
+                    n_train += 1
+                if g % hp["target_network_frequency"] == 0:
+                    with _timed(times, "weight_update"):
+                        self.update_target()
+            self.global_step += 1
+        c = self.mp.take_counts()
+        rets = [e[1] for e in episodes]
+        nan = float("nan")
+        row = {
+            "episodes": len(episodes),
+            "episodic_return": float(np.mean(rets)) if rets else nan,
+            "episodic_length": float(np.mean([e[2] for e in episodes])) if rets else nan,
+            "epsilon": float(eps), "train_steps": n_train,
+            "td_loss": float(np.nanmean(losses)) if losses and np.isfinite(losses).any() else nan,
+            "q_values": float(np.nanmean(qs)) if qs and np.isfinite(qs).any() else nan,
+            "loss_scale": self.mp.loss_scale(), "quantized": int(self.mp.quantized),
+            "skipped_steps": c.get("skipped_steps", 0), "scale_shrinks": c.get("scale_shrinks", 0),
+            "scale_grows": c.get("scale_grows", 0), "grad_overflows": c.get("grad_overflows", 0),
+            "conv_overflows": c.get("conv_overflows", 0),
+        }
+        row.update({f"t_{p}": times[p] for p in PHASES})
+        row["_episodes"] = episodes
+        return row
+
+    # -- checkpoint
+    def state_dict(self) -> dict:
+        return {
+            "params": self.q.get_params(), "target": self.target.get_params(), "opt": self.opt.state_dict(),
+            "mixed": self.mp.state(), "rng": copy.deepcopy(self.rng.bit_generator.state),
+            "global_step": self.global_step, "buffer": self.rb.state(), "assignment": self.assignment,
+            "env": None if self.obs is None else {
+                "replay": self.envs.state(), "obs": np.array(self.obs).copy(),
+                "ep_ret": self.tracker.ret.copy(), "ep_len": self.tracker.len.copy()},
+        }
+
+    def load_state_dict(self, s: dict) -> None:
+        if s.get("assignment") != self.assignment:
+            raise RlhlsError("checkpoint: it was trained under another plan (assignment differs)")
+        self.q.set_params(s["params"])
+        self.target.set_params(s["target"])
+        self.views = {f"q.{l.name}.{k}": (l.name, a) for l in self.q.layers for k, a in l.params.items()}
+        self.opt.load_state_dict(s["opt"])
+        self.mp.load(s["mixed"])
+        self.rng.bit_generator.state = s["rng"]
+        self.global_step = int(s["global_step"])
+        self.rb.load(s["buffer"])
+        env = s.get("env")
+        if env is not None:
+            self.envs.restore(env["replay"])
+            self.obs = np.array(env["obs"])
+            self.tracker.ret, self.tracker.len = np.array(env["ep_ret"]), np.array(env["ep_len"])
+
+    def close(self):
+        self.envs.close()

@@ -1,0 +1,345 @@
+"""Hardware-aware mixed precision (AP-DRL §IV-D, Algorithm 1, Fig. 9-10, Table II) on the host.
+
+Every node of the training graph computes in the format of the unit the plan assigns it
+(``plan['assignment']``: ``q.fc1.fwd`` / ``q.fc1.tfwd`` / ``q.fc1.bwd`` / ``q.fc1.upd`` /
+``loss`` -> PS | PL | AIE):
+
+======  ==================================  =================  ==============  ==================
+unit    layer arithmetic                    master weights     loss scaling    model
+======  ==================================  =================  ==============  ==================
+PS      FP32 storage (``formats['ps']``)    FP32               no              FP32-rounded
+                                                                               tensors, float64
+                                                                               BLAS products/sums
+PL      FP16 storage, FP32 accumulation     FP32 (backup,      dynamic         ``arith.dense``
+        (``formats['pl']``/``['pl_acc']``)  Fig. 9)                            bit-exact (hls4ml
+                                                                               order)
+AIE     BF16 storage, FP32 accumulation     none: weights      no (Table II)   ``arith.dense``
+        (``formats['aie']``/``['aie_acc']``) kept in BF16                      bit-exact
+======  ==================================  =================  ==============  ==================
+
+PS model: the Arm cores run ordinary FP32 library code, whose summation order no hardware spec
+fixes, so a PS layer rounds every tensor it stores (inputs, weights, outputs, gradients) to FP32
+and computes products and sums in float64 BLAS (fast). PL and AIE layers are the kernels'
+bit-exact emulation through ``Network`` layers with ``Precision(storage, acc)``.
+
+Conversions (Fig. 10: "FP32+FP16 for nodes interfacing with PS, BF16+FP16 for AIE interactions").
+Wherever a tensor crosses from a node on one unit to a node on another (activation of layer i ->
+layer i+1, forward -> loss, loss gradient -> last backward, gradient of layer i+1 -> layer i) it
+is quantized to the *receiving* unit's storage format (``MixedPrecision.convert``; counted per
+edge kind, and values that were finite but overflow the receiving format are counted as
+``conv_overflows``). Weights are converted on the fly to the format of the node that reads them
+("Convert BF16/FP32 to FP16", Algorithm 1 line 5): a PL node reads FP16 copies of the FP32
+master. Saved forward inputs reach a backward node on another unit converted the same way (the
+layer quantizes them to its storage format).
+
+Weights. A layer's parameters are stored in its *master format*: BF16 when its forward or
+backward node runs on the AIE (Algorithm 1 lines 2-3: all of an AIE node's work in BF16, no
+backup; Table II), else FP32. The update node (PS or PL; optimizer steps are not matrix
+multiplies, so never on the AIE) unscales the gradient in FP32, steps Adam (moments kept in
+FP32) and rounds the new weights to the master format (line 9). The target network's weights are
+copies of the online ones in the same format.
+
+Dynamic loss scaling (Fig. 9), active when any backward or loss node runs on the PL (an FP16
+gradient path): the loss gradient is multiplied by ``scale`` (a power of two, exact) before the
+backward pass; after it every gradient is checked; any Inf / NaN -> the step is **skipped**
+(weights and optimizer untouched), ``scale *= 1/2`` (never below 1); otherwise the gradients are
+divided by ``scale`` and applied, and after ``loss_scale_growth_interval`` consecutive good steps
+``scale *= 2`` (at most 2**24). Defaults (design hyperparameters): initial scale 2**15, growth
+interval 2000 (PyTorch AMP / Micikevicius et al.; the seed is silent).
+
+Quantization delay T_d (Algorithm 1's input, ``quantization_delay``): the first T_d gradient
+steps run every node in FP32 (as the PS) with no loss scaling; FP16 and BF16 start at step
+T_d + 1 (the weights are then rounded to their master formats).
+
+Acting (the per-env-step Q / policy inference) runs on the PS in FP32 (Fig. 10: "PS (FP32): Env
+Step + Inference") whatever the plan says about the training nodes.
+
+``precision='fp32'`` is the non-quantized baseline of AP-DRL §V-B: every node on the PS.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rlhls.designs.errors import RlhlsError
+from rlhls.designs.formats import parse_format
+from rlhls.designs.network import Precision
+
+__all__ = ["UNITS", "PRECISIONS", "LossScaler", "MixedPrecision", "unit_precisions", "plan_assignment",
+           "default_plan"]
+
+UNITS = ("PS", "PL", "AIE")
+PRECISIONS = ("fp32", "mixed")
+MAX_SCALE = 2.0 ** 24
+
+
+def unit_precisions(design) -> dict:
+    """{'PS'|'PL'|'AIE': Precision(storage, acc)} from the design's formats (apdrl.FORMATS)."""
+    f = design.formats
+    ps = f.get("ps", f.get("storage", "fp32"))
+    return {"PS": Precision(ps, f.get("acc", ps)),
+            "PL": Precision(f.get("pl", ps), f.get("pl_acc", f.get("acc", ps))),
+            "AIE": Precision(f.get("aie", ps), f.get("aie_acc", f.get("acc", ps)))}
+
+
+class LossScaler:
+    """Dynamic loss scaling (Fig. 9): ``update(finite) -> 'skip_shrink' | 'grow' | 'ok'``."""
+
+    def __init__(self, init: float = 2.0 ** 15, growth_interval: int = 2000, enabled: bool = True):
+        if not (init >= 1.0 and float(np.log2(init)).is_integer()):
+            raise RlhlsError(f"loss_scale_init {init!r}: expected a power of two >= 1")
+        if not (isinstance(growth_interval, (int, np.integer)) and growth_interval >= 1):
+            raise RlhlsError(f"loss_scale_growth_interval {growth_interval!r}: expected an integer >= 1")
+        self.enabled = bool(enabled)
+        self.scale = float(init) if enabled else 1.0
+        self.growth_interval = int(growth_interval)
+        self.good = 0  # consecutive finite steps since the last change
+
+    def update(self, finite: bool) -> str:
+        if not self.enabled:
+            return "ok" if finite else "skip"
+        if not finite:
+            self.scale = max(1.0, self.scale * 0.5)
+            self.good = 0
+            return "skip_shrink"
+        self.good += 1
+        if self.good >= self.growth_interval:
+            self.good = 0
+            if self.scale < MAX_SCALE:
+                self.scale *= 2.0
+                return "grow"
+        return "ok"
+
+    def state(self) -> dict:
+        return {"enabled": self.enabled, "scale": self.scale, "growth_interval": self.growth_interval,
+                "good": self.good}
+
+    def load(self, s: dict) -> None:
+        self.enabled, self.scale = bool(s["enabled"]), float(s["scale"])
+        self.growth_interval, self.good = int(s["growth_interval"]), int(s["good"])
+
+
+def plan_assignment(path) -> dict:
+    """The ``assignment`` of a plan.json (file or folder), validated by partition.plan.read_plan."""
+    from rlhls.partition.plan import read_plan
+
+    return dict(read_plan(path)["assignment"])
+
+
+def default_plan(design, batch: int | None = None, time_limit: float | None = 60.0) -> dict:
+    """Partition the design in-process (profile_design + solve, on the design's device) -> assignment."""
+    from rlhls.designs.graph import build_graph
+    from rlhls.partition.cli_partition import device_inputs
+    from rlhls.partition.ilp import solve
+    from rlhls.partition.profile import profile_design
+
+    graph = build_graph(design, batch)
+    rows = profile_design(design, None, batch)
+    capacity, links = device_inputs(design.device)
+    cores = capacity.get(("PS", "cores"))
+    plan = solve(rows, graph.all_edges(), capacity, links, ps_cores=int(cores) if cores else 1,
+                 time_limit=time_limit, source=f"device {design.device}")
+    return dict(plan.assignment)
+
+
+class MixedPrecision:
+    """Per-node formats of one network (and its target copy) under a plan; see the module docstring.
+
+    ``inst`` is the network's name in the training graph (``q`` for DQN). ``assignment`` None =
+    every node on the PS (the FP32 baseline)."""
+
+    def __init__(self, design, net, inst: str, assignment: dict | None, *, loss_node: str = "loss",
+                 loss_scale_init: float = 2.0 ** 15, growth_interval: int = 2000, quantization_delay: int = 0):
+        self.net, self.inst, self.loss_node = net, inst, loss_node
+        self.prec = unit_precisions(design)
+        self.fp32 = parse_format("fp32")
+        self.layers = [l for l in net.layers]
+        self.nodes = {}  # (layer name, phase) -> unit
+        asg = dict(assignment) if assignment is not None else None
+        prev = {}
+        for phase in ("fwd", "tfwd", "bwd"):
+            prev[phase] = None
+            for l in self.layers:
+                node = f"{inst}.{l.name}.{phase}"
+                if l.kind == "Flatten":  # no graph node: it stays where its input is
+                    self.nodes[(l.name, phase)] = prev[phase]
+                    continue
+                self.nodes[(l.name, phase)] = prev[phase] = self._unit(asg, node)
+        for l in self.layers:  # a flatten at the head follows the next layer
+            for phase in ("fwd", "tfwd", "bwd"):
+                if self.nodes[(l.name, phase)] is None:
+                    nxt = [self.nodes[(m.name, phase)] for m in self.layers if self.nodes[(m.name, phase)]]
+                    self.nodes[(l.name, phase)] = nxt[0] if nxt else "PS"
+            if l.params:
+                self.nodes[(l.name, "upd")] = self._unit(asg, f"{inst}.{l.name}.upd")
+        self.loss_unit = self._unit(asg, loss_node)
+        for (name, phase), u in self.nodes.items():
+            if phase == "upd" and u == "AIE":
+                raise RlhlsError(f"plan: update node '{inst}.{name}.upd' on the AIE (only matrix multiplies may be)")
+        self.master_fmt = {}
+        for l in self.layers:
+            if l.params:
+                on_aie = "AIE" in (self.nodes[(l.name, "fwd")], self.nodes[(l.name, "bwd")])
+                self.master_fmt[l.name] = self.prec["AIE"].storage if on_aie else self.fp32
+        fp16_grad = self.loss_unit == "PL" or any(self.nodes[(l.name, "bwd")] == "PL" for l in self.layers)
+        self.scaler = LossScaler(loss_scale_init, growth_interval, enabled=fp16_grad)
+        self.quantization_delay = int(quantization_delay)
+        if self.quantization_delay < 0:
+            raise RlhlsError(f"quantization_delay {quantization_delay!r}: expected an integer >= 0")
+        self.steps = 0  # gradient steps taken (skipped ones included)
+        self.counts = {}
+
+    def _unit(self, asg, node) -> str:
+        if asg is None:
+            return "PS"
+        if node not in asg:
+            raise RlhlsError(f"plan: no unit for node '{node}' (is the plan for this design and network?)")
+        u = asg[node]
+        if u not in UNITS:
+            raise RlhlsError(f"plan: node '{node}' on unknown unit {u!r} (expected PS, PL or AIE)")
+        return u
+
+    # -- state
+    @property
+    def quantized(self) -> bool:
+        """True once the quantization delay is over (FP16/BF16 in use)."""
+        return self.steps >= self.quantization_delay
+
+    def units(self) -> dict:
+        """{node name: unit} as used (for reports)."""
+        out = {f"{self.inst}.{n}.{p}": u for (n, p), u in self.nodes.items()}
+        out[self.loss_node] = self.loss_unit
+        return out
+
+    def unit_of(self, layer: str, phase: str) -> str:
+        return self.nodes[(layer, phase)] if self.quantized else "PS"
+
+    def precision(self, unit: str) -> Precision:
+        return self.prec[unit if self.quantized else "PS"]
+
+    def precision_map(self, phase: str) -> dict:
+        """{layer name: Precision} of a phase ('fwd', 'tfwd', 'bwd'): what Network.forward takes."""
+        return {l.name: self.precision(self.unit_of(l.name, phase)) for l in self.layers}
+
+    def take_counts(self) -> dict:
+        c, self.counts = self.counts, {}
+        return c
+
+    def _count(self, key, n=1):
+        self.counts[key] = self.counts.get(key, 0) + n
+
+    # -- conversions
+    def convert(self, x, src: str, dst: str, what: str = "act") -> np.ndarray:
+        """Quantize a tensor leaving a node on `src` for a node on `dst` to dst's storage format."""
+        x = np.asarray(x, dtype=np.float64)
+        if src == dst or not self.quantized:
+            return x
+        fmt = self.prec[dst].storage
+        y, ovf = fmt.quantize(x, return_overflow=True)
+        self._count(f"conv_{src}_{dst}")
+        if ovf:
+            self._count("conv_overflows", int(ovf))
+        return y
+
+    # -- compute
+    def _layer_fwd(self, layer, x, unit):
+        if unit == "PS":  # FP32 tensors, float64 BLAS sums (see the module docstring)
+            q = self.fp32.quantize
+            saved = layer.params
+            layer.params = {k: q(v) for k, v in saved.items()}
+            try:
+                return q(layer.forward(q(x), None))
+            finally:
+                layer.params = saved
+        return layer.forward(x, self.precision(unit))
+
+    def _layer_bwd(self, layer, dy, unit, need_dx):
+        if unit == "PS":
+            q = self.fp32.quantize
+            saved = layer.params
+            layer.params = {k: q(v) for k, v in saved.items()}
+            try:
+                dx = layer.backward(q(dy), None, need_input_grad=need_dx)
+            finally:
+                layer.params = saved
+            layer.grads = {k: q(g) for k, g in layer.grads.items()}
+            return None if dx is None else q(dx)
+        return layer.backward(dy, self.precision(unit), need_input_grad=need_dx)
+
+    def forward(self, x, phase: str = "fwd", net=None):
+        """Forward through `net` (default the online network; the target network for 'tfwd') with
+        each layer in its node's format and conversions at unit boundaries. Returns (y, unit of
+        the last node)."""
+        net = self.net if net is None else net
+        x = np.asarray(x, dtype=np.float64)
+        src = "PS"  # observations come from the PS (env step, Fig. 10)
+        for layer in net.layers:
+            u = self.unit_of(layer.name, phase)
+            x = self.convert(x, src, u)
+            x = self._layer_fwd(layer, x, u)
+            src = u
+        return x, src
+
+    def to_loss(self, y, src: str) -> np.ndarray:
+        return self.convert(y, src, self.loss_unit if self.quantized else "PS")
+
+    def backward(self, dy, src: str | None = None) -> None:
+        """Back-propagate the (scaled) loss gradient `dy`, produced on the loss node's unit, through
+        the online network's last forward; layer grads are left in each layer's ``grads``."""
+        src = src or (self.loss_unit if self.quantized else "PS")
+        layers = self.net.layers
+        mm = [i for i, l in enumerate(layers) if l.is_mm]
+        stop = mm[0] if mm else 0
+        for i in range(len(layers) - 1, stop - 1, -1):
+            layer = layers[i]
+            u = self.unit_of(layer.name, "bwd")
+            dy = self.convert(dy, src, u, "grad")
+            dy = self._layer_bwd(layer, dy, u, need_dx=i > stop)
+            src = u
+        for l in layers[:stop]:
+            l.grads = {k: np.zeros_like(v) for k, v in l.params.items()}
+
+    def loss_scale(self) -> float:
+        return self.scaler.scale if (self.quantized and self.scaler.enabled) else 1.0
+
+    def apply(self, opt, param_views: dict, grads: dict) -> str:
+        """Check, unscale and apply gradients (``{key: grad}`` with keys of ``param_views``, which
+        map to ``(layer name, array)``); returns the scaler event. Skipped steps change nothing."""
+        quantized = self.quantized
+        scale = self.loss_scale()
+        n_bad = int(sum(np.count_nonzero(~np.isfinite(g)) for g in grads.values()))
+        finite = n_bad == 0
+        if n_bad:
+            self._count("grad_overflows", n_bad)
+        event = self.scaler.update(finite) if quantized else ("ok" if finite else "skip")
+        self.steps += 1
+        if event in ("skip_shrink", "skip"):
+            self._count("skipped_steps")
+            if event == "skip_shrink":
+                self._count("scale_shrinks")
+            return event
+        if event == "grow":
+            self._count("scale_grows")
+        q = self.fp32.quantize
+        g32 = {k: q(q(g) / scale) for k, g in grads.items()}  # unscale in FP32 (scale = 2^k: exact)
+        params = {k: a for k, (_, a) in param_views.items()}
+        opt.step(params, g32)
+        for kind in opt.slots.values():  # FP32 optimizer state, as the update kernel keeps it
+            for a in kind.values():
+                a[...] = q(a)
+        self.round_masters(param_views)  # after the delay: into their master formats
+        return event
+
+    def round_masters(self, param_views: dict) -> None:
+        """Round every parameter to its layer's master format (FP32, or BF16 for AIE layers)."""
+        for _, (layer, a) in param_views.items():
+            fmt = self.master_fmt.get(layer, self.fp32) if self.quantized else self.fp32
+            a[...] = fmt.quantize(a)
+
+    def state(self) -> dict:
+        return {"scaler": self.scaler.state(), "steps": self.steps}
+
+    def load(self, s: dict) -> None:
+        self.scaler.load(s["scaler"])
+        self.steps = int(s["steps"])
+

@@ -1,0 +1,127 @@
+"""DQN (host/dqn.py): CLI smoke in fp32 and mixed precision, exact resume, learning CartPole."""
+
+import json
+import pickle
+
+import numpy as np
+import pytest
+
+from rlhls.designs.errors import RlhlsError
+from rlhls.designs.registry import get_design
+from rlhls.host.cli_train import main as train_main
+from rlhls.host.dqn import DQN, linear_schedule, resolve_hyperparams
+from rlhls.host.runner import read_metrics, train
+
+DESIGN = get_design("apdrl-dqn-cartpole")
+SHORT = {"learning_starts": 300, "steps_per_update": 500, "target_network_frequency": 200, "batch_size": 32}
+
+
+def _short_args(out, precision, steps=1000):
+    args = ["apdrl-dqn-cartpole", "--steps", str(steps), "--precision", precision, "--out", str(out), "--quiet"]
+    for k, v in SHORT.items():
+        args += ["--set", f"{k}={v}"]
+    return args
+
+
+@pytest.mark.parametrize("precision", ["fp32", "mixed"])
+def test_cli_smoke(tmp_path, precision):
+    out = tmp_path / precision
+    assert train_main(_short_args(out, precision)) == 0
+    rows = read_metrics(out / "metrics.csv")
+    assert len(rows) == 2 and rows[-1]["env_steps"] == "1000"
+    for col in ("loss_scale", "skipped_steps", "scale_shrinks", "scale_grows", "grad_overflows", "conv_overflows",
+                "td_loss", "epsilon", "t_backprop"):
+        assert col in rows[0]
+    assert int(rows[-1]["train_steps"]) > 0 and np.isfinite(float(rows[-1]["td_loss"]))
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["precision"] == precision
+    if precision == "mixed":
+        assert float(rows[-1]["loss_scale"]) >= 1.0 and cfg["plan_source"] == "ilp"
+        assert set(cfg["plan"].values()) <= {"PS", "PL", "AIE"} and "q.fc1.bwd" in cfg["plan"]
+    else:
+        assert float(rows[-1]["loss_scale"]) == 1.0 and cfg["plan"] is None
+    assert (out / "reward.png").exists() and (out / "checkpoint.pkl").exists()
+
+
+def test_cli_plan_file_and_errors(tmp_path, capsys):
+    asg = {n: "PS" for n in json.loads(json.dumps(_all_nodes()))}
+    asg.update({"q.fc2.fwd": "AIE", "q.fc2.tfwd": "AIE", "q.fc2.bwd": "AIE", "loss": "PL"})
+    plan = {"status": "Optimal", "makespan_us": 1.0, "gap": 0.0, "assignment": asg,
+            "start_us": {n: 0.0 for n in asg}, "point": {n: "0" for n in asg}}
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    out = tmp_path / "planned"
+    assert train_main(_short_args(out, "mixed", steps=500) + ["--plan", str(tmp_path / "plan.json")]) == 0
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["plan"]["q.fc2.fwd"] == "AIE" and cfg["plan_source"].endswith("plan.json")
+    ck = pickle.loads((out / "checkpoint.pkl").read_bytes())
+    w = ck["trainer"]["params"]["fc2.W"]
+    from rlhls.designs.formats import parse_format
+    assert np.array_equal(parse_format("bf16").quantize(w), w)  # AIE layer: weights kept in BF16
+    assert train_main(_short_args(tmp_path / "x", "fp32", steps=500) + ["--plan", str(tmp_path / "plan.json")]) == 2
+    assert "--plan" in capsys.readouterr().err
+    assert train_main(["apdrl-dqn-cartpole", "--set", "loss=l1", "--out", str(tmp_path / "y"), "--quiet"]) == 2
+
+
+def _all_nodes():
+    from rlhls.designs.graph import build_graph
+
+    return [n.name for n in build_graph(DESIGN).nodes]
+
+
+def test_hyperparams_and_schedule():
+    hp = resolve_hyperparams(DESIGN)
+    assert hp["loss"] == "mse" and hp["batch_size"] == 128 and hp["train_frequency"] == 10
+    assert hp["precision"] == "mixed" and hp["loss_scale_init"] == 2.0 ** 15
+    with pytest.raises(RlhlsError, match="unknown DQN hyperparameter"):
+        resolve_hyperparams(DESIGN, {"nope": 1})
+    assert linear_schedule(1.0, 0.05, 100, 0) == 1.0
+    assert abs(linear_schedule(1.0, 0.05, 100, 50) - 0.525) < 1e-12
+    assert linear_schedule(1.0, 0.05, 100, 1000) == 0.05
+
+
+@pytest.mark.parametrize("precision", ["fp32", "mixed"])
+def test_resume_equals_uninterrupted(tmp_path, precision):
+    hp = dict(SHORT, precision=precision)
+
+    def make():
+        return DQN(DESIGN, seed=3, hyperparams=hp)
+
+    cfg = {"design": DESIGN.name, "precision": precision}
+    train(make, cfg, tmp_path / "a", steps=1000, progress=False)
+    def kill(update):
+        if update == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):  # killed during update 2
+        train(make, cfg, tmp_path / "b", steps=1000, progress=False, on_update=kill)
+    train(make, cfg, tmp_path / "b", steps=1000, resume=True, progress=False)
+    a = pickle.loads((tmp_path / "a" / "checkpoint.pkl").read_bytes())
+    b = pickle.loads((tmp_path / "b" / "checkpoint.pkl").read_bytes())
+    assert a["episodes"] == b["episodes"]
+    drop = ("wall_s",)
+    assert [{k: v for k, v in r.items() if k not in drop and not k.startswith("t_")} for r in a["metrics"]] == \
+           [{k: v for k, v in r.items() if k not in drop and not k.startswith("t_")} for r in b["metrics"]]
+    for k, v in a["trainer"]["params"].items():
+        assert np.array_equal(v, b["trainer"]["params"][k])
+    assert a["trainer"]["buffer"]["size"] == b["trainer"]["buffer"]["size"]
+    assert np.array_equal(a["trainer"]["buffer"]["obs"], b["trainer"]["buffer"]["obs"])
+    assert a["trainer"]["env"]["replay"]["seeds"] == b["trainer"]["env"]["replay"]["seeds"]
+
+
+def test_dqn_learns_cartpole():
+    """fp32, seed 0, 20k steps, MSE (CleanRL's loss; the design's Huber diverges on CartPole, see
+    host/dqn.py), learning from step 1000 at lr 1e-3, else CleanRL's hyperparameters. Measured mean
+    return of the last 10 episodes, seeds 0/1/2: 229.8 / 181.6 / 177.4 (random policy ~22)."""
+    t = DQN(DESIGN, seed=0, hyperparams=dict(LEARN_HP, precision="fp32"))
+    eps, U = [], LEARN_STEPS // 1000
+    try:
+        for u in range(1, U + 1):
+            eps += t.train_update(u, U)["_episodes"]
+    finally:
+        t.close()
+    last10 = float(np.mean([e[1] for e in eps[-10:]]))
+    assert last10 > LEARN_THRESHOLD, last10
+
+
+LEARN_STEPS, LEARN_THRESHOLD = 20_000, 100.0
+LEARN_HP = {"loss": "mse", "learning_starts": 1000, "learning_rate": 1e-3}
