@@ -21,7 +21,7 @@ from rlhls.designs.errors import RlhlsError
 
 from .profile_io import UNITS, ProfileRow, is_carry, topo_order
 
-__all__ = ["Problem", "Schedule", "heft", "baselines", "semi_active", "carry_span"]
+__all__ = ["Problem", "Schedule", "heft", "baselines", "semi_active", "carry_span", "local_search"]
 
 EPS = 1e-9
 
@@ -137,8 +137,11 @@ class Problem:
                 if any(o.unit == u and o.usage(r) > 0 for o in self.rows)]
 
 
-def semi_active(problem: Problem, option: dict, core: dict, order_key: dict) -> Schedule:
-    """Earliest start times for fixed options and per-core PS sequences (ordered by ``order_key``)."""
+def semi_active(problem: Problem, option: dict, core: dict, order_key: dict, cutoff: float | None = None) -> Schedule:
+    """Earliest start times for fixed options and per-core PS sequences (ordered by ``order_key``).
+
+    ``cutoff``: when the latest finish already exceeds it, the carry edges' period is not computed
+    (the makespan returned is then only a lower bound, above ``cutoff``)."""
     seq = defaultdict(list)
     for v, c in core.items():
         seq[c].append(v)
@@ -171,6 +174,8 @@ def semi_active(problem: Problem, option: dict, core: dict, order_key: dict) -> 
     if len(start) != len(problem.nodes):
         raise RuntimeError("core order contradicts the precedence graph")
     makespan = max(finish.values(), default=0.0)
+    if cutoff is not None and makespan > cutoff:
+        return Schedule(dict(option), start, finish, dict(core), makespan)
     if problem.carry and carry_span(problem, option, start, finish) > makespan + EPS:
         makespan, start = _min_period(problem, option, prev_on_core, makespan)
         finish = {v: start[v] + option[v].latency_us for v in start}
@@ -369,3 +374,154 @@ def baselines(problem: Problem, heft_schedule: Schedule | None = None) -> dict:
         heft_schedule = heft(problem)
     out["HEFT"] = None if heft_schedule is None else heft_schedule.makespan
     return out
+
+
+def local_search(problem: Problem, sched: Schedule | None, max_evals: int = 20000) -> Schedule | None:
+    """Improve a schedule by moving one node at a time to another option (and PS core), or two
+    nodes together (one faster, one cheaper to make room in a capacity), each move re-evaluated
+    exactly (:func:`semi_active`: transfers, PS core sequences, carry edges). A move is taken when
+    it shortens the makespan, or keeps it and frees capacity (so later moves have room); first
+    improvement, until a sweep over all nodes finds none or ``max_evals`` evaluations are spent.
+    The result is never worse than ``sched``; it is the incumbent the ILP starts from.
+    """
+    if sched is None:
+        return None
+    cons = [k for k in problem.constrained()]
+    cap = problem.capacity
+    nodes = problem.nodes
+    C = problem.ps_cores
+
+    def load_of(option):
+        used = defaultdict(float)
+        for o in option.values():
+            for (u, r) in cons:
+                if u == o.unit:
+                    used[(u, r)] += o.usage(r)
+        return used
+
+    def frac(used):
+        return sum(used[k] / cap[k] for k in cons if cap[k] > 0)
+
+    cur = sched
+    used = load_of(cur.option)
+    cur_load = frac(used)
+    evals = 0
+    tol = 1e-9
+
+    def better(ms, ld):
+        return ms < cur.makespan * (1 - tol) - tol or (ms <= cur.makespan * (1 + tol) + tol and ld < cur_load - 1e-12)
+
+    def fits(delta):
+        return all(used[k] + d <= cap[k] + EPS for k, d in delta.items() if d > 0)
+
+    def delta_of(changes):
+        d = defaultdict(float)
+        for v, o in changes:
+            old = cur.option[v]
+            for (u, r) in cons:
+                if u == old.unit:
+                    d[(u, r)] -= old.usage(r)
+                if u == o.unit:
+                    d[(u, r)] += o.usage(r)
+        return d
+
+    def evaluate(changes, cores):
+        nonlocal evals
+        evals += 1
+        option = dict(cur.option)
+        core = dict(cur.core)
+        for (v, o), c in zip(changes, cores):
+            option[v] = o
+            core.pop(v, None)
+            if o.unit == "PS":
+                core[v] = c
+        try:
+            return semi_active(problem, option, core, cur.start, cutoff=cur.makespan * (1 + tol) + tol)
+        except RuntimeError:
+            return None
+
+    def core_choices(v, o):
+        if o.unit != "PS":
+            return [None]
+        return [c for c in range(C) if not (cur.option[v].unit == "PS" and cur.core.get(v) == c and o is cur.option[v])]
+
+    improved = True
+    while improved and evals < max_evals:
+        improved = False
+        slack = _slack(problem, cur)
+        for v in nodes:
+            if evals >= max_evals:
+                break
+            for o in problem.options[v]:
+                for c in core_choices(v, o):
+                    if o is cur.option[v] and c is None:
+                        continue
+                    cv = cur.option[v]
+                    if o.unit == cv.unit and o.unit != "PS":
+                        # same unit, same transfers: slower only pays when it frees capacity;
+                        # faster only when v is critical (no slack)
+                        if o.latency_us > cv.latency_us + slack[v] + EPS * max(1.0, cur.makespan):
+                            continue
+                    d = delta_of([(v, o)])
+                    ld = cur_load + sum(x / cap[k] for k, x in d.items() if cap[k] > 0)
+                    if fits(d):
+                        new = evaluate([(v, o)], [c])
+                        if new is not None and better(new.makespan, ld):
+                            cur, cur_load = new, ld
+                            used = load_of(cur.option)
+                            improved = True
+                        continue
+                    # over a capacity: only worth pairing when the move alone would shorten the makespan
+                    if o.latency_us >= cur.option[v].latency_us:
+                        continue
+                    new = evaluate([(v, o)], [c])
+                    if new is None or not new.makespan < cur.makespan * (1 - tol) - tol:
+                        continue
+                    over = {k for k, x in d.items() if x > 0 and used[k] + x > cap[k] + EPS}
+                    done = False
+                    for w in nodes:
+                        if w == v or cur.option[w].unit not in {k[0] for k in over}:
+                            continue
+                        for o2 in problem.options[w]:
+                            if o2 is cur.option[w] or o2.unit == "PS":
+                                continue
+                            d2 = delta_of([(v, o), (w, o2)])
+                            if not fits(d2):
+                                continue
+                            ld2 = cur_load + sum(x / cap[k] for k, x in d2.items() if cap[k] > 0)
+                            new2 = evaluate([(v, o), (w, o2)], [c, None])
+                            if new2 is not None and better(new2.makespan, ld2):
+                                cur, cur_load = new2, ld2
+                                used = load_of(cur.option)
+                                improved = done = True
+                                break
+                        if done or evals >= max_evals:
+                            break
+    return cur
+
+
+def _slack(problem: Problem, sched: Schedule) -> dict:
+    """Latest start - start per node for the schedule's options and PS core sequences (DAG and
+    core chains only, carry edges ignored): how much a node may slow down without delaying the end."""
+    option = sched.option
+    nxt = {}
+    seq = defaultdict(list)
+    for v, c in sched.core.items():
+        seq[c].append(v)
+    for vs in seq.values():
+        vs.sort(key=lambda v: (sched.start[v], problem.index[v]))
+        for a, b in zip(vs, vs[1:]):
+            nxt[a] = b
+    # reverse topological order of the precedence + chain graph: by start time descending
+    order = sorted(problem.nodes, key=lambda v: (sched.start[v], problem.index[v]), reverse=True)
+    late = {}
+    T = sched.makespan
+    for v in order:
+        lf = T
+        for s, nb in problem.succs[v]:
+            if s in late:
+                lf = min(lf, late[s] - problem.transfer(nb, option[v].unit, option[s].unit))
+        if v in nxt and nxt[v] in late:
+            lf = min(lf, late[nxt[v]])
+        late[v] = lf - option[v].latency_us
+    return {v: max(0.0, late[v] - sched.start[v]) for v in problem.nodes}

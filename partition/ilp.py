@@ -19,14 +19,17 @@ makespan ``T``. With ``z_iu = sum_k on u x_ik`` and ``F_i = S_i + sum_k t_k x_ik
   M_ij = (H - tail_i) - head_j). Pairs already ordered by a path need nothing. With C = 1 the
   core variables vanish. A valid cut ``C T >= sum of PS latencies`` helps the bound.
 
-Pre-solve (exact: every plan it removes is slower than the HEFT horizon H): per (node, unit) the
+Incumbent: HEFT, then a local search (one node to another option or PS core, or a pair that
+trades a faster option for a cheaper one; kept when the exact makespan shrinks) gives H.
+
+Pre-solve (exact: every plan it removes is slower than the horizon H): per (node, unit) the
 earliest start (fastest options + least transfers of the predecessors) and least tail; options
 that cannot finish within H go, and a unit goes when none of its options is left (repeated to a
 fixpoint). These windows give S bounds, ``S_i >= head(unit)``, ``T >= F_i + tail(unit)`` and the
 PS big-Ms; PS pairs whose windows allow one order only get no ordering binary; a capacity no
 choice of options can exceed gets no row.
 
-Warm start: HEFT's schedule (CBC through ``-mips``; HiGHS through ``Highs.setSolution``).
+Warm start: that schedule (CBC through ``-mips``; HiGHS through ``Highs.setSolution``).
 After solving, start times are recomputed as the earliest ones for the solver's units, points and
 PS core sequences (clears solver tolerances); the result is never worse than HEFT.
 
@@ -52,12 +55,13 @@ import pulp
 
 from rlhls.designs.errors import RlhlsError
 
-from .heft import EPS, Problem, Schedule, baselines, heft, semi_active
+from .heft import EPS, Problem, Schedule, baselines, heft, local_search, semi_active
 from .plan import Plan, utilisation
 
 __all__ = ["solve", "check_capacity", "SOLVERS"]
 
 SOLVERS = ("cbc", "highs")
+LS_EVALS = 2000  # local-search budget (schedule evaluations) after HEFT
 OPTIMAL, FEASIBLE, INFEASIBLE = "Optimal", "Feasible (time limit)", "Infeasible"
 
 
@@ -193,6 +197,7 @@ def solve(rows, edges, capacity=None, links=None, *, ps_cores=None, solver="cbc"
     check_capacity(problem, source=source, solver=solver)
     start_sched = heft(problem)
     base = baselines(problem, start_sched)
+    start_sched = local_search(problem, start_sched, max_evals=LS_EVALS)  # a tighter incumbent: narrower windows
     horizon = start_sched.makespan if start_sched else problem.serial_horizon()
     horizon = horizon * (1 + 1e-9) + 1e-9
 
