@@ -27,7 +27,37 @@ biases, outputs and gradients are quantized to ``storage``; products and running
   three rules; the conv input gradient keeps its column products in ``acc`` and sums the
   overlapping patches once in ``acc`` before storing.
 - Activations are evaluated in float64 on storage values and the result quantized to
-  ``storage`` (in hardware a LUT or a small float unit; modelled later by kernels).
+  ``storage`` -- unless the Precision asks for lookup tables (below).
+
+Table activations (``Precision(storage, acc, table=fmt, table_size=N)``)
+------------------------------------------------------------------------
+Giving ``table`` and/or ``table_size`` (defaults: ``storage``, ``TABLE_SIZE`` = 1024, hls4ml's
+default) makes Tanh, Sigmoid and Softmax compute as hls4ml's Vitis templates do
+(``nnet_activation.h``, io_parallel, softmax implementation 'stable', hls4ml's default), bit
+for bit for fixed-point and fp32 storage:
+
+- Tanh: ``index = trunc(x * N / 8) + N/2`` (truncation toward zero, as hls4ml's conversion
+  of ``data * table_size / 8`` to int), clipped to [0, N-1]; entry i = ``table(tanhf(in_i))``
+  with ``in_i = float(8 * (i - N/2) / N)``; output ``storage(entry)``.
+- Sigmoid: the same over [-8, 8): ``index = trunc(x * N / 16) + N/2``; entry i =
+  ``table(float(1.0 / (1 + expf(-in_i))))`` with ``in_i = float(16 * (i - N/2) / N)``.
+- Softmax ('stable'): the five types are ``softmax_table_formats(n, N, table.width)``
+  (fixed point, 32 bits wide for a float table): ``d_i = inp_norm(max(x) - x_i)``;
+  ``e_i = accum(exp_table[top log2(N) bits of d_i])``, exp_table[i] =
+  ``exp_table_t(expf(-float(i * 16 / N)))``; ``S = inv_inp(adder-tree sum of e_i in accum)``;
+  ``p_i = storage(e_i * inv_table[top log2(N) bits of S])`` (exact product), inv_table[i] =
+  ``inv_table_t(1 / float(i * 2**sum_int / N))``.
+- ``tanhf``/``expf`` are the C library's own (through ctypes, the same libm that hls4ml's C
+  simulation links), because glibc's are not correctly rounded (tanhf differs from
+  float64-then-rounded in 146 of 1024 entries at N = 1024); float ops (``1 + e``, ``1 / x``)
+  are float32 numpy ops (IEEE). Without a loadable libm the float64 results rounded to
+  float32 are used (then entries may differ from hls4ml's in the last table LSB).
+- Backward: the derivative of the tabulated function's *math* at the same (stored) input:
+  ``dy * (1 - tanh(x)**2)``, ``dy * s(x) (1 - s(x))``, softmax's Jacobian at ``softmax(x)``,
+  all float64, the result stored in ``storage`` -- not the (piecewise constant, zero almost
+  everywhere) derivative of the table, so training works with table activations.
+- Inputs outside the table range take the end entries (tanh(+-4 - ...), sigmoid(+-8 ...)),
+  as in hls4ml. Other activations ignore the tables.
 
 Storage and accumulator must both be fixed or both be float (what ``arith.dense`` models).
 
@@ -53,6 +83,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 
@@ -62,7 +94,7 @@ from .arith import col2im, conv2d, dense, im2col
 from .errors import RlhlsError
 from .formats import NumericFormat, parse_format
 
-__all__ = ["Precision", "Layer", "Dense", "Conv2d", "Flatten", "ReLU", "Tanh", "Sigmoid", "Softmax",
+__all__ = ["Precision", "TABLE_SIZE", "softmax_table_formats", "lut_tables", "Layer", "Dense", "Conv2d", "Flatten", "ReLU", "Tanh", "Sigmoid", "Softmax",
            "Identity", "Network", "ACT_FLOPS", "INITS", "im2col", "col2im"]
 
 INITS = ("orthogonal", "uniform")
@@ -78,23 +110,197 @@ ACT_FLOPS = {
 }
 
 
+TABLE_SIZE = 1024  # hls4ml's default activation table size
+
+
 @dataclass(frozen=True)
 class Precision:
-    """The (storage, accumulator) format pair a layer computes in.
+    """The (storage, accumulator) format pair a layer computes in, and optionally the lookup
+    tables of its Tanh/Sigmoid/Softmax (see "Table activations" in the module docstring).
 
-    Either field may be given as format text (e.g. ``Precision('fp16', 'fp32')``).
+    Any format may be given as text (e.g. ``Precision('fp16', 'fp32')``). ``table`` /
+    ``table_size``: None both = activations in float64; either given = hls4ml's tables of
+    ``table_size`` (default 1024, a power of two >= 8) entries in ``table`` (default storage).
     """
 
     storage: NumericFormat  # inputs, weights, outputs and gradients are stored in this format
     acc: NumericFormat      # products and sums
+    table: NumericFormat | None = None  # entries of the activation tables (hls4ml table_t)
+    table_size: int | None = None       # entries per table (hls4ml table_size)
 
     def __post_init__(self):
-        for field in ("storage", "acc"):
+        for field in ("storage", "acc", "table"):
             value = getattr(self, field)
+            if value is None and field == "table":
+                continue
             if isinstance(value, str):
                 object.__setattr__(self, field, parse_format(value))
             elif not hasattr(value, "quantize"):
                 raise RlhlsError(f"Precision: {field} is {value!r}, expected a NumericFormat or format text")
+        n = self.table_size
+        if n is not None and not (isinstance(n, (int, np.integer)) and not isinstance(n, bool)
+                                  and n >= 8 and n & (n - 1) == 0):
+            raise RlhlsError(f"Precision: table_size {n!r}, expected a power of two >= 8")
+        if self.table is not None and self.table.kind not in ("fixed", "float"):
+            raise RlhlsError(f"Precision: table {self.table}, expected a fixed or float format")
+
+    @property
+    def lut(self) -> bool:
+        """Activations through hls4ml's lookup tables (table or table_size given)."""
+        return self.table is not None or self.table_size is not None
+
+    @property
+    def lut_table(self) -> NumericFormat:
+        return self.storage if self.table is None else self.table
+
+    @property
+    def lut_size(self) -> int:
+        return TABLE_SIZE if self.table_size is None else int(self.table_size)
+
+    def with_tables(self, table=None, table_size=None) -> "Precision":
+        """This precision in table mode; fields already set here win over the arguments."""
+        return dataclasses.replace(self, table=self.table if self.table is not None else (table or self.storage),
+                                   table_size=self.table_size if self.table_size is not None
+                                   else int(table_size or TABLE_SIZE))
+
+
+# ---------------------------------------------------------------------------- lookup tables
+
+SOFTMAX_NORM_INT = 4  # x_max - x_i is clipped to [0, 16): exp(-16) ~ 1e-7
+
+
+def softmax_table_formats(n: int, table_size: int, width: int) -> dict:
+    """The five fixed-point types of hls4ml's 'stable' softmax for n classes (our choice; hls4ml's
+    defaults index its tables by the TOP bits of wide types, which made every output 1/n):
+
+    inp_norm  ufixed<w, 4, TRN, SAT>         x_max - x_i, covers [0, 16), index step 16/N
+    exp_table ufixed<w, 1, RND, SAT>         exp(-d) in (0, 1]
+    accum     ufixed<w+lg, 1+lg, RND, SAT>   exact sum of n table values (lg = ceil log2 n)
+    inv_inp   ufixed<w, sum_int, TRN, SAT>   the sum S in [1, n] < 2**sum_int
+    inv_table ufixed<w, 1, RND, SAT>         1/S for S >= 1 (entries for S < 1 are never indexed)
+
+    Needs w >= log2(table_size) (the index is the top log2(N) bits)."""
+    from .formats import FixedFormat
+
+    lgn = int(table_size).bit_length() - 1
+    if width < lgn:
+        raise RlhlsError(f"softmax tables: width {width} < log2(table_size) = {lgn}: the table index is"
+                         " the top log2(table_size) bits of the types; use a wider table format")
+    sum_int = max(1, math.ceil(math.log2(n + 1)))
+    lg = max(1, math.ceil(math.log2(n)))
+    u = lambda w, i, q: FixedFormat(w, i, False, q, "SAT")  # noqa: E731
+    return {"inp_norm": u(width, SOFTMAX_NORM_INT, "TRN"), "exp_table": u(width, 1, "RND"),
+            "accum": u(width + lg, 1 + lg, "RND"), "inv_inp": u(width, sum_int, "TRN"),
+            "inv_table": u(width, 1, "RND")}
+
+
+def _softmax_width(table) -> int:
+    return table.width if table.kind == "fixed" else 32
+
+
+@functools.lru_cache(maxsize=None)
+def _libm():
+    """The C library's float tanhf/expf (what hls4ml's table init calls), or None."""
+    try:
+        import ctypes
+        import ctypes.util
+
+        lib = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
+        fns = []
+        for name in ("tanhf", "expf"):
+            f = getattr(lib, name)
+            f.restype, f.argtypes = ctypes.c_float, [ctypes.c_float]
+            fns.append(f)
+        return tuple(fns)
+    except (OSError, AttributeError):
+        return None
+
+
+def _c_float_fn(name: str, x: np.ndarray) -> np.ndarray:
+    """float32 tanhf/expf of float32 x, by the C library if loadable."""
+    x = np.asarray(x, dtype=np.float32)
+    fns = _libm()
+    if fns is None:
+        ref = np.tanh if name == "tanhf" else np.exp
+        return ref(x.astype(np.float64)).astype(np.float32)
+    f = fns[0 if name == "tanhf" else 1]
+    return np.array([f(float(v)) for v in x.ravel()], dtype=np.float32).reshape(x.shape)
+
+
+@functools.lru_cache(maxsize=64)
+def lut_tables(kind: str, table_size: int, table, n: int = 0) -> tuple:
+    """hls4ml's table contents as float64 values of their types (read-only arrays):
+    ('Tanh'|'Sigmoid', N, table) -> (table,); ('Softmax', N, table, n) -> (exp_table, inv_table)."""
+    N = int(table_size)
+    i = np.arange(N, dtype=np.float64)
+    if kind in ("Tanh", "Sigmoid"):
+        half = 4.0 if kind == "Tanh" else 8.0
+        x = (2 * half * (i - N / 2.0) / N).astype(np.float32)  # float in_val
+        if kind == "Tanh":
+            v = _c_float_fn("tanhf", x)
+        else:  # 1.0 / (1 + std::exp(-x)): float add, double divide, returned as float
+            s = np.float32(1) + _c_float_fn("expf", -x)
+            v = (1.0 / s.astype(np.float64)).astype(np.float32)
+        out = (np.asarray(table.quantize(v.astype(np.float64)), dtype=np.float64),)
+    elif kind == "Softmax":
+        f = softmax_table_formats(n, N, _softmax_width(table))
+        lgn = N.bit_length() - 1
+        xe = (i * 2.0 ** (SOFTMAX_NORM_INT - lgn)).astype(np.float32)  # value of the top bits = i
+        e = np.asarray(f["exp_table"].quantize(_c_float_fn("expf", -xe).astype(np.float64)), dtype=np.float64)
+        xi = (i * 2.0 ** (f["inv_inp"].int_bits - lgn)).astype(np.float32)
+        with np.errstate(divide="ignore"):
+            inv = (np.float32(1) / xi).astype(np.float64)  # entry 0 (1/0) is never indexed
+        out = (e, np.asarray(f["inv_table"].quantize(inv), dtype=np.float64))
+    else:
+        raise RlhlsError(f"lut_tables: no table for '{kind}'")
+    for a in out:
+        a.setflags(write=False)
+    return out
+
+
+def _lut_index(x: np.ndarray, half: float, N: int) -> np.ndarray:
+    """hls4ml's int(data * N / (2*half)) + N/2, clipped (truncation toward zero)."""
+    r = np.trunc(x * (N / (2.0 * half)))
+    return (np.clip(r + N // 2, 0, N - 1)).astype(np.int64)
+
+
+def _reduce_add(cols: list, fmt) -> np.ndarray:
+    """nnet::reduce with Op_add<accum_t>: balanced tree, left part = largest power of 2 < n."""
+    n = len(cols)
+    if n == 1:
+        return cols[0]
+    if n == 2:
+        return _q(fmt, cols[0] + cols[1])
+    left = 1 << ((n - 1).bit_length() - 1)
+    return _q(fmt, _reduce_add(cols[:left], fmt) + _reduce_add(cols[left:], fmt))
+
+
+def _top_bits(fmt, v: np.ndarray, lgn: int) -> np.ndarray:
+    """softmax_idx_from_real_val: the top lgn bits of an unsigned fixed value."""
+    return np.right_shift(fmt.quantize_mantissa(v), fmt.width - lgn)
+
+
+def _lut_softmax(x: np.ndarray, p: "Precision") -> np.ndarray:
+    N, table = p.lut_size, p.lut_table
+    n = x.shape[-1]
+    f = softmax_table_formats(n, N, _softmax_width(table))
+    exp_t, inv_t = lut_tables("Softmax", N, table, n)
+    lgn = N.bit_length() - 1
+    d = _q(f["inp_norm"], x.max(axis=-1, keepdims=True) - x)
+    e = _q(f["accum"], exp_t[_top_bits(f["inp_norm"], d, lgn)])
+    s = _q(f["inv_inp"], _reduce_add([e[:, k] for k in range(n)], f["accum"]))
+    inv = inv_t[_top_bits(f["inv_inp"], s, lgn)][:, None]
+    st = p.storage
+    if st.kind != "fixed":
+        return _q(st, e * inv)
+    fa, fi = f["accum"].frac_bits, f["inv_table"].frac_bits
+    me, mi = f["accum"].to_mantissa(e), f["inv_table"].to_mantissa(np.broadcast_to(inv, e.shape))
+    if f["accum"].width + f["inv_table"].width <= 62:
+        m = me * mi
+    else:  # the exact product needs more than 64 bits
+        m = me.astype(object) * mi.astype(object)
+    out, _ = st.cast_mantissa(m, fa + fi)
+    return st.from_mantissa(out)
 
 
 # ---------------------------------------------------------------------------- layers
@@ -445,12 +651,18 @@ class _Activation(Layer):
     def _df(self, dy, x, y):
         raise NotImplementedError
 
+    def _lut(self, x, p):
+        """hls4ml's table version of f on stored x (only Tanh/Sigmoid/Softmax have one)."""
+        return None
+
     def forward(self, x, precision=None):
         x = self._check_input(x)
         s = precision.storage if precision is not None else None
         x = _q(s, x)
-        y = _q(s, self._f(x))
-        self._cache, self._batch = (x, y), x.shape[0]
+        y = self._lut(x, precision) if precision is not None and precision.lut else None
+        table = y is not None
+        y = _q(s, self._f(x)) if y is None else y
+        self._cache, self._batch = (x, y, table), x.shape[0]
         return y
 
     def backward(self, dy, precision=None, need_input_grad=True):
@@ -458,7 +670,9 @@ class _Activation(Layer):
         if not need_input_grad:
             return None
         s = precision.storage if precision is not None else None
-        x, y = self._cache
+        x, y, table = self._cache
+        if table:  # derivative of the tabulated math at the same input (module docstring)
+            y = self._f(x)
         return _q(s, self._df(_q(s, dy), x, y))
 
 
@@ -488,6 +702,10 @@ class Tanh(_Activation):
     def _f(self, x):
         return np.tanh(x)
 
+    def _lut(self, x, p):
+        (t,) = lut_tables("Tanh", p.lut_size, p.lut_table)
+        return _q(p.storage, t[_lut_index(x, 4.0, p.lut_size)])
+
     def _df(self, dy, x, y):
         return dy * (1.0 - y * y)
 
@@ -498,6 +716,10 @@ class Sigmoid(_Activation):
     def _f(self, x):
         # 0.5 * (1 + tanh(x/2)) is the logistic function without exp overflow.
         return 0.5 * (1.0 + np.tanh(0.5 * x))
+
+    def _lut(self, x, p):
+        (t,) = lut_tables("Sigmoid", p.lut_size, p.lut_table)
+        return _q(p.storage, t[_lut_index(x, 8.0, p.lut_size)])
 
     def _df(self, dy, x, y):
         return dy * y * (1.0 - y)
@@ -516,6 +738,9 @@ class Softmax(_Activation):
     def _f(self, x):
         e = np.exp(x - x.max(axis=-1, keepdims=True))
         return e / e.sum(axis=-1, keepdims=True)
+
+    def _lut(self, x, p):
+        return _lut_softmax(x, p)
 
     def _df(self, dy, x, y):
         return y * (dy - (dy * y).sum(axis=-1, keepdims=True))

@@ -72,7 +72,7 @@ from . import project as P
 from . import vitis as V
 from .aie import emit_aie
 from .csim import run_csim
-from .hls4ml_convert import check_hls4ml, convert_network, hls_format
+from .hls4ml_convert import check_hls4ml, convert_network, hls4ml_precision_config, hls_format
 from .kernels import render_kernel
 from .paths import cache_dir, include_dir
 
@@ -390,7 +390,7 @@ class _Mapper:
         if self.hls4ml and self._hls4ml_formats_ok():
             for net in self.nets:
                 mm_fwd = [n for n in g.nodes if n.mm and n.phase in _FWD_PHASES and n.layer.startswith(net + ".")]
-                if mm_fwd and all(self.unit[n.name] == "PL" for n in mm_fwd):
+                if mm_fwd and all(self.unit[n.name] == "PL" for n in mm_fwd) and self._hls4ml_takes(net):
                     hls4ml_nets.add(net)
         hls_comp = {}
         for node in pl:  # MM nodes first: activations fold into their neighbours afterwards
@@ -446,6 +446,15 @@ class _Mapper:
         except RlhlsError as e:
             self.warnings.append(f"hls4ml cannot take the PL formats ({e}): forward layers become "
                                  "dense_forward kernels")
+            return False
+        return True
+
+    def _hls4ml_takes(self, net: str) -> bool:
+        """hls4ml can convert this network in the PL formats (e.g. not a float softmax)."""
+        try:
+            hls4ml_precision_config(self.nets[net], Precision(*_pl_formats(self.design)))
+        except RlhlsError as e:
+            self.warnings.append(f"{e}: network '{net}' forward layers become dense_forward kernels")
             return False
         return True
 

@@ -32,10 +32,13 @@ was 1/n). ``check_hls4ml`` compares against the emulator in that table mode, so:
     Conv2d accumulates in (kh, kw, c) order after channels-last (ours: (c, kh, kw)), but each
     product is cast on its own and sums of equal-LSB values are exact unless the accumulator
     saturates/wraps, so the order does not matter.
-  * fp32 MLPs (Dense/ReLU/Tanh/Sigmoid): equal (same float ops in the same order; the float
-    table entries are the C library's tanhf/expf, called through ctypes by the emulator).
+  * fp32 MLPs (Dense/ReLU/Tanh/Sigmoid) with zero biases: equal (same float ops in the same
+    order; the float table entries are the C library's tanhf/expf, which the emulator calls
+    through ctypes). With non-zero biases hls4ml does not fuse the bias Add for float types:
+    it computes fl(sum_k x_k w_k + b) (bias last, ``_unfused_bias``), the emulator starts the
+    sum from b, so a Dense output may differ by ulps (seen: 1 ulp), inside ``error_bound``.
   * fp32 convnets: the (kh, kw, c) order changes float sums by a few ulps; ``error_bound``
-    bounds that (the only place a difference remains; ``passed`` allows it).
+    bounds that and the bias order above (the only places a difference remains).
   * The one-LSB slack: none is needed where the emulator's tables come from the C library;
     without a loadable libm (float64 tanh/exp rounded to float) an entry may differ in its
     last bit, so ``passed`` then allows 1 output LSB per table activation (``tolerance``).
@@ -249,6 +252,14 @@ def _flatten_rows(net: Network, layer) -> list[np.ndarray]:
     return [W]
 
 
+def _unfused_bias(hls_model, node):
+    """The BatchNormalization hls4ml left after `node` for its bias (float types: no fusion), or None."""
+    outs = [n for n in hls_model.get_layers() if node.outputs[0] in n.inputs]
+    if len(outs) == 1 and outs[0].class_name in ("BatchNormalization", "ApplyAlpha") and "bias" in outs[0].weights:
+        return outs[0]
+    return None
+
+
 def _set_params(net: Network, ps: dict, hls_model, table_size: int) -> None:
     from hls4ml.backends.fpga.fpga_types import APTypeConverter
 
@@ -278,6 +289,14 @@ def _set_params(net: Network, ps: dict, hls_model, table_size: int) -> None:
             data = _match_layout(layer.params["W"], wvar.data, where)
         b = layer.params.get("b")
         bdata = np.zeros(layer.out_shape[0] if layer.kind == "Conv2d" else layer.units) if b is None else b
+        bn = _unfused_bias(hls_model, node)
+        if bn is not None:  # float: hls4ml keeps the bias Add as its own layer (y = 1 * x + b) after the
+            # Dense, whose own bias is 0: put the bias there (else it was added twice)
+            q = np.asarray(p.storage.quantize(bdata), dtype=np.float64).reshape(bn.weights["bias"].data.shape)
+            bn.weights["bias"].data = q
+            bn.weights["bias"].update_precision(st)
+            bn.weights["bias"].precision_fmt = "{:.17e}"
+            bdata = np.zeros_like(bdata)
         for var, master in ((wvar, data), (node.weights["bias"], bdata)):
             q = np.asarray(p.storage.quantize(master), dtype=np.float64).reshape(var.data.shape)
             var.data = q

@@ -365,3 +365,88 @@ def test_bad_calls_raise():
         net.set_params({"fc1.W": np.zeros((3, 3)), "fc1.b": np.zeros(3)})
     with pytest.raises(RlhlsError, match="missing: \\['fc1.b'\\]"):
         net.set_params({"fc1.W": np.zeros((4, 3))})
+
+
+# ---------------------------------------------------------------- table activations (hls4ml LUTs)
+
+LUT = Precision("fixed<16,6,RND,SAT>", "fixed<32,12,RND,SAT>", table_size=1024)
+
+
+def _act(kind, n=1):
+    layer = {"Tanh": Tanh, "Sigmoid": Sigmoid, "Softmax": Softmax}[kind]()
+    return Network("a", (n,), [layer])
+
+
+@pytest.mark.parametrize("kind, half", [("Tanh", 4.0), ("Sigmoid", 8.0)])
+def test_lut_activation_is_hls4ml_table(kind, half):
+    # Every input code of the storage format: index = trunc(x N / (2 half)) + N/2 clipped, entry =
+    # f at the left end of its bin rounded to the table format (float32 libm within 1 table LSB).
+    s, N = LUT.storage, LUT.lut_size
+    x = s.from_mantissa(np.arange(s.min_mantissa, s.max_mantissa + 1))[:, None]
+    y = _act(kind).forward(x, LUT)[:, 0]
+    idx = np.clip(np.trunc(x[:, 0] * N / (2 * half)) + N // 2, 0, N - 1)
+    centre = 2 * half * (idx - N / 2) / N
+    f = np.tanh(centre) if kind == "Tanh" else 1 / (1 + np.exp(-centre))
+    assert np.abs(y - s.quantize(f)).max() <= s.lsb
+    assert np.all(np.diff(y) >= 0)  # monotone, as the tables
+    step = 2 * half / N * (1.0 if kind == "Tanh" else 0.25)
+    g = np.tanh(x[:, 0]) if kind == "Tanh" else 1 / (1 + np.exp(-x[:, 0]))
+    inside = np.abs(x[:, 0]) < half - 2 * half / N
+    assert np.abs(y - g)[inside].max() <= step + s.lsb
+    assert np.abs(y - _act(kind).forward(x, Precision(s, LUT.acc))[:, 0]).max() >= 3 * s.lsb  # not float64
+
+
+def test_lut_softmax_close_to_softmax_and_backward_is_analytic():
+    net = _act("Softmax", 6)
+    x = LUT.storage.quantize(np.random.default_rng(0).uniform(-6, 6, (50, 6)))
+    y = net.forward(x, LUT)
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    p = e / e.sum(axis=1, keepdims=True)
+    assert np.abs(y - p).max() < 0.05 and np.abs(y - p).max() > 0  # table steps, not exact
+    assert np.array_equal(LUT.storage.quantize(y), y)
+    dy = np.random.default_rng(1).standard_normal(y.shape)
+    dx = net.backward(dy, LUT, need_input_grad=True)
+    dyq = LUT.storage.quantize(dy)
+    ref = p * (dyq - (dyq * p).sum(axis=1, keepdims=True))
+    assert np.abs(dx - ref).max() <= LUT.storage.lsb
+
+
+def test_lut_tanh_gradient_is_analytic_derivative():
+    # Backward through a table activation = d tanh at the (stored) input, not the table's slope:
+    # equal to dy (1 - tanh(x)^2) within the table error, and training still learns.
+    s = LUT.storage
+    net = _act("Tanh", 3)
+    x = s.quantize(np.random.default_rng(2).uniform(-3, 3, (40, 3)))
+    y = net.forward(x, LUT)
+    dy = s.quantize(np.random.default_rng(3).standard_normal(y.shape))
+    dx = net.backward(dy, LUT, need_input_grad=True)
+    analytic = dy * (1 - np.tanh(x) ** 2)
+    assert np.abs(dx - analytic).max() <= s.lsb
+    assert np.abs(dx - dy * (1 - y ** 2)).max() <= 2 * np.abs(dy).max() * (8 / 1024 + s.lsb)
+
+
+def test_training_with_lut_activations_learns():
+    rng = np.random.default_rng(4)
+    net = Network("r", (2,), [Dense(16), Tanh(), Dense(1), Sigmoid()], seed=0, init="uniform")
+    x = rng.uniform(-1, 1, (64, 2))
+    t = (x[:, :1] * x[:, 1:] > 0).astype(float) * 0.8 + 0.1
+    losses = []
+    for _ in range(300):
+        y = net.forward(x, LUT)
+        losses.append(float(((y - t) ** 2).mean()))
+        net.backward(2 * (y - t) / len(x), LUT)
+        net.set_params({k: v - 2.0 * net.grads[k] for k, v in net.get_params().items()})
+    assert losses[-1] < 0.5 * losses[0], (losses[0], losses[-1])
+
+
+def test_precision_tables_defaults_and_errors():
+    p = Precision("fixed<16,6>", "fixed<32,12>")
+    assert not p.lut and p.with_tables().lut and p.with_tables().lut_table == p.storage
+    q = Precision("fixed<16,6>", "fixed<32,12>", table="fixed<18,8>")
+    assert q.lut and q.lut_size == 1024 and str(q.lut_table) == "fixed<18,8>"
+    assert q.with_tables(table_size=256).lut_size == 256  # unset fields take the arguments
+    assert Precision("fp32", "fp32", table_size=64).with_tables(table_size=256).lut_size == 64  # set ones win
+    with pytest.raises(RlhlsError, match="table_size 1000, expected a power of two"):
+        Precision("fp32", "fp32", table_size=1000)
+    with pytest.raises(RlhlsError, match="width 8 < log2"):
+        _act("Softmax", 3).forward(np.zeros((1, 3)), Precision("fixed<8,3>", "fixed<16,6>", table_size=1024))
