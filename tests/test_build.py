@@ -147,3 +147,19 @@ def test_csim_passes_for_every_kernel(tmp_path, monkeypatch, design, net, layer)
     assert kinds == {"dense_forward", "dense_backward", "weight_gradient", "weight_update"}
     assert all(c.csim and c.csim["passed"] for c in res.components), [c.csim for c in res.components]
     assert res.ok and res.to_json()["components"][0]["csim"]["passed"]
+
+
+@pytest.mark.parametrize("design", __import__("rlhls.designs.registry", fromlist=["x"]).design_names())
+def test_every_registered_design_builds(tmp_path, design):
+    out = tmp_path / design
+    build_design(design, out, hls4ml=False)
+    m = json.loads((out / P.MANIFEST).read_text())
+    g = build_graph(get_design(design))
+    placed = {n for c in m["components"] for n in c["nodes"]}
+    # every node is accounted for: a PL component, the AIE graph, the host, or named as unmapped
+    for node in g.nodes:
+        assert node.name in placed or node.name in m["unmapped"] or node.name in m["host"] \
+            or node.name in m["aie"]["nodes"] or any(node.name in c.get("folded", []) for c in m["components"])
+    for f in m["files"]:
+        assert (out / f["path"]).is_file()
+    assert all(f"nk={c['top']}:1:" in (out / "system.cfg").read_text() for c in m["components"])
