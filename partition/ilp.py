@@ -121,8 +121,10 @@ def _assignable(problem: Problem, keys, solver: str) -> bool:
     return pulp.LpStatus[prob.status] == "Optimal"
 
 
-def check_capacity(problem: Problem, *, source: str = "capacity", solver: str = "cbc") -> None:
-    """RlhlsError naming the resource and unit when no assignment meets the capacities."""
+def check_capacity(problem: Problem, *, source: str = "capacity", solver: str = "cbc",
+                   feasible_known: bool = False) -> None:
+    """RlhlsError naming the resource and unit when no assignment meets the capacities.
+    ``feasible_known``: a schedule within the capacities exists already (skip the assignment ILP)."""
     keys = problem.constrained()
     for key in keys:
         need = _min_need(problem, key)
@@ -131,7 +133,7 @@ def check_capacity(problem: Problem, *, source: str = "capacity", solver: str = 
                 f"{source}: {key[0]} {key[1]} capacity {problem.capacity[key]:g} is below the {need:g} the nodes "
                 f"need at least (each node at its least use of {key[1]} on {key[0]}); no assignment fits"
             )
-    if len(keys) < 2 or _assignable(problem, keys, solver):
+    if feasible_known or len(keys) < 2 or _assignable(problem, keys, solver):
         return
     for key in keys:
         if _assignable(problem, [k for k in keys if k != key], solver):
@@ -194,8 +196,8 @@ def solve(rows, edges, capacity=None, links=None, *, ps_cores=None, solver="cbc"
         raise RlhlsError(f"time limit {time_limit} s is not positive")
     t0 = time.perf_counter()
     problem = Problem(rows, edges, capacity, links, ps_cores)
-    check_capacity(problem, source=source, solver=solver)
     start_sched = heft(problem)
+    check_capacity(problem, source=source, solver=solver, feasible_known=start_sched is not None)
     base = baselines(problem, start_sched)
     start_sched = local_search(problem, start_sched, max_evals=LS_EVALS)  # a tighter incumbent: narrower windows
     horizon = start_sched.makespan if start_sched else problem.serial_horizon()
