@@ -68,8 +68,8 @@ import numpy as np
 
 from rlhls.designs.errors import RlhlsError
 from rlhls.designs.formats import FP32, FixedFormat, FloatFormat
-from rlhls.designs.network import (SOFTMAX_NORM_INT, TABLE_SIZE, Network, Precision, _libm,
-                                   softmax_table_formats)
+from rlhls.designs.lut import SOFTMAX_NORM_INT, _libm, softmax_table_formats
+from rlhls.designs.network import TABLE_SIZE, Network, Precision
 
 __all__ = ["hls4ml_precision_config", "table_precisions", "convert_network", "compile_csim", "check_hls4ml",
            "error_bound", "softmax_error",
