@@ -22,7 +22,6 @@ design's ``total_timesteps`` for DQN, 1e6 otherwise.
 from __future__ import annotations
 
 import argparse
-import sys
 
 from rlhls.designs.errors import RlhlsError
 
@@ -149,17 +148,3 @@ def _run_dqn(args, design, overrides) -> int:
                 title=f"{design.name} on {env_id} ({hp['precision']}, seed {args.seed})")
     print(f"{res['updates']} updates, {res['env_steps']} env steps -> {res['out']}")
     return 0
-
-
-def main(argv=None) -> int:  # standalone use until the lead wires it into rlhls/cli.py
-    p = argparse.ArgumentParser(prog="rlhls train")
-    add_train_arguments(p)
-    try:
-        return run_train(p.parse_args(argv))
-    except RlhlsError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -8,7 +8,11 @@ import pytest
 
 from rlhls.designs.errors import RlhlsError
 from rlhls.designs.registry import get_design
-from rlhls.host.cli_train import main as train_main
+from rlhls.cli import main as cli_main
+
+
+def train_main(argv):
+    return cli_main(["train", *argv])
 from rlhls.host.dqn import DQN, linear_schedule, resolve_hyperparams
 from rlhls.host.runner import read_metrics, train
 
