@@ -484,6 +484,14 @@ class FloatFormat(NumericFormat):
     def quantize(self, x, *, return_overflow=False):
         """Round to nearest even (one rounding from float64), subnormals, overflow to +-Inf."""
         x = np.asarray(x, dtype=np.float64)
+        native = _NATIVE.get((self.exp_bits, self.man_bits))
+        if native is not None:
+            # numpy's float64 -> float32 / float16 casts are this same single IEEE rounding, ~8x faster
+            with np.errstate(over="ignore", invalid="ignore"):
+                y = x.astype(native).astype(np.float64)
+            if not return_overflow:
+                return y
+            return y, int(np.count_nonzero(np.isinf(y) & np.isfinite(x)))
         with np.errstate(invalid="ignore", over="ignore"):  # NaN / Inf pass through
             _, e = np.frexp(x)  # |x| in [2**(e-1), 2**e)
             q = np.maximum(e - 1, self.emin) - self.man_bits  # exponent of the quantum
@@ -500,6 +508,7 @@ class FloatFormat(NumericFormat):
 FP32 = FloatFormat(8, 23)
 FP16 = FloatFormat(5, 10)
 BF16 = FloatFormat(8, 7)
+_NATIVE = {(8, 23): np.float32, (5, 10): np.float16}
 
 
 # ----------------------------------------------------------------------------- uniform codewords
