@@ -25,7 +25,7 @@ import argparse
 
 from rlhls.designs.errors import RlhlsError
 
-TRAINERS = ("ppo", "dqn")
+TRAINERS = ("ppo", "dqn", "a2c")
 
 
 def _positive(text):
@@ -49,9 +49,9 @@ def add_train_arguments(parser) -> None:
     parser.add_argument("--experiment", type=int, choices=(1, 2, 3, 4, 5),
                         help="HEPPO-GAE Table III configuration (default: the design's, 5 for heppo-ppo)")
     parser.add_argument("--precision", choices=("fp32", "mixed"),
-                        help="DQN: fp32 on every node, or AP-DRL's per-unit mixed precision (default: the design's)")
+                        help="DQN, A2C: fp32 on every node, or AP-DRL's per-unit mixed precision (default: the design's)")
     parser.add_argument("--plan", metavar="PLAN.json",
-                        help="DQN --precision mixed: the partition (plan.json or its folder) to take formats from "
+                        help="--precision mixed: the partition (plan.json or its folder) to take formats from "
                              "(default: profile + ILP in-process)")
     parser.add_argument("--out", help="run folder (default runs/<design>-<env>-s<seed>-e<experiment>)")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
@@ -88,8 +88,12 @@ def run_train(args) -> int:
     overrides = _overrides(args)
     if design.algorithm == "dqn":
         return _run_dqn(args, design, overrides)
+    if design.algorithm == "a2c":
+        from .a2c import run_a2c
+
+        return run_a2c(args, design, overrides)
     if args.precision is not None or args.plan is not None:
-        raise RlhlsError(f"--precision / --plan: {design.algorithm.upper()} trains in float64 so far (DQN only)")
+        raise RlhlsError(f"--precision / --plan: {design.algorithm.upper()} trains in float64 so far (DQN and A2C take them)")
     hp = resolve_hyperparams(design, overrides)  # validates before anything is written
     env_id = args.env or design.env_id
     out = args.out or f"runs/{design.name}-{env_id}-s{args.seed}-e{hp['experiment']}"

@@ -156,10 +156,10 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
                              "or choose another --out")
         if out.exists() and not out.is_dir():
             raise RlhlsError(f"--out '{out}' exists and is not a folder")
+    trainer = make_trainer()  # bad environments and parameters fail here, before anything is written
+    if not resume:
         out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "config.json", json.dumps(config, indent=2, sort_keys=True, default=str) + "\n")
-
-    trainer = make_trainer()
     try:
         update, env_steps, metrics, episodes = 0, 0, [], []
         if resume:

@@ -78,7 +78,7 @@ def test_run_folder_contents_and_bad_input(tmp_path):
     with pytest.raises(RlhlsError, match="unknown PPO hyperparameter"):
         run_train(_args("heppo-ppo", "--out", str(tmp_path / "x"), "--set", "nope=1", *TINY))
     with pytest.raises(RlhlsError, match="rlhls train runs PPO"):
-        run_train(_args("apdrl-a2c-invpendulum", "--out", str(tmp_path / "y")))
+        run_train(_args("cpp-trpo-ant", "--out", str(tmp_path / "y")))
     with pytest.raises(RlhlsError, match="no checkpoint"):
         run_train(_args("heppo-ppo", "--out", str(tmp_path / "z"), "--resume", *TINY))
 

@@ -1,0 +1,483 @@
+"""A2C on the host (Stable-Baselines3 ``A2C`` semantics) with AP-DRL's hardware-aware mixed precision.
+
+Algorithm (SB3 ``stable_baselines3/a2c/a2c.py`` + ``common/on_policy_algorithm.py``; ``A2C_DEFAULTS``
+are SB3's A2C defaults, a design's ``hyperparams`` override them, then ``--set``): ``num_envs``
+sub-envs run ``n_steps`` steps (the rollout, batch = n_steps x num_envs); returns and advantages
+by GAE(gamma, ``gae_lambda``) over the rollout (SB3 ``compute_returns_and_advantage``; with SB3's
+default lambda = 1 this is the n-step return ``R_t = r_t + gamma r_{t+1} + ... + gamma^k V(s_{t+k})``
+cut at episode ends), ``advantage = R - V`` with V the rollout's values, no advantage
+normalization (SB3 ``normalize_advantage=False``). One gradient step per rollout on
+
+    loss = -mean(A * log pi(a|s)) + ent_coef * (-mean(entropy)) + vf_coef * mean((R - V(s))^2)
+
+(SB3: the value loss is ``F.mse_loss`` -- no 0.5 factor, unlike PPO/CleanRL), one global grad-norm
+clip at ``max_grad_norm`` over actor, critic and log-std, then the optimizer. The learning rate
+is constant (SB3's default schedule).
+
+Optimizer (``optimizer``): ``rmsprop`` (SB3's default ``use_rms_prop=True``) is
+``torch.optim.RMSprop(alpha=rmsprop_alpha, eps=rmsprop_eps)``, i.e. PyTorch's eps placement
+``p -= lr g / (sqrt(v) + eps)`` with v initialised to 0 -- what SB3's A2C uses (it passes
+``th.optim.RMSprop``). The TF / SB2 placement ``g / sqrt(v + eps)`` with v initialised to 1
+(``sb2_compat.RMSpropTFLike``, used by some RL Zoo Atari configs) is not implemented.
+``adam`` = ``torch.optim.Adam(eps=adam_eps)`` with SB3's ActorCriticPolicy eps 1e-5
+(``use_rms_prop=False``).
+
+Policy: the design's ``policy`` network gives the Gaussian mean (continuous) or the Categorical
+logits / softmax probabilities (discrete); continuous actions add a state-independent ``log_std``
+(init ``log_std_init`` = 0, SB3). The sampled (unclipped) action is what log-probs use; the env
+receives it clipped to the action box (SB3 ``collect_rollouts``). Observations and rewards are
+not normalized (SB3's default; RL Zoo's MuJoCo configs wrap VecNormalize, not done here).
+
+Episode ends: ``envs.ReplayableVecEnv`` (SAME_STEP autoreset). A termination cuts the return
+(next value 0); a truncation (time limit) bootstraps with V(final observation) -- SB3 adds
+``gamma * V(terminal_observation)`` to that step's reward, which is the same recurrence as
+``ppo.gae_reference`` with done code 2. ``dones``: 0 continue / 1 terminated / 2 truncated.
+
+Updates and resume: one runner update = ``rollouts_per_update`` rollouts (default 25 = 1000 env
+steps with 8 x 5; one metrics row and one checkpoint each; SB3 logs every 100 rollouts). The
+checkpoint holds both networks, log-std, the optimizer, the loss scaler, the numpy Generator, the
+envs (seed + actions since each sub-env's reset, replayed on load) and the running episode
+returns: a resumed run equals an uninterrupted one bit for bit.
+
+Precision (``precision``, ``--precision``; as ``host/dqn.py``): ``fp32`` = every node on the PS;
+``mixed`` = each training-graph node (``policy.<layer>.fwd/bwd/upd``, ``value.<layer>.fwd/bwd/upd``,
+``returns``, ``loss``) in its unit's format under a plan (``--plan`` or profile + ILP in-process),
+see ``host/mixed.py``. Acting (policy mean, V, and V of truncated final observations) runs on the
+PS in FP32 (AP-DRL Fig. 10). The ``returns`` node's recurrence is computed in float64 and its
+outputs (advantages, returns) rounded once to its unit's storage format. One dynamic loss scale
+serves both networks (one loss, as PyTorch's GradScaler): the loss gradient of the policy output,
+the value output and log-std is scaled; any non-finite gradient anywhere skips the whole step.
+Gradients are unscaled in FP32, then clipped, then applied. ``log_std`` is a PS/FP32 parameter.
+
+Per-update metrics: episodes, episodic_return / length, truncations, rollouts, pg_loss, v_loss,
+entropy, grad_norm (before clipping), explained_variance, std (mean exp(log_std)), learning_rate,
+loss_scale, quantized, skipped_steps, scale_shrinks, scale_grows, grad_overflows, conv_overflows,
+and phase seconds ``t_<phase>`` for ``PHASES``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+from rlhls.designs.errors import RlhlsError
+from rlhls.designs.formats import parse_format
+
+from .distributions import Categorical, DiagGaussian
+from .envs import EpisodeTracker, ReplayableVecEnv, space_info
+from .mixed import PRECISIONS, LossScaler, MixedPrecision, default_plan, plan_assignment
+from .optim import clip_grad_norm, make_optimizer
+from .ppo import adapt_network, gae_reference
+
+__all__ = ["A2C_DEFAULTS", "PHASES", "resolve_hyperparams", "a2c_loss", "A2C", "run_a2c"]
+
+A2C_DEFAULTS = {
+    "num_envs": 8, "n_steps": 5, "learning_rate": 7e-4, "gamma": 0.99, "gae_lambda": 1.0, "ent_coef": 0.0,
+    "vf_coef": 0.5, "max_grad_norm": 0.5, "optimizer": "rmsprop", "rmsprop_alpha": 0.99, "rmsprop_eps": 1e-5,
+    "adam_eps": 1e-5, "normalize_advantage": False, "log_std_init": 0.0, "rollouts_per_update": 25,
+    "precision": "fp32", "loss_scale_init": 2.0 ** 15, "loss_scale_growth_interval": 2000, "quantization_delay": 0,
+}
+_INTS = ("num_envs", "n_steps", "rollouts_per_update", "loss_scale_growth_interval", "quantization_delay")
+OPTIMIZERS = ("rmsprop", "adam")
+
+PHASES = ("dnn_inference", "env_run", "storing_trajectories", "returns", "update_forward", "backprop",
+          "weight_update")
+
+
+def _coerce(key, value, default):
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if isinstance(default, bool):
+        if text.lower() in ("1", "true", "yes", "on"):
+            return True
+        if text.lower() in ("0", "false", "no", "off"):
+            return False
+        raise RlhlsError(f"--set {key}={value}: expected true or false")
+    if key in _INTS:
+        try:
+            return int(text)
+        except ValueError:
+            raise RlhlsError(f"--set {key}={value}: expected an integer") from None
+    if isinstance(default, float):
+        try:
+            return float(text)
+        except ValueError:
+            raise RlhlsError(f"--set {key}={value}: expected a number") from None
+    return text
+
+
+def resolve_hyperparams(design, overrides: dict | None = None) -> dict:
+    """SB3 A2C defaults <- the design's hyperparameters <- overrides ('key': value or text)."""
+    hp = dict(A2C_DEFAULTS)
+    for k, v in design.hyperparams.items():
+        if k in hp:
+            hp[k] = v
+    for k, v in (overrides or {}).items():
+        if k not in hp:
+            raise RlhlsError(f"--set {k}: unknown A2C hyperparameter (known: {', '.join(sorted(hp))})")
+        hp[k] = _coerce(k, v, hp[k])
+    for k in _INTS:
+        if not (isinstance(hp[k], (int, np.integer)) and not isinstance(hp[k], bool)):
+            raise RlhlsError(f"hyperparameter {k} = {hp[k]!r}: expected an integer")
+        hp[k] = int(hp[k])
+        lo = 0 if k == "quantization_delay" else 1
+        if hp[k] < lo:
+            raise RlhlsError(f"hyperparameter {k} = {hp[k]}: expected >= {lo}")
+    if hp["optimizer"] not in OPTIMIZERS:
+        raise RlhlsError(f"optimizer '{hp['optimizer']}': expected one of {', '.join(OPTIMIZERS)}")
+    if hp["precision"] not in PRECISIONS:
+        raise RlhlsError(f"precision '{hp['precision']}': expected one of {', '.join(PRECISIONS)}")
+    if not 0.0 <= hp["gae_lambda"] <= 1.0:
+        raise RlhlsError(f"gae_lambda {hp['gae_lambda']!r}: expected 0 <= lambda <= 1")
+    return hp
+
+
+@contextmanager
+def _timed(times: dict, phase: str):
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        times[phase] += time.perf_counter() - t0
+
+
+def a2c_loss(out, values, actions, advantages, returns, *, log_std=None, softmax: bool = False,
+             ent_coef: float = 0.0, vf_coef: float = 0.5):
+    """SB3's A2C loss of one batch and its gradients w.r.t. what the networks produced.
+
+    ``out`` (B, A): policy output (Gaussian mean with ``log_std``; else logits, or probabilities
+    when ``softmax``); ``values`` (B,). Returns (loss, stats, d_out (B, A), d_values (B,),
+    d_log_std (A,) or None), in float64, unscaled."""
+    B = out.shape[0]
+    adv = np.asarray(advantages, dtype=np.float64)
+    if log_std is not None:
+        dist = DiagGaussian(out, log_std)
+    else:
+        dist = Categorical(probs=out) if softmax else Categorical(logits=out)
+    logp = dist.log_prob(actions)
+    ent = dist.entropy()
+    diff = values - returns
+    pg_loss = -float(np.mean(adv * logp))
+    v_loss = float(np.mean(diff * diff))
+    ent_loss = -float(np.mean(ent))
+    loss = pg_loss + ent_coef * ent_loss + vf_coef * v_loss
+    g_logp = -adv / B
+    g_ls = None
+    if log_std is not None:
+        d_mean, d_ls = dist.d_log_prob(actions)
+        g_out = g_logp[:, None] * d_mean
+        g_ls = np.sum(g_logp[:, None] * d_ls, axis=0) - ent_coef * dist.d_entropy_log_std()
+    else:
+        g_out = g_logp[:, None] * dist.d_log_prob(actions) - (ent_coef / B) * dist.d_entropy()
+    g_v = vf_coef * 2.0 * diff / B
+    return loss, {"pg_loss": pg_loss, "v_loss": v_loss, "entropy": -ent_loss}, g_out, g_v, g_ls
+
+
+class _ClipThenStep:
+    """The optimizer as MixedPrecision.apply sees it: clip the (unscaled) gradients, then step."""
+
+    def __init__(self, opt, max_norm):
+        self.opt, self.max_norm, self.norm = opt, max_norm, float("nan")
+
+    @property
+    def slots(self):
+        return self.opt.slots
+
+    def step(self, params, grads):
+        self.norm = clip_grad_norm(grads, self.max_norm)
+        self.opt.step(params, grads)
+
+
+class A2C:
+    """One A2C run: ``train_update(update, total_updates) -> metrics row``; checkpointable state.
+
+    ``assignment`` ({graph node: unit}) is the plan for ``precision='mixed'``; None there means
+    profile + solve in-process (``mixed.default_plan``)."""
+
+    algorithm = "a2c"
+
+    def __init__(self, design, *, env_id: str | None = None, seed: int = 0, backend: str = "emu",
+                 hyperparams: dict | None = None, assignment: dict | None = None):
+        if backend != "emu":
+            raise RlhlsError(f"backend '{backend}': A2C runs its layers through the emulator only so far (use emu)")
+        self.design = design
+        self.hp = hp = resolve_hyperparams(design, hyperparams)
+        self.env_id = env_id or design.env_id
+        self.seed = int(seed)
+        nets = design.build_networks(self.seed)
+        if "policy" not in nets or "value" not in nets:
+            raise RlhlsError(f"design '{design.name}': A2C needs networks 'policy' and 'value' (has {', '.join(nets)})")
+        self.envs = ReplayableVecEnv(self.env_id, hp["num_envs"], self.seed)
+        self.space = sp = space_info(self.envs)
+        pol, val = nets["policy"], nets["value"]
+        if self.env_id != design.env_id and len(sp["obs_shape"]) == 1:
+            pol = adapt_network(pol, sp["obs_shape"][0], sp["action_dim"])
+            val = adapt_network(val, sp["obs_shape"][0], 1)
+        for net, want in ((pol, (sp["action_dim"],)), (val, (1,))):
+            if tuple(net.input_shape) != tuple(sp["obs_shape"]) or net.output_shape != want:
+                raise RlhlsError(f"network '{net.name}' maps {net.input_shape} -> {net.output_shape} but "
+                                 f"'{self.env_id}' needs {sp['obs_shape']} -> {want}")
+        self.pol, self.val = pol, val
+        self.softmax_out = pol.layers[-1].kind == "Softmax"
+        self.log_std = (np.full(sp["action_dim"], float(hp["log_std_init"])) if sp["kind"] == "continuous" else None)
+        if hp["precision"] == "mixed" and assignment is None:
+            assignment = default_plan(design, hp["num_envs"] * hp["n_steps"])
+        self.assignment = dict(assignment) if hp["precision"] == "mixed" else None
+        # MixedPrecision also asks for target-forward nodes; A2C has no target copy and never runs them
+        asg = None if self.assignment is None else {
+            **{k[:-3] + "tfwd": u for k, u in self.assignment.items() if k.endswith(".fwd")}, **self.assignment}
+        kw = dict(loss_scale_init=hp["loss_scale_init"], growth_interval=hp["loss_scale_growth_interval"],
+                  quantization_delay=hp["quantization_delay"])
+        self.mp_p = MixedPrecision(design, pol, "policy", asg, **kw)
+        self.mp_v = MixedPrecision(design, val, "value", asg, **kw)
+        # one loss -> one loss scale for both networks (PyTorch GradScaler); the policy's
+        # MixedPrecision applies the joint step, so it also needs the value layers' master formats
+        shared = LossScaler(hp["loss_scale_init"], hp["loss_scale_growth_interval"],
+                            enabled=self.mp_p.scaler.enabled or self.mp_v.scaler.enabled)
+        self.mp_p.scaler = self.mp_v.scaler = shared
+        self.mp_p.master_fmt.update({f"value.{k}": f for k, f in self.mp_v.master_fmt.items()})
+        self.returns_unit = self.mp_p._unit(self.assignment, "returns")
+        self._make_views()
+        self.mp_p.round_masters(self.views)
+        if hp["optimizer"] == "rmsprop":
+            opt = make_optimizer("rmsprop", hp["learning_rate"], alpha=hp["rmsprop_alpha"], eps=hp["rmsprop_eps"])
+        else:
+            opt = make_optimizer("adam", hp["learning_rate"], eps=hp["adam_eps"])
+        self.opt = opt
+        self.fp32 = parse_format("fp32")
+        self.rng = np.random.default_rng(self.seed)
+        self.steps_per_update = hp["num_envs"] * hp["n_steps"] * hp["rollouts_per_update"]
+        self.rollouts = 0  # gradient steps so far (SB3's n_updates)
+        self.obs = None  # raw observations of the current step (None: envs not reset yet)
+        self.tracker = EpisodeTracker(hp["num_envs"])
+
+    def _make_views(self):
+        """{grad key: (master-format key, array)} for MixedPrecision.apply / round_masters."""
+        v = {f"policy.{l.name}.{k}": (l.name, a) for l in self.pol.layers for k, a in l.params.items()}
+        v.update({f"value.{l.name}.{k}": (f"value.{l.name}", a) for l in self.val.layers for k, a in l.params.items()})
+        if self.log_std is not None:
+            v["log_std"] = ("log_std", self.log_std)  # no layer: FP32 master (PS)
+        self.views = v
+
+    # -- acting: PS, FP32 (Fig. 10)
+    def _ps_forward(self, net, obs) -> np.ndarray:
+        q = self.fp32.quantize
+        x = q(np.asarray(obs, dtype=np.float64))
+        for layer in net.layers:
+            x = q(layer.forward(x, None))
+        return x
+
+    def _dist(self, out):
+        if self.log_std is not None:
+            return DiagGaussian(out, self.log_std)
+        return Categorical(probs=out) if self.softmax_out else Categorical(logits=out)
+
+    def _env_action(self, a):
+        if self.log_std is not None:
+            return np.clip(a, self.space["low"], self.space["high"]).astype(np.float32)
+        return a
+
+    # -- one rollout + one gradient step
+    def collect(self, times: dict, episodes: list, step0: int):
+        """n_steps x num_envs transitions from the running envs: (obs, act, rew, val, done, tval, boot)."""
+        T, N = self.hp["n_steps"], self.hp["num_envs"]
+        act_shape = (self.space["action_dim"],) if self.log_std is not None else ()
+        b_obs = np.zeros((T, N) + tuple(self.space["obs_shape"]))
+        b_act = np.zeros((T, N) + act_shape, dtype=np.float64 if act_shape else np.int64)
+        b_rew, b_val, b_done, b_tval = (np.zeros((T, N)) for _ in range(4))
+        obs = self.obs
+        for t in range(T):
+            with _timed(times, "dnn_inference"):
+                a = self._dist(self._ps_forward(self.pol, obs)).sample(self.rng)
+                v = self._ps_forward(self.val, obs)[:, 0]
+            with _timed(times, "env_run"):
+                nxt, r, term, trunc, infos = self.envs.step(self._env_action(a))
+                term = np.asarray(term, dtype=bool)
+                trunc = np.asarray(trunc, dtype=bool) & ~term  # terminated wins when both are set
+                r = np.asarray(r, dtype=np.float64)
+            if trunc.any():  # bootstrap time-limit ends with V(final observation), as SB3
+                with _timed(times, "dnn_inference"):
+                    idx = np.flatnonzero(trunc)
+                    final = np.stack([np.asarray(infos["final_obs"][i], dtype=np.float64) for i in idx])
+                    b_tval[t, idx] = self._ps_forward(self.val, final)[:, 0]
+            with _timed(times, "storing_trajectories"):
+                b_obs[t], b_act[t], b_val[t], b_rew[t] = obs, a, v, r
+                b_done[t] = term * 1 + trunc * 2
+                for ret, length in self.tracker.step(r, np.logical_or(term, trunc)):
+                    episodes.append((step0 + (t + 1) * N, ret, length))
+            obs = nxt
+        self.obs = obs
+        with _timed(times, "dnn_inference"):
+            boot = self._ps_forward(self.val, obs)[:, 0]
+        return b_obs, b_act, b_rew, b_val, b_done, b_tval, boot
+
+    def returns(self, rew, val, done, tval, boot, times: dict):
+        """The ``returns`` node: (advantages, returns), (T, N), in its unit's storage format."""
+        hp = self.hp
+        with _timed(times, "returns"):
+            adv, ret = gae_reference(rew, val, done, boot, hp["gamma"], hp["gae_lambda"], tval)
+            fmt = self.mp_p.precision(self.returns_unit).storage
+            return fmt.quantize(adv), fmt.quantize(ret)
+
+    def train_step(self, obs, act, adv, ret, times: dict) -> dict:
+        """One gradient step on a flattened rollout; returns losses, grad norm and the scaler event."""
+        hp, mp, mv = self.hp, self.mp_p, self.mp_v
+        loss_unit = mp.loss_unit if mp.quantized else "PS"
+        ru = self.returns_unit if mp.quantized else "PS"
+        with _timed(times, "update_forward"):
+            out, pu = mp.forward(obs, "fwd")
+            out = mp.to_loss(out, pu)
+            v, vu = mv.forward(obs, "fwd")
+            v = mv.to_loss(v, vu)[:, 0]
+            adv, ret = mp.convert(adv, ru, loss_unit), mp.convert(ret, ru, loss_unit)
+            if hp["normalize_advantage"] and adv.size > 1:
+                adv = (adv - adv.mean()) / (adv.std(ddof=1) + 1e-8)
+            F = mp.precision(loss_unit).storage  # the loss node computes in its unit's format
+            scale = mp.loss_scale()
+            with np.errstate(invalid="ignore", over="ignore"):
+                _, stats, g_out, g_v, g_ls = a2c_loss(out, v, act, adv, ret, log_std=self.log_std,
+                                                      softmax=self.softmax_out, ent_coef=hp["ent_coef"],
+                                                      vf_coef=hp["vf_coef"])
+                g_out, g_v = F.quantize(g_out * scale), F.quantize(g_v * scale)
+        with _timed(times, "backprop"):
+            mp.backward(g_out)
+            mv.backward(g_v[:, None])
+            grads = {key: self.pol[key.split(".")[1]].grads[key.rsplit(".", 1)[1]]
+                     for key in self.views if key.startswith("policy.")}
+            grads.update({key: self.val[key.split(".")[1]].grads[key.rsplit(".", 1)[1]]
+                          for key in self.views if key.startswith("value.")})
+            if g_ls is not None:
+                grads["log_std"] = self.fp32.quantize(g_ls * scale)
+        with _timed(times, "weight_update"):
+            step = _ClipThenStep(self.opt, hp["max_grad_norm"])
+            event = mp.apply(step, self.views, grads)
+            mv.steps = mp.steps  # one step count (quantization delay) for both networks
+        return {**stats, "grad_norm": step.norm, "event": event}
+
+    # -- one runner update = rollouts_per_update rollouts
+    def train_update(self, update: int, total_updates: int) -> dict:
+        hp, times = self.hp, {p: 0.0 for p in PHASES}
+        T, N = hp["n_steps"], hp["num_envs"]
+        if self.obs is None:
+            with _timed(times, "env_run"):
+                self.obs, _ = self.envs.reset()
+        episodes, acc, ev, truncs = [], {k: [] for k in ("pg_loss", "v_loss", "entropy", "grad_norm")}, [], 0
+        for _ in range(hp["rollouts_per_update"]):
+            step0 = self.rollouts * T * N
+            obs, act, rew, val, done, tval, boot = self.collect(times, episodes, step0)
+            truncs += int(np.sum(done == 2))
+            adv, ret = self.returns(rew, val, done, tval, boot, times)
+            B = T * N
+            st = self.train_step(obs.reshape((B,) + obs.shape[2:]), act.reshape((B,) + act.shape[2:]),
+                                 adv.reshape(-1), ret.reshape(-1), times)
+            self.rollouts += 1
+            for k in acc:
+                acc[k].append(st[k])
+            y, var_y = ret.reshape(-1), np.var(ret)
+            ev.append(float("nan") if var_y == 0 else float(1 - np.var(y - val.reshape(-1)) / var_y))
+        c = self.mp_p.take_counts()
+        for k, n in self.mp_v.take_counts().items():
+            c[k] = c.get(k, 0) + n
+        rets = [e[1] for e in episodes]
+        nan = float("nan")
+
+        def mean(xs):
+            xs = np.asarray(xs, dtype=np.float64)
+            return float(np.mean(xs[np.isfinite(xs)])) if np.isfinite(xs).any() else nan
+
+        row = {
+            "episodes": len(episodes), "truncations": truncs,
+            "episodic_return": float(np.mean(rets)) if rets else nan,
+            "episodic_length": float(np.mean([e[2] for e in episodes])) if rets else nan,
+            "rollouts": self.rollouts, "learning_rate": self.opt.lr,
+            **{k: mean(v) for k, v in acc.items()},
+            "explained_variance": mean(ev),
+            "std": nan if self.log_std is None else float(np.mean(np.exp(self.log_std))),
+            "loss_scale": self.mp_p.loss_scale(), "quantized": int(self.mp_p.quantized),
+            "skipped_steps": c.get("skipped_steps", 0), "scale_shrinks": c.get("scale_shrinks", 0),
+            "scale_grows": c.get("scale_grows", 0), "grad_overflows": c.get("grad_overflows", 0),
+            "conv_overflows": c.get("conv_overflows", 0),
+        }
+        row.update({f"t_{p}": times[p] for p in PHASES})
+        row["_episodes"] = episodes
+        return row
+
+    # -- checkpoint
+    def state_dict(self) -> dict:
+        return {
+            "policy": self.pol.get_params(), "value": self.val.get_params(),
+            "log_std": None if self.log_std is None else self.log_std.copy(),
+            "opt": self.opt.state_dict(), "mixed": self.mp_p.state(), "assignment": self.assignment,
+            "rng": copy.deepcopy(self.rng.bit_generator.state), "rollouts": self.rollouts,
+            "env": None if self.obs is None else {
+                "replay": self.envs.state(), "obs": np.array(self.obs).copy(),
+                "ep_ret": self.tracker.ret.copy(), "ep_len": self.tracker.len.copy()},
+        }
+
+    def load_state_dict(self, s: dict) -> None:
+        if s.get("assignment") != self.assignment:
+            raise RlhlsError("checkpoint: it was trained under another plan (assignment differs)")
+        self.pol.set_params(s["policy"])
+        self.val.set_params(s["value"])
+        if s["log_std"] is not None:
+            self.log_std = np.array(s["log_std"])
+        self._make_views()
+        self.opt.load_state_dict(s["opt"])
+        self.mp_p.load(s["mixed"])  # the scaler is shared with mp_v
+        self.mp_v.steps = self.mp_p.steps
+        self.rng.bit_generator.state = s["rng"]
+        self.rollouts = int(s["rollouts"])
+        env = s.get("env")
+        if env is not None:
+            self.envs.restore(env["replay"])
+            self.obs = np.array(env["obs"])
+            self.tracker.ret, self.tracker.len = np.array(env["ep_ret"]), np.array(env["ep_len"])
+
+    def close(self):
+        self.envs.close()
+
+
+def run_a2c(args, design, overrides: dict) -> int:
+    """``rlhls train`` for A2C designs (called by cli_train.run_train); mirrors cli_train._run_dqn."""
+    from .runner import train
+
+    if args.precision is not None:
+        overrides["precision"] = args.precision
+    if args.experiment is not None:
+        raise RlhlsError("--experiment: HEPPO-GAE experiments are for PPO designs")
+    overrides.pop("experiment", None)
+    if "num_steps" in overrides:  # --num-steps: the rollout length, SB3's n_steps
+        overrides["n_steps"] = overrides.pop("num_steps")
+    hp = resolve_hyperparams(design, overrides)  # validates before anything is written
+    env_id = args.env or design.env_id
+    out = args.out or f"runs/{design.name}-{env_id}-s{args.seed}-{hp['precision']}"
+    if args.plan is not None and hp["precision"] != "mixed":
+        raise RlhlsError("--plan: only with --precision mixed (fp32 runs every node on the PS)")
+    assignment, plan_src = None, None
+    if hp["precision"] == "mixed":
+        old = Path(out) / "config.json"
+        if args.plan is not None:
+            assignment, plan_src = plan_assignment(args.plan), str(args.plan)
+        elif args.resume and old.exists() and json.loads(old.read_text()).get("plan_source") == "ilp":
+            assignment, plan_src = json.loads(old.read_text())["plan"], "ilp"
+        else:
+            assignment, plan_src = default_plan(design, hp["num_envs"] * hp["n_steps"]), "ilp"
+    steps = args.steps or int(design.hyperparams.get("total_timesteps", 1_000_000))
+    config = {"design": design.name, "algorithm": design.algorithm, "env": env_id, "seed": args.seed,
+              "backend": args.backend, "precision": hp["precision"], "plan": assignment, "plan_source": plan_src,
+              "hyperparams": hp}
+
+    def make():
+        return A2C(design, env_id=env_id, seed=args.seed, backend=args.backend, hyperparams=overrides,
+                   assignment=assignment)
+
+    res = train(make, config, out, steps=steps, resume=args.resume, progress=not args.quiet,
+                title=f"{design.name} on {env_id} ({hp['precision']}, seed {args.seed})")
+    print(f"{res['updates']} updates, {res['env_steps']} env steps -> {res['out']}")
+    return 0
