@@ -58,10 +58,8 @@ and phase seconds ``t_<phase>`` for ``PHASES``.
 from __future__ import annotations
 
 import copy
-import json
 import time
 from contextlib import contextmanager
-from pathlib import Path
 
 import numpy as np
 
@@ -70,11 +68,11 @@ from rlhls.designs.formats import parse_format
 
 from .distributions import Categorical, DiagGaussian
 from .envs import EpisodeTracker, ReplayableVecEnv, space_info
-from .mixed import PRECISIONS, LossScaler, MixedPrecision, default_plan, plan_assignment
+from .mixed import PRECISIONS, LossScaler, MixedPrecision, default_plan
 from .optim import clip_grad_norm, make_optimizer
 from .ppo import adapt_network, gae_reference
 
-__all__ = ["A2C_DEFAULTS", "PHASES", "resolve_hyperparams", "a2c_loss", "A2C", "run_a2c"]
+__all__ = ["A2C_DEFAULTS", "PHASES", "resolve_hyperparams", "a2c_loss", "A2C"]
 
 A2C_DEFAULTS = {
     "num_envs": 8, "n_steps": 5, "learning_rate": 7e-4, "gamma": 0.99, "gae_lambda": 1.0, "ent_coef": 0.0,
@@ -441,43 +439,3 @@ class A2C:
 
     def close(self):
         self.envs.close()
-
-
-def run_a2c(args, design, overrides: dict) -> int:
-    """``rlhls train`` for A2C designs (called by cli_train.run_train); mirrors cli_train._run_dqn."""
-    from .runner import train
-
-    if args.precision is not None:
-        overrides["precision"] = args.precision
-    if args.experiment is not None:
-        raise RlhlsError("--experiment: HEPPO-GAE experiments are for PPO designs")
-    overrides.pop("experiment", None)
-    if "num_steps" in overrides:  # --num-steps: the rollout length, SB3's n_steps
-        overrides["n_steps"] = overrides.pop("num_steps")
-    hp = resolve_hyperparams(design, overrides)  # validates before anything is written
-    env_id = args.env or design.env_id
-    out = args.out or f"runs/{design.name}-{env_id}-s{args.seed}-{hp['precision']}"
-    if args.plan is not None and hp["precision"] != "mixed":
-        raise RlhlsError("--plan: only with --precision mixed (fp32 runs every node on the PS)")
-    assignment, plan_src = None, None
-    if hp["precision"] == "mixed":
-        old = Path(out) / "config.json"
-        if args.plan is not None:
-            assignment, plan_src = plan_assignment(args.plan), str(args.plan)
-        elif args.resume and old.exists() and json.loads(old.read_text()).get("plan_source") == "ilp":
-            assignment, plan_src = json.loads(old.read_text())["plan"], "ilp"
-        else:
-            assignment, plan_src = default_plan(design, hp["num_envs"] * hp["n_steps"]), "ilp"
-    steps = args.steps or int(design.hyperparams.get("total_timesteps", 1_000_000))
-    config = {"design": design.name, "algorithm": design.algorithm, "env": env_id, "seed": args.seed,
-              "backend": args.backend, "precision": hp["precision"], "plan": assignment, "plan_source": plan_src,
-              "hyperparams": hp}
-
-    def make():
-        return A2C(design, env_id=env_id, seed=args.seed, backend=args.backend, hyperparams=overrides,
-                   assignment=assignment)
-
-    res = train(make, config, out, steps=steps, resume=args.resume, progress=not args.quiet,
-                title=f"{design.name} on {env_id} ({hp['precision']}, seed {args.seed})")
-    print(f"{res['updates']} updates, {res['env_steps']} env steps -> {res['out']}")
-    return 0

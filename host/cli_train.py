@@ -86,12 +86,8 @@ def run_train(args) -> int:
         raise RlhlsError(f"design '{design.name}' uses {design.algorithm.upper()}; "
                          f"rlhls train runs {', '.join(a.upper() for a in TRAINERS)} so far")
     overrides = _overrides(args)
-    if design.algorithm == "dqn":
-        return _run_dqn(args, design, overrides)
-    if design.algorithm == "a2c":
-        from .a2c import run_a2c
-
-        return run_a2c(args, design, overrides)
+    if design.algorithm in ("dqn", "a2c"):
+        return _run_mixed(args, design, overrides)
     if args.precision is not None or args.plan is not None:
         raise RlhlsError(f"--precision / --plan: {design.algorithm.upper()} trains in float64 so far (DQN and A2C take them)")
     hp = resolve_hyperparams(design, overrides)  # validates before anything is written
@@ -109,22 +105,29 @@ def run_train(args) -> int:
     return 0
 
 
-def _run_dqn(args, design, overrides) -> int:
+def _run_mixed(args, design, overrides) -> int:
+    """DQN and A2C: fp32 or AP-DRL mixed precision, the plan from --plan, the resumed run, or the ILP."""
     import json
     from pathlib import Path
 
-    from .dqn import DQN, resolve_hyperparams
     from .mixed import default_plan, plan_assignment
     from .runner import train
 
+    if design.algorithm == "dqn":
+        from .dqn import DQN as Trainer
+        from .dqn import resolve_hyperparams
+    else:
+        from .a2c import A2C as Trainer
+        from .a2c import resolve_hyperparams
     if args.precision is not None:
         overrides["precision"] = args.precision
     if args.experiment is not None:
         raise RlhlsError("--experiment: HEPPO-GAE experiments are for PPO designs")
     overrides.pop("experiment", None)
-    if args.num_steps is not None:
-        raise RlhlsError("--num-steps: DQN has no rollout length (use --set steps_per_update=N)")
-    overrides.pop("num_steps", None)
+    if "num_steps" in overrides:
+        if design.algorithm == "dqn":
+            raise RlhlsError("--num-steps: DQN has no rollout length (use --set steps_per_update=N)")
+        overrides["n_steps"] = overrides.pop("num_steps")  # A2C's rollout length, SB3's n_steps
     hp = resolve_hyperparams(design, overrides)  # validates before anything is written
     env_id = args.env or design.env_id
     out = args.out or f"runs/{design.name}-{env_id}-s{args.seed}-{hp['precision']}"
@@ -133,20 +136,21 @@ def _run_dqn(args, design, overrides) -> int:
     assignment, plan_src = None, None
     if hp["precision"] == "mixed":
         old = Path(out) / "config.json"
+        batch = hp["batch_size"] if design.algorithm == "dqn" else hp["num_envs"] * hp["n_steps"]
         if args.plan is not None:
             assignment, plan_src = plan_assignment(args.plan), str(args.plan)
         elif args.resume and old.exists() and json.loads(old.read_text()).get("plan_source") == "ilp":
             assignment, plan_src = json.loads(old.read_text())["plan"], "ilp"
         else:
-            assignment, plan_src = default_plan(design, hp["batch_size"]), "ilp"
+            assignment, plan_src = default_plan(design, batch), "ilp"
     steps = args.steps or int(design.hyperparams.get("total_timesteps", 1_000_000))
     config = {"design": design.name, "algorithm": design.algorithm, "env": env_id, "seed": args.seed,
               "backend": args.backend, "precision": hp["precision"], "plan": assignment, "plan_source": plan_src,
               "hyperparams": hp}
 
     def make():
-        return DQN(design, env_id=env_id, seed=args.seed, backend=args.backend, hyperparams=overrides,
-                   assignment=assignment)
+        return Trainer(design, env_id=env_id, seed=args.seed, backend=args.backend, hyperparams=overrides,
+                       assignment=assignment)
 
     res = train(make, config, out, steps=steps, resume=args.resume, progress=not args.quiet,
                 title=f"{design.name} on {env_id} ({hp['precision']}, seed {args.seed})")
