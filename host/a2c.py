@@ -66,9 +66,10 @@ import numpy as np
 from rlhls.designs.errors import RlhlsError
 from rlhls.designs.formats import parse_format
 
-from .distributions import Categorical, DiagGaussian
+from .distributions import Categorical, DiagGaussian, env_action, policy_distribution
 from .envs import EpisodeTracker, ReplayableVecEnv, space_info
 from .mixed import PRECISIONS, LossScaler, MixedPrecision, default_plan
+from .hyperparams import merge
 from .optim import clip_grad_norm, make_optimizer
 from .ppo import adapt_network, gae_reference
 
@@ -87,39 +88,9 @@ PHASES = ("dnn_inference", "env_run", "storing_trajectories", "returns", "update
           "weight_update")
 
 
-def _coerce(key, value, default):
-    if not isinstance(value, str):
-        return value
-    text = value.strip()
-    if isinstance(default, bool):
-        if text.lower() in ("1", "true", "yes", "on"):
-            return True
-        if text.lower() in ("0", "false", "no", "off"):
-            return False
-        raise RlhlsError(f"--set {key}={value}: expected true or false")
-    if key in _INTS:
-        try:
-            return int(text)
-        except ValueError:
-            raise RlhlsError(f"--set {key}={value}: expected an integer") from None
-    if isinstance(default, float):
-        try:
-            return float(text)
-        except ValueError:
-            raise RlhlsError(f"--set {key}={value}: expected a number") from None
-    return text
-
-
 def resolve_hyperparams(design, overrides: dict | None = None) -> dict:
     """SB3 A2C defaults <- the design's hyperparameters <- overrides ('key': value or text)."""
-    hp = dict(A2C_DEFAULTS)
-    for k, v in design.hyperparams.items():
-        if k in hp:
-            hp[k] = v
-    for k, v in (overrides or {}).items():
-        if k not in hp:
-            raise RlhlsError(f"--set {k}: unknown A2C hyperparameter (known: {', '.join(sorted(hp))})")
-        hp[k] = _coerce(k, v, hp[k])
+    hp = merge(A2C_DEFAULTS, design, overrides, "A2C", ints=_INTS)
     for k in _INTS:
         if not (isinstance(hp[k], (int, np.integer)) and not isinstance(hp[k], bool)):
             raise RlhlsError(f"hyperparameter {k} = {hp[k]!r}: expected an integer")
@@ -272,14 +243,10 @@ class A2C:
         return x
 
     def _dist(self, out):
-        if self.log_std is not None:
-            return DiagGaussian(out, self.log_std)
-        return Categorical(probs=out) if self.softmax_out else Categorical(logits=out)
+        return policy_distribution(out, self.log_std, self.softmax_out)
 
     def _env_action(self, a):
-        if self.log_std is not None:
-            return np.clip(a, self.space["low"], self.space["high"]).astype(np.float32)
-        return a
+        return env_action(a, self.space)
 
     # -- one rollout + one gradient step
     def collect(self, times: dict, episodes: list, step0: int):

@@ -21,27 +21,17 @@ design's ``total_timesteps`` for DQN, 1e6 otherwise.
 
 from __future__ import annotations
 
-import argparse
 
 from rlhls.designs.errors import RlhlsError
+from rlhls.partition.cli_profile import positive_int
 
 TRAINERS = ("ppo", "dqn", "a2c")
-
-
-def _positive(text):
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"{v} must be >= 1")
-    return v
 
 
 def add_train_arguments(parser) -> None:
     parser.add_argument("design", help="design name (rlhls designs)")
     parser.add_argument("--env", help="gymnasium env id (default: the design's); networks are resized to it")
-    parser.add_argument("--steps", type=_positive, help="environment steps (default: the design's total_timesteps "
+    parser.add_argument("--steps", type=positive_int, help="environment steps (default: the design's total_timesteps "
                         "for DQN, else 1e6)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--backend", choices=("emu", "csim", "cosim"), default="emu",
@@ -55,8 +45,8 @@ def add_train_arguments(parser) -> None:
                              "(default: profile + ILP in-process)")
     parser.add_argument("--out", help="run folder (default runs/<design>-<env>-s<seed>-e<experiment>)")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
-    parser.add_argument("--num-envs", type=_positive, help="= --set num_envs=N")
-    parser.add_argument("--num-steps", type=_positive, help="= --set num_steps=T (rollout length)")
+    parser.add_argument("--num-envs", type=positive_int, help="= --set num_envs=N")
+    parser.add_argument("--num-steps", type=positive_int, help="= --set num_steps=T (rollout length)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                         help="override a hyperparameter (repeatable)")
     parser.add_argument("--quiet", action="store_true", help="no progress output")

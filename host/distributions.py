@@ -103,3 +103,19 @@ class Categorical:
             h = self.entropy()[..., None]
             return -self.probs * (self._logp + h)
         return -(self._logp + 1.0)
+
+
+def policy_distribution(out, log_std, softmax_out: bool):
+    """The policy's action distribution from its network output: a Gaussian when there is a
+    log-std vector (continuous actions), else a categorical over probabilities or logits."""
+    if log_std is not None:
+        return DiagGaussian(out, log_std)
+    return Categorical(probs=out) if softmax_out else Categorical(logits=out)
+
+
+def env_action(a, space: dict):
+    """What the environment is stepped with: continuous actions clipped to the box (as CleanRL's
+    ClipAction) in float32; discrete actions as sampled."""
+    if space.get("low") is not None:
+        return np.clip(a, space["low"], space["high"]).astype(np.float32)
+    return a

@@ -58,6 +58,7 @@ from rlhls.designs.formats import parse_format
 
 from .envs import EpisodeTracker, ReplayableVecEnv, space_info
 from .mixed import PRECISIONS, MixedPrecision, default_plan
+from .hyperparams import merge
 from .optim import make_optimizer
 
 __all__ = ["DQN_DEFAULTS", "PHASES", "ReplayBuffer", "resolve_hyperparams", "linear_schedule", "DQN"]
@@ -78,34 +79,9 @@ PHASES = ("dnn_inference", "env_run", "storing_transitions", "sample", "target_f
           "backprop", "weight_update")
 
 
-def _coerce(key, value, default):
-    if not isinstance(value, str):
-        return value
-    text = value.strip()
-    if key in _INTS:
-        try:
-            return int(text)
-        except ValueError:
-            raise RlhlsError(f"--set {key}={value}: expected an integer") from None
-    if isinstance(default, float):
-        try:
-            return float(text)
-        except ValueError:
-            raise RlhlsError(f"--set {key}={value}: expected a number") from None
-    return text
-
-
 def resolve_hyperparams(design, overrides: dict | None = None) -> dict:
     """CleanRL dqn.py defaults <- the design's hyperparameters (and batch) <- overrides."""
-    hp = dict(DQN_DEFAULTS)
-    hp["batch_size"] = int(design.batch_size)
-    for k, v in design.hyperparams.items():
-        if k in hp:
-            hp[k] = v
-    for k, v in (overrides or {}).items():
-        if k not in hp:
-            raise RlhlsError(f"--set {k}: unknown DQN hyperparameter (known: {', '.join(sorted(hp))})")
-        hp[k] = _coerce(k, v, hp[k])
+    hp = merge({**DQN_DEFAULTS, "batch_size": int(design.batch_size)}, design, overrides, "DQN", ints=_INTS)
     for k in _INTS:
         if not (isinstance(hp[k], (int, np.integer)) and not isinstance(hp[k], bool)):
             raise RlhlsError(f"hyperparameter {k} = {hp[k]!r}: expected an integer")

@@ -66,16 +66,16 @@ def configurations(name: str) -> list[dict]:
 
 
 def add_experiment_arguments(parser) -> None:
-    from .cli_train import _positive
+    from rlhls.partition.cli_profile import positive_int
 
     parser.add_argument("name", metavar="NAME", help=f"one of {', '.join(EXPERIMENT_SETS)}")
     parser.add_argument("--design", default="heppo-ppo", help="design (default heppo-ppo)")
-    parser.add_argument("--steps", type=_positive, default=None,
+    parser.add_argument("--steps", type=positive_int, default=None,
                         help=f"environment steps per run (default {DEMO_STEPS}, a demonstration)")
-    parser.add_argument("--seeds", type=_positive, default=DEMO_SEEDS, help=f"seeds 0..K-1 (default {DEMO_SEEDS})")
+    parser.add_argument("--seeds", type=positive_int, default=DEMO_SEEDS, help=f"seeds 0..K-1 (default {DEMO_SEEDS})")
     parser.add_argument("--env", help="gymnasium env id (default: the design's)")
     parser.add_argument("--out", help="experiment folder (default runs/<name>)")
-    parser.add_argument("--jobs", type=_positive, default=1, help="training processes at once (default 1)")
+    parser.add_argument("--jobs", type=positive_int, default=1, help="training processes at once (default 1)")
     parser.add_argument("--backend", choices=("emu", "csim"), default="emu", help="GAE backend (default emu)")
     parser.add_argument("--full", action="store_true", help="the design's own rollout (heppo-ppo: 64 x 1024)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",

@@ -45,10 +45,10 @@ _SIDE_KERNELS = ("gae",)
 
 
 def add_run_arguments(parser) -> None:
-    from .cli_train import _positive
+    from rlhls.partition.cli_profile import positive_int
 
     parser.add_argument("design", help="design name (rlhls designs)")
-    parser.add_argument("--steps", type=_positive,
+    parser.add_argument("--steps", type=positive_int,
                         help=f"environment steps (default {DEMO_STEPS}; with --full {FULL_STEPS})")
     parser.add_argument("--out", help="run folder (default runs/<design>-<timestamp>)")
     parser.add_argument("--seed", type=int, default=0)

@@ -87,8 +87,9 @@ from rlhls.designs.network import Network
 from rlhls.designs.quantizer import RunningStats, quantize_blocks, quantize_standardized
 from rlhls.designs.formats import parse_format
 
-from .distributions import Categorical, DiagGaussian
+from .distributions import DiagGaussian, env_action, policy_distribution
 from .envs import EpisodeTracker, ReplayableVecEnv, pad_obs, space_info
+from .hyperparams import merge
 from .optim import clip_grad_norm, make_optimizer
 
 __all__ = ["CLEANRL_DEFAULTS", "EXPERIMENTS", "PHASES", "GAE_CALL", "RunningMeanStd", "gae_reference",
@@ -148,14 +149,7 @@ class RunningMeanStd:
 
 def resolve_hyperparams(design, overrides: dict | None = None) -> dict:
     """CleanRL defaults <- the design's PPO hyperparameters <- overrides ('key': value or text)."""
-    hp = dict(CLEANRL_DEFAULTS)
-    for k, v in design.hyperparams.items():
-        if k in hp:
-            hp[k] = v
-    for k, v in (overrides or {}).items():
-        if k not in hp:
-            raise RlhlsError(f"--set {k}: unknown PPO hyperparameter (known: {', '.join(sorted(hp))})")
-        hp[k] = _coerce(k, v, hp[k])
+    hp = merge(CLEANRL_DEFAULTS, design, overrides, "PPO", ints=("num_envs", "num_steps", "experiment", "quant_bits"))
     exp = hp["experiment"]
     if exp not in EXPERIMENTS:
         raise RlhlsError(f"experiment {exp!r}: expected one of 1..5 (HEPPO-GAE Table III)")
@@ -168,34 +162,6 @@ def resolve_hyperparams(design, overrides: dict | None = None) -> dict:
         raise RlhlsError(f"num_envs x num_steps = {hp['num_envs'] * hp['num_steps']} is smaller than "
                          f"num_minibatches = {hp['num_minibatches']}")
     return hp
-
-
-def _coerce(key, value, default):
-    if not isinstance(value, str):
-        return value
-    text = value.strip()
-    if text.lower() in ("none", "null"):
-        return None
-    if isinstance(default, bool):
-        if text.lower() in ("1", "true", "yes", "on"):
-            return True
-        if text.lower() in ("0", "false", "no", "off"):
-            return False
-        raise RlhlsError(f"--set {key}={value}: expected true or false")
-    if isinstance(default, int) or key in ("num_envs", "num_steps", "experiment", "quant_bits"):
-        try:
-            return int(text)
-        except ValueError:
-            raise RlhlsError(f"--set {key}={value}: expected an integer") from None
-    if isinstance(default, float) or default is None:
-        try:
-            return float(text)
-        except ValueError:
-            raise RlhlsError(f"--set {key}={value}: expected a number") from None
-    return text
-
-
-# ---------------------------------------------------------------------------- GAE
 
 
 def gae_reference(rewards, values, dones, bootstrap, gamma: float, lam: float, trunc_values=None):
@@ -423,14 +389,10 @@ class PPO:
         return raw if self.in_dim is None else pad_obs(raw, self.in_dim)
 
     def _dist(self, out):
-        if self.log_std is not None:
-            return DiagGaussian(out, self.log_std)
-        return Categorical(probs=out) if self.softmax_out else Categorical(logits=out)
+        return policy_distribution(out, self.log_std, self.softmax_out)
 
     def _env_action(self, a):
-        if self.log_std is not None:
-            return np.clip(a, self.space["low"], self.space["high"]).astype(np.float32)
-        return a
+        return env_action(a, self.space)
 
     # -- one update
     def train_update(self, update: int, total_updates: int) -> dict:

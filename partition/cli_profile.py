@@ -16,7 +16,8 @@ from rlhls.designs.errors import RlhlsError
 __all__ = ["add_profile_arguments", "run_profile"]
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
+    """argparse type of every count option of the command line (batch, steps, envs)."""
     try:
         value = int(text)
     except ValueError:
@@ -29,7 +30,7 @@ def _positive_int(text: str) -> int:
 def add_profile_arguments(parser) -> None:
     parser.add_argument("design", help="registered design name (see `rlhls designs`)")
     parser.add_argument("--device", default=None, help="catalogue device (default: the design's)")
-    parser.add_argument("--batch", type=_positive_int, default=None, help="batch size (default: the design's)")
+    parser.add_argument("--batch", type=positive_int, default=None, help="batch size (default: the design's)")
     parser.add_argument("--out", required=True, help="profile CSV to write")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
 

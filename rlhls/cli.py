@@ -13,6 +13,7 @@ import sys
 
 from rlhls import __version__
 from rlhls.designs.errors import RlhlsError
+from rlhls.partition.cli_profile import positive_int
 from rlhls.partition.profile_io import atomic_write_text
 
 EXIT_BAD_INPUT = 2
@@ -23,16 +24,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message):
         raise RlhlsError(f"{self.prog}: {message}")
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be >= 1")
-    return value
 
 
 def _print_json(obj) -> None:
@@ -168,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Print the DAG of one training step: per layer forward, target forward, backward "
                                    "and update nodes, plus loss/GAE nodes, with FLOPs and bytes.")
     s.add_argument("design", metavar="DESIGN")
-    s.add_argument("--batch", type=_positive_int, default=None, help="batch size (default: the design's)")
+    s.add_argument("--batch", type=positive_int, default=None, help="batch size (default: the design's)")
     s.add_argument("--json", action="store_true",
                    help='print {"nodes": [...], "edges": [...]}; loop-carried edges have "carry": true')
     s.add_argument("--csv", metavar="FILE",
