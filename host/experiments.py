@@ -1,4 +1,5 @@
 """`rlhls experiment NAME`: HEPPO-GAE's experiments, several seeds each, with a summary.
+(AP-DRL's ``apdrl-table3`` / ``apdrl-table4`` live in host/apdrl_experiments.py and share this command.)
 
     rlhls experiment heppo-table3|heppo-bits [--steps N] [--seeds K] [--env ID] [--out DIR]
                      [--jobs J] [--backend emu|csim] [--full] [--set key=value ...] [--quiet]
@@ -44,7 +45,7 @@ from rlhls.designs.errors import RlhlsError
 
 __all__ = ["EXPERIMENT_SETS", "configurations", "add_experiment_arguments", "run_experiment", "summarize"]
 
-EXPERIMENT_SETS = ("heppo-table3", "heppo-bits")
+EXPERIMENT_SETS = ("heppo-table3", "heppo-bits", "apdrl-table3", "apdrl-table4")
 DEMO_STEPS = 4096
 DEMO_SEEDS = 2
 RECORD = "experiment.json"
@@ -69,10 +70,13 @@ def add_experiment_arguments(parser) -> None:
     from rlhls.partition.cli_profile import positive_int
 
     parser.add_argument("name", metavar="NAME", help=f"one of {', '.join(EXPERIMENT_SETS)}")
-    parser.add_argument("--design", default="heppo-ppo", help="design (default heppo-ppo)")
+    parser.add_argument("--design", action="append", default=None,
+                        help="heppo-*: the PPO design (default heppo-ppo); apdrl-table3: a benchmark to run "
+                             "(repeatable; default all six)")
     parser.add_argument("--steps", type=positive_int, default=None,
                         help=f"environment steps per run (default {DEMO_STEPS}, a demonstration)")
-    parser.add_argument("--seeds", type=positive_int, default=DEMO_SEEDS, help=f"seeds 0..K-1 (default {DEMO_SEEDS})")
+    parser.add_argument("--seeds", type=positive_int, default=None,
+                        help=f"seeds 0..K-1 (default {DEMO_SEEDS} for heppo-*, 3 for apdrl-table3)")
     parser.add_argument("--env", help="gymnasium env id (default: the design's)")
     parser.add_argument("--out", help="experiment folder (default runs/<name>)")
     parser.add_argument("--jobs", type=positive_int, default=1, help="training processes at once (default 1)")
@@ -80,7 +84,22 @@ def add_experiment_arguments(parser) -> None:
     parser.add_argument("--full", action="store_true", help="the design's own rollout (heppo-ppo: 64 x 1024)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                         help="override a hyperparameter of every run (repeatable)")
+    parser.add_argument("--sizes", type=_sizes, default=None,
+                        help="apdrl-table4: hidden sizes H1xH2,... (default 64x64,400x300,4096x3072)")
+    parser.add_argument("--repeats", type=positive_int, default=3,
+                        help="apdrl-table4: host timing repeats, best of (default 3)")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
+
+
+def _sizes(text):
+    import argparse
+
+    from .apdrl_experiments import parse_sizes
+
+    try:
+        return parse_sizes(text)
+    except RlhlsError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _one_run(job: dict) -> dict:
@@ -205,8 +224,20 @@ def run_experiment(args) -> int:
     from .ppo import resolve_hyperparams
     from .runner import atomic_write_text
 
+    if args.name == "apdrl-table3":
+        from .apdrl_experiments import run_apdrl_table3
+
+        args.seeds = args.seeds or 3
+        return run_apdrl_table3(args)
+    if args.name == "apdrl-table4":
+        from .apdrl_experiments import run_apdrl_table4
+
+        return run_apdrl_table4(args)
+    args.seeds = args.seeds or DEMO_SEEDS
     configs = configurations(args.name)
-    design = get_design(args.design)
+    if args.design and len(args.design) > 1:
+        raise RlhlsError(f"--design: {args.name} takes one PPO design")
+    design = get_design(args.design[0] if args.design else "heppo-ppo")
     if design.algorithm != "ppo":
         raise RlhlsError(f"design '{design.name}' uses {design.algorithm.upper()}; the HEPPO experiments train PPO")
     args.num_envs = args.num_steps = args.experiment = None

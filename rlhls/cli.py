@@ -195,7 +195,7 @@ _DELEGATED = (
     ("build", "rlhls.flow.cli_build", "build", "emit Vitis HLS projects and AIE graph stubs; csim/synth/cosim"),
     ("train", "rlhls.host.cli_train", "train", "train a design on the host (emu/csim/cosim backends)"),
     ("run", "rlhls.host.pipeline", "run", "the whole flow: graph, profile, partition, build --csim, train, report"),
-    ("experiment", "rlhls.host.experiments", "experiment", "HEPPO-GAE experiments: Table III and the bit sweep"),
+    ("experiment", "rlhls.host.experiments", "experiment", "experiments: HEPPO-GAE Table III and bit sweep, AP-DRL Tables III and IV"),
 )
 
 

@@ -1,0 +1,455 @@
+"""AP-DRL's experiments (seed 003 §V-B): Table III (fp32 vs mixed precision) and Table IV (modeled
+FP32 vs BF16 training time against network size).
+
+    rlhls experiment apdrl-table3 [--design D ...] [--steps N] [--seeds K] [--jobs J] [--full] [--out DIR]
+    rlhls experiment apdrl-table4 [--sizes 64x64,400x300,4096x3072] [--repeats R] [--out DIR]
+
+**apdrl-table3.** For each benchmark of Table III, ``--seeds`` runs (default 3) in ``fp32`` (every node
+on the PS) and in ``mixed`` (every node in its unit's format under the design's ILP plan, computed
+once and written to ``<out>/<design>/plan/``). Each run is an ordinary ``rlhls train`` run folder
+``<out>/<design>/<precision>-s<seed>/`` started as its own process (``--resume`` when it has a
+checkpoint: running the command again continues unfinished runs). Reported, as the seed does it:
+
+* the moving average of episodic return over a 100-episode window (§V-B; over the episodes so far
+  while fewer than 100 have ended);
+* final return of a run = that moving average at its last episode; per precision mean +- std
+  (sample) over seeds;
+* reward error (Table III, which does not print its formula) = |R_mixed - R_fp32| / |R_fp32| * 100
+  with R the mean final return over seeds;
+* ``fig11.png``: one panel per benchmark, the moving average against environment steps, mean over
+  seeds with a +-std band, fp32 and mixed (Fig. 11 style); ``table3.md`` / ``table3.csv``.
+
+Budgets (environment steps per run). ``--full`` takes each design's own (CleanRL's) budget; the
+default is a demonstration that shows the loop, the plan and the mixed precision working on 2 cores,
+not converged agents: the ``DEMO`` column of ``BENCHMARKS`` (with its overrides, e.g. a smaller replay
+buffer and an earlier ``learning_starts`` for the Atari benchmarks). ``--steps`` overrides both.
+
+**apdrl-table4.** DQN-CartPole with hidden sizes (64, 64), (400, 300), (4096, 3072) (Table IV).
+For each size the training graph at the design's batch (128) is profiled twice -- with every unit in
+FP32 (the non-quantized baseline; AIE-ML runs FP32 emulated, PL uses its FP32 DSP figures) and with
+AP-DRL's formats (PS FP32, PL FP16, AIE BF16) -- and partitioned by the ILP; the modeled hardware
+time of one training step is the plan's makespan. Table IV's "training time in one episode" is read
+as one training iteration (its 0.21 ms at (64, 64) is far below any 500-step CartPole episode); the
+per-episode figure is also given for a 500-step episode with CleanRL's train_frequency 10 (50
+training steps; acting runs on the PS and is left out because both precisions share it). Beside
+them: the measured host time of one training step of our emulation (fp32 and mixed, best of
+``--repeats``) and the seed's figures. Output ``table4.md`` / ``table4.csv``.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from rlhls.designs.errors import RlhlsError
+
+__all__ = ["BENCHMARKS", "TABLE4_SIZES", "run_apdrl_table3", "run_apdrl_table4", "summarize_table3",
+           "moving_average", "reward_error", "cartpole_variant", "table4_rows"]
+
+MA_WINDOW = 100  # §V-B: 100-episode sliding window
+PRECISIONS = ("fp32", "mixed")
+RECORD = "experiment.json"
+
+# design, demo steps, demo overrides, full steps (the design's / CleanRL's budget)
+BENCHMARKS = {
+    "apdrl-dqn-cartpole": (100_000, {}, 500_000),
+    "apdrl-a2c-invpendulum": (100_000, {}, 1_000_000),
+    "apdrl-ddpg-lunarcont": (50_000, {"learning_starts": 10_000}, 1_000_000),
+    "apdrl-ddpg-mntncarcont": (50_000, {"learning_starts": 10_000}, 1_000_000),
+    "apdrl-dqn-breakout": (20_000, {"learning_starts": 5_000, "buffer_size": 20_000}, 10_000_000),
+    "apdrl-ppo-mspacman": (8_192, {"num_envs": 8, "num_steps": 128}, 10_000_000),
+}
+MLP_BENCHMARKS = ("apdrl-dqn-cartpole", "apdrl-a2c-invpendulum", "apdrl-ddpg-lunarcont", "apdrl-ddpg-mntncarcont")
+TABLE4_SIZES = ((64, 64), (400, 300), (4096, 3072))
+SEED_TABLE4 = {"64x64": (0.21, 0.27), "400x300": (32.55, 28.81), "4096x3072": (2175.12, 729.91)}
+EPISODE_STEPS, TRAIN_FREQUENCY = 500, 10
+
+
+# ----------------------------------------------------------------------------- statistics
+
+def moving_average(y, window: int = MA_WINDOW) -> np.ndarray:
+    """Trailing mean over `window` episodes (over all so far for the first window-1)."""
+    y = np.asarray(y, dtype=np.float64)
+    if not len(y):
+        return y
+    c = np.cumsum(np.insert(y, 0, 0.0))
+    n = np.arange(1, len(y) + 1)
+    lo = np.maximum(n - window, 0)
+    return (c[n] - c[lo]) / (n - lo)
+
+
+def reward_error(r_fp32: float, r_mixed: float) -> float:
+    """Table III's reward error in percent: |R_mixed - R_fp32| / |R_fp32| * 100 (nan if R_fp32 == 0)."""
+    if not (math.isfinite(r_fp32) and math.isfinite(r_mixed)) or r_fp32 == 0:
+        return float("nan")
+    return abs(r_mixed - r_fp32) / abs(r_fp32) * 100.0
+
+
+def _episodes(run_dir: Path):
+    path = run_dir / "episodes.csv"
+    if not path.exists():
+        return np.zeros(0), np.zeros(0)
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    return np.array([float(r["env_step"]) for r in rows]), np.array([float(r["return"]) for r in rows])
+
+
+def _mean_std(v: list) -> tuple[float, float]:
+    a = np.array([x for x in v if math.isfinite(x)])
+    if not len(a):
+        return float("nan"), float("nan")
+    return float(a.mean()), float(a.std(ddof=1)) if len(a) > 1 else 0.0
+
+
+def summarize_table3(out, designs: list[str], seeds: int, title: str = "") -> list[dict]:
+    """table3.csv / table3.md / fig11.png from the run folders under `out`; returns the rows."""
+    from .report import markdown_table
+    from .runner import atomic_write_bytes, atomic_write_text
+
+    out = Path(out)
+    rows, curves = [], {}
+    for d in designs:
+        r = {"design": d}
+        for p in PRECISIONS:
+            finals, per_seed = [], []
+            for s in range(seeds):
+                x, y = _episodes(out / d / f"{p}-s{s}")
+                if len(y):
+                    ma = moving_average(y)
+                    finals.append(float(ma[-1]))
+                    per_seed.append((x, ma))
+            r[f"{p}_mean"], r[f"{p}_std"] = _mean_std(finals)
+            r[f"{p}_seeds"] = len(finals)
+            r[f"{p}_per_seed"] = " ".join(f"{f:.2f}" for f in finals)
+            curves[(d, p)] = per_seed
+        r["reward_error_percent"] = reward_error(r["fp32_mean"], r["mixed_mean"])
+        rows.append(r)
+
+    cols = ["design", "fp32_mean", "fp32_std", "fp32_seeds", "fp32_per_seed", "mixed_mean", "mixed_std",
+            "mixed_seeds", "mixed_per_seed", "reward_error_percent"]
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(cols)
+    for r in rows:
+        w.writerow([r[k] for k in cols])
+    atomic_write_text(out / "table3.csv", buf.getvalue())
+
+    from rlhls.designs.registry import get_design
+
+    def seed_err(d):
+        e = get_design(d).seed_figures.get("table_iii_reward_error_percent")
+        return "" if e is None else f"{e:.2f}"
+
+    md = [f"# {title or 'AP-DRL Table III'}", "",
+          f"Final return = {MA_WINDOW}-episode moving average of episodic return at a run's last episode; "
+          "mean ± std (sample) over seeds. Reward error = |R_mixed − R_fp32| / |R_fp32| × 100 of the means.", "",
+          markdown_table(["benchmark", "fp32 (mean ± std)", "mixed (mean ± std)", "seeds", "reward error %",
+                          "seed's reward error %"],
+                         [[r["design"], f"{r['fp32_mean']:.2f} ± {r['fp32_std']:.2f}",
+                           f"{r['mixed_mean']:.2f} ± {r['mixed_std']:.2f}", f"{r['fp32_seeds']}/{r['mixed_seeds']}",
+                           f"{r['reward_error_percent']:.2f}", seed_err(r["design"])] for r in rows]),
+          "", "![Fig. 11](fig11.png)", ""]
+    atomic_write_text(out / "table3.md", "\n".join(md))
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = len(designs)
+    ncol = min(3, n)
+    nrow = math.ceil(n / ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(4.2 * ncol, 3.2 * nrow), squeeze=False)
+    for i, d in enumerate(designs):
+        ax = axes[i // ncol][i % ncol]
+        for p, col in zip(PRECISIONS, ("tab:blue", "tab:orange")):
+            per_seed = [(x, y) for x, y in curves[(d, p)] if len(x)]
+            if not per_seed:
+                continue
+            lo, hi = max(x[0] for x, _ in per_seed), min(x[-1] for x, _ in per_seed)
+            grid = np.linspace(lo, hi, 200) if hi > lo else np.array([lo])
+            ys = np.array([np.interp(grid, x, y) for x, y in per_seed])
+            m, sd = ys.mean(axis=0), ys.std(axis=0)
+            ax.plot(grid, m, color=col, label=f"{p} (n={len(per_seed)})", marker="." if len(grid) == 1 else None)
+            ax.fill_between(grid, m - sd, m + sd, color=col, alpha=0.2)
+        ax.set_title(d.replace("apdrl-", ""), fontsize=9)
+        ax.set_xlabel("environment steps", fontsize=8)
+        ax.set_ylabel(f"return ({MA_WINDOW}-ep. moving avg.)", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+        else:
+            ax.text(0.5, 0.5, "no finished episode", ha="center", va="center", transform=ax.transAxes)
+    for j in range(n, nrow * ncol):
+        axes[j // ncol][j % ncol].axis("off")
+    fig.tight_layout()
+    b = io.BytesIO()
+    fig.savefig(b, format="png", dpi=110)
+    plt.close(fig)
+    atomic_write_bytes(out / "fig11.png", b.getvalue())
+    return rows
+
+
+# ----------------------------------------------------------------------------- table III runs
+
+def _check_out(out: Path, settings: dict) -> None:
+    if out.exists() and not out.is_dir():
+        raise RlhlsError(f"--out '{out}' exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()):
+        if not (out / RECORD).exists():
+            raise RlhlsError(f"--out '{out}' is not empty and was not written by rlhls experiment; choose another --out")
+        old = json.loads((out / RECORD).read_text())
+        diff = [k for k in settings if old.get(k) != settings[k]]
+        if diff:
+            raise RlhlsError(f"--out '{out}' holds experiment runs with a different {diff[0]} "
+                             f"({old.get(diff[0])!r}, now {settings[diff[0]]!r}); choose another --out")
+
+
+def write_design_plan(design, folder: Path, time_limit: float = 60.0) -> Path:
+    """Profile + ILP for the design's device and batch -> folder/plan.json (kept if already there)."""
+    from rlhls.designs.graph import build_graph
+    from rlhls.partition.cli_partition import device_inputs
+    from rlhls.partition.ilp import solve
+    from rlhls.partition.plan import write_plan
+    from rlhls.partition.profile import profile_design
+
+    if (folder / "plan.json").exists():
+        return folder / "plan.json"
+    graph = build_graph(design)
+    rows = profile_design(design)
+    edges = graph.all_edges()
+    capacity, links = device_inputs(design.device)
+    cores = capacity.get(("PS", "cores"))
+    plan = solve(rows, edges, capacity, links, ps_cores=int(cores) if cores else 1, time_limit=time_limit,
+                 source=f"device {design.device}")
+    write_plan(plan, folder, rows, edges)
+    return folder / "plan.json"
+
+
+def _train_command(job: dict) -> list[str]:
+    cmd = [sys.executable, "-m", "rlhls.cli", "train", job["design"], "--precision", job["precision"],
+           "--seed", str(job["seed"]), "--steps", str(job["steps"]), "--out", job["out"], "--quiet"]
+    if job["plan"]:
+        cmd += ["--plan", job["plan"]]
+    if (Path(job["out"]) / "checkpoint.pkl").exists():
+        cmd.append("--resume")
+    for k, v in job["overrides"].items():
+        cmd += ["--set", f"{k}={v}"]
+    return cmd
+
+
+def _run_job(job: dict) -> dict:
+    t0 = time.perf_counter()
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=os.environ.get("OPENBLAS_NUM_THREADS", "1"))
+    p = subprocess.run(_train_command(job), capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        last = (p.stderr.strip().splitlines() or ["(no message)"])[-1]
+        raise RlhlsError(f"run {job['out']}: rlhls train exited {p.returncode}: {last}")
+    return {**job, "seconds": time.perf_counter() - t0}
+
+
+def run_apdrl_table3(args) -> int:
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    from rlhls.designs.registry import get_design
+
+    from .cli_train import _overrides
+
+    designs = list(dict.fromkeys(args.design or BENCHMARKS))
+    for d in designs:
+        if d not in BENCHMARKS:
+            raise RlhlsError(f"--design {d}: not a Table III benchmark (expected one of {', '.join(BENCHMARKS)})")
+    args.num_envs = args.num_steps = args.experiment = None
+    common = _overrides(args)
+    out = Path(args.out or "runs/apdrl-table3")
+    settings = {"name": args.name, "full": args.full, "overrides": {k: str(v) for k, v in common.items()}}
+    _check_out(out, settings)
+    jobs = []
+    for d in designs:
+        demo_steps, demo_set, full_steps = BENCHMARKS[d]
+        steps = args.steps or (full_steps if args.full else demo_steps)
+        overrides = {**({} if args.full else demo_set), **common}
+        for p in PRECISIONS:
+            for s in range(args.seeds):
+                jobs.append({"design": d, "precision": p, "seed": s, "steps": steps, "overrides": overrides,
+                             "out": str(out / d / f"{p}-s{s}"), "plan": None})
+    out.mkdir(parents=True, exist_ok=True)
+    from .runner import atomic_write_text
+
+    atomic_write_text(out / RECORD, json.dumps({**settings, "designs": designs, "seeds": args.seeds}, indent=1) + "\n")
+    say = (lambda m: None) if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
+    for d in designs:  # one plan per design, shared by its mixed runs
+        plan = write_design_plan(get_design(d), out / d / "plan")
+        for j in jobs:
+            if j["design"] == d and j["precision"] == "mixed":
+                j["plan"] = str(plan)
+        say(f"{d}: plan -> {plan}")
+    say(f"{args.name}: {len(designs)} benchmark(s) x 2 precisions x {args.seeds} seed(s) = {len(jobs)} run(s), "
+        f"{args.jobs} at a time -> {out}")
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:  # each job is its own process
+        futs = [pool.submit(_run_job, j) for j in jobs]
+        for i, f in enumerate(as_completed(futs), 1):
+            r = f.result()
+            say(f"[{i}/{len(jobs)}] {r['design']} {r['precision']} seed {r['seed']}: {r['steps']} steps "
+                f"in {r['seconds']:.0f} s")
+    rows = summarize_table3(out, designs, args.seeds, f"{args.name}: fp32 vs mixed precision, {args.seeds} seed(s)")
+    for r in rows:
+        print(f"{r['design']:<24} fp32 {r['fp32_mean']:9.2f} ± {r['fp32_std']:<8.2f} mixed {r['mixed_mean']:9.2f} "
+              f"± {r['mixed_std']:<8.2f} reward error {r['reward_error_percent']:.2f} %")
+    print(f"{len(jobs)} run(s) in {time.perf_counter() - t0:.0f} s -> {out / 'table3.md'}, {out / 'fig11.png'}")
+    return 0
+
+
+# ----------------------------------------------------------------------------- table IV
+
+def cartpole_variant(h1: int, h2: int, formats: dict | None = None):
+    """apdrl-dqn-cartpole with hidden sizes (h1, h2) (and optionally other unit formats)."""
+    from rlhls.designs.design import NetSpec
+    from rlhls.designs.nets import mlp
+    from rlhls.designs.registry import get_design
+
+    base = get_design("apdrl-dqn-cartpole")
+    net = NetSpec("q", "q", lambda s: mlp("q", 4, (h1, h2), 2, seed=s), target=True)
+    tag = "fp32" if formats else "mixed"
+    return dataclasses.replace(base, name=f"{base.name}-{h1}x{h2}-{tag}", networks=(net,),
+                               formats=dict(formats or base.formats))
+
+
+FP32_EVERYWHERE = {"storage": "fp32", "acc": "fp32"}
+
+
+def _modeled(design, time_limit: float) -> dict:
+    from rlhls.designs.graph import build_graph
+    from rlhls.partition.cli_partition import device_inputs
+    from rlhls.partition.ilp import solve
+    from rlhls.partition.profile import profile_design
+
+    rows = profile_design(design)
+    capacity, links = device_inputs(design.device)
+    cores = capacity.get(("PS", "cores"))
+    plan = solve(rows, build_graph(design).all_edges(), capacity, links, ps_cores=int(cores) if cores else 1,
+                 time_limit=time_limit, source=f"device {design.device}")
+    units = {}
+    for u in plan.assignment.values():
+        units[u] = units.get(u, 0) + 1
+    return {"makespan_us": plan.makespan_us, "status": plan.status, "units": units, "assignment": dict(plan.assignment)}
+
+
+def _host_step_seconds(design, precision: str, assignment, repeats: int) -> float:
+    from .dqn import DQN, PHASES
+
+    t = DQN(design, seed=0, hyperparams={"precision": precision, "learning_starts": 1, "steps_per_update": 1},
+            assignment=assignment if precision == "mixed" else None)
+    try:
+        rng = np.random.default_rng(0)
+        b = design.batch_size
+        s, s2 = rng.standard_normal((b, 4)) * 0.5, rng.standard_normal((b, 4)) * 0.5
+        a, r, d = rng.integers(0, 2, b), np.ones(b), np.zeros(b)
+        times = {k: 0.0 for k in PHASES}
+        t.train_step(s, s2, a, r, d, times)  # warm-up
+        best = float("inf")
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            t.train_step(s, s2, a, r, d, times)
+            best = min(best, time.perf_counter() - t0)
+        return best
+    finally:
+        t.close()
+
+
+def table4_rows(sizes=TABLE4_SIZES, repeats: int = 3, time_limit: float = 60.0, say=lambda m: None) -> list[dict]:
+    rows = []
+    for h1, h2 in sizes:
+        key = f"{h1}x{h2}"
+        mixed_design = cartpole_variant(h1, h2)
+        fp32 = _modeled(cartpole_variant(h1, h2, FP32_EVERYWHERE), time_limit)
+        mixed = _modeled(mixed_design, time_limit)
+        say(f"{key}: modeled step fp32 {fp32['makespan_us']:.2f} us, mixed {mixed['makespan_us']:.2f} us; "
+            "measuring the host emulation")
+        host32 = _host_step_seconds(mixed_design, "fp32", None, repeats)
+        hostmx = _host_step_seconds(mixed_design, "mixed", mixed["assignment"], repeats)
+        per_ep = EPISODE_STEPS // TRAIN_FREQUENCY
+        seed = SEED_TABLE4.get(key)
+        rows.append({
+            "hidden": key, "flops_per_step": None,
+            "model_fp32_step_ms": fp32["makespan_us"] / 1e3, "model_bf16_step_ms": mixed["makespan_us"] / 1e3,
+            "model_speedup": fp32["makespan_us"] / mixed["makespan_us"],
+            "model_fp32_episode_ms": fp32["makespan_us"] * per_ep / 1e3,
+            "model_bf16_episode_ms": mixed["makespan_us"] * per_ep / 1e3,
+            "fp32_units": " ".join(f"{u}:{n}" for u, n in sorted(fp32["units"].items())),
+            "bf16_units": " ".join(f"{u}:{n}" for u, n in sorted(mixed["units"].items())),
+            "host_fp32_step_ms": host32 * 1e3, "host_mixed_step_ms": hostmx * 1e3,
+            "seed_fp32_ms": seed[0] if seed else float("nan"), "seed_bf16_ms": seed[1] if seed else float("nan"),
+            "seed_speedup": seed[0] / seed[1] if seed else float("nan"),
+        })
+        from rlhls.designs.graph import build_graph
+
+        rows[-1]["flops_per_step"] = build_graph(mixed_design).summary()["flops"]
+    return rows
+
+
+def run_apdrl_table4(args) -> int:
+    from .report import markdown_table
+    from .runner import atomic_write_text
+
+    sizes = args.sizes or TABLE4_SIZES
+    out = Path(args.out or "runs/apdrl-table4")
+    if out.exists() and not out.is_dir():
+        raise RlhlsError(f"--out '{out}' exists and is not a folder")
+    say = (lambda m: None) if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
+    rows = table4_rows(sizes, repeats=args.repeats, say=say)
+    cols = list(rows[0])
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(cols)
+    for r in rows:
+        w.writerow([r[k] for k in cols])
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / "table4.csv", buf.getvalue())
+    md = ["# AP-DRL Table IV: DQN-CartPole training time against network size", "",
+          "Modeled = the ILP plan's makespan of one training step (batch 128) on the VEK280 with every unit in FP32 "
+          "vs AP-DRL's formats (PS FP32, PL FP16, AIE BF16); per episode = 50 training steps (a 500-step "
+          "episode, train_frequency 10). Host = measured time of one training step of our emulation "
+          "(fp32: every node on the PS; mixed: the BF16 plan's nodes bit-exact in their formats). "
+          "Seed = Table IV's \"training time in one episode\".", "",
+          markdown_table(["hidden", "FLOPs/step", "model FP32 ms", "model BF16 ms", "model speedup",
+                          "FP32 plan units", "BF16 plan units", "host fp32 ms", "host mixed ms",
+                          "seed FP32 ms", "seed BF16 ms", "seed speedup"],
+                         [[r["hidden"], f"{r['flops_per_step']:.4g}", f"{r['model_fp32_step_ms']:.4g}",
+                           f"{r['model_bf16_step_ms']:.4g}", f"{r['model_speedup']:.2f}×", r["fp32_units"],
+                           r["bf16_units"], f"{r['host_fp32_step_ms']:.3g}", f"{r['host_mixed_step_ms']:.3g}",
+                           f"{r['seed_fp32_ms']:g}", f"{r['seed_bf16_ms']:g}", f"{r['seed_speedup']:.2f}×"]
+                          for r in rows]), ""]
+    atomic_write_text(out / "table4.md", "\n".join(md))
+    for r in rows:
+        print(f"{r['hidden']:<10} model fp32 {r['model_fp32_step_ms']:9.4g} ms  bf16 {r['model_bf16_step_ms']:9.4g} ms "
+              f"({r['model_speedup']:.2f}x; seed {r['seed_speedup']:.2f}x)  host fp32 {r['host_fp32_step_ms']:.3g} ms "
+              f"mixed {r['host_mixed_step_ms']:.3g} ms")
+    print(f"-> {out / 'table4.md'}")
+    return 0
+
+
+def parse_sizes(text: str) -> tuple:
+    """'64x64,400x300' -> ((64, 64), (400, 300))."""
+    out = []
+    for part in text.split(","):
+        try:
+            a, b = (int(v) for v in part.strip().lower().split("x"))
+        except ValueError:
+            raise RlhlsError(f"--sizes {text!r}: expected H1xH2[,H1xH2...] (e.g. 64x64,400x300)") from None
+        if a < 1 or b < 1:
+            raise RlhlsError(f"--sizes {text!r}: hidden sizes must be >= 1")
+        out.append((a, b))
+    return tuple(out)
