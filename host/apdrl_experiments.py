@@ -58,7 +58,6 @@ __all__ = ["BENCHMARKS", "TABLE4_SIZES", "run_apdrl_table3", "run_apdrl_table4",
 
 MA_WINDOW = 100  # §V-B: 100-episode sliding window
 PRECISIONS = ("fp32", "mixed")
-RECORD = "experiment.json"
 
 # design, demo steps, demo overrides, full steps (the design's / CleanRL's budget)
 BENCHMARKS = {
@@ -203,19 +202,6 @@ def summarize_table3(out, designs: list[str], seeds: int, title: str = "") -> li
 
 # ----------------------------------------------------------------------------- table III runs
 
-def _check_out(out: Path, settings: dict) -> None:
-    if out.exists() and not out.is_dir():
-        raise RlhlsError(f"--out '{out}' exists and is not a folder")
-    if out.is_dir() and any(out.iterdir()):
-        if not (out / RECORD).exists():
-            raise RlhlsError(f"--out '{out}' is not empty and was not written by rlhls experiment; choose another --out")
-        old = json.loads((out / RECORD).read_text())
-        diff = [k for k in settings if old.get(k) != settings[k]]
-        if diff:
-            raise RlhlsError(f"--out '{out}' holds experiment runs with a different {diff[0]} "
-                             f"({old.get(diff[0])!r}, now {settings[diff[0]]!r}); choose another --out")
-
-
 def write_design_plan(design, folder: Path, time_limit: float = 60.0) -> Path:
     """Profile + ILP for the design's device and batch -> folder/plan.json (kept if already there)."""
     from rlhls.designs.graph import build_graph
@@ -265,6 +251,7 @@ def run_apdrl_table3(args) -> int:
     from rlhls.designs.registry import get_design
 
     from .cli_train import _overrides
+    from .experiments import RECORD, check_out
 
     designs = list(dict.fromkeys(args.design or BENCHMARKS))
     for d in designs:
@@ -274,7 +261,7 @@ def run_apdrl_table3(args) -> int:
     common = _overrides(args)
     out = Path(args.out or "runs/apdrl-table3")
     settings = {"name": args.name, "full": args.full, "overrides": {k: str(v) for k, v in common.items()}}
-    _check_out(out, settings)
+    check_out(out, settings)
     jobs = []
     for d in designs:
         demo_steps, demo_set, full_steps = BENCHMARKS[d]

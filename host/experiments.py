@@ -102,6 +102,20 @@ def _sizes(text):
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def check_out(out: Path, settings: dict) -> None:
+    """Refuse an --out that is a file, holds foreign files, or holds runs of other settings."""
+    if out.exists() and not out.is_dir():
+        raise RlhlsError(f"--out '{out}' exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()):
+        if not (out / RECORD).exists():
+            raise RlhlsError(f"--out '{out}' is not empty and was not written by rlhls experiment; choose another --out")
+        old = json.loads((out / RECORD).read_text())
+        diff = [k for k in settings if old.get(k) != settings[k]]
+        if diff:
+            raise RlhlsError(f"--out '{out}' holds experiment runs with a different {diff[0]} "
+                             f"({old.get(diff[0])!r}, now {settings[diff[0]]!r}); choose another --out")
+
+
 def _one_run(job: dict) -> dict:
     """Train one (configuration, seed) run folder; runs in a worker process."""
     from rlhls.designs.registry import get_design
@@ -250,16 +264,7 @@ def run_experiment(args) -> int:
     out = Path(args.out or f"runs/{args.name}")
     settings = {"name": args.name, "design": design.name, "env": env, "backend": args.backend, "full": args.full,
                 "overrides": {k: str(v) for k, v in base.items()}}
-    if out.exists() and not out.is_dir():
-        raise RlhlsError(f"--out '{out}' exists and is not a folder")
-    if out.is_dir() and any(out.iterdir()):
-        if not (out / RECORD).exists():
-            raise RlhlsError(f"--out '{out}' is not empty and was not written by rlhls experiment; choose another --out")
-        old = json.loads((out / RECORD).read_text())
-        diff = [k for k in settings if old.get(k) != settings[k]]
-        if diff:
-            raise RlhlsError(f"--out '{out}' holds experiment runs with a different {diff[0]} "
-                             f"({old.get(diff[0])!r}, now {settings[diff[0]]!r}); choose another --out")
+    check_out(out, settings)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / RECORD, json.dumps({**settings, "steps": steps, "seeds": args.seeds}, indent=1) + "\n")
 
