@@ -115,7 +115,7 @@ def designs():
             {"num_envs": 8, "num_steps": 128, "learning_rate": 2.5e-4, "anneal_lr": True, "gamma": 0.99,
              "gae_lambda": 0.95, "num_minibatches": 4, "update_epochs": 4, "norm_adv": True, "clip_coef": 0.1,
              "clip_vloss": True, "ent_coef": 0.01, "vf_coef": 0.5, "max_grad_norm": 0.5, "optimizer": "adam",
-             "source": "CleanRL ppo_atari.py"},
+             "experiment": 0, "source": "CleanRL ppo_atari.py (experiment 0: clipped rewards, no normalization)"},
             {"table_iii_train_flops": 106.23e6, "table_iii_reward_error_percent": 1.13},
             ("separate policy and value convnets: Table III's 106.23 MFLOPs per sample is near two full networks "
              "(99.0 M by our count) and far from CleanRL's shared trunk (49.5 M)",

@@ -26,7 +26,11 @@ state a replay could not rebuild without the whole history since the first reset
 records the seed of the current episode and the actions taken since its reset; ``state()``
 returns them (with the current observations) and ``restore(state)`` rebuilds the exact simulator
 state, TimeLimit counter and RNG by resetting each sub-env with its seed and replaying its actions
-(at most max_episode_steps per env; observations and rewards of the replay are discarded). This
+(at most max_episode_steps per env; observations and rewards of the replay are discarded). Atari ids get CleanRL's wrapper stack
+(host/atari.py); there a lost life ends the *episode* (terminated) but not the game
+(``infos['game_over']`` False): the sub-env keeps its seed and action list and records the
+position in ``life_resets``, and ``restore`` replays the whole game, calling a seedless ``reset()``
+at those positions as the run did. This
 needs envs that are deterministic given (seed, actions): MuJoCo and classic control are (tested
 for InvertedPendulum-v5, Humanoid-v5, Pendulum-v1); ``restore`` checks that the replayed
 observations equal the recorded ones and raises RlhlsError otherwise. An env without a time
@@ -47,6 +51,10 @@ __all__ = ["make_vec_env", "pad_obs", "NextStepFilter", "EpisodeTracker", "Repla
 
 
 def _make(env_id: str, kwargs: dict):
+    from .atari import is_atari, make_atari
+
+    if is_atari(env_id):  # CleanRL's Atari wrapper stack (host/atari.py)
+        return make_atari(env_id, **kwargs)
     return gym.make(env_id, **kwargs)
 
 
@@ -57,8 +65,13 @@ def make_vec_env(env_id: str, num_envs: int, *, autoreset: str = "same_step", en
         raise RlhlsError(f"environment '{env_id}': num_envs {num_envs} must be >= 1")
     mode = {"same_step": AutoresetMode.SAME_STEP, "next_step": AutoresetMode.NEXT_STEP,
             "disabled": AutoresetMode.DISABLED}[autoreset]
+    from .atari import is_atari
+
     try:
+        is_atari(env_id)  # registers ale-py's ids when the id needs them
         gym.spec(env_id)
+    except RlhlsError:
+        raise
     except Exception:
         raise RlhlsError(f"unknown environment '{env_id}' (not registered with gymnasium)") from None
     fns = [functools.partial(_make, env_id, dict(env_kwargs or {})) for _ in range(num_envs)]
@@ -110,13 +123,20 @@ class NextStepFilter:
 
 
 class EpisodeTracker:
-    """Raw episodic return and length per sub-env; ``step`` returns the episodes that ended."""
+    """Raw episodic return and length per sub-env; ``step`` returns the episodes that ended.
+
+    With the vector env's ``infos`` (Atari, host/atari.py) it adds ``infos['raw_reward']`` (the
+    unclipped score) and ends an episode only where ``infos['game_over']`` (not at a lost life)."""
 
     def __init__(self, num_envs: int):
         self.ret = np.zeros(num_envs)
         self.len = np.zeros(num_envs, dtype=np.int64)
 
-    def step(self, rewards, dones) -> list[tuple[float, int]]:
+    def step(self, rewards, dones, infos=None) -> list[tuple[float, int]]:
+        if infos is not None and "raw_reward" in infos:
+            rewards = np.asarray(infos["raw_reward"], dtype=np.float64)
+        if infos is not None and "game_over" in infos:
+            dones = np.logical_and(dones, infos["game_over"])
         self.ret += rewards
         self.len += 1
         ended = [(float(self.ret[i]), int(self.len[i])) for i in np.flatnonzero(dones)]
@@ -140,6 +160,7 @@ class ReplayableVecEnv:
         self.episodes = np.zeros(num_envs, dtype=np.int64)  # episodes started per sub-env
         self.seeds: list[int | None] = [None] * num_envs  # seed of each sub-env's current episode
         self.actions: list[list] = [[] for _ in range(num_envs)]  # actions since that reset
+        self.life_resets: list[list[int]] = [[] for _ in range(num_envs)]  # Atari: resets within the game
         self.obs = None  # the current observations (raw)
 
     def _new_seeds(self, mask) -> list[int | None]:
@@ -149,6 +170,7 @@ class ReplayableVecEnv:
             self.episodes[i] += 1
             self.seeds[i] = out[i]
             self.actions[i] = []
+            self.life_resets[i] = []
         return out
 
     def reset(self):
@@ -163,12 +185,17 @@ class ReplayableVecEnv:
         obs, rew, term, trunc, info = self.envs.step(actions)
         obs = np.array(obs)
         done = np.logical_or(term, trunc)
+        # Atari lost life (host/atari.py EpisodicLife): the episode ends, the game goes on; its
+        # replay continues through a seedless reset() at this point
+        cont = done & ~np.asarray(info["game_over"], dtype=bool) if "game_over" in info else np.zeros_like(done)
         acts = np.asarray(actions)
-        for i in np.flatnonzero(~done):
+        for i in np.flatnonzero(~done | cont):
             self.actions[i].append(acts[i].copy())
+        for i in np.flatnonzero(cont):
+            self.life_resets[i].append(len(self.actions[i]))
         if done.any():
             info = dict(info, final_obs=obs.copy(), _final_obs=done.copy())
-            first, _ = self.envs.reset(seed=self._new_seeds(done), options={"reset_mask": done.copy()})
+            first, _ = self.envs.reset(seed=self._new_seeds(done & ~cont), options={"reset_mask": done.copy()})
             obs[done] = np.asarray(first)[done]
         self.obs = obs.copy()
         return obs, rew, term, trunc, info
@@ -177,7 +204,8 @@ class ReplayableVecEnv:
         if self.obs is None:
             return None
         return {"env_id": self.env_id, "episodes": self.episodes.copy(), "seeds": list(self.seeds),
-                "actions": [np.array(a) for a in self.actions], "obs": self.obs.copy()}
+                "actions": [np.array(a) for a in self.actions], "obs": self.obs.copy(),
+                "life_resets": [list(r) for r in self.life_resets]}
 
     def restore(self, state: dict | None) -> None:
         """Rebuild the recorded state: reset each sub-env with its episode's seed, replay its actions."""
@@ -188,13 +216,16 @@ class ReplayableVecEnv:
                              f"expected {self.num_envs} x '{self.env_id}'")
         obs, _ = self.envs.reset(seed=list(state["seeds"]))
         obs = np.array(obs)
+        resets = state.get("life_resets") or [[] for _ in range(self.num_envs)]
         for i, (env, acts) in enumerate(zip(self.envs.envs, state["actions"])):
-            for a in acts:
+            at = set(resets[i])
+            for k, a in enumerate(acts):
                 o, _, te, tr, _ = env.step(a)
-                if te or tr:
+                if (te or tr) != (k + 1 in at):
                     raise RlhlsError(f"--resume: environment '{self.env_id}' is not deterministic: replaying "
-                                     f"sub-env {i}'s recorded actions ended its episode early")
-            if len(acts):
+                                     f"sub-env {i}'s recorded actions ended its episode at another step")
+                if k + 1 in at:
+                    o, _ = env.reset()  # lost life: the game goes on (no seed, as the run did)
                 obs[i] = o
         if not np.array_equal(obs, state["obs"]):
             bad = [i for i in range(self.num_envs) if not np.array_equal(obs[i], state["obs"][i])]
@@ -204,6 +235,7 @@ class ReplayableVecEnv:
         self.episodes = np.array(state["episodes"], dtype=np.int64)
         self.seeds = list(state["seeds"])
         self.actions = [list(a) for a in state["actions"]]
+        self.life_resets = [list(r) for r in resets]
         self.obs = obs
 
     def close(self):

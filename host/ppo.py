@@ -67,6 +67,33 @@ through ``--backend`` (emu = numpy model, csim = the compiled HLS C++, bit-ident
 experiments 1-2 (float) and 3 (rewards de-standardized, which the kernel's datapath does not do)
 always use ``gae_reference`` in numpy, whatever the backend.
 
+Experiment 0 (not in HEPPO-GAE's table): raw env rewards into the float GAE, no normalization --
+CleanRL's ``ppo_atari.py`` (whose env already clips rewards to their sign, host/atari.py); the
+AP-DRL MsPacman design should set it (``--set experiment=0`` until it does).
+
+Precision (``precision`` hyperparameter): ``fp64`` (default; HEPPO designs) = the float64 numpy
+path above, unchanged. ``fp32`` / ``mixed`` = AP-DRL (seed 003 §IV-D, as host/a2c.py and
+host/dqn.py): one ``MixedPrecision`` per network (``policy``, ``value``); ``fp32`` runs every node
+on the PS in FP32, ``mixed`` each node (``policy.<layer>.fwd/bwd/upd``, ``value.<layer>...``,
+``loss``, ``gae``) in its unit's format under ``assignment`` (the plan; None = profile + ILP
+in-process at the minibatch size). Acting (policy, V, V of truncated final observations, the
+bootstrap V) runs on the PS in FP32 (Fig. 10); its log-probs and values reach the loss node
+converted PS -> loss unit. The float GAE's outputs are rounded to the ``gae`` node's storage
+format (the ``returns`` node for an A2C design's plan; PS if neither), HEPPO's uq<n> GAE keeps its
+own. One dynamic loss scale serves both networks (one loss, as PyTorch's GradScaler): the loss
+gradients of the policy output, V and log-std are scaled; a non-finite gradient anywhere skips
+the whole minibatch step (weights and Adam untouched, scale halved). Gradients are unscaled in
+FP32, clipped (global norm), then Adam steps and weights are rounded to their master formats
+(BF16 for AIE layers, else FP32). Extra metrics columns (fp32 / mixed): loss_scale, quantized,
+skipped_steps, scale_shrinks, scale_grows, grad_overflows, conv_overflows; grad_norm is the mean
+over the applied steps. The checkpoint adds the scaler state and the assignment (a checkpoint of
+another precision or plan is refused).
+
+Image observations: uint8 frames (Atari, host/atari.py) stay uint8 in the rollout buffer
+(8 x 128 x 4 x 84 x 84 = 29 MB) and the networks read ``x / 255`` (CleanRL's ppo_atari scales in
+the network). Episodic return / length come from ``EpisodeTracker`` with the env infos: the
+unclipped game score over all lives.
+
 Per-update phase times (Table I; host/report.py ``TABLE_I`` gives the seed's names, "network
 update" = update_forward + backprop): dnn_inference (policy + value forward and sampling in the
 rollout, V of truncated episodes' final observations), env_run (env.step incl. the normalization wrappers' work), storing_trajectories,
@@ -90,10 +117,11 @@ from rlhls.designs.formats import parse_format
 from .distributions import DiagGaussian, env_action, policy_distribution
 from .envs import EpisodeTracker, ReplayableVecEnv, pad_obs, space_info
 from .hyperparams import merge
+from .mixed import LossScaler, MixedPrecision, default_plan
 from .optim import clip_grad_norm, make_optimizer
 
-__all__ = ["CLEANRL_DEFAULTS", "EXPERIMENTS", "PHASES", "GAE_CALL", "RunningMeanStd", "gae_reference",
-           "gae_stage", "resolve_hyperparams", "PPO"]
+__all__ = ["CLEANRL_DEFAULTS", "EXPERIMENTS", "PHASES", "PRECISIONS", "GAE_CALL", "RunningMeanStd",
+           "gae_reference", "gae_stage", "ppo_loss", "resolve_hyperparams", "PPO"]
 
 CLEANRL_DEFAULTS = {
     "num_envs": 1, "num_steps": 2048, "learning_rate": 3e-4, "anneal_lr": True, "gamma": 0.99,
@@ -101,9 +129,13 @@ CLEANRL_DEFAULTS = {
     "clip_vloss": True, "ent_coef": 0.0, "vf_coef": 0.5, "max_grad_norm": 0.5, "target_kl": None,
     "adam_eps": 1e-5, "optimizer": "adam", "log_std_init": 0.0, "obs_norm": True, "obs_clip": 10.0,
     "reward_clip": 10.0, "quant_bits": 8, "experiment": 5, "gae_lookahead": 2,
+    "precision": "fp64", "loss_scale_init": 2.0 ** 15, "loss_scale_growth_interval": 2000, "quantization_delay": 0,
 }
+_INTS = ("num_envs", "num_steps", "experiment", "quant_bits", "loss_scale_growth_interval", "quantization_delay")
+PRECISIONS = ("fp64", "fp32", "mixed")
 
 EXPERIMENTS = {
+    0: {"reward": "raw", "value": "float", "quant": False},
     1: {"reward": "cleanrl", "value": "float", "quant": False},
     2: {"reward": "dynamic", "value": "float", "quant": False},
     3: {"reward": "block_destd", "value": "block", "quant": True},
@@ -149,10 +181,16 @@ class RunningMeanStd:
 
 def resolve_hyperparams(design, overrides: dict | None = None) -> dict:
     """CleanRL defaults <- the design's PPO hyperparameters <- overrides ('key': value or text)."""
-    hp = merge(CLEANRL_DEFAULTS, design, overrides, "PPO", ints=("num_envs", "num_steps", "experiment", "quant_bits"))
+    hp = merge(CLEANRL_DEFAULTS, design, overrides, "PPO", ints=_INTS)
     exp = hp["experiment"]
     if exp not in EXPERIMENTS:
-        raise RlhlsError(f"experiment {exp!r}: expected one of 1..5 (HEPPO-GAE Table III)")
+        raise RlhlsError(f"experiment {exp!r}: expected one of 0..5 (0 = raw rewards; 1..5 HEPPO-GAE Table III)")
+    if hp["precision"] not in PRECISIONS:
+        raise RlhlsError(f"precision '{hp['precision']}': expected one of {', '.join(PRECISIONS)}")
+    for k in ("loss_scale_growth_interval", "quantization_delay"):
+        if not (isinstance(hp[k], int) and hp[k] >= (0 if k == "quantization_delay" else 1)):
+            raise RlhlsError(f"hyperparameter {k} = {hp[k]!r}: expected an integer >= "
+                             f"{0 if k == 'quantization_delay' else 1}")
     if not (isinstance(hp["quant_bits"], int) and 3 <= hp["quant_bits"] <= 10):
         raise RlhlsError(f"quant_bits {hp['quant_bits']!r}: expected an integer in 3..10 (HEPPO-GAE Fig. 8-9)")
     for k in ("num_envs", "num_steps", "num_minibatches", "update_epochs"):
@@ -323,13 +361,74 @@ def _param_views(nets: dict, log_std) -> dict:
 # ---------------------------------------------------------------------------- PPO
 
 
+def ppo_loss(dist, newv, act, old_logp, old_val, adv, rtg, hp: dict):
+    """CleanRL's PPO loss of one minibatch and its gradients w.r.t. the policy output, V and log-std.
+
+    Returns (loss, g_out, g_v, g_log_std or None, stats, ratio, logratio)."""
+    c, ent_coef, vf_coef = hp["clip_coef"], hp["ent_coef"], hp["vf_coef"]
+    M = act.shape[0]
+    newlogp = dist.log_prob(act)
+    logratio = newlogp - old_logp
+    ratio = np.exp(logratio)
+    a = adv
+    if hp["norm_adv"] and M > 1:
+        a = (a - a.mean()) / (a.std(ddof=1) + 1e-8)
+    pg1, pg2 = -a * ratio, -a * np.clip(ratio, 1 - c, 1 + c)
+    pg_loss = float(np.mean(np.maximum(pg1, pg2)))
+    ent = dist.entropy()
+    if hp["clip_vloss"]:
+        vu = (newv - rtg) ** 2
+        vc_pred = old_val + np.clip(newv - old_val, -c, c)
+        vc = (vc_pred - rtg) ** 2
+        v_loss = 0.5 * float(np.mean(np.maximum(vu, vc)))
+        inside = np.abs(newv - old_val) < c
+        g_v = np.where(vu >= vc, newv - rtg, np.where(inside, vc_pred - rtg, 0.0)) / M
+    else:
+        v_loss = 0.5 * float(np.mean((newv - rtg) ** 2))
+        g_v = (newv - rtg) / M
+    loss = pg_loss - ent_coef * float(np.mean(ent)) + vf_coef * v_loss
+    g_logp = np.where(pg1 >= pg2, -a * ratio, 0.0) / M
+    g_ls = None
+    if isinstance(dist, DiagGaussian):
+        d_mean, d_ls = dist.d_log_prob(act)
+        g_out = g_logp[:, None] * d_mean
+        g_ls = np.sum(g_logp[:, None] * d_ls, axis=0) - ent_coef * dist.d_entropy_log_std()
+    else:
+        g_out = g_logp[:, None] * dist.d_log_prob(act) - (ent_coef / M) * dist.d_entropy()
+    stats = {"pg_loss": pg_loss, "v_loss": v_loss, "entropy": float(np.mean(ent)),
+             "approx_kl": float(np.mean((ratio - 1.0) - logratio)),
+             "clipfrac": float(np.mean(np.abs(ratio - 1.0) > c))}
+    return loss, g_out, vf_coef * g_v, g_ls, stats
+
+
+class _ClipThenStep:
+    """The optimizer as MixedPrecision.apply sees it: clip the (unscaled) gradients, then step."""
+
+    def __init__(self, opt, max_norm):
+        self.opt, self.max_norm, self.norm = opt, max_norm, float("nan")
+
+    @property
+    def slots(self):
+        return self.opt.slots
+
+    def step(self, params, grads):
+        self.norm = clip_grad_norm(grads, self.max_norm)
+        self.opt.step(params, grads)
+
+
+MIXED_COUNTS = ("skipped_steps", "scale_shrinks", "scale_grows", "grad_overflows", "conv_overflows")
+
+
 class PPO:
-    """One PPO run: ``train_update(update, total_updates) -> metrics row``; checkpointable state."""
+    """One PPO run: ``train_update(update, total_updates) -> metrics row``; checkpointable state.
+
+    ``assignment`` ({graph node: unit}) is the plan for ``precision='mixed'``; None there means
+    profile + solve in-process (``mixed.default_plan`` at the minibatch size)."""
 
     algorithm = "ppo"
 
     def __init__(self, design, *, env_id: str | None = None, seed: int = 0, backend: str = "emu",
-                 hyperparams: dict | None = None):
+                 hyperparams: dict | None = None, assignment: dict | None = None):
         self.design = design
         self.hp = hp = resolve_hyperparams(design, hyperparams)
         self.env_id = env_id or design.env_id
@@ -366,6 +465,9 @@ class PPO:
         self.nets = {"policy": pol, "value": val}
         self.softmax_out = pol.layers[-1].kind == "Softmax"
         self.log_std = np.full(sp["action_dim"], float(hp["log_std_init"])) if sp["kind"] == "continuous" else None
+        # uint8 frames (Atari) stay uint8 in the rollout; the network sees x / 255 (CleanRL's ppo_atari)
+        self.obs_dtype = self.envs.single_observation_space.dtype if self.image else np.float64
+        self.obs_scale = 1.0 / 255.0 if (self.image and self.obs_dtype == np.uint8) else None
         opt_kw = {"eps": hp["adam_eps"]} if hp["optimizer"] == "adam" else {}
         self.opt = make_optimizer(hp["optimizer"], hp["learning_rate"], **opt_kw)
         self.obs_rms = RunningMeanStd(obs_shape) if (hp["obs_norm"] and not self.image) else None
@@ -373,13 +475,57 @@ class PPO:
         self.reward_stats = RunningStats()  # exp 2 / 5 dynamic standardization, whole run
         self.rng = np.random.default_rng(self.seed)
         self.steps_per_update = hp["num_envs"] * hp["num_steps"]
+        self._setup_precision(design, assignment)
         # state carried across updates (CleanRL keeps its envs running)
         self.next_obs = None  # normalized observations the next rollout starts from (None: not reset yet)
         self.tracker = EpisodeTracker(hp["num_envs"])
         self.ret_acc = np.zeros(hp["num_envs"])  # exp 1's discounted return (NormalizeReward)
 
+    def _setup_precision(self, design, assignment):
+        """fp64: float64 numpy, no MixedPrecision (HEPPO designs). fp32 / mixed: one MixedPrecision
+        per network (host/mixed.py), one loss scale for both (one loss, as PyTorch's GradScaler)."""
+        hp = self.hp
+        self.precision = hp["precision"]
+        self.fp32 = parse_format("fp32")
+        self.assignment, self.mp_p = None, None
+        if self.precision == "fp64":
+            return
+        if self.precision == "mixed":
+            if assignment is None:
+                assignment = default_plan(design, self.steps_per_update // hp["num_minibatches"])
+            self.assignment = dict(assignment)
+        # MixedPrecision also asks for target-forward nodes; PPO has no target copy and never runs them
+        asg = None if self.assignment is None else {
+            **{k[:-3] + "tfwd": u for k, u in self.assignment.items() if k.endswith(".fwd")}, **self.assignment}
+        kw = dict(loss_scale_init=hp["loss_scale_init"], growth_interval=hp["loss_scale_growth_interval"],
+                  quantization_delay=hp["quantization_delay"])
+        pol, val = self.nets["policy"], self.nets["value"]
+        self.mp_p = MixedPrecision(design, pol, "policy", asg, **kw)
+        self.mp_v = MixedPrecision(design, val, "value", asg, **kw)
+        shared = LossScaler(hp["loss_scale_init"], hp["loss_scale_growth_interval"],
+                            enabled=self.mp_p.scaler.enabled or self.mp_v.scaler.enabled)
+        self.mp_p.scaler = self.mp_v.scaler = shared
+        # the policy's MixedPrecision applies the joint step: it needs the value layers' master formats
+        self.mp_p.master_fmt.update({f"value.{k}": f for k, f in self.mp_v.master_fmt.items()})
+        # the plan's advantage node: 'gae' (a PPO graph), 'returns' (an A2C design's graph), else the PS
+        gae = next((n for n in ("gae", "returns") if self.assignment and n in self.assignment), None)
+        self.gae_unit = self.mp_p._unit(self.assignment, gae) if gae else "PS"
+        self._make_views()
+        self.mp_p.round_masters(self.views)
+
+    def _make_views(self):
+        """{grad key: (master-format key, array)} for MixedPrecision.apply / round_masters."""
+        pol, val = self.nets["policy"], self.nets["value"]
+        v = {f"policy.{l.name}.{k}": (l.name, a) for l in pol.layers for k, a in l.params.items()}
+        v.update({f"value.{l.name}.{k}": (f"value.{l.name}", a) for l in val.layers for k, a in l.params.items()})
+        if self.log_std is not None:
+            v["log_std"] = ("log_std", self.log_std)  # no layer: FP32 master (PS)
+        self.views = v
+
     # -- helpers
     def _obs(self, raw, update_stats: bool):
+        if self.image:
+            return np.asarray(raw, dtype=self.obs_dtype)
         raw = np.asarray(raw, dtype=np.float64)
         if self.obs_rms is not None:
             if update_stats:
@@ -387,6 +533,22 @@ class PPO:
             raw = np.clip((raw - self.obs_rms.mean) / np.sqrt(self.obs_rms.var + 1e-8),
                           -self.hp["obs_clip"], self.hp["obs_clip"])
         return raw if self.in_dim is None else pad_obs(raw, self.in_dim)
+
+    def _net_in(self, obs):
+        """What the networks read: float64, uint8 frames scaled by 1/255."""
+        x = np.asarray(obs, dtype=np.float64)
+        return x if self.obs_scale is None else x * self.obs_scale
+
+    def _act(self, net, obs):
+        """Acting (rollout) forward: float64 (fp64), else on the PS in FP32 (AP-DRL Fig. 10)."""
+        x = self._net_in(obs)
+        if self.mp_p is None:
+            return net.forward(x)
+        q = self.fp32.quantize
+        x = q(x)
+        for layer in net.layers:
+            x = q(layer.forward(x, None))
+        return x
 
     def _dist(self, out):
         return policy_distribution(out, self.log_std, self.softmax_out)
@@ -406,17 +568,17 @@ class PPO:
                 raw, _ = self.envs.reset()
                 self.next_obs = self._obs(raw, True)
         obs, tracker = self.next_obs, self.tracker
-        b_obs = np.zeros((T, N) + obs.shape[1:])
+        b_obs = np.zeros((T, N) + obs.shape[1:], dtype=obs.dtype)
         act_shape = (self.space["action_dim"],) if self.log_std is not None else ()
         b_act = np.zeros((T, N) + act_shape)
         b_logp, b_rew, b_val, b_done, b_tval = (np.zeros((T, N)) for _ in range(5))
         episodes = []
         for t in range(T):
             with _timed(times, "dnn_inference"):
-                dist = self._dist(pol.forward(obs))
+                dist = self._dist(self._act(pol, obs))
                 a = dist.sample(self.rng)
                 logp = dist.log_prob(a)
-                v = val.forward(obs)[:, 0]
+                v = self._act(val, obs)[:, 0]
             with _timed(times, "env_run"):
                 raw, r, term, trunc, infos = self.envs.step(self._env_action(a))
                 term = np.asarray(term, dtype=bool)
@@ -427,8 +589,8 @@ class PPO:
             if trunc.any():  # SAME_STEP semantics: the truncated episode's last observation
                 with _timed(times, "dnn_inference"):
                     idx = np.flatnonzero(trunc)
-                    final = np.stack([np.asarray(infos["final_obs"][i], dtype=np.float64) for i in idx])
-                    b_tval[t, idx] = val.forward(self._obs(final, False))[:, 0]
+                    final = np.stack([np.asarray(infos["final_obs"][i]) for i in idx])
+                    b_tval[t, idx] = self._act(val, self._obs(final, False))[:, 0]
             with _timed(times, "env_run"):
                 if self.mode["reward"] == "cleanrl":
                     self.ret_acc = self.ret_acc * hp["gamma"] * (1.0 - term) + r
@@ -439,16 +601,22 @@ class PPO:
             with _timed(times, "storing_trajectories"):
                 b_obs[t], b_act[t], b_logp[t], b_val[t] = obs, a, logp, v
                 b_rew[t], b_done[t] = r_used, term * 1 + trunc * 2  # 0 / 1 terminated / 2 truncated
-                for ret, length in tracker.step(r, done):
+                # Atari: the unclipped score, one episode per game (host/atari.py)
+                for ret, length in tracker.step(r, done, infos):
                     episodes.append(((update - 1) * T * N + (t + 1) * N, ret, length))
             obs = next_obs
         self.next_obs = obs
         with _timed(times, "dnn_inference"):
-            boot = val.forward(obs)[:, 0]
+            boot = self._act(val, obs)[:, 0]
         adv, rtg, ginfo = gae_stage(self.backend, b_rew, b_val, b_done, boot, gamma=hp["gamma"],
                                     lam=hp["gae_lambda"], mode=self.mode, bits=hp["quant_bits"],
                                     reward_stats=self.reward_stats, lookahead=hp["gae_lookahead"], times=times,
                                     trunc_values=b_tval)
+        if self.mp_p is not None and not self.mode["quant"]:
+            # the float GAE node's outputs in its unit's storage format (HEPPO's uq<n> modes keep theirs)
+            with _timed(times, "gae_write"):
+                fmt = self.mp_p.precision(self.gae_unit).storage  # PS during the quantization delay
+                adv, rtg = fmt.quantize(adv), fmt.quantize(rtg)
         stats = self._learn(b_obs.reshape((T * N,) + b_obs.shape[2:]), b_act.reshape((T * N,) + act_shape),
                             b_logp.reshape(-1), b_val.reshape(-1), adv, rtg, times)
         y, pred = rtg, b_val.reshape(-1)
@@ -466,6 +634,12 @@ class PPO:
             "value_mu": ginfo.get("value_mu", float("nan")), "value_sigma": ginfo.get("value_sigma", float("nan")),
             "reward_overflow": ginfo.get("reward_overflow", 0), "value_overflow": ginfo.get("value_overflow", 0),
         }
+        if self.mp_p is not None:  # DQN's / A2C's loss-scaling columns
+            c = self.mp_p.take_counts()
+            for k, n in self.mp_v.take_counts().items():
+                c[k] = c.get(k, 0) + n
+            row.update({"loss_scale": self.mp_p.loss_scale(), "quantized": int(self.mp_p.quantized),
+                        **{k: c.get(k, 0) for k in MIXED_COUNTS}})
         row.update({f"t_{p}": times[p] for p in PHASES})
         row["_episodes"] = episodes  # (env_step, return, length); the runner stores them apart
         return row
@@ -473,51 +647,55 @@ class PPO:
     def minibatch_step(self, obs, act, old_logp, old_val, adv, rtg, times=None):
         """Loss and gradients of one minibatch (no parameter change): (loss, grads, stats).
 
-        loss = pg_loss - ent_coef * mean(entropy) + vf_coef * v_loss, as CleanRL."""
-        hp, times = self.hp, ({} if times is None else times)
+        loss = pg_loss - ent_coef * mean(entropy) + vf_coef * v_loss, as CleanRL. With precision
+        fp32 / mixed the gradients are multiplied by the loss scale (MixedPrecision.apply unscales)."""
+        if self.mp_p is not None:
+            return self._minibatch_mixed(obs, act, old_logp, old_val, adv, rtg, {} if times is None else times)
+        times = {} if times is None else times
         pol, val = self.nets["policy"], self.nets["value"]
-        c, ent_coef, vf_coef = hp["clip_coef"], hp["ent_coef"], hp["vf_coef"]
-        M = obs.shape[0]
+        x = self._net_in(obs)
         with _timed(times, "update_forward"):
-            dist = self._dist(pol.forward(obs))
-            newlogp = dist.log_prob(act)
-            logratio = newlogp - old_logp
-            ratio = np.exp(logratio)
-            a = adv
-            if hp["norm_adv"] and M > 1:
-                a = (a - a.mean()) / (a.std(ddof=1) + 1e-8)
-            pg1, pg2 = -a * ratio, -a * np.clip(ratio, 1 - c, 1 + c)
-            pg_loss = float(np.mean(np.maximum(pg1, pg2)))
-            ent = dist.entropy()
-            newv = val.forward(obs)[:, 0]
-            if hp["clip_vloss"]:
-                vu = (newv - rtg) ** 2
-                vc_pred = old_val + np.clip(newv - old_val, -c, c)
-                vc = (vc_pred - rtg) ** 2
-                v_loss = 0.5 * float(np.mean(np.maximum(vu, vc)))
-                inside = np.abs(newv - old_val) < c
-                g_v = np.where(vu >= vc, newv - rtg, np.where(inside, vc_pred - rtg, 0.0)) / M
-            else:
-                v_loss = 0.5 * float(np.mean((newv - rtg) ** 2))
-                g_v = (newv - rtg) / M
-            loss = pg_loss - ent_coef * float(np.mean(ent)) + vf_coef * v_loss
+            dist = self._dist(pol.forward(x))
+            newv = val.forward(x)[:, 0]
+            loss, g_out, g_v, g_ls, stats = ppo_loss(dist, newv, act, old_logp, old_val, adv, rtg, self.hp)
         with _timed(times, "backprop"):
-            g_logp = np.where(pg1 >= pg2, -a * ratio, 0.0) / M
             grads = {}
-            if isinstance(dist, DiagGaussian):
-                d_mean, d_ls = dist.d_log_prob(act)
-                g_out = g_logp[:, None] * d_mean
-                grads["log_std"] = np.sum(g_logp[:, None] * d_ls, axis=0) - ent_coef * dist.d_entropy_log_std()
-            else:
-                g_out = g_logp[:, None] * dist.d_log_prob(act) - (ent_coef / M) * dist.d_entropy()
+            if g_ls is not None:
+                grads["log_std"] = g_ls
             pol.backward(g_out)
-            val.backward((vf_coef * g_v)[:, None])
+            val.backward(g_v[:, None])
             for n, net in self.nets.items():
                 for k, g in net.grads.items():
                     grads[f"{n}.{k}"] = g.copy()
-        stats = {"pg_loss": pg_loss, "v_loss": v_loss, "entropy": float(np.mean(ent)),
-                 "approx_kl": float(np.mean((ratio - 1.0) - logratio)),
-                 "clipfrac": float(np.mean(np.abs(ratio - 1.0) > c))}
+        return loss, grads, stats
+
+    def _minibatch_mixed(self, obs, act, old_logp, old_val, adv, rtg, times):
+        """Every node in its unit's format (host/mixed.py); acting's values come from the PS."""
+        mp, mv = self.mp_p, self.mp_v
+        lu = mp.loss_unit if mp.quantized else "PS"
+        gu = self.gae_unit if mp.quantized else "PS"
+        with _timed(times, "update_forward"):
+            x = self._net_in(obs)
+            out, pu = mp.forward(x, "fwd")
+            out = mp.to_loss(out, pu)
+            v, vu = mv.forward(x, "fwd")
+            v = mv.to_loss(v, vu)[:, 0]
+            adv, rtg = mp.convert(adv, gu, lu), mp.convert(rtg, gu, lu)
+            old_logp, old_val = mp.convert(old_logp, "PS", lu), mp.convert(old_val, "PS", lu)
+            F = mp.precision(lu).storage  # the loss node computes in its unit's format
+            scale = mp.loss_scale()
+            with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+                loss, g_out, g_v, g_ls, stats = ppo_loss(self._dist(out), v, act, old_logp, old_val, adv, rtg,
+                                                         self.hp)
+                g_out, g_v = F.quantize(g_out * scale), F.quantize(g_v * scale)
+        with _timed(times, "backprop"):
+            mp.backward(g_out)
+            mv.backward(g_v[:, None])
+            pol, val = self.nets["policy"], self.nets["value"]
+            grads = {key: (pol if key.startswith("policy.") else val)[key.split(".")[1]].grads[key.rsplit(".", 1)[1]]
+                     for key in self.views if key != "log_std"}
+            if g_ls is not None:
+                grads["log_std"] = self.fp32.quantize(g_ls * scale)
         return loss, grads, stats
 
     def _learn(self, obs, act, old_logp, old_val, adv, rtg, times):
@@ -532,14 +710,21 @@ class PPO:
                 _, grads, st = self.minibatch_step(obs[idx], act[idx], old_logp[idx], old_val[idx], adv[idx],
                                                    rtg[idx], times)
                 with _timed(times, "backprop"):
-                    st["grad_norm"] = clip_grad_norm(grads, hp["max_grad_norm"])
-                    self.opt.step(self.param_views(), grads)
+                    if self.mp_p is None:
+                        st["grad_norm"] = clip_grad_norm(grads, hp["max_grad_norm"])
+                        self.opt.step(self.param_views(), grads)
+                    else:  # unscale, check, clip, step, round to the master formats
+                        step = _ClipThenStep(self.opt, hp["max_grad_norm"])
+                        self.mp_p.apply(step, self.views, grads)
+                        self.mp_v.steps = self.mp_p.steps  # one step count (quantization delay)
+                        st["grad_norm"] = step.norm
                 for k, v in st.items():
                     acc[k].append(v)
             if hp["target_kl"] is not None and st["approx_kl"] > hp["target_kl"]:
                 break
         # CleanRL logs the last minibatch's losses; the means over the update are steadier
-        return {k: float(np.mean(v)) for k, v in acc.items()}
+        mean = np.mean if self.mp_p is None else _finite_mean
+        return {k: float(mean(v)) for k, v in acc.items()}
 
     def param_views(self) -> dict:
         """The trainable arrays themselves (not copies), keyed like the gradients."""
@@ -555,12 +740,17 @@ class PPO:
             "ret_rms": self.ret_rms.state(),
             "reward_stats": (self.reward_stats.n, self.reward_stats.m, self.reward_stats.s),
             "rng": copy.deepcopy(self.rng.bit_generator.state),
+            "precision": self.precision, "assignment": self.assignment,
+            "mixed": None if self.mp_p is None else self.mp_p.state(),
             "env": None if self.next_obs is None else {
                 "replay": self.envs.state(), "next_obs": self.next_obs.copy(), "ret_acc": self.ret_acc.copy(),
                 "ep_ret": self.tracker.ret.copy(), "ep_len": self.tracker.len.copy()},
         }
 
     def load_state_dict(self, s: dict) -> None:
+        if s.get("precision", "fp64") != self.precision or s.get("assignment") != self.assignment:
+            raise RlhlsError(f"checkpoint: it was trained in precision {s.get('precision', 'fp64')} under another "
+                             f"plan (this run: {self.precision})")
         for n, p in s["params"].items():
             self.nets[n].set_params(p)
         if s["log_std"] is not None:
@@ -571,6 +761,10 @@ class PPO:
         self.ret_rms.load(s["ret_rms"])
         self.reward_stats = RunningStats(*s["reward_stats"])
         self.rng.bit_generator.state = s["rng"]
+        if self.mp_p is not None:
+            self._make_views()  # set_params may have replaced the arrays
+            self.mp_p.load(s["mixed"])  # the scaler is shared with mp_v
+            self.mp_v.steps = self.mp_p.steps
         env = s.get("env")
         if env is not None:
             self.envs.restore(env["replay"])  # reset + replay: simulator, TimeLimit and RNG as they were
@@ -580,3 +774,10 @@ class PPO:
 
     def close(self):
         self.envs.close()
+
+
+def _finite_mean(xs) -> float:
+    """Mean over the finite values (skipped mixed-precision steps log NaN grad norms)."""
+    xs = np.asarray(xs, dtype=np.float64)
+    ok = np.isfinite(xs)
+    return float(np.mean(xs[ok])) if ok.any() else float("nan")
