@@ -1,9 +1,21 @@
-"""Cost of AP-DRL mixed precision on the host: one DQN gradient step (apdrl-dqn-cartpole, batch 128)
-with every node on the PS (fp32) vs the ILP plan (all PL: FP16 bit-exact emulation + FP32 master
-+ loss scaling) vs a plan with the matrix multiplies on the AIE (BF16), and the host loop's env
-steps/s in each, measured side by side in one run.
+"""Cost of AP-DRL mixed precision on the host, per MLP benchmark, measured side by side in one run:
+host time of one gradient step with every node on the PS (fp32) vs the ILP plan (mixed: FP16 /
+BF16 bit-exact emulation + FP32 masters + loss scaling) vs a plan with every matrix multiply on
+the AIE (BF16), the ratio to fp32, and the training loop's env steps/s (learning from the first
+step, so every env step pays its share of gradient steps).
 
-    python benchmarks/bench_mixed.py [--repeats 20] [--env-steps 3000]
+    python benchmarks/bench_mixed.py [--repeats 5] [--only dqn,a2c,ddpg-lunar,ddpg-mntn]
+                                     [--env-steps N] [--no-loop]
+
+One "gradient step" is, per algorithm (each at the design's batch):
+  DQN-CartPole       train_step on a 128-transition minibatch (target fwd, fwd, loss, bwd, Adam)
+  A2C-InvPendulum    train_step on one 8 x 5 rollout (policy + value, clip, RMSprop)
+  DDPG-*             critic_step + actor_step + soft update on a 256-transition minibatch (the
+                     iteration where the actor also learns; policy_frequency 2 halves its share)
+
+Timings are the best of ``--repeats`` rounds of each configuration, taken in turns (fp32,
+mixed, AIE, fp32, ...) so that load from other processes hits all alike. The ILP plan is
+solved in-process first (DDPG's takes tens of seconds).
 """
 
 from __future__ import annotations
@@ -18,45 +30,104 @@ import numpy as np  # noqa: E402
 
 from rlhls.designs.graph import build_graph  # noqa: E402
 from rlhls.designs.registry import get_design  # noqa: E402
-from rlhls.host.dqn import DQN, PHASES  # noqa: E402
 from rlhls.host.mixed import default_plan  # noqa: E402
+
+BENCHES = {
+    "dqn": "apdrl-dqn-cartpole",
+    "a2c": "apdrl-a2c-invpendulum",
+    "ddpg-lunar": "apdrl-ddpg-lunarcont",
+    "ddpg-mntn": "apdrl-ddpg-mntncarcont",
+}
 
 
 def _aie_plan(design):
-    asg = {n.name: ("AIE" if n.mm else "PL") for n in build_graph(design).nodes}
-    return asg
+    """Matrix multiplies on the AIE, everything else (updates, losses, activations) on the PL."""
+    return {n.name: ("AIE" if n.mm and not n.name.endswith((".upd", ".soft")) else "PL")
+            for n in build_graph(design).nodes}
+
+
+def _trainer(key, design, precision, asg, loop_steps):
+    """(trainer, one-gradient-step closure, steps_per_update of the loop measurement)."""
+    rng = np.random.default_rng(0)
+    obs_dim = design.obs_shape[0]
+    if key == "dqn":
+        from rlhls.host.dqn import DQN, PHASES
+
+        t = DQN(design, seed=0, assignment=asg, hyperparams={
+            "precision": precision, "learning_starts": 0, "steps_per_update": loop_steps})
+        B = t.hp["batch_size"]
+        s, s2 = rng.standard_normal((B, obs_dim)) * 0.5, rng.standard_normal((B, obs_dim)) * 0.5
+        a, r, d = rng.integers(0, 2, B), np.ones(B), np.zeros(B)
+        times = {k: 0.0 for k in PHASES}
+        return t, lambda: t.train_step(s, s2, a, r, d, times)
+    if key == "a2c":
+        from rlhls.host.a2c import A2C, PHASES
+
+        t = A2C(design, seed=0, assignment=asg, hyperparams={
+            "precision": precision, "rollouts_per_update": max(1, loop_steps // 40)})
+        B = t.hp["num_envs"] * t.hp["n_steps"]
+        obs, act = rng.standard_normal((B, obs_dim)) * 0.1, rng.standard_normal((B, design.action_dim)) * 0.5
+        adv, ret = rng.standard_normal(B), rng.standard_normal(B) + 5.0
+        times = {k: 0.0 for k in PHASES}
+        return t, lambda: t.train_step(obs, act, adv, ret, times)
+    from rlhls.host.ddpg import DDPG, PHASES
+
+    t = DDPG(design, seed=0, assignment=asg, hyperparams={
+        "precision": precision, "learning_starts": 0, "steps_per_update": loop_steps, "buffer_size": 10_000})
+    B = t.hp["batch_size"]
+    s, s2 = rng.standard_normal((B, obs_dim)) * 0.5, rng.standard_normal((B, obs_dim)) * 0.5
+    a = rng.uniform(-1, 1, (B, t.act_dim))
+    r, d = rng.standard_normal(B), np.zeros(B)
+    times = {k: 0.0 for k in PHASES}
+
+    def step():
+        t.critic_step(s, s2, a, r, d, times)
+        t.actor_step(s, times)
+        t.update_targets()
+
+    return t, step
 
 
 def main(argv=None):
     p = argparse.ArgumentParser()
-    p.add_argument("--repeats", type=int, default=20)
-    p.add_argument("--env-steps", type=int, default=3000)
+    p.add_argument("--repeats", type=int, default=5, help="rounds per configuration (best is kept)")
+    p.add_argument("--only", default=",".join(BENCHES), help="comma-separated subset of " + ",".join(BENCHES))
+    p.add_argument("--env-steps", type=int, default=0,
+                   help="env steps of the loop measurement (default: 1000 DQN / A2C, 50 DDPG)")
+    p.add_argument("--no-loop", action="store_true", help="skip the env steps/s measurement")
     a = p.parse_args(argv)
-    d = get_design("apdrl-dqn-cartpole")
-    configs = [("fp32 (all PS)", "fp32", None), ("mixed, ILP plan", "mixed", default_plan(d)),
-               ("mixed, MM on AIE", "mixed", _aie_plan(d))]
-    rng = np.random.default_rng(0)
-    s, s2 = rng.standard_normal((128, 4)) * 0.5, rng.standard_normal((128, 4)) * 0.5
-    act, r, dn = rng.integers(0, 2, 128), np.ones(128), np.zeros(128)
-    base = None
-    print(f"{'configuration':<20} {'units':<14} {'ms / grad step':>15} {'ratio':>7} {'env steps/s':>12}")
-    for name, prec, asg in configs:
-        t = DQN(d, seed=0, hyperparams={"precision": prec, "learning_starts": 500, "steps_per_update": a.env_steps},
-                assignment=asg)
-        times = {k: 0.0 for k in PHASES}
-        best = float("inf")
-        for _ in range(3):
-            t0 = time.perf_counter()
-            for _ in range(a.repeats):
-                t.train_step(s, s2, act, r, dn, times)
-            best = min(best, (time.perf_counter() - t0) / a.repeats)
+    keys = [k.strip() for k in a.only.split(",") if k.strip()]
+    print(f"{'benchmark':<18} {'configuration':<18} {'ms / grad step':>15} {'ratio':>7} {'env steps/s':>12}")
+    for key in keys:
+        design = get_design(BENCHES[key])
+        loop_steps = a.env_steps or (50 if key.startswith("ddpg") else 1000)
         t0 = time.perf_counter()
-        t.train_update(1, 1)
-        sps = a.env_steps / (time.perf_counter() - t0)
-        t.close()
-        base = base or best
-        units = ",".join(sorted(set(t.mp.units().values())))
-        print(f"{name:<20} {units:<14} {best * 1e3:>15.2f} {best / base:>7.1f} {sps:>12.0f}")
+        ilp = default_plan(design)
+        plan_s = time.perf_counter() - t0
+        configs = [("fp32 (all PS)", "fp32", None), ("mixed, ILP plan", "mixed", ilp),
+                   ("mixed, MM on AIE", "mixed", _aie_plan(design))]
+        built = [(name, *_trainer(key, design, prec, asg, loop_steps)) for name, prec, asg in configs]
+        n = 1 if key.startswith("ddpg") else 10  # steps per timed round
+        best = {name: float("inf") for name, _, _ in built}
+        for _, _, step in built:
+            step()  # warm-up (first-call allocations, orthogonal-init caches)
+        for _ in range(a.repeats):
+            for name, _, step in built:
+                t0 = time.perf_counter()
+                for _ in range(n):
+                    step()
+                best[name] = min(best[name], (time.perf_counter() - t0) / n)
+        base = best[built[0][0]]
+        for name, t, _ in built:
+            sps = float("nan")
+            if not a.no_loop:
+                t0 = time.perf_counter()
+                t.train_update(1, 1)
+                sps = t.steps_per_update / (time.perf_counter() - t0)
+            t.close()
+            print(f"{BENCHES[key]:<18.18} {name:<18} {best[name] * 1e3:>15.2f} {best[name] / base:>7.2f} {sps:>12.0f}",
+                  flush=True)
+        print(f"{'':<18} (ILP plan solved in {plan_s:.0f} s; units used: {','.join(sorted(set(ilp.values())))})")
 
 
 if __name__ == "__main__":

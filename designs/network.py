@@ -27,7 +27,11 @@ biases, outputs and gradients are quantized to ``storage``; products and running
   three rules; the conv input gradient keeps its column products in ``acc`` and sums the
   overlapping patches once in ``acc`` before storing.
 - Activations are evaluated in float64 on storage values and the result quantized to
-  ``storage`` -- unless the Precision asks for lookup tables (below).
+  ``storage`` -- unless the Precision asks for lookup tables (below). ReLU and Identity map
+  storage values to storage values, so their results are not cast again.
+- ``forward(x, p, stored=True)`` / ``backward(dy, p, stored=True)``: the caller guarantees that
+  x / dy already hold ``p.storage`` values (e.g. the previous layer's output on the same unit),
+  so their input cast, an identity then, is skipped. Results are the same either way.
 
 Table activations (``Precision(storage, acc, table=fmt, table_size=N)``)
 ------------------------------------------------------------------------
@@ -234,10 +238,11 @@ class Layer:
             raise self._error(f"output gradient has shape {dy.shape}, expected {expected}")
         return dy
 
-    def forward(self, x, precision: Precision | None = None) -> np.ndarray:
+    def forward(self, x, precision: Precision | None = None, *, stored: bool = False) -> np.ndarray:
         raise NotImplementedError
 
-    def backward(self, dy, precision: Precision | None = None, need_input_grad: bool = True):
+    def backward(self, dy, precision: Precision | None = None, need_input_grad: bool = True, *,
+                 stored: bool = False):
         raise NotImplementedError
 
     def __repr__(self):
@@ -256,6 +261,10 @@ def _sum_rows(dy: np.ndarray, p: Precision | None) -> np.ndarray:
     """Sum over axis 0: float64, or sequentially in p.acc (as arith.dense) stored in p.storage."""
     if p is None:
         return dy.sum(axis=0)
+    if p.storage.kind == "float" and p.acc.kind == "float":  # = dense(ones, dy): same order, vectorized
+        ones = np.ones((1, dy.shape[0]))
+        return dense(ones, dy.reshape(dy.shape[0], -1), in_fmt=p.storage, w_fmt=p.storage, acc_fmt=p.acc,
+                     out_fmt=p.storage).reshape(dy.shape[1:])
     dy = _q(p.storage, dy)
     acc = np.zeros(dy.shape[1:])
     for row in dy:
@@ -365,7 +374,7 @@ class Dense(_MMLayer):
         d["units"] = self.units
         return d
 
-    def forward(self, x, precision=None):
+    def forward(self, x, precision=None, *, stored=False):
         x = self._check_input(x)
         W, b, p = self.params["W"], self._b(precision), precision
         if p is None:
@@ -373,12 +382,14 @@ class Dense(_MMLayer):
             if b is not None:
                 y += b
         else:
-            x = _q(p.storage, x)
-            y = dense(x, W, b, in_fmt=p.storage, w_fmt=p.storage, acc_fmt=p.acc, out_fmt=p.storage)
+            x = x if stored else _q(p.storage, x)
+            y = dense(x, W, b, in_fmt=p.storage, w_fmt=p.storage, acc_fmt=p.acc, out_fmt=p.storage,
+                      x_quantized=p.storage.kind == "float")
         self._cache, self._batch = x, x.shape[0]
+        self._xfmt = None if p is None else p.storage  # what the cached x was stored in
         return y
 
-    def backward(self, dy, precision=None, need_input_grad=True):
+    def backward(self, dy, precision=None, need_input_grad=True, *, stored=False):
         dy = self._check_dy(dy)
         x, W, p = self._cache, self.params["W"], precision
         if p is None:
@@ -386,8 +397,11 @@ class Dense(_MMLayer):
             dx = dy @ W.T if need_input_grad else None
         else:
             fmts = dict(in_fmt=p.storage, w_fmt=p.storage, acc_fmt=p.acc, out_fmt=p.storage)
-            self.grads["W"] = dense(x.T, dy, **fmts)
-            dx = dense(dy, W.T, **fmts) if need_input_grad else None
+            flt = p.storage.kind == "float"
+            if flt and not stored:
+                dy = _q(p.storage, dy)  # once, not in each dense below
+            self.grads["W"] = dense(x.T, dy, **fmts, x_quantized=flt and self._xfmt == p.storage)
+            dx = dense(dy, W.T, **fmts, x_quantized=flt) if need_input_grad else None
         if self.bias:
             self.grads["b"] = _sum_rows(dy, p)
         return dx
@@ -448,7 +462,7 @@ class Conv2d(_MMLayer):
         """W as an im2col weight matrix (C*KH*KW, O)."""
         return self.params["W"].reshape(self.out_channels, -1).T
 
-    def forward(self, x, precision=None):
+    def forward(self, x, precision=None, *, stored=False):
         x = self._check_input(x)
         p, b, (kh, kw) = precision, self._b(precision), self.kernel
         if p is None:
@@ -464,7 +478,7 @@ class Conv2d(_MMLayer):
         self._cache, self._batch = x, x.shape[0]
         return y
 
-    def backward(self, dy, precision=None, need_input_grad=True):
+    def backward(self, dy, precision=None, need_input_grad=True, *, stored=False):
         dy = self._check_dy(dy)
         x, p, (kh, kw) = self._cache, precision, self.kernel
         cols = im2col(x, kh, kw, self.stride)
@@ -493,18 +507,20 @@ class Flatten(Layer):
     def _build(self, in_shape):
         return (math.prod(in_shape),)
 
-    def forward(self, x, precision=None):
+    def forward(self, x, precision=None, *, stored=False):
         x = self._check_input(x)
         self._cache, self._batch = True, x.shape[0]
         return x.reshape(x.shape[0], -1)
 
-    def backward(self, dy, precision=None, need_input_grad=True):
+    def backward(self, dy, precision=None, need_input_grad=True, *, stored=False):
         dy = self._check_dy(dy)
         return dy.reshape((self._batch,) + self.in_shape) if need_input_grad else None
 
 
 class _Activation(Layer):
     """Elementwise (or, for Softmax, per-row) function: f in float64, result stored."""
+
+    _closed = False  # f and its backward map stored values to stored values (no output cast)
 
     def _f(self, x):
         raise NotImplementedError
@@ -516,17 +532,18 @@ class _Activation(Layer):
         """hls4ml's table version of f on stored x (only Tanh/Sigmoid/Softmax have one)."""
         return None
 
-    def forward(self, x, precision=None):
+    def forward(self, x, precision=None, *, stored=False):
         x = self._check_input(x)
         s = precision.storage if precision is not None else None
-        x = _q(s, x)
+        x = x if stored else _q(s, x)
         y = self._lut(x, precision) if precision is not None and precision.lut else None
         table = y is not None
-        y = _q(s, self._f(x)) if y is None else y
+        if y is None:
+            y = self._f(x) if self._closed else _q(s, self._f(x))
         self._cache, self._batch = (x, y, table), x.shape[0]
         return y
 
-    def backward(self, dy, precision=None, need_input_grad=True):
+    def backward(self, dy, precision=None, need_input_grad=True, *, stored=False):
         dy = self._check_dy(dy)
         if not need_input_grad:
             return None
@@ -534,11 +551,13 @@ class _Activation(Layer):
         x, y, table = self._cache
         if table:  # derivative of the tabulated math at the same input (module docstring)
             y = self._f(x)
-        return _q(s, self._df(_q(s, dy), x, y))
+        dy = dy if stored else _q(s, dy)
+        return self._df(dy, x, y) if self._closed else _q(s, self._df(dy, x, y))
 
 
 class Identity(_Activation):
     kind = "Identity"
+    _closed = True
 
     def _f(self, x):
         return x.copy()
@@ -549,6 +568,7 @@ class Identity(_Activation):
 
 class ReLU(_Activation):
     kind = "ReLU"
+    _closed = True
 
     def _f(self, x):
         return np.maximum(x, 0.0)

@@ -68,9 +68,9 @@ from rlhls.designs.formats import parse_format
 
 from .distributions import Categorical, DiagGaussian, env_action, policy_distribution
 from .envs import EpisodeTracker, ReplayableVecEnv, space_info
-from .mixed import PRECISIONS, LossScaler, MixedPrecision, default_plan
+from .mixed import PRECISIONS, MixedPrecision, default_plan
 from .hyperparams import merge
-from .optim import clip_grad_norm, make_optimizer
+from .optim import make_optimizer
 from .ppo import adapt_network, gae_reference
 
 __all__ = ["A2C_DEFAULTS", "PHASES", "resolve_hyperparams", "a2c_loss", "A2C"]
@@ -148,21 +148,6 @@ def a2c_loss(out, values, actions, advantages, returns, *, log_std=None, softmax
     return loss, {"pg_loss": pg_loss, "v_loss": v_loss, "entropy": -ent_loss}, g_out, g_v, g_ls
 
 
-class _ClipThenStep:
-    """The optimizer as MixedPrecision.apply sees it: clip the (unscaled) gradients, then step."""
-
-    def __init__(self, opt, max_norm):
-        self.opt, self.max_norm, self.norm = opt, max_norm, float("nan")
-
-    @property
-    def slots(self):
-        return self.opt.slots
-
-    def step(self, params, grads):
-        self.norm = clip_grad_norm(grads, self.max_norm)
-        self.opt.step(params, grads)
-
-
 class A2C:
     """One A2C run: ``train_update(update, total_updates) -> metrics row``; checkpointable state.
 
@@ -198,19 +183,13 @@ class A2C:
         if hp["precision"] == "mixed" and assignment is None:
             assignment = default_plan(design, hp["num_envs"] * hp["n_steps"])
         self.assignment = dict(assignment) if hp["precision"] == "mixed" else None
-        # MixedPrecision also asks for target-forward nodes; A2C has no target copy and never runs them
-        asg = None if self.assignment is None else {
-            **{k[:-3] + "tfwd": u for k, u in self.assignment.items() if k.endswith(".fwd")}, **self.assignment}
         kw = dict(loss_scale_init=hp["loss_scale_init"], growth_interval=hp["loss_scale_growth_interval"],
-                  quantization_delay=hp["quantization_delay"])
-        self.mp_p = MixedPrecision(design, pol, "policy", asg, **kw)
-        self.mp_v = MixedPrecision(design, val, "value", asg, **kw)
-        # one loss -> one loss scale for both networks (PyTorch GradScaler); the policy's
-        # MixedPrecision applies the joint step, so it also needs the value layers' master formats
-        shared = LossScaler(hp["loss_scale_init"], hp["loss_scale_growth_interval"],
-                            enabled=self.mp_p.scaler.enabled or self.mp_v.scaler.enabled)
-        self.mp_p.scaler = self.mp_v.scaler = shared
-        self.mp_p.master_fmt.update({f"value.{k}": f for k, f in self.mp_v.master_fmt.items()})
+                  quantization_delay=hp["quantization_delay"], target=False)  # no target copy
+        self.mp_p = MixedPrecision(design, pol, "policy", self.assignment, **kw)
+        self.mp_v = MixedPrecision(design, val, "value", self.assignment, **kw)
+        # one loss -> one loss scale and one step count for both networks (PyTorch GradScaler);
+        # the policy's MixedPrecision applies the joint step (linked: it knows the value layers)
+        MixedPrecision.link(self.mp_p, self.mp_v)
         self.returns_unit = self.mp_p._unit(self.assignment, "returns")
         self._make_views()
         self.mp_p.round_masters(self.views)
@@ -320,10 +299,8 @@ class A2C:
             if g_ls is not None:
                 grads["log_std"] = self.fp32.quantize(g_ls * scale)
         with _timed(times, "weight_update"):
-            step = _ClipThenStep(self.opt, hp["max_grad_norm"])
-            event = mp.apply(step, self.views, grads)
-            mv.steps = mp.steps  # one step count (quantization delay) for both networks
-        return {**stats, "grad_norm": step.norm, "event": event}
+            event = mp.apply(self.opt, self.views, grads, max_grad_norm=hp["max_grad_norm"])
+        return {**stats, "grad_norm": mp.grad_norm, "event": event}
 
     # -- one runner update = rollouts_per_update rollouts
     def train_update(self, update: int, total_updates: int) -> dict:
@@ -394,8 +371,7 @@ class A2C:
             self.log_std = np.array(s["log_std"])
         self._make_views()
         self.opt.load_state_dict(s["opt"])
-        self.mp_p.load(s["mixed"])  # the scaler is shared with mp_v
-        self.mp_v.steps = self.mp_p.steps
+        self.mp_p.load(s["mixed"])  # scaler and step count are shared with mp_v
         self.rng.bit_generator.state = s["rng"]
         self.rollouts = int(s["rollouts"])
         env = s.get("env")

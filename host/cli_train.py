@@ -8,15 +8,16 @@
 ``--set`` overrides any hyperparameter of the algorithm (``rlhls.host.ppo.CLEANRL_DEFAULTS``
 lists PPO's: e.g. ``--set update_epochs=4 --set anneal_lr=false --set quant_bits=6``).
 The default run folder is ``runs/<design>-<env>-s<seed>-e<experiment>`` (PPO) or
-``runs/<design>-<env>-s<seed>-<precision>`` (DQN).
+``runs/<design>-<env>-s<seed>-<precision>`` (DQN, A2C, DDPG).
 
-DQN designs (``host/dqn.py``; ``rlhls.host.dqn.DQN_DEFAULTS`` lists the hyperparameters):
+DQN, A2C and DDPG designs (``host/dqn.py``, ``host/a2c.py``, ``host/ddpg.py``; their ``*_DEFAULTS``
+list the hyperparameters):
 ``--precision fp32`` runs every training-graph node on the PS in FP32; ``--precision mixed`` runs
 each node in its unit's format (AP-DRL §IV-D, ``host/mixed.py``) under ``--plan PLAN.json`` (from
 ``rlhls partition``) or, without it, under the plan profile + ILP give for the design's device and
 batch (solved in-process; the assignment is written to config.json and a resumed run reuses it).
 Default precision: the design's (``mixed`` for the AP-DRL designs). Default ``--steps``: the
-design's ``total_timesteps`` for DQN, 1e6 otherwise.
+design's ``total_timesteps`` if it has one, 1e6 otherwise.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from __future__ import annotations
 from rlhls.designs.errors import RlhlsError
 from rlhls.partition.cli_profile import positive_int
 
-TRAINERS = ("ppo", "dqn", "a2c")
+TRAINERS = ("ppo", "dqn", "a2c", "ddpg")
 
 
 def add_train_arguments(parser) -> None:
@@ -39,7 +40,7 @@ def add_train_arguments(parser) -> None:
     parser.add_argument("--experiment", type=int, choices=(1, 2, 3, 4, 5),
                         help="HEPPO-GAE Table III configuration (default: the design's, 5 for heppo-ppo)")
     parser.add_argument("--precision", choices=("fp32", "mixed"),
-                        help="DQN, A2C: fp32 on every node, or AP-DRL's per-unit mixed precision (default: the design's)")
+                        help="DQN, A2C, DDPG: fp32 on every node, or AP-DRL's per-unit mixed precision (default: the design's)")
     parser.add_argument("--plan", metavar="PLAN.json",
                         help="--precision mixed: the partition (plan.json or its folder) to take formats from "
                              "(default: profile + ILP in-process)")
@@ -76,10 +77,11 @@ def run_train(args) -> int:
         raise RlhlsError(f"design '{design.name}' uses {design.algorithm.upper()}; "
                          f"rlhls train runs {', '.join(a.upper() for a in TRAINERS)} so far")
     overrides = _overrides(args)
-    if design.algorithm in ("dqn", "a2c"):
+    if design.algorithm in ("dqn", "a2c", "ddpg"):
         return _run_mixed(args, design, overrides)
     if args.precision is not None or args.plan is not None:
-        raise RlhlsError(f"--precision / --plan: {design.algorithm.upper()} trains in float64 so far (DQN and A2C take them)")
+        raise RlhlsError(f"--precision / --plan: {design.algorithm.upper()} trains in float64 so far "
+                         "(DQN, A2C and DDPG take them)")
     hp = resolve_hyperparams(design, overrides)  # validates before anything is written
     env_id = args.env or design.env_id
     out = args.out or f"runs/{design.name}-{env_id}-s{args.seed}-e{hp['experiment']}"
@@ -96,7 +98,7 @@ def run_train(args) -> int:
 
 
 def _run_mixed(args, design, overrides) -> int:
-    """DQN and A2C: fp32 or AP-DRL mixed precision, the plan from --plan, the resumed run, or the ILP."""
+    """DQN, A2C and DDPG: fp32 or AP-DRL mixed precision, the plan from --plan, the resumed run, or the ILP."""
     import json
     from pathlib import Path
 
@@ -106,6 +108,9 @@ def _run_mixed(args, design, overrides) -> int:
     if design.algorithm == "dqn":
         from .dqn import DQN as Trainer
         from .dqn import resolve_hyperparams
+    elif design.algorithm == "ddpg":
+        from .ddpg import DDPG as Trainer
+        from .ddpg import resolve_hyperparams
     else:
         from .a2c import A2C as Trainer
         from .a2c import resolve_hyperparams
@@ -115,8 +120,9 @@ def _run_mixed(args, design, overrides) -> int:
         raise RlhlsError("--experiment: HEPPO-GAE experiments are for PPO designs")
     overrides.pop("experiment", None)
     if "num_steps" in overrides:
-        if design.algorithm == "dqn":
-            raise RlhlsError("--num-steps: DQN has no rollout length (use --set steps_per_update=N)")
+        if design.algorithm in ("dqn", "ddpg"):
+            raise RlhlsError(f"--num-steps: {design.algorithm.upper()} has no rollout length "
+                             "(use --set steps_per_update=N)")
         overrides["n_steps"] = overrides.pop("num_steps")  # A2C's rollout length, SB3's n_steps
     hp = resolve_hyperparams(design, overrides)  # validates before anything is written
     env_id = args.env or design.env_id
@@ -126,7 +132,7 @@ def _run_mixed(args, design, overrides) -> int:
     assignment, plan_src = None, None
     if hp["precision"] == "mixed":
         old = Path(out) / "config.json"
-        batch = hp["batch_size"] if design.algorithm == "dqn" else hp["num_envs"] * hp["n_steps"]
+        batch = hp["num_envs"] * hp["n_steps"] if design.algorithm == "a2c" else hp["batch_size"]
         if args.plan is not None:
             assignment, plan_src = plan_assignment(args.plan), str(args.plan)
         elif args.resume and old.exists() and json.loads(old.read_text()).get("plan_source") == "ilp":

@@ -55,9 +55,31 @@ Acting (the per-env-step Q / policy inference) runs on the PS in FP32 (Fig. 10: 
 Step + Inference") whatever the plan says about the training nodes.
 
 ``precision='fp32'`` is the non-quantized baseline of AP-DRL §V-B: every node on the PS.
+
+Several networks, one training step (the API the trainers use):
+
+- One ``MixedPrecision`` per graph instance (``q``; ``policy`` + ``value``; ``actor``, ``critic``
+  and ``critic@pi``, the critic run again on mu(s) for DDPG's actor loss). ``target=False``: the
+  instance has no target copy (no ``tfwd`` nodes); ``update=False`` + ``master_of=other``: it
+  has no update nodes and reads ``other``'s weights in ``other``'s master formats.
+- ``MixedPrecision.link(a, b, ...)``: instances behind one loss share one loss scaler (enabled
+  when any of them has an FP16 gradient node; a non-finite gradient anywhere skips the whole
+  step) and one step count (quantization delay); ``a.apply`` then also takes b's parameters
+  (view layer keys ``'<inst>.<layer>'``) and rounds them to b's master formats.
+- ``backward(dy, need_input_grad=True)`` returns the gradient of the network input too (in the
+  storage of the first layer's backward node), e.g. dQ/da of DDPG's critic.
+- ``apply(..., max_grad_norm=c)`` clips the unscaled FP32 gradients to global L2 norm ``c``
+  before the optimizer (A2C; the norm before clipping is left in ``grad_norm``).
+- ``unit(node)`` is the unit any plan node computes on now (the PS during the delay).
+
+Host-speed notes (results unchanged): a layer's input is converted once at a unit boundary and
+then trusted to be in the unit's storage (``Layer.forward(..., stored=True)``); PS layers read
+parameters that ``round_masters`` left in a master format without rounding them again.
 """
 
 from __future__ import annotations
+
+import weakref
 
 import numpy as np
 
@@ -69,6 +91,10 @@ __all__ = ["UNITS", "PRECISIONS", "LossScaler", "MixedPrecision", "unit_precisio
            "default_plan"]
 
 UNITS = ("PS", "PL", "AIE")
+# Parameter arrays round_masters left in their master format, by id (weak: a dead array's id may
+# be reused). Whatever changes them (optimizer, Polyak step) is followed by round_masters, so a PS
+# layer reads them without rounding again; set_params makes new arrays, which are rounded on use.
+_ROUNDED: "weakref.WeakValueDictionary[int, np.ndarray]" = weakref.WeakValueDictionary()
 PRECISIONS = ("fp32", "mixed")
 MAX_SCALE = 2.0 ** 24
 
@@ -90,7 +116,7 @@ class LossScaler:
             raise RlhlsError(f"loss_scale_init {init!r}: expected a power of two >= 1")
         if not (isinstance(growth_interval, (int, np.integer)) and growth_interval >= 1):
             raise RlhlsError(f"loss_scale_growth_interval {growth_interval!r}: expected an integer >= 1")
-        self.enabled = bool(enabled)
+        self.enabled, self.init = bool(enabled), float(init)
         self.scale = float(init) if enabled else 1.0
         self.growth_interval = int(growth_interval)
         self.good = 0  # consecutive finite steps since the last change
@@ -143,21 +169,27 @@ def default_plan(design, batch: int | None = None, time_limit: float | None = 60
 
 
 class MixedPrecision:
-    """Per-node formats of one network (and its target copy) under a plan; see the module docstring.
+    """Per-node formats of one network instance (and its target copy) under a plan; see the module
+    docstring.
 
     ``inst`` is the network's name in the training graph (``q`` for DQN). ``assignment`` None =
-    every node on the PS (the FP32 baseline)."""
+    every node on the PS (the FP32 baseline). ``target`` False: the instance has no target-forward
+    nodes (``tfwd``; A2C); ``update`` False: no update nodes, its weights are another instance's
+    (DDPG's ``critic@pi``: ``master_of`` names that instance, whose master formats it shares)."""
 
     def __init__(self, design, net, inst: str, assignment: dict | None, *, loss_node: str = "loss",
-                 loss_scale_init: float = 2.0 ** 15, growth_interval: int = 2000, quantization_delay: int = 0):
+                 loss_scale_init: float = 2.0 ** 15, growth_interval: int = 2000, quantization_delay: int = 0,
+                 target: bool = True, update: bool = True, master_of: "MixedPrecision | None" = None):
         self.net, self.inst, self.loss_node = net, inst, loss_node
         self.prec = unit_precisions(design)
         self.fp32 = parse_format("fp32")
         self.layers = [l for l in net.layers]
+        self.assignment = dict(assignment) if assignment is not None else None
         self.nodes = {}  # (layer name, phase) -> unit
-        asg = dict(assignment) if assignment is not None else None
+        asg = self.assignment
+        phases = ("fwd", "tfwd", "bwd") if target else ("fwd", "bwd")
         prev = {}
-        for phase in ("fwd", "tfwd", "bwd"):
+        for phase in phases:
             prev[phase] = None
             for l in self.layers:
                 node = f"{inst}.{l.name}.{phase}"
@@ -166,28 +198,55 @@ class MixedPrecision:
                     continue
                 self.nodes[(l.name, phase)] = prev[phase] = self._unit(asg, node)
         for l in self.layers:  # a flatten at the head follows the next layer
-            for phase in ("fwd", "tfwd", "bwd"):
+            for phase in phases:
                 if self.nodes[(l.name, phase)] is None:
                     nxt = [self.nodes[(m.name, phase)] for m in self.layers if self.nodes[(m.name, phase)]]
                     self.nodes[(l.name, phase)] = nxt[0] if nxt else "PS"
-            if l.params:
+            if l.params and update:
                 self.nodes[(l.name, "upd")] = self._unit(asg, f"{inst}.{l.name}.upd")
         self.loss_unit = self._unit(asg, loss_node)
         for (name, phase), u in self.nodes.items():
             if phase == "upd" and u == "AIE":
                 raise RlhlsError(f"plan: update node '{inst}.{name}.upd' on the AIE (only matrix multiplies may be)")
         self.master_fmt = {}
-        for l in self.layers:
-            if l.params:
-                on_aie = "AIE" in (self.nodes[(l.name, "fwd")], self.nodes[(l.name, "bwd")])
-                self.master_fmt[l.name] = self.prec["AIE"].storage if on_aie else self.fp32
+        if master_of is not None:
+            self.master_fmt = master_of.master_fmt  # the same weights, the same formats
+        else:
+            for l in self.layers:
+                if l.params:
+                    on_aie = "AIE" in (self.nodes[(l.name, "fwd")], self.nodes[(l.name, "bwd")])
+                    self.master_fmt[l.name] = self.prec["AIE"].storage if on_aie else self.fp32
         fp16_grad = self.loss_unit == "PL" or any(self.nodes[(l.name, "bwd")] == "PL" for l in self.layers)
         self.scaler = LossScaler(loss_scale_init, growth_interval, enabled=fp16_grad)
         self.quantization_delay = int(quantization_delay)
         if self.quantization_delay < 0:
             raise RlhlsError(f"quantization_delay {quantization_delay!r}: expected an integer >= 0")
-        self.steps = 0  # gradient steps taken (skipped ones included)
+        self._clock = [0]  # gradient steps taken (skipped ones included); shared by linked instances
+        self._group = [self]
         self.counts = {}
+        self.grad_norm = float("nan")  # global norm before clipping of the last applied step
+
+    @staticmethod
+    def link(*mps: "MixedPrecision") -> LossScaler:
+        """Instances that share one loss (A2C's policy + value; DDPG's actor + ``critic@pi``): one
+        dynamic loss scale (enabled if any of them has an FP16 gradient path, PyTorch GradScaler
+        style: a non-finite gradient anywhere skips the whole step), one step count (quantization
+        delay), and ``apply`` / ``round_masters`` of any of them take the others' parameters
+        (view layer keys ``'<inst>.<layer>'``). Returns the shared scaler."""
+        first = mps[0].scaler
+        shared = LossScaler(first.init, first.growth_interval, enabled=any(m.scaler.enabled for m in mps))
+        group = list(mps)
+        for m in mps:
+            m.scaler, m._clock, m._group = shared, mps[0]._clock, group
+        return shared
+
+    @property
+    def steps(self) -> int:
+        return self._clock[0]
+
+    @steps.setter
+    def steps(self, n: int) -> None:
+        self._clock[0] = int(n)
 
     def _unit(self, asg, node) -> str:
         if asg is None:
@@ -206,10 +265,22 @@ class MixedPrecision:
         return self.steps >= self.quantization_delay
 
     def units(self) -> dict:
-        """{node name: unit} as used (for reports)."""
+        """{node name: unit} as planned (for reports)."""
         out = {f"{self.inst}.{n}.{p}": u for (n, p), u in self.nodes.items()}
         out[self.loss_node] = self.loss_unit
         return out
+
+    def unit(self, node: str) -> str:
+        """The unit a graph node (``'critic.fc1.bwd'``, ``'loss'``, ``'returns'``, any node of the
+        plan) computes on now: its planned unit, or the PS during the quantization delay."""
+        if not self.quantized:
+            return "PS"
+        if node == self.loss_node:
+            return self.loss_unit
+        parts = node.split(".")
+        if len(parts) == 3 and parts[0] == self.inst and (parts[1], parts[2]) in self.nodes:
+            return self.nodes[(parts[1], parts[2])]
+        return self._unit(self.assignment, node)
 
     def unit_of(self, layer: str, phase: str) -> str:
         return self.nodes[(layer, phase)] if self.quantized else "PS"
@@ -242,37 +313,47 @@ class MixedPrecision:
         return y
 
     # -- compute
+    def _ps_params(self, layer) -> dict:
+        """The layer's parameters as FP32 values: arrays round_masters left in a master format
+        (FP32 or BF16, both FP32 values) are used as they are, any other array is rounded."""
+        q = self.fp32.quantize
+        return {k: v if _ROUNDED.get(id(v)) is v else q(v) for k, v in layer.params.items()}
+
     def _layer_fwd(self, layer, x, unit):
         if unit == "PS":  # FP32 tensors, float64 BLAS sums (see the module docstring)
             q = self.fp32.quantize
             saved = layer.params
-            layer.params = {k: q(v) for k, v in saved.items()}
+            layer.params = self._ps_params(layer)
             try:
                 return q(layer.forward(q(x), None))
             finally:
                 layer.params = saved
-        return layer.forward(x, self.precision(unit))
+        # x is already in the unit's storage: converted at the boundary or made by a layer there
+        return layer.forward(x, self.precision(unit), stored=True)
 
     def _layer_bwd(self, layer, dy, unit, need_dx):
         if unit == "PS":
             q = self.fp32.quantize
             saved = layer.params
-            layer.params = {k: q(v) for k, v in saved.items()}
+            layer.params = self._ps_params(layer)
             try:
                 dx = layer.backward(q(dy), None, need_input_grad=need_dx)
             finally:
                 layer.params = saved
             layer.grads = {k: q(g) for k, g in layer.grads.items()}
             return None if dx is None else q(dx)
-        return layer.backward(dy, self.precision(unit), need_input_grad=need_dx)
+        return layer.backward(dy, self.precision(unit), need_input_grad=need_dx, stored=True)
 
-    def forward(self, x, phase: str = "fwd", net=None):
+    def forward(self, x, phase: str = "fwd", net=None, src: str = "PS"):
         """Forward through `net` (default the online network; the target network for 'tfwd') with
-        each layer in its node's format and conversions at unit boundaries. Returns (y, unit of
-        the last node)."""
+        each layer in its node's format and conversions at unit boundaries; `x` comes from a node
+        on `src` (default the PS: observations, Fig. 10). Returns (y, unit of the last node)."""
         net = self.net if net is None else net
         x = np.asarray(x, dtype=np.float64)
-        src = "PS"  # observations come from the PS (env step, Fig. 10)
+        if not self.quantized:
+            src = "PS"
+        elif src != "PS":  # held in src's format (a caller's tensor): make sure of it once
+            x = self.prec[src].storage.quantize(x)
         for layer in net.layers:
             u = self.unit_of(layer.name, phase)
             x = self.convert(x, src, u)
@@ -283,28 +364,37 @@ class MixedPrecision:
     def to_loss(self, y, src: str) -> np.ndarray:
         return self.convert(y, src, self.loss_unit if self.quantized else "PS")
 
-    def backward(self, dy, src: str | None = None) -> None:
-        """Back-propagate the (scaled) loss gradient `dy`, produced on the loss node's unit, through
-        the online network's last forward; layer grads are left in each layer's ``grads``."""
+    def backward(self, dy, src: str | None = None, need_input_grad: bool = False):
+        """Back-propagate the (scaled) loss gradient `dy`, produced on `src` (default the loss
+        node's unit), through the online network's last forward; layer grads are left in each
+        layer's ``grads``. With need_input_grad also the gradient of the network input (DDPG's
+        dQ/d(obs, a)) is computed and returned, in the storage format of the first layer's
+        backward node (``unit_of(first layer, 'bwd')``); else returns None."""
         src = src or (self.loss_unit if self.quantized else "PS")
+        dy = np.asarray(dy, dtype=np.float64)
+        if self.quantized and src != "PS":
+            dy = self.prec[src].storage.quantize(dy)  # the caller's tensor, once (layers trust it)
         layers = self.net.layers
         mm = [i for i, l in enumerate(layers) if l.is_mm]
-        stop = mm[0] if mm else 0
+        stop = 0 if (need_input_grad or not mm) else mm[0]
         for i in range(len(layers) - 1, stop - 1, -1):
             layer = layers[i]
             u = self.unit_of(layer.name, "bwd")
             dy = self.convert(dy, src, u, "grad")
-            dy = self._layer_bwd(layer, dy, u, need_dx=i > stop)
+            dy = self._layer_bwd(layer, dy, u, need_dx=need_input_grad or i > stop)
             src = u
         for l in layers[:stop]:
             l.grads = {k: np.zeros_like(v) for k, v in l.params.items()}
+        return dy if need_input_grad else None
 
     def loss_scale(self) -> float:
         return self.scaler.scale if (self.quantized and self.scaler.enabled) else 1.0
 
-    def apply(self, opt, param_views: dict, grads: dict) -> str:
+    def apply(self, opt, param_views: dict, grads: dict, max_grad_norm: float | None = None) -> str:
         """Check, unscale and apply gradients (``{key: grad}`` with keys of ``param_views``, which
-        map to ``(layer name, array)``); returns the scaler event. Skipped steps change nothing."""
+        map to ``(layer key, array)``); returns the scaler event. Skipped steps change nothing.
+        ``max_grad_norm``: clip the unscaled FP32 gradients to this global L2 norm before the
+        optimizer (the norm before clipping is left in ``grad_norm``)."""
         quantized = self.quantized
         scale = self.loss_scale()
         n_bad = int(sum(np.count_nonzero(~np.isfinite(g)) for g in grads.values()))
@@ -313,6 +403,7 @@ class MixedPrecision:
             self._count("grad_overflows", n_bad)
         event = self.scaler.update(finite) if quantized else ("ok" if finite else "skip")
         self.steps += 1
+        self.grad_norm = float("nan")
         if event in ("skip_shrink", "skip"):
             self._count("skipped_steps")
             if event == "skip_shrink":
@@ -322,6 +413,10 @@ class MixedPrecision:
             self._count("scale_grows")
         q = self.fp32.quantize
         g32 = {k: q(q(g) / scale) for k, g in grads.items()}  # unscale in FP32 (scale = 2^k: exact)
+        if max_grad_norm is not None:
+            from .optim import clip_grad_norm
+
+            self.grad_norm = float(clip_grad_norm(g32, max_grad_norm))
         params = {k: a for k, (_, a) in param_views.items()}
         opt.step(params, g32)
         for kind in opt.slots.values():  # FP32 optimizer state, as the update kernel keeps it
@@ -330,11 +425,23 @@ class MixedPrecision:
         self.round_masters(param_views)  # after the delay: into their master formats
         return event
 
+    def _master(self, layer: str):
+        """Master format of a view's layer key: own layer name, or '<inst>.<layer>' of a linked
+        instance; anything else (e.g. A2C's log-std) is an FP32 parameter."""
+        f = self.master_fmt.get(layer)
+        if f is None and "." in layer:
+            inst, name = layer.split(".", 1)
+            for m in self._group:
+                if m.inst == inst:
+                    f = m.master_fmt.get(name)
+        return f if f is not None else self.fp32
+
     def round_masters(self, param_views: dict) -> None:
         """Round every parameter to its layer's master format (FP32, or BF16 for AIE layers)."""
         for _, (layer, a) in param_views.items():
-            fmt = self.master_fmt.get(layer, self.fp32) if self.quantized else self.fp32
+            fmt = self._master(layer) if self.quantized else self.fp32
             a[...] = fmt.quantize(a)
+            _ROUNDED[id(a)] = a
 
     def state(self) -> dict:
         return {"scaler": self.scaler.state(), "steps": self.steps}
@@ -342,4 +449,3 @@ class MixedPrecision:
     def load(self, s: dict) -> None:
         self.scaler.load(s["scaler"])
         self.steps = int(s["steps"])
-

@@ -260,3 +260,27 @@ def test_toolchain_cache_and_errors(tmp_path):
         compile_cpp([src], tmp_path / "p")
     with pytest.raises(RlhlsError, match="does not exist"):
         compile_cpp([tmp_path / "missing.cpp"], tmp_path / "q")
+
+
+def test_compiled_sequential_sum_equals_numpy_path():
+    """The compiled float32 kernel (used when a C compiler is there) against the numpy path:
+    shapes in both orientations (M < 8 runs transposed), wide magnitudes so that every add rounds,
+    overflow to Inf, NaN, subnormals."""
+    from rlhls.designs import arith
+
+    f = arith._native_kernel()
+    if f is None:
+        pytest.skip("no C compiler: dense uses the numpy path only")
+    rng = np.random.default_rng(7)
+    for N, K, M in ((1, 1, 1), (5, 9, 1), (1, 40, 3), (37, 64, 2), (8, 129, 64), (64, 3, 300), (13, 17, 19)):
+        x = (rng.standard_normal((N, K)) * np.exp2(rng.integers(-30, 30, (N, K)))).astype(np.float32)
+        w = (rng.standard_normal((K, M)) * np.exp2(rng.integers(-30, 30, (K, M)))).astype(np.float32)
+        x.flat[rng.integers(0, x.size)] = 1e-40  # subnormal
+        if K > 2:
+            x[0, 1], w[2, 0] = np.float32(3e38), np.float32(-np.inf)
+        acc0 = rng.standard_normal((N, M)).astype(np.float32)
+        a, b = acc0.copy(), acc0.copy()
+        with np.errstate(over="ignore", invalid="ignore"):
+            arith._seq_sum_f32_numpy(x, w, a)
+            arith._seq_sum_f32(np.asfortranarray(x), w, b)  # non-contiguous inputs too
+        assert np.array_equal(a, b, equal_nan=True), (N, K, M)

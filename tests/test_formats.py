@@ -442,3 +442,31 @@ def test_float_format_properties():
     assert FP32.max_value == float(np.finfo(np.float32).max)
     y = FP16.quantize(np.array([-0.0, 2.0**-26]))
     assert np.signbit(y[0]) and y[1] == 0.0  # -0 kept; below half the smallest subnormal -> 0
+
+
+@pytest.mark.parametrize("em", [(8, 7), (5, 10), (8, 23), (5, 2), (4, 3), (2, 1), (10, 40), (9, 50)])
+def test_float_add_rounding_equals_frexp_reference(em):
+    """The fast paths (one-add rounding; ml_dtypes' cast for bf16 of float32 values; numpy's casts
+    for fp32 / fp16) against the frexp / np.round reference: random magnitudes over the whole range, exact ties (to even),
+    subnormals, the overflow threshold, +-0, +-Inf, NaN; signs of zero included."""
+    f = FloatFormat(*em)
+    rng = np.random.default_rng(sum(em))
+    n = 20000
+    e = rng.integers(f.emin - f.man_bits - 3, f.emax + 2, n)
+    m = rng.integers(0, 1 << (f.man_bits + 1), n).astype(np.float64)
+    ties = np.ldexp(m + 0.5, e - f.man_bits) * rng.choice([-1.0, 1.0], n)  # exactly halfway
+    rand = rng.standard_normal(n) * np.exp2(rng.integers(f.emin - f.man_bits - 3, f.emax + 2, n).astype(float))
+    ulp_max = np.ldexp(1.0, f.emax - f.man_bits)
+    edge = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e308, -1e308, 5e-324, -5e-324, f.max_value,
+                     f.max_value + ulp_max / 2, np.nextafter(f.max_value + ulp_max / 2, 0), f.min_subnormal / 2,
+                     -f.min_subnormal / 2, np.nextafter(f.min_subnormal / 2, 1), f.min_subnormal * 1.5,
+                     f.min_subnormal * 2.5, f.min_normal, -np.nextafter(f.min_normal, 0)])
+    with np.errstate(over="ignore"):  # bf16 takes ml_dtypes' cast for float32 values (+-Inf included)
+        f32 = rand.astype(np.float32).astype(np.float64)
+    for x in (ties, rand, edge, rand.reshape(100, 200)[:, ::3], f32, np.r_[f32, np.nan, -np.inf]):
+        y, n1 = f.quantize(x, return_overflow=True)
+        ref, n2 = f._quantize_frexp(x, True)
+        assert n1 == n2 and y.shape == ref.shape
+        assert np.array_equal(y, ref, equal_nan=True)
+        assert np.array_equal(np.signbit(y), np.signbit(ref))
+    assert np.ndim(f.quantize(1.0 + 2.0 ** -30)) == 0

@@ -172,9 +172,9 @@ def test_ps_to_pl_edge_quantizes_to_fp16():
     seen = {}
     orig = net["fc2"].forward
 
-    def spy(inp, precision=None):
+    def spy(inp, precision=None, **kw):
         seen["x"], seen["p"] = inp.copy(), precision
-        return orig(inp, precision)
+        return orig(inp, precision, **kw)
 
     net["fc2"].forward = spy
     mp.forward(x)
@@ -202,3 +202,102 @@ def test_plan_errors():
     bad = dict(ALL_PL, **{"q.fc1.upd": "AIE"})
     with pytest.raises(RlhlsError, match="AIE"):
         MixedPrecision(DESIGN, _net(), "q", bad)
+
+
+# ------------------------------------------------------------------ several networks, one step
+
+
+def _asg_inst(inst, units, loss, loss_unit, target=True, update=True):
+    a = {loss: loss_unit}
+    for layer, u in units.items():
+        for ph in (("fwd", "tfwd", "bwd") if target else ("fwd", "bwd")):
+            a[f"{inst}.{layer}.{ph}"] = u
+        if layer.startswith("fc") and update:
+            a[f"{inst}.{layer}.upd"] = "PS"
+    return a
+
+
+def test_linked_instances_share_scale_steps_and_skip_together():
+    """Policy on the PS, value on the PL (A2C-like, no target nodes): one enabled scaler, one step
+    count; a non-finite gradient in the value network skips the policy's update too."""
+    pol, val = _net(0), _net(1)
+    asg = {**_asg_inst("policy", {"fc1": "PS", "fc1_relu": "PS", "fc2": "PS"}, "loss", "PS", target=False),
+           **_asg_inst("value", {"fc1": "PL", "fc1_relu": "PL", "fc2": "PL"}, "loss", "PS", target=False)}
+    kw = dict(target=False, loss_scale_init=2.0 ** 10, quantization_delay=1)
+    mp = MixedPrecision(DESIGN, pol, "policy", asg, **kw)  # no tfwd nodes in the plan: accepted
+    mv = MixedPrecision(DESIGN, val, "value", asg, **kw)
+    assert not mp.scaler.enabled and mv.scaler.enabled
+    shared = MixedPrecision.link(mp, mv)
+    assert mp.scaler is mv.scaler is shared and shared.enabled and shared.scale == 2.0 ** 10
+    views = {f"policy.{l.name}.{k}": (l.name, a) for l in pol.layers for k, a in l.params.items()}
+    views.update({f"value.{l.name}.{k}": (f"value.{l.name}", a) for l in val.layers for k, a in l.params.items()})
+    opt = SGD(0.1)
+    zeros = {k: np.zeros_like(a) for k, (_, a) in views.items()}
+    assert not mv.quantized and mp.apply(opt, views, zeros) == "ok"
+    assert mv.steps == 1 and mv.quantized and mv.loss_scale() == 2.0 ** 10  # the delay ended for both
+    before = {k: a.copy() for k, (_, a) in views.items()}
+    bad = dict(zeros, **{"value.fc2.b": np.array([np.inf, 0.0])})
+    assert mp.apply(opt, views, bad) == "skip_shrink"
+    assert all(np.array_equal(before[k], a) for k, (_, a) in views.items()) and mv.loss_scale() == 2.0 ** 9
+    assert mp.unit("value.fc1.bwd") == "PL" and mp.unit("policy.fc1.fwd") == "PS" and mv.unit("loss") == "PS"
+
+
+def test_linked_round_masters_use_each_instances_master_format():
+    a_net, b_net = _net(0), _net(1)
+    asg = {**_asg_inst("a", {"fc1": "PS", "fc1_relu": "PS", "fc2": "PS"}, "loss", "PS"),
+           **_asg_inst("b", {"fc1": "AIE", "fc1_relu": "PL", "fc2": "PL"}, "loss", "PS")}
+    ma, mb = MixedPrecision(DESIGN, a_net, "a", asg), MixedPrecision(DESIGN, b_net, "b", asg)
+    MixedPrecision.link(ma, mb)
+    views = {"a.fc1.W": ("fc1", a_net["fc1"].params["W"]), "b.fc1.W": ("b.fc1", b_net["fc1"].params["W"]),
+             "b.fc2.W": ("b.fc2", b_net["fc2"].params["W"])}
+    ma.round_masters(views)
+    assert not np.array_equal(BF16.quantize(a_net["fc1"].params["W"]), a_net["fc1"].params["W"])  # FP32
+    assert np.array_equal(BF16.quantize(b_net["fc1"].params["W"]), b_net["fc1"].params["W"])  # AIE: BF16
+    assert not np.array_equal(BF16.quantize(b_net["fc2"].params["W"]), b_net["fc2"].params["W"])
+
+
+def test_clip_hook_clips_unscaled_fp32_gradients():
+    net = _net()
+    mp = MixedPrecision(DESIGN, net, "q", ALL_PL, loss_scale_init=2.0 ** 4)
+    views, opt = _views(net), SGD(1.0)
+    mp.round_masters(views)
+    before = net.get_params()
+    grads = {k: np.zeros_like(a) for k, (_, a) in views.items()}
+    grads["q.fc2.b"] = np.array([3.0, 4.0]) * 2.0 ** 4  # scaled: unscaled norm 5
+    assert mp.apply(opt, views, grads, max_grad_norm=0.5) == "ok"
+    assert mp.grad_norm == 5.0
+    step = before["fc2.b"] - net.get_params()["fc2.b"]
+    np.testing.assert_allclose(step, [0.3, 0.4], rtol=1e-5)  # clipped to norm 0.5 (PyTorch's 1e-6)
+    assert np.array_equal(net["fc1"].params["W"], before["fc1.W"])
+    grads["q.fc2.b"] = np.array([np.nan, 0.0])
+    assert mp.apply(opt, views, grads, max_grad_norm=0.5) == "skip_shrink" and np.isnan(mp.grad_norm)
+
+
+def test_backward_input_gradient_matches_network_backward():
+    """need_input_grad: the same FP16 layer arithmetic as Network.backward with the PL precision."""
+    net, ref = _net(3), _net(3)
+    mp = MixedPrecision(DESIGN, net, "q", ALL_PL)
+    x = FP16.quantize(np.random.default_rng(4).standard_normal((6, 4)))
+    dy = FP16.quantize(np.random.default_rng(5).standard_normal((6, 2)))
+    y, u = mp.forward(x)
+    dx = mp.backward(dy, need_input_grad=True)
+    p = mp.precision("PL")
+    assert u == "PL" and np.array_equal(y, ref.forward(x, p))
+    want = ref.backward(dy, p, need_input_grad=True)
+    assert np.array_equal(dx, want) and mp.backward(dy) is None
+    for l in net.layers:
+        for k, g in l.grads.items():
+            assert np.array_equal(g, ref[l.name].grads[k]), (l.name, k)
+
+
+def test_shared_weights_instance_has_no_update_nodes():
+    """DDPG's critic@pi: the critic's weights run again; no tfwd / upd nodes, the critic's master formats."""
+    critic = _net()
+    asg = {**_asg_inst("critic", {"fc1": "AIE", "fc1_relu": "PL", "fc2": "PL"}, "critic_loss", "PL"),
+           **_asg_inst("critic@pi", {"fc1": "PL", "fc1_relu": "PL", "fc2": "PL"}, "actor_loss", "PL",
+                       target=False, update=False)}
+    mc = MixedPrecision(DESIGN, critic, "critic", asg, loss_node="critic_loss")
+    pi = MixedPrecision(DESIGN, critic, "critic@pi", asg, loss_node="actor_loss", target=False, update=False,
+                        master_of=mc)
+    assert pi.master_fmt["fc1"] == BF16 and ("fc1", "upd") not in pi.nodes and ("fc1", "tfwd") not in pi.nodes
+    assert pi.unit("critic@pi.fc1.fwd") == "PL" and mc.unit("critic.fc1.fwd") == "AIE"

@@ -1,0 +1,395 @@
+"""DDPG on the host (CleanRL ``ddpg_continuous_action.py`` quality) with AP-DRL's mixed precision.
+
+Algorithm (CleanRL; ``DDPG_DEFAULTS`` are its hyperparameters, a design's ``hyperparams``
+override them, then ``--set``): a deterministic actor ``mu(s) = tanh(...) * action_scale +
+action_bias`` (scale / bias from the action box, CleanRL's registered buffers) and a critic
+``Q(s, a)`` on ``concat(obs, action)``, each with a target copy. Until global step
+``learning_starts`` actions are uniform in the box (CleanRL: ``action_space.sample()``; here
+drawn from the run's Generator so a resume reproduces them); afterwards ``mu(s) + noise``,
+clipped to the box. Noise (``noise``): ``gaussian`` (CleanRL) N(0, exploration_noise *
+action_scale), or ``ou``: Ornstein-Uhlenbeck as Stable-Baselines3 / RL Zoo
+(``x += theta (0 - x) dt + sigma sqrt(dt) N(0, 1)``, theta ``ou_theta`` 0.15, dt ``ou_dt`` 1e-2,
+sigma = exploration_noise * action_scale; reset per sub-env at the end of its episode).
+Gaussian noise is drawn per sub-env (CleanRL draws one vector for all sub-envs; the same with
+one env). Replay buffer of ``buffer_size`` transitions (uniform, with replacement); from global
+step ``learning_starts`` + 1 on, every step one minibatch of ``batch_size`` (the design's batch):
+critic on MSE to ``r + gamma (1 - terminated) Q'(s', mu'(s'))``; every ``policy_frequency``
+steps the actor on ``-mean Q(s, mu(s))`` through the freshly updated critic, then
+``target <- tau * online + (1 - tau) * target`` for both networks. Two Adams (PyTorch defaults,
+lr ``learning_rate``). CleanRL's ``noise_clip`` is not used by its DDPG (TD3's knob): ignored.
+Actions are float32 (the box's dtype) before the env sees them, so the buffer stores exactly
+what was applied. Observations are not normalized (CleanRL).
+
+Environment, updates, resume: as host/dqn.py (``envs.ReplayableVecEnv``; ``infos['final_obs']``
+is s' where an episode ended; ``terminated`` is the done flag). One update = ``steps_per_update``
+env steps (default 1000). The checkpoint holds the four networks, both Adams, the loss
+scalers, the numpy Generator state, the OU state, the global step, the replay buffer and the
+envs (replayed on load): a resumed run equals an uninterrupted one bit for bit.
+
+Precision (``precision``): ``fp32`` = every node on the PS; ``mixed`` = each training-graph node
+in its unit's format under a plan (host/mixed.py), one ``MixedPrecision`` per graph instance:
+``actor`` (loss node ``actor_loss``), ``critic`` (``critic_loss``) and ``critic@pi`` (the critic
+run again on mu(s) for the actor's gradient; ``update=False, master_of=critic``: its weights are
+the critic's, it has no target or update node). The critic's first node reads concat(obs from the
+PS, action from the actor's last node), each converted to its format. dQ/da leaves
+``critic@pi.fc1.bwd`` (``backward(need_input_grad=True)``), the action columns go to the actor's
+last backward node, times action_scale (the output scaling belongs to the actor's last node).
+``actor`` and ``critic@pi`` are linked (``MixedPrecision.link``): one loss scale covers the whole
+path actor_loss -> critic@pi backward -> actor backward, enabled when any of those nodes is on
+the PL. The quantization delay counts training iterations (critic steps) for all three.
+Target weights are rounded to the online layer's master format after each Polyak step (as
+DQN's target). Acting runs on the PS in FP32 (Fig. 10).
+
+Per-update metrics: episodes, episodic_return / length, train_steps (critic steps),
+actor_steps, qf_loss, actor_loss, qf_values (mean Q(s, a) of the minibatches),
+critic_loss_scale / actor_loss_scale (end of update), quantized, skipped_steps (critic +
+actor), critic_skipped, actor_skipped, scale_shrinks, scale_grows, grad_overflows,
+conv_overflows, and phase seconds ``t_<phase>`` for ``PHASES``.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from rlhls.designs.errors import RlhlsError
+from rlhls.designs.formats import parse_format
+
+from .dqn import ReplayBuffer, _timed
+from .envs import EpisodeTracker, ReplayableVecEnv, space_info
+from .hyperparams import merge
+from .mixed import PRECISIONS, MixedPrecision, default_plan
+from .optim import make_optimizer
+
+__all__ = ["DDPG_DEFAULTS", "PHASES", "NOISES", "resolve_hyperparams", "soft_update", "DDPG"]
+
+DDPG_DEFAULTS = {
+    "num_envs": 1, "learning_rate": 3e-4, "buffer_size": 1_000_000, "gamma": 0.99, "tau": 0.005,
+    "batch_size": 256, "exploration_noise": 0.1, "learning_starts": 25_000, "policy_frequency": 2,
+    "noise": "gaussian", "ou_theta": 0.15, "ou_dt": 1e-2, "optimizer": "adam", "adam_eps": 1e-8,
+    "steps_per_update": 1000, "precision": "fp32", "loss_scale_init": 2.0 ** 15,
+    "loss_scale_growth_interval": 2000, "quantization_delay": 0,
+}
+_INTS = ("num_envs", "buffer_size", "batch_size", "learning_starts", "policy_frequency", "steps_per_update",
+         "loss_scale_growth_interval", "quantization_delay")
+_IGNORED = ("total_timesteps", "source", "noise_clip")  # design keys that are not knobs here (docstring)
+NOISES = ("gaussian", "ou")
+PHASES = ("dnn_inference", "env_run", "storing_transitions", "sample", "target_forward", "update_forward",
+          "backprop", "weight_update", "soft_update")
+
+
+def resolve_hyperparams(design, overrides: dict | None = None) -> dict:
+    """CleanRL ddpg_continuous_action.py defaults <- the design's hyperparameters (and batch) <- overrides."""
+    hp = merge({**DDPG_DEFAULTS, "batch_size": int(design.batch_size)}, design, overrides, "DDPG", ints=_INTS)
+    for k in _INTS:
+        if not (isinstance(hp[k], (int, np.integer)) and not isinstance(hp[k], bool)):
+            raise RlhlsError(f"hyperparameter {k} = {hp[k]!r}: expected an integer")
+        hp[k] = int(hp[k])
+        low = 0 if k in ("learning_starts", "quantization_delay") else 1
+        if hp[k] < low:
+            raise RlhlsError(f"hyperparameter {k} = {hp[k]}: expected >= {low}")
+    if hp["steps_per_update"] % hp["num_envs"]:
+        raise RlhlsError(f"steps_per_update {hp['steps_per_update']} is not a multiple of num_envs {hp['num_envs']}")
+    if hp["noise"] not in NOISES:
+        raise RlhlsError(f"noise '{hp['noise']}': expected one of {', '.join(NOISES)}")
+    if hp["precision"] not in PRECISIONS:
+        raise RlhlsError(f"precision '{hp['precision']}': expected one of {', '.join(PRECISIONS)}")
+    if not 0.0 < hp["tau"] <= 1.0:
+        raise RlhlsError(f"tau {hp['tau']!r}: expected 0 < tau <= 1")
+    for k in ("exploration_noise", "ou_theta", "ou_dt", "learning_rate"):
+        if not (isinstance(hp[k], (int, float)) and hp[k] >= 0):
+            raise RlhlsError(f"hyperparameter {k} = {hp[k]!r}: expected a number >= 0")
+    return hp
+
+
+def soft_update(online, target, tau: float) -> None:
+    """Polyak step of every target parameter, ``tau * online + (1 - tau) * target`` (in place)."""
+    for l, t in zip(online.layers, target.layers):
+        for k, a in l.params.items():
+            t.params[k][...] = tau * a + (1.0 - tau) * t.params[k]
+
+
+class _Buffer(ReplayBuffer):
+    """DQN's buffer with continuous actions (act_dim floats per transition, the box's float32)."""
+
+    def __init__(self, capacity: int, obs_shape: tuple, obs_dtype, act_dim: int):
+        super().__init__(capacity, obs_shape, obs_dtype)
+        self.actions = np.zeros((self.capacity, act_dim), dtype=np.float32)
+
+
+def _views(inst: str, net) -> dict:
+    return {f"{inst}.{l.name}.{k}": (l.name, a) for l in net.layers for k, a in l.params.items()}
+
+
+class DDPG:
+    """One DDPG run: ``train_update(update, total_updates) -> metrics row``; checkpointable state.
+
+    ``assignment`` ({graph node: unit}) is the plan for ``precision='mixed'``; None there means
+    profile + solve in-process (``mixed.default_plan``)."""
+
+    algorithm = "ddpg"
+
+    def __init__(self, design, *, env_id: str | None = None, seed: int = 0, backend: str = "emu",
+                 hyperparams: dict | None = None, assignment: dict | None = None):
+        if backend != "emu":
+            raise RlhlsError(f"backend '{backend}': DDPG runs its layers through the emulator only so far (use emu)")
+        self.design = design
+        self.hp = hp = resolve_hyperparams(design, hyperparams)
+        self.env_id = env_id or design.env_id
+        self.seed = int(seed)
+        nets = design.build_networks(self.seed)
+        for name in ("actor", "critic"):
+            if name not in nets:
+                raise RlhlsError(f"design '{design.name}': DDPG needs networks 'actor' and 'critic' (has {', '.join(nets)})")
+        self.envs = ReplayableVecEnv(self.env_id, hp["num_envs"], self.seed)
+        sp = space_info(self.envs)
+        if sp["kind"] != "continuous" or len(sp["obs_shape"]) != 1:
+            raise RlhlsError(f"environment '{self.env_id}': DDPG needs flat observations and a continuous (Box) "
+                             f"action space (has {sp['kind']} actions, observations {sp['obs_shape']})")
+        low, high = sp["low"], sp["high"]
+        if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
+            raise RlhlsError(f"environment '{self.env_id}': action box [{low}, {high}] is unbounded; "
+                             "DDPG's tanh actor needs finite bounds")
+        self.obs_dim, self.act_dim = sp["obs_shape"][0], sp["action_dim"]
+        self.low, self.high = low, high
+        self.action_scale, self.action_bias = (high - low) / 2.0, (high + low) / 2.0
+        actor, critic = nets["actor"], nets["critic"]
+        if self.env_id != design.env_id:
+            from .ppo import adapt_network
+
+            actor = adapt_network(actor, self.obs_dim, self.act_dim)
+            critic = adapt_network(critic, self.obs_dim + self.act_dim, 1)
+        if actor.input_shape != (self.obs_dim,) or actor.output_shape != (self.act_dim,):
+            raise RlhlsError(f"network 'actor' maps {actor.input_shape} -> {actor.output_shape} but "
+                             f"'{self.env_id}' observes {self.obs_dim} values with {self.act_dim} actions")
+        if critic.input_shape != (self.obs_dim + self.act_dim,) or critic.output_shape != (1,):
+            raise RlhlsError(f"network 'critic' maps {critic.input_shape} -> {critic.output_shape}, expected "
+                             f"({self.obs_dim + self.act_dim},) = concat(obs, action) -> (1,)")
+        if actor.layers[-1].kind != "Tanh":
+            raise RlhlsError(f"network 'actor' of '{design.name}' must end in Tanh (its output is scaled to the box)")
+        self.actor, self.critic = actor, critic
+        if hp["precision"] == "mixed" and assignment is None:
+            assignment = default_plan(design, hp["batch_size"])
+        self.assignment = dict(assignment) if hp["precision"] == "mixed" else None
+        kw = dict(loss_scale_init=hp["loss_scale_init"], growth_interval=hp["loss_scale_growth_interval"],
+                  quantization_delay=hp["quantization_delay"])
+        self.mp_c = MixedPrecision(design, critic, "critic", self.assignment, loss_node="critic_loss", **kw)
+        self.mp_a = MixedPrecision(design, actor, "actor", self.assignment, loss_node="actor_loss", **kw)
+        # critic@pi: the critic's weights run again on mu(s); no target forward, no update node
+        self.mp_pi = MixedPrecision(design, critic, "critic@pi", self.assignment, loss_node="actor_loss",
+                                    target=False, update=False, master_of=self.mp_c, **kw)
+        MixedPrecision.link(self.mp_a, self.mp_pi)  # one loss: one scale over the whole actor path
+        self.views_a, self.views_c = _views("actor", actor), _views("critic", critic)
+        self.mp_a.round_masters(self.views_a)
+        self.mp_c.round_masters(self.views_c)
+        self.target_actor, self.target_critic = copy.deepcopy(actor), copy.deepcopy(critic)
+        opt_kw = {"eps": hp["adam_eps"]} if hp["optimizer"] == "adam" else {}
+        self.opt_a = make_optimizer(hp["optimizer"], hp["learning_rate"], **opt_kw)
+        self.opt_c = make_optimizer(hp["optimizer"], hp["learning_rate"], **opt_kw)
+        self.fp32 = parse_format("fp32")
+        self.rb = _Buffer(hp["buffer_size"], sp["obs_shape"], self.envs.single_observation_space.dtype, self.act_dim)
+        self.rng = np.random.default_rng(self.seed)
+        self.ou = np.zeros((hp["num_envs"], self.act_dim))
+        self.steps_per_update = hp["steps_per_update"]
+        self.global_step = 0
+        self.obs = None
+        self.tracker = EpisodeTracker(hp["num_envs"])
+
+    # -- acting: PS, FP32 (Fig. 10)
+    def policy(self, obs) -> np.ndarray:
+        """mu(s) in FP32, scaled to the action box (no noise)."""
+        q = self.fp32.quantize
+        x = q(np.asarray(obs, dtype=np.float64))
+        for layer in self.actor.layers:
+            x = q(layer.forward(x, None))
+        return q(x * self.action_scale + self.action_bias)
+
+    def _noise(self, dones=None) -> np.ndarray:
+        hp, N = self.hp, self.hp["num_envs"]
+        sigma = hp["exploration_noise"] * self.action_scale
+        if hp["noise"] == "gaussian":
+            return self.rng.normal(0.0, 1.0, size=(N, self.act_dim)) * sigma
+        dt = hp["ou_dt"]
+        self.ou = self.ou - hp["ou_theta"] * self.ou * dt + sigma * np.sqrt(dt) * self.rng.normal(size=self.ou.shape)
+        return self.ou.copy()
+
+    # -- networks under the plan
+    def _act_fwd(self, s, phase: str, net=None):
+        """mu(s) through the actor ('fwd' or 'tfwd'), scaled in the last node's format -> (a, unit)."""
+        y, u = self.mp_a.forward(s, phase, net=net)
+        F = self.mp_a.precision(u).storage
+        return F.quantize(y * self.action_scale + self.action_bias), u
+
+    def _critic_input(self, mp, s, a, a_unit, phase):
+        """concat(obs from the PS, action from the actor's last node) as the critic's first node
+        reads it -> (x, that node's unit)."""
+        first = mp.unit_of(self.critic.layers[0].name, phase)
+        x = np.concatenate([mp.convert(s, "PS", first), mp.convert(a, a_unit, first)], axis=1)
+        return x, first
+
+    def critic_step(self, s, s2, a, r, d, times: dict) -> dict:
+        hp, mp, B = self.hp, self.mp_c, s.shape[0]
+        with _timed(times, "target_forward"):
+            a2, ua = self._act_fwd(s2, "tfwd", net=self.target_actor)
+            x2, u0 = self._critic_input(mp, s2, a2, ua, "tfwd")
+            qt, uq = mp.forward(x2, "tfwd", net=self.target_critic, src=u0)
+            qt = mp.to_loss(qt, uq)[:, 0]
+        with _timed(times, "update_forward"):
+            qv, u = mp.forward(np.concatenate([s, a], axis=1), "fwd")
+            qv = mp.to_loss(qv, u)[:, 0]
+            F = mp.precision(mp.loss_unit).storage  # the loss node computes in its unit's format
+            y = F.quantize(r + hp["gamma"] * (1.0 - d) * qt)
+            delta = F.quantize(qv - y)
+            with np.errstate(invalid="ignore", over="ignore"):
+                loss = float(np.mean(delta * delta))
+                g = F.quantize(2.0 * delta * (mp.loss_scale() / B))[:, None]
+        with _timed(times, "backprop"):
+            mp.backward(g)
+            grads = {k: self.critic[layer].grads[k.rsplit(".", 1)[1]] for k, (layer, _) in self.views_c.items()}
+        with _timed(times, "weight_update"):
+            event = mp.apply(self.opt_c, self.views_c, grads)
+        return {"qf_loss": loss, "qf_values": float(np.mean(qv)), "event": event}
+
+    def actor_step(self, s, times: dict) -> dict:
+        mp, pi, B = self.mp_a, self.mp_pi, s.shape[0]
+        with _timed(times, "update_forward"):
+            a, ua = self._act_fwd(s, "fwd")
+            x, u0 = self._critic_input(pi, s, a, ua, "fwd")
+            qpi, u = pi.forward(x, "fwd", src=u0)
+            qpi = pi.to_loss(qpi, u)
+            F = pi.precision(pi.loss_unit).storage
+            loss = -float(np.mean(qpi))
+            g = F.quantize(np.full((B, 1), -mp.loss_scale() / B))  # d(-mean Q)/dQ, scaled
+        with _timed(times, "backprop"):
+            dx = pi.backward(g, need_input_grad=True)  # dQ/d(obs, a), scaled
+            src = pi.unit_of(self.critic.layers[0].name, "bwd")
+            last = self.actor.layers[-1].name
+            ul = mp.unit_of(last, "bwd")
+            da = mp.convert(dx[:, self.obs_dim:], src, ul, "grad")
+            with np.errstate(invalid="ignore", over="ignore"):
+                da = mp.precision(ul).storage.quantize(da * self.action_scale)  # through a = scale * tanh + bias
+            mp.backward(da, ul)
+            grads = {k: self.actor[layer].grads[k.rsplit(".", 1)[1]] for k, (layer, _) in self.views_a.items()}
+        with _timed(times, "weight_update"):
+            event = mp.apply(self.opt_a, self.views_a, grads)
+        return {"actor_loss": loss, "event": event}
+
+    def update_targets(self) -> None:
+        tau = self.hp["tau"]
+        for net, tgt, mp, inst in ((self.actor, self.target_actor, self.mp_a, "actor"),
+                                   (self.critic, self.target_critic, self.mp_c, "critic")):
+            soft_update(net, tgt, tau)
+            mp.round_masters(_views(inst, tgt))
+
+    # -- one update = steps_per_update env steps
+    def train_update(self, update: int, total_updates: int) -> dict:
+        hp, times = self.hp, {p: 0.0 for p in PHASES}
+        N = hp["num_envs"]
+        if self.obs is None:
+            with _timed(times, "env_run"):
+                self.obs, _ = self.envs.reset()
+        episodes, qf_losses, a_losses, qs = [], [], [], []
+        n_critic = n_actor = skip_c = skip_a = 0
+        for _ in range(self.steps_per_update // N):
+            g = self.global_step
+            with _timed(times, "dnn_inference"):
+                if g < hp["learning_starts"]:
+                    actions = self.rng.uniform(self.low, self.high, size=(N, self.act_dim))
+                else:
+                    actions = np.clip(self.policy(self.obs) + self._noise(), self.low, self.high)
+                actions = actions.astype(self.envs.single_action_space.dtype)
+            with _timed(times, "env_run"):
+                next_obs, r, term, trunc, infos = self.envs.step(actions)
+                done = np.logical_or(term, trunc)
+            with _timed(times, "storing_transitions"):
+                real_next = next_obs.copy()
+                for i in np.flatnonzero(done):
+                    real_next[i] = infos["final_obs"][i]
+                    self.ou[i] = 0.0  # SB3: the OU process restarts with the episode
+                self.rb.add(self.obs, real_next, actions, r, term)
+                for ret, length in self.tracker.step(np.asarray(r, dtype=np.float64), done):
+                    episodes.append(((g + 1) * N, ret, length))
+            self.obs = next_obs
+            if g > hp["learning_starts"]:
+                k = self.mp_c.steps  # quantization delay counted in training iterations, for all three
+                with _timed(times, "sample"):
+                    s, s2, a, rew, d = self.rb.sample(self.rng, hp["batch_size"])
+                    a = a.astype(np.float64)
+                st = self.critic_step(s, s2, a, rew, d, times)
+                qf_losses.append(st["qf_loss"])
+                qs.append(st["qf_values"])
+                skip_c += st["event"] in ("skip", "skip_shrink")
+                n_critic += 1
+                if g % hp["policy_frequency"] == 0:
+                    self.mp_a.steps = k  # (linked: critic@pi too)
+                    st = self.actor_step(s, times)
+                    a_losses.append(st["actor_loss"])
+                    skip_a += st["event"] in ("skip", "skip_shrink")
+                    n_actor += 1
+                    with _timed(times, "soft_update"):
+                        self.update_targets()
+            self.global_step += 1
+        c = {}
+        for m in (self.mp_c, self.mp_a, self.mp_pi):
+            for k, v in m.take_counts().items():
+                c[k] = c.get(k, 0) + v
+        rets = [e[1] for e in episodes]
+        nan = float("nan")
+
+        def mean(xs):
+            return float(np.nanmean(xs)) if xs and np.isfinite(xs).any() else nan
+
+        row = {
+            "episodes": len(episodes),
+            "episodic_return": float(np.mean(rets)) if rets else nan,
+            "episodic_length": float(np.mean([e[2] for e in episodes])) if rets else nan,
+            "train_steps": n_critic, "actor_steps": n_actor,
+            "qf_loss": mean(qf_losses), "actor_loss": mean(a_losses), "qf_values": mean(qs),
+            "critic_loss_scale": self.mp_c.loss_scale(), "actor_loss_scale": self.mp_a.loss_scale(),
+            "quantized": int(self.mp_c.quantized),
+            "skipped_steps": c.get("skipped_steps", 0), "critic_skipped": skip_c, "actor_skipped": skip_a,
+            "scale_shrinks": c.get("scale_shrinks", 0), "scale_grows": c.get("scale_grows", 0),
+            "grad_overflows": c.get("grad_overflows", 0), "conv_overflows": c.get("conv_overflows", 0),
+        }
+        row.update({f"t_{p}": times[p] for p in PHASES})
+        row["_episodes"] = episodes
+        return row
+
+    # -- checkpoint
+    def state_dict(self) -> dict:
+        return {
+            "actor": self.actor.get_params(), "critic": self.critic.get_params(),
+            "target_actor": self.target_actor.get_params(), "target_critic": self.target_critic.get_params(),
+            "opt_actor": self.opt_a.state_dict(), "opt_critic": self.opt_c.state_dict(),
+            "mixed": {"actor": self.mp_a.state(), "critic": self.mp_c.state()},
+            "rng": copy.deepcopy(self.rng.bit_generator.state), "ou": self.ou.copy(),
+            "global_step": self.global_step, "buffer": self.rb.state(), "assignment": self.assignment,
+            "env": None if self.obs is None else {
+                "replay": self.envs.state(), "obs": np.array(self.obs).copy(),
+                "ep_ret": self.tracker.ret.copy(), "ep_len": self.tracker.len.copy()},
+        }
+
+    def load_state_dict(self, s: dict) -> None:
+        if s.get("assignment") != self.assignment:
+            raise RlhlsError("checkpoint: it was trained under another plan (assignment differs)")
+        for net, key in ((self.actor, "actor"), (self.critic, "critic"), (self.target_actor, "target_actor"),
+                         (self.target_critic, "target_critic")):
+            net.set_params(s[key])
+        self.views_a, self.views_c = _views("actor", self.actor), _views("critic", self.critic)
+        self.opt_a.load_state_dict(s["opt_actor"])
+        self.opt_c.load_state_dict(s["opt_critic"])
+        for m, key in ((self.mp_a, "actor"), (self.mp_c, "critic")):  # critic@pi shares the actor's
+            m.load(s["mixed"][key])
+        self.rng.bit_generator.state = s["rng"]
+        self.ou = np.array(s["ou"])
+        self.global_step = int(s["global_step"])
+        self.rb.load(s["buffer"])
+        env = s.get("env")
+        if env is not None:
+            self.envs.restore(env["replay"])
+            self.obs = np.array(env["obs"])
+            self.tracker.ret, self.tracker.len = np.array(env["ep_ret"]), np.array(env["ep_len"])
+
+    def close(self):
+        self.envs.close()
