@@ -16,8 +16,9 @@ Run folder (``out``):
   the environments' state: per sub-env its episode seed and actions since the reset, replayed on
   resume, see host/envs.py ``ReplayableVecEnv``), update index, env steps, all metrics and
   episodes so far. Written after **every** update to a temp
-  file in the folder and ``os.replace``d, then the CSVs and the PNG are rewritten from it the
-  same way: a killed run loses at most the update in progress.
+  file in the folder and ``os.replace``d, then the CSVs are rewritten from it the same way (the
+  PNG at most every ``PLOT_EVERY_S`` seconds and after the last update): a killed run loses at
+  most the update in progress.
 * ``reward.png`` — episodic return per episode and its rolling average (HEPPO-GAE Fig. 10 uses
   1000 readings; here ``min(1000, max(1, n // 10))`` so short runs still show a curve).
 
@@ -49,6 +50,7 @@ __all__ = ["train", "atomic_write_bytes", "atomic_write_text", "read_metrics", "
 
 CHECKPOINT = "checkpoint.pkl"
 _IGNORED_ON_RESUME = ("steps",)
+PLOT_EVERY_S = 30.0  # reward.png costs ~0.5-1.5 s: redrawn at most this often and after the last update
 
 
 def _fmt(v) -> str:
@@ -170,6 +172,7 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
         per = trainer.steps_per_update
         total_updates = max(1, math.ceil(steps / per))
         bar = _Progress(total_updates * per, env_steps, progress)
+        last_plot = time.perf_counter()
         try:
             while update < total_updates:
                 if on_update is not None:
@@ -184,7 +187,10 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
                 ck = {"trainer": trainer.state_dict(), "update": update, "env_steps": env_steps,
                       "metrics": metrics, "episodes": episodes}
                 atomic_write_bytes(ckpt_path, pickle.dumps(ck, protocol=pickle.HIGHEST_PROTOCOL))
-                _write_outputs(out, metrics, episodes, title)
+                plot = update == total_updates or time.perf_counter() - last_plot >= PLOT_EVERY_S
+                _write_outputs(out, metrics, episodes, title, plot=plot)
+                if plot:
+                    last_plot = time.perf_counter()
                 bar.update(update, total_updates, env_steps, per, row.get("episodic_return", float("nan")))
         finally:
             bar.close()
@@ -195,10 +201,11 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
         trainer.close()
 
 
-def _write_outputs(out: Path, metrics: list, episodes: list, title: str) -> None:
+def _write_outputs(out: Path, metrics: list, episodes: list, title: str, plot: bool = True) -> None:
     cols = list(metrics[0]) if metrics else ["update", "env_steps", "wall_s"]
     atomic_write_text(out / "metrics.csv", _csv_text(metrics, cols))
     atomic_write_text(out / "episodes.csv",
                       _csv_text([{"env_step": e[0], "return": e[1], "length": e[2]} for e in episodes],
                                 ["env_step", "return", "length"]))
-    plot_rewards(episodes, out / "reward.png", title)
+    if plot:
+        plot_rewards(episodes, out / "reward.png", title)
