@@ -1,23 +1,30 @@
 """`rlhls train DESIGN`: train a design's agent on the host; see host/runner.py for the run folder.
 
     rlhls train DESIGN [--env ID] [--steps N] [--seed S] [--backend emu|csim|cosim]
-                       [--experiment K] [--precision fp32|mixed] [--plan PLAN.json] [--out DIR] [--resume]
+                       [--experiment K] [--precision fp64|fp32|mixed] [--plan PLAN.json] [--out DIR] [--resume]
                        [--num-envs N] [--num-steps T] [--set key=value ...] [--quiet]
 
-``--num-envs`` / ``--num-steps`` / ``--experiment`` are shorthands for ``--set num_envs=N`` etc.;
+``--num-envs`` / ``--num-steps`` / ``--experiment`` are shorthands for ``--set num_envs=N`` etc.
+(``--num-steps`` is A2C's ``n_steps``; DQN and DDPG have no rollout length);
 ``--set`` overrides any hyperparameter of the algorithm (``rlhls.host.ppo.CLEANRL_DEFAULTS``
 lists PPO's: e.g. ``--set update_epochs=4 --set anneal_lr=false --set quant_bits=6``).
-The default run folder is ``runs/<design>-<env>-s<seed>-e<experiment>`` (PPO) or
+The default run folder is ``runs/<design>-<env>-s<seed>-e<experiment>`` (PPO in fp64),
+``runs/<design>-<env>-s<seed>-e<experiment>-<precision>`` (PPO in fp32 / mixed) or
 ``runs/<design>-<env>-s<seed>-<precision>`` (DQN, A2C, DDPG).
 
-DQN, A2C and DDPG designs (``host/dqn.py``, ``host/a2c.py``, ``host/ddpg.py``; their ``*_DEFAULTS``
-list the hyperparameters):
-``--precision fp32`` runs every training-graph node on the PS in FP32; ``--precision mixed`` runs
-each node in its unit's format (AP-DRL §IV-D, ``host/mixed.py``) under ``--plan PLAN.json`` (from
-``rlhls partition``) or, without it, under the plan profile + ILP give for the design's device and
-batch (solved in-process; the assignment is written to config.json and a resumed run reuses it).
-Default precision: the design's (``mixed`` for the AP-DRL designs). Default ``--steps``: the
-design's ``total_timesteps`` if it has one, 1e6 otherwise.
+Precision. ``--precision fp32`` runs every training-graph node on the PS in FP32;
+``--precision mixed`` runs each node in its unit's format (AP-DRL §IV-D, ``host/mixed.py``) under
+``--plan PLAN.json`` (from ``rlhls partition``) or, without it, under the plan profile + ILP give
+for the design's device and batch (solved in-process; the assignment is written to config.json
+and a resumed run reuses it). The batch of that plan is the design's training batch: DQN's and
+DDPG's ``batch_size``, A2C's ``num_envs x n_steps``, PPO's minibatch
+``num_envs x num_steps / num_minibatches``. ``--precision fp64`` is PPO only: the float64 numpy
+path of the HEPPO-GAE designs (no plan). Default precision: the design's (``mixed`` for the
+AP-DRL designs, ``fp64`` for the HEPPO / CPP PPO designs). DQN, A2C, DDPG and PPO in fp32 / mixed
+(``host/dqn.py``, ``host/a2c.py``, ``host/ddpg.py``, ``host/ppo.py``; their ``*_DEFAULTS`` list the
+hyperparameters) record ``precision``, ``plan`` and ``plan_source`` in config.json; PPO also its
+``experiment``. Default ``--steps``: the design's ``total_timesteps`` if it has one, 1e6
+otherwise.
 """
 
 from __future__ import annotations
@@ -37,14 +44,16 @@ def add_train_arguments(parser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--backend", choices=("emu", "csim", "cosim"), default="emu",
                         help="what runs the GAE kernel (default emu)")
-    parser.add_argument("--experiment", type=int, choices=(1, 2, 3, 4, 5),
-                        help="HEPPO-GAE Table III configuration (default: the design's, 5 for heppo-ppo)")
-    parser.add_argument("--precision", choices=("fp32", "mixed"),
-                        help="DQN, A2C, DDPG: fp32 on every node, or AP-DRL's per-unit mixed precision (default: the design's)")
+    parser.add_argument("--experiment", type=int, choices=(0, 1, 2, 3, 4, 5),
+                        help="PPO: HEPPO-GAE Table III configuration, 0 = raw rewards (default: the design's, "
+                             "5 for heppo-ppo, 0 for apdrl-ppo-mspacman)")
+    parser.add_argument("--precision", choices=("fp64", "fp32", "mixed"),
+                        help="fp32 on every node, or AP-DRL's per-unit mixed precision; fp64: PPO's float64 path "
+                             "(default: the design's: mixed for AP-DRL designs, fp64 for HEPPO / CPP PPO)")
     parser.add_argument("--plan", metavar="PLAN.json",
                         help="--precision mixed: the partition (plan.json or its folder) to take formats from "
                              "(default: profile + ILP in-process)")
-    parser.add_argument("--out", help="run folder (default runs/<design>-<env>-s<seed>-e<experiment>)")
+    parser.add_argument("--out", help="run folder (default runs/<design>-<env>-s<seed>-<e<experiment>|precision>)")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
     parser.add_argument("--num-envs", type=positive_int, help="= --set num_envs=N")
     parser.add_argument("--num-steps", type=positive_int, help="= --set num_steps=T (rollout length)")
@@ -79,10 +88,13 @@ def run_train(args) -> int:
     overrides = _overrides(args)
     if design.algorithm in ("dqn", "a2c", "ddpg"):
         return _run_mixed(args, design, overrides)
-    if args.precision is not None or args.plan is not None:
-        raise RlhlsError(f"--precision / --plan: {design.algorithm.upper()} trains in float64 so far "
-                         "(DQN, A2C and DDPG take them)")
+    if args.precision is not None:
+        overrides["precision"] = args.precision
     hp = resolve_hyperparams(design, overrides)  # validates before anything is written
+    if hp["precision"] != "fp64":  # AP-DRL PPO (apdrl-ppo-mspacman, or --precision on any PPO design)
+        return _run_mixed(args, design, overrides)
+    if args.plan is not None:
+        raise RlhlsError("--plan: only with --precision mixed (fp64 runs PPO in float64 numpy)")
     env_id = args.env or design.env_id
     out = args.out or f"runs/{design.name}-{env_id}-s{args.seed}-e{hp['experiment']}"
     config = {"design": design.name, "algorithm": design.algorithm, "env": env_id, "seed": args.seed,
@@ -98,17 +110,22 @@ def run_train(args) -> int:
 
 
 def _run_mixed(args, design, overrides) -> int:
-    """DQN, A2C and DDPG: fp32 or AP-DRL mixed precision, the plan from --plan, the resumed run, or the ILP."""
+    """DQN, A2C, DDPG and AP-DRL PPO: fp32 or mixed precision, the plan from --plan, the resumed run,
+    or the ILP at the design's batch (PPO: one minibatch)."""
     import json
     from pathlib import Path
 
     from .mixed import default_plan, plan_assignment
     from .runner import train
 
-    if design.algorithm == "dqn":
+    algo = design.algorithm
+    if algo == "ppo":
+        from .ppo import PPO as Trainer
+        from .ppo import resolve_hyperparams
+    elif algo == "dqn":
         from .dqn import DQN as Trainer
         from .dqn import resolve_hyperparams
-    elif design.algorithm == "ddpg":
+    elif algo == "ddpg":
         from .ddpg import DDPG as Trainer
         from .ddpg import resolve_hyperparams
     else:
@@ -116,23 +133,29 @@ def _run_mixed(args, design, overrides) -> int:
         from .a2c import resolve_hyperparams
     if args.precision is not None:
         overrides["precision"] = args.precision
-    if args.experiment is not None:
-        raise RlhlsError("--experiment: HEPPO-GAE experiments are for PPO designs")
-    overrides.pop("experiment", None)
-    if "num_steps" in overrides:
-        if design.algorithm in ("dqn", "ddpg"):
-            raise RlhlsError(f"--num-steps: {design.algorithm.upper()} has no rollout length "
-                             "(use --set steps_per_update=N)")
+    if algo != "ppo":
+        if args.experiment is not None:
+            raise RlhlsError("--experiment: HEPPO-GAE experiments are for PPO designs")
+        overrides.pop("experiment", None)
+    if "num_steps" in overrides and algo != "ppo":
+        if algo in ("dqn", "ddpg"):
+            raise RlhlsError(f"--num-steps: {algo.upper()} has no rollout length (use --set steps_per_update=N)")
         overrides["n_steps"] = overrides.pop("num_steps")  # A2C's rollout length, SB3's n_steps
     hp = resolve_hyperparams(design, overrides)  # validates before anything is written
     env_id = args.env or design.env_id
-    out = args.out or f"runs/{design.name}-{env_id}-s{args.seed}-{hp['precision']}"
+    tag = f"e{hp['experiment']}-{hp['precision']}" if algo == "ppo" else hp["precision"]
+    out = args.out or f"runs/{design.name}-{env_id}-s{args.seed}-{tag}"
     if args.plan is not None and hp["precision"] != "mixed":
         raise RlhlsError("--plan: only with --precision mixed (fp32 runs every node on the PS)")
     assignment, plan_src = None, None
     if hp["precision"] == "mixed":
         old = Path(out) / "config.json"
-        batch = hp["num_envs"] * hp["n_steps"] if design.algorithm == "a2c" else hp["batch_size"]
+        if algo == "a2c":
+            batch = hp["num_envs"] * hp["n_steps"]
+        elif algo == "ppo":  # one minibatch
+            batch = hp["num_envs"] * hp["num_steps"] // hp["num_minibatches"]
+        else:
+            batch = hp["batch_size"]
         if args.plan is not None:
             assignment, plan_src = plan_assignment(args.plan), str(args.plan)
         elif args.resume and old.exists() and json.loads(old.read_text()).get("plan_source") == "ilp":
@@ -143,12 +166,14 @@ def _run_mixed(args, design, overrides) -> int:
     config = {"design": design.name, "algorithm": design.algorithm, "env": env_id, "seed": args.seed,
               "backend": args.backend, "precision": hp["precision"], "plan": assignment, "plan_source": plan_src,
               "hyperparams": hp}
+    if algo == "ppo":
+        config["experiment"] = hp["experiment"]
 
     def make():
         return Trainer(design, env_id=env_id, seed=args.seed, backend=args.backend, hyperparams=overrides,
                        assignment=assignment)
 
     res = train(make, config, out, steps=steps, resume=args.resume, progress=not args.quiet,
-                title=f"{design.name} on {env_id} ({hp['precision']}, seed {args.seed})")
+                title=f"{design.name} on {env_id} ({tag}, seed {args.seed})")
     print(f"{res['updates']} updates, {res['env_steps']} env steps -> {res['out']}")
     return 0

@@ -8,13 +8,14 @@ run's ``--steps``; one random draw decides for all sub-envs, as CleanRL); a unif
 of ``buffer_size`` transitions (sampled with replacement, as SB3's ReplayBuffer); from global
 step ``learning_starts`` on, every ``train_frequency`` steps one minibatch of ``batch_size``
 (the design's batch) with TD target ``r + gamma * max_a Q_target(s', a) * (1 - terminated)``
-and the design's ``loss`` (``huber`` = PyTorch smooth_l1 with beta 1, or ``mse`` as CleanRL's
-``dqn.py`` and ``dqn_atari.py`` both use),
-Adam (PyTorch defaults, eps 1e-8); every ``target_network_frequency`` steps
+and the design's ``loss``, Adam (PyTorch defaults, eps 1e-8); every ``target_network_frequency`` steps
 ``target <- tau * online + (1 - tau) * target`` (tau = 1: hard copy).
 
-Huber vs MSE on CartPole (measured): the AP-DRL designs use ``loss: mse`` as CleanRL does; with
-CleanRL's other hyperparameters ``--set loss=huber`` makes Q diverge on CartPole (Q ~ 1e4 by 50k steps, return
+Loss: ``mse`` (default; all AP-DRL DQN designs) is what CleanRL's ``dqn.py`` and ``dqn_atari.py``
+use (``F.mse_loss``); ``huber`` (``--set loss=huber``) is PyTorch's ``smooth_l1_loss`` with beta 1,
+what Stable-Baselines3's DQN uses and what the Nature DQN's clipping of the TD error to [-1, 1]
+amounts to -- and what the AP-DRL issue names. We keep CleanRL's MSE because, measured with
+CleanRL's other hyperparameters, Huber makes Q diverge on CartPole (Q ~ 1e4 by 50k steps, return
 stuck near 10-20): the only failure signal, a termination, is a rare large TD error whose pull
 the Huber loss caps at 1, so Q fits the *median* target and ignores terminations (on a synthetic
 chain with true value 16.8 it climbs past 44 while MSE settles at 17.5).
@@ -24,6 +25,17 @@ ends an episode returns the next episode's first observation and the last one in
 ``infos['final_obs']``; the buffer stores that final observation as s' (CleanRL's
 ``real_next_obs``) and ``terminated`` (not truncated) as the done flag, so time-limit ends
 bootstrap. Observations are not normalized (CleanRL).
+
+Atari (DQN-Breakout; host/atari.py: CleanRL's wrappers, rewards clipped to their sign for
+learning): observations stay uint8 (4 x 84 x 84 frame stacks) in the replay buffer and the Q
+network reads ``x / 255`` in acting and training (CleanRL's ``q_network(x / 255.0)``; raw 0-255
+pixels make the FP16 gradients of PL layers overflow). The recorded episodic return / length
+(``EpisodeTracker`` with the env infos) is the unclipped game score over all lives, one episode
+per game. Replay memory: ``ReplayBuffer`` stores each observation once (a transition's s' is the
+same sub-env's following s, kept apart only at episode ends), 28 KB per Atari transition; the
+design's CleanRL ``buffer_size`` of 1 000 000 would still take 28 GB, so for an Atari env the
+buffer is capped at ``atari.ATARI_BUFFER_CAP`` (200 000 transitions, 5.6 GB) unless
+``--set buffer_size=N`` asks for a size explicitly (config.json records the size used).
 
 Updates and resume: one update = ``steps_per_update`` env steps (default 1000; a multiple of
 ``num_envs``), so the runner checkpoints every 1000 steps. The checkpoint holds online and target
@@ -56,6 +68,7 @@ import numpy as np
 from rlhls.designs.errors import RlhlsError
 from rlhls.designs.formats import parse_format
 
+from .atari import ATARI_BUFFER_CAP, is_atari
 from .envs import EpisodeTracker, ReplayableVecEnv, space_info
 from .mixed import PRECISIONS, MixedPrecision, default_plan
 from .hyperparams import merge
@@ -88,6 +101,10 @@ def resolve_hyperparams(design, overrides: dict | None = None) -> dict:
         hp[k] = int(hp[k])
         if hp[k] < (0 if k in ("learning_starts", "quantization_delay") else 1):
             raise RlhlsError(f"hyperparameter {k} = {hp[k]}: expected >= {0 if k in ('learning_starts', 'quantization_delay') else 1}")
+    if is_atari(design.env_id) and "buffer_size" not in (overrides or {}):
+        hp["buffer_size"] = min(hp["buffer_size"], ATARI_BUFFER_CAP)  # see the module docstring
+    if hp["buffer_size"] < hp["num_envs"]:
+        raise RlhlsError(f"buffer_size {hp['buffer_size']} is smaller than num_envs {hp['num_envs']}")
     if hp["steps_per_update"] % hp["num_envs"]:
         raise RlhlsError(f"steps_per_update {hp['steps_per_update']} is not a multiple of num_envs {hp['num_envs']}")
     if hp["loss"] not in LOSSES:
@@ -117,45 +134,86 @@ def _timed(times: dict, phase: str):
 
 
 class ReplayBuffer:
-    """Circular buffer of (obs, next_obs, action, reward, terminated); uniform sampling with replacement."""
+    """Circular buffer of (obs, next_obs, action, reward, terminated); uniform sampling with
+    replacement. Each observation is stored once: a transition's next_obs is the obs of the same
+    sub-env's following transition (``num_envs`` adds later), kept apart only where it differs
+    (an episode's final observation, ``finals``) or does not exist yet (each sub-env's newest
+    transition, ``tail``). ``sample`` returns exactly what storing both would."""
 
     def __init__(self, capacity: int, obs_shape: tuple, obs_dtype):
         self.capacity = int(capacity)
         self.obs = np.zeros((capacity,) + tuple(obs_shape), dtype=obs_dtype)
-        self.next_obs = np.zeros_like(self.obs)
         self.actions = np.zeros(capacity, dtype=np.int64)
         self.rewards = np.zeros(capacity, dtype=np.float32)
         self.dones = np.zeros(capacity, dtype=np.float32)
         self.pos = 0
         self.size = 0
+        self.num_envs = None  # fixed by the first add
+        self.tail = None  # (num_envs, *obs_shape): next_obs of each sub-env's newest transition
+        self.tail_pos = None  # its position (-1: none yet)
+        self.finals: dict[int, np.ndarray] = {}  # position -> next_obs where the following obs differs
 
     def add(self, obs, next_obs, actions, rewards, dones) -> None:
-        for i in range(len(actions)):
-            p = self.pos
-            self.obs[p], self.next_obs[p] = obs[i], next_obs[i]
+        n = len(actions)
+        if self.num_envs is None:
+            if n > self.capacity:
+                raise RlhlsError(f"replay buffer of {self.capacity} transitions is smaller than num_envs {n}")
+            self.num_envs = n
+            self.tail = np.zeros((n,) + self.obs.shape[1:], dtype=self.obs.dtype)
+            self.tail_pos = np.full(n, -1, dtype=np.int64)
+        elif n != self.num_envs:
+            raise RlhlsError(f"replay buffer: {n} transitions added, expected one per sub-env ({self.num_envs})")
+        for i in range(n):
+            p, q = self.pos, self.tail_pos[i]
+            if q >= 0 and not np.array_equal(self.tail[i], obs[i]):
+                self.finals[q] = self.tail[i].copy()  # the episode ended: its follower starts another
+            self.finals.pop(p, None)  # p's old transition is overwritten
+            self.obs[p] = obs[i]
             self.actions[p], self.rewards[p], self.dones[p] = actions[i], rewards[i], dones[i]
+            self.tail[i], self.tail_pos[i] = next_obs[i], p
             self.pos = (p + 1) % self.capacity
             self.size = min(self.size + 1, self.capacity)
 
+    def next_obs_at(self, idx) -> np.ndarray:
+        """next_obs of the transitions at positions `idx`."""
+        idx = np.asarray(idx, dtype=np.int64)
+        out = self.obs[(idx + (self.num_envs or 1)) % self.capacity]
+        tails = {int(q): i for i, q in enumerate(self.tail_pos if self.tail_pos is not None else ())}
+        for k, p in enumerate(idx.tolist()):
+            if p in tails:
+                out[k] = self.tail[tails[p]]
+            elif p in self.finals:
+                out[k] = self.finals[p]
+        return out
+
     def sample(self, rng: np.random.Generator, n: int):
         idx = rng.integers(0, self.size, size=n)
-        return (self.obs[idx].astype(np.float64), self.next_obs[idx].astype(np.float64), self.actions[idx],
+        return (self.obs[idx].astype(np.float64), self.next_obs_at(idx).astype(np.float64), self.actions[idx],
                 self.rewards[idx].astype(np.float64), self.dones[idx].astype(np.float64))
 
     def state(self) -> dict:
         n = self.size
         return {"capacity": self.capacity, "pos": self.pos, "size": n, "obs": self.obs[:n].copy(),
-                "next_obs": self.next_obs[:n].copy(), "actions": self.actions[:n].copy(),
-                "rewards": self.rewards[:n].copy(), "dones": self.dones[:n].copy()}
+                "actions": self.actions[:n].copy(), "rewards": self.rewards[:n].copy(),
+                "dones": self.dones[:n].copy(), "num_envs": self.num_envs,
+                "tail": None if self.tail is None else self.tail.copy(),
+                "tail_pos": None if self.tail_pos is None else self.tail_pos.copy(),
+                "finals": {int(p): a.copy() for p, a in self.finals.items()}}
 
     def load(self, s: dict) -> None:
+        if "finals" not in s:
+            raise RlhlsError("checkpoint: replay buffer in the older two-copy format (start the run again)")
         if s["capacity"] != self.capacity or s["obs"].shape[1:] != self.obs.shape[1:]:
             raise RlhlsError(f"checkpoint: replay buffer of {s['capacity']} x {s['obs'].shape[1:]}, "
                              f"expected {self.capacity} x {self.obs.shape[1:]}")
         n = self.size = int(s["size"])
         self.pos = int(s["pos"])
-        for k in ("obs", "next_obs", "actions", "rewards", "dones"):
+        for k in ("obs", "actions", "rewards", "dones"):
             getattr(self, k)[:n] = s[k]
+        self.num_envs = s["num_envs"]
+        self.tail = None if s["tail"] is None else np.array(s["tail"])
+        self.tail_pos = None if s["tail_pos"] is None else np.array(s["tail_pos"], dtype=np.int64)
+        self.finals = {int(p): np.array(a) for p, a in s["finals"].items()}
 
 
 class DQN:
@@ -204,24 +262,33 @@ class DQN:
         self.fp32 = parse_format("fp32")
         self.loss_fmt = lambda: self.mp.precision(self.mp.loss_unit).storage
         obs_dtype = self.envs.single_observation_space.dtype
-        self.rb = ReplayBuffer(hp["buffer_size"], sp["obs_shape"], obs_dtype)
+        self.rb = ReplayBuffer(hp["buffer_size"], sp["obs_shape"], obs_dtype)  # uint8 frames stay uint8
+        # uint8 frames: the network reads x / 255 (CleanRL dqn_atari; raw pixels overflow FP16 gradients)
+        self.frames = np.dtype(obs_dtype) == np.uint8
         self.rng = np.random.default_rng(self.seed)
         self.steps_per_update = hp["steps_per_update"]
         self.global_step = 0  # CleanRL's global_step: vector-env iterations so far
         self.obs = None  # raw observations of the current step (None: envs not reset yet)
         self.tracker = EpisodeTracker(hp["num_envs"])
 
+    def _net_in(self, obs) -> np.ndarray:
+        """What the Q network reads: float64, uint8 frames scaled by 1/255."""
+        x = np.asarray(obs, dtype=np.float64)
+        return x / 255.0 if self.frames else x
+
     # -- acting: PS, FP32 (Fig. 10)
     def q_values(self, obs) -> np.ndarray:
         q = self.fp32.quantize
-        x = q(np.asarray(obs, dtype=np.float64))
+        x = q(self._net_in(obs))
         for layer in self.q.layers:
             x = q(layer.forward(x, None))
         return x
 
     # -- one gradient step
     def train_step(self, s, s2, a, r, d, times: dict) -> dict:
+        """One minibatch (observations as stored: raw frames for Atari)."""
         hp, mp, B = self.hp, self.mp, s.shape[0]
+        s, s2 = self._net_in(s), self._net_in(s2)
         with _timed(times, "target_forward"):
             tq, tu = mp.forward(s2, "tfwd", net=self.target)
             tq = mp.to_loss(tq, tu)
@@ -286,7 +353,8 @@ class DQN:
                 for i in np.flatnonzero(done):
                     real_next[i] = infos["final_obs"][i]
                 self.rb.add(self.obs, real_next, actions, r, term)
-                for ret, length in self.tracker.step(np.asarray(r, dtype=np.float64), done):
+                # Atari: the unclipped score, one episode per game (host/atari.py)
+                for ret, length in self.tracker.step(np.asarray(r, dtype=np.float64), done, infos):
                     episodes.append(((g + 1) * N, ret, length))
             self.obs = next_obs
             if g > hp["learning_starts"]:

@@ -69,7 +69,7 @@ always use ``gae_reference`` in numpy, whatever the backend.
 
 Experiment 0 (not in HEPPO-GAE's table): raw env rewards into the float GAE, no normalization --
 CleanRL's ``ppo_atari.py`` (whose env already clips rewards to their sign, host/atari.py); the
-AP-DRL MsPacman design should set it (``--set experiment=0`` until it does).
+AP-DRL MsPacman design sets it.
 
 Precision (``precision`` hyperparameter): ``fp64`` (default; HEPPO designs) = the float64 numpy
 path above, unchanged. ``fp32`` / ``mixed`` = AP-DRL (seed 003 §IV-D, as host/a2c.py and
@@ -80,14 +80,17 @@ in-process at the minibatch size). Acting (policy, V, V of truncated final obser
 bootstrap V) runs on the PS in FP32 (Fig. 10); its log-probs and values reach the loss node
 converted PS -> loss unit. The float GAE's outputs are rounded to the ``gae`` node's storage
 format (the ``returns`` node for an A2C design's plan; PS if neither), HEPPO's uq<n> GAE keeps its
-own. One dynamic loss scale serves both networks (one loss, as PyTorch's GradScaler): the loss
-gradients of the policy output, V and log-std are scaled; a non-finite gradient anywhere skips
-the whole minibatch step (weights and Adam untouched, scale halved). Gradients are unscaled in
-FP32, clipped (global norm), then Adam steps and weights are rounded to their master formats
-(BF16 for AIE layers, else FP32). Extra metrics columns (fp32 / mixed): loss_scale, quantized,
+own. One dynamic loss scale serves both networks (one loss, as PyTorch's GradScaler;
+``MixedPrecision.link``): the loss gradients of the policy output, V and log-std are scaled; a
+non-finite gradient anywhere skips the whole minibatch step (weights and Adam untouched, scale
+halved). Gradients are unscaled in FP32, clipped to the global norm (``apply(...,
+max_grad_norm=)``), then Adam steps and weights are rounded to their master formats (BF16 for
+AIE layers, else FP32). Extra metrics columns (fp32 / mixed): loss_scale, quantized,
 skipped_steps, scale_shrinks, scale_grows, grad_overflows, conv_overflows; grad_norm is the mean
 over the applied steps. The checkpoint adds the scaler state and the assignment (a checkpoint of
-another precision or plan is refused).
+another precision or plan is refused). ``rlhls train`` runs a PPO design in fp32 / mixed when its
+precision (the design's, ``--precision`` or ``--set precision=``) is not fp64, with the plan from
+``--plan`` or the ILP at the minibatch size, recorded in config.json (host/cli_train.py).
 
 Image observations: uint8 frames (Atari, host/atari.py) stay uint8 in the rollout buffer
 (8 x 128 x 4 x 84 x 84 = 29 MB) and the networks read ``x / 255`` (CleanRL's ppo_atari scales in
@@ -117,7 +120,7 @@ from rlhls.designs.formats import parse_format
 from .distributions import DiagGaussian, env_action, policy_distribution
 from .envs import EpisodeTracker, ReplayableVecEnv, pad_obs, space_info
 from .hyperparams import merge
-from .mixed import LossScaler, MixedPrecision, default_plan
+from .mixed import MixedPrecision, default_plan
 from .optim import clip_grad_norm, make_optimizer
 
 __all__ = ["CLEANRL_DEFAULTS", "EXPERIMENTS", "PHASES", "PRECISIONS", "GAE_CALL", "RunningMeanStd",
@@ -401,21 +404,6 @@ def ppo_loss(dist, newv, act, old_logp, old_val, adv, rtg, hp: dict):
     return loss, g_out, vf_coef * g_v, g_ls, stats
 
 
-class _ClipThenStep:
-    """The optimizer as MixedPrecision.apply sees it: clip the (unscaled) gradients, then step."""
-
-    def __init__(self, opt, max_norm):
-        self.opt, self.max_norm, self.norm = opt, max_norm, float("nan")
-
-    @property
-    def slots(self):
-        return self.opt.slots
-
-    def step(self, params, grads):
-        self.norm = clip_grad_norm(grads, self.max_norm)
-        self.opt.step(params, grads)
-
-
 MIXED_COUNTS = ("skipped_steps", "scale_shrinks", "scale_grows", "grad_overflows", "conv_overflows")
 
 
@@ -494,19 +482,12 @@ class PPO:
             if assignment is None:
                 assignment = default_plan(design, self.steps_per_update // hp["num_minibatches"])
             self.assignment = dict(assignment)
-        # MixedPrecision also asks for target-forward nodes; PPO has no target copy and never runs them
-        asg = None if self.assignment is None else {
-            **{k[:-3] + "tfwd": u for k, u in self.assignment.items() if k.endswith(".fwd")}, **self.assignment}
         kw = dict(loss_scale_init=hp["loss_scale_init"], growth_interval=hp["loss_scale_growth_interval"],
-                  quantization_delay=hp["quantization_delay"])
-        pol, val = self.nets["policy"], self.nets["value"]
-        self.mp_p = MixedPrecision(design, pol, "policy", asg, **kw)
-        self.mp_v = MixedPrecision(design, val, "value", asg, **kw)
-        shared = LossScaler(hp["loss_scale_init"], hp["loss_scale_growth_interval"],
-                            enabled=self.mp_p.scaler.enabled or self.mp_v.scaler.enabled)
-        self.mp_p.scaler = self.mp_v.scaler = shared
-        # the policy's MixedPrecision applies the joint step: it needs the value layers' master formats
-        self.mp_p.master_fmt.update({f"value.{k}": f for k, f in self.mp_v.master_fmt.items()})
+                  quantization_delay=hp["quantization_delay"], target=False)  # PPO has no target copy
+        self.mp_p = MixedPrecision(design, self.nets["policy"], "policy", self.assignment, **kw)
+        self.mp_v = MixedPrecision(design, self.nets["value"], "value", self.assignment, **kw)
+        # one loss: one scale and one step count; the policy's instance applies the joint step
+        MixedPrecision.link(self.mp_p, self.mp_v)
         # the plan's advantage node: 'gae' (a PPO graph), 'returns' (an A2C design's graph), else the PS
         gae = next((n for n in ("gae", "returns") if self.assignment and n in self.assignment), None)
         self.gae_unit = self.mp_p._unit(self.assignment, gae) if gae else "PS"
@@ -714,10 +695,8 @@ class PPO:
                         st["grad_norm"] = clip_grad_norm(grads, hp["max_grad_norm"])
                         self.opt.step(self.param_views(), grads)
                     else:  # unscale, check, clip, step, round to the master formats
-                        step = _ClipThenStep(self.opt, hp["max_grad_norm"])
-                        self.mp_p.apply(step, self.views, grads)
-                        self.mp_v.steps = self.mp_p.steps  # one step count (quantization delay)
-                        st["grad_norm"] = step.norm
+                        self.mp_p.apply(self.opt, self.views, grads, max_grad_norm=hp["max_grad_norm"])
+                        st["grad_norm"] = self.mp_p.grad_norm
                 for k, v in st.items():
                     acc[k].append(v)
             if hp["target_kl"] is not None and st["approx_kl"] > hp["target_kl"]:
@@ -763,8 +742,7 @@ class PPO:
         self.rng.bit_generator.state = s["rng"]
         if self.mp_p is not None:
             self._make_views()  # set_params may have replaced the arrays
-            self.mp_p.load(s["mixed"])  # the scaler is shared with mp_v
-            self.mp_v.steps = self.mp_p.steps
+            self.mp_p.load(s["mixed"])  # scaler and step count are shared with mp_v (linked)
         env = s.get("env")
         if env is not None:
             self.envs.restore(env["replay"])  # reset + replay: simulator, TimeLimit and RNG as they were

@@ -11,8 +11,8 @@ from rlhls.cli import main as cli_main
 from rlhls.designs.formats import parse_format
 from rlhls.designs.graph import build_graph
 from rlhls.designs.registry import get_design
-from rlhls.host.dqn import DQN
-from rlhls.host.atari import is_atari, make_atari, replay_bytes
+from rlhls.host.dqn import DQN, resolve_hyperparams as dqn_hyperparams
+from rlhls.host.atari import ATARI_BUFFER_CAP, is_atari, make_atari, replay_bytes
 from rlhls.host.envs import EpisodeTracker, ReplayableVecEnv
 from rlhls.host.ppo import PPO
 from rlhls.host.runner import read_metrics, train
@@ -128,6 +128,7 @@ def test_dqn_breakout_resume_exact(tmp_path):
     buf = a["trainer"]["buffer"]
     assert buf["obs"].dtype == np.uint8 and buf["obs"].shape[1:] == (4, 84, 84)
     assert set(np.unique(buf["rewards"])) <= {-1.0, 0.0, 1.0} and buf["dones"].any()  # lost lives end episodes
+    assert "next_obs" not in buf and buf["finals"]  # frames stored once; s' kept apart where lives were lost
     assert sum(r["train_steps"] for r in a["metrics"]) > 0
 
 
@@ -152,7 +153,7 @@ def test_dqn_breakout_mixed_smoke(tmp_path):
     rows = read_metrics(out / "metrics.csv")
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["precision"] == "mixed" and cfg["plan"]["q.fc1.fwd"] == "AIE" and cfg["plan"]["loss"] == "PL"
-    # FP16 gradients: dynamic loss scaling from 2^15, halved at each overflow (raw 0..255 pixels overflow)
+    # FP16 gradients: dynamic loss scaling from 2^15, halved at each overflow
     shrinks = sum(int(r["scale_shrinks"]) for r in rows)
     assert float(rows[-1]["loss_scale"]) == 2.0 ** (15 - shrinks) and int(rows[-1]["train_steps"]) > 0
     ck = pickle.loads((out / "checkpoint.pkl").read_bytes())["trainer"]["params"]
@@ -177,3 +178,42 @@ def test_ppo_mspacman_mixed_smoke(tmp_path):
     w2 = ppo.nets["value"]["fc2"].params["W"]
     assert not np.array_equal(bf16.quantize(w2), w2)
     ppo.close()
+
+
+def test_dqn_breakout_records_game_scores_and_reads_frames_over_255():
+    design = get_design("apdrl-dqn-breakout")
+    assert dqn_hyperparams(design)["buffer_size"] == ATARI_BUFFER_CAP  # the design's 1M does not fit
+    assert dqn_hyperparams(design, {"buffer_size": "1000000"})["buffer_size"] == 1_000_000  # asked for: kept
+    assert dqn_hyperparams(get_design("apdrl-dqn-cartpole"))["buffer_size"] == 10_000
+    dqn = DQN(design, seed=0, hyperparams={"precision": "fp32", "learning_starts": 10_000, "steps_per_update": 400,
+                                           "buffer_size": 400})
+    raw, games, step = [], [], dqn.envs.step
+
+    def recording_step(actions):  # the game score as the ALE gives it, summed per game
+        out = step(actions)
+        raw.append(float(out[4]["raw_reward"][0]))
+        if out[4]["game_over"][0]:
+            games.append((sum(raw), len(raw)))
+            raw.clear()
+        return out
+
+    dqn.envs.step = recording_step
+    row = dqn.train_update(1, 1)
+    assert games and [(r, n) for _, r, n in row["_episodes"]] == games  # a game, not a life, unclipped
+    # scored games, each over several lives (terminal transitions for learning, one episode recorded)
+    assert sum(r for r, _ in games) > 0 and dqn.rb.dones.sum() > 2 * len(games)
+    assert dqn.rb.obs.dtype == np.uint8
+    # acting reads x / 255: the Q values equal a float64 forward of the scaled frames (to FP32 rounding)
+    obs = dqn.obs
+    q = dqn.q_values(obs)
+    assert np.allclose(q, dqn.q.forward(obs / 255.0), rtol=1e-4, atol=1e-6)
+    assert not np.allclose(q, dqn.q.forward(obs.astype(np.float64)), rtol=1e-2)
+    # training too: the online and target forwards see the sampled frames / 255
+    seen, fwd = [], dqn.mp.forward
+    dqn.mp.forward = lambda x, phase="fwd", **kw: (seen.append((phase, np.array(x))), fwd(x, phase, **kw))[1]
+    s, s2, a, r, d = dqn.rb.sample(np.random.default_rng(0), 4)
+    dqn.train_step(s, s2, a, r, d, {p: 0.0 for p in ("target_forward", "update_forward", "backprop",
+                                                       "weight_update")})
+    assert [p for p, _ in seen] == ["tfwd", "fwd"]
+    assert np.array_equal(seen[0][1], s2 / 255.0) and np.array_equal(seen[1][1], s / 255.0)
+    dqn.close()

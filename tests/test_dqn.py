@@ -1,4 +1,5 @@
-"""DQN (host/dqn.py): CLI smoke in fp32 and mixed precision, exact resume, learning CartPole."""
+"""DQN (host/dqn.py): CLI smoke in fp32 and mixed precision, exact resume, the replay buffer that
+stores each observation once, learning CartPole."""
 
 import json
 import pickle
@@ -13,7 +14,7 @@ from rlhls.cli import main as cli_main
 
 def train_main(argv):
     return cli_main(["train", *argv])
-from rlhls.host.dqn import DQN, linear_schedule, resolve_hyperparams
+from rlhls.host.dqn import DQN, ReplayBuffer, linear_schedule, resolve_hyperparams
 from rlhls.host.runner import read_metrics, train
 
 DESIGN = get_design("apdrl-dqn-cartpole")
@@ -78,6 +79,8 @@ def test_hyperparams_and_schedule():
     assert hp["precision"] == "mixed" and hp["loss_scale_init"] == 2.0 ** 15
     with pytest.raises(RlhlsError, match="unknown DQN hyperparameter"):
         resolve_hyperparams(DESIGN, {"nope": 1})
+    with pytest.raises(RlhlsError, match="smaller than num_envs"):
+        resolve_hyperparams(DESIGN, {"buffer_size": 2, "num_envs": 4, "steps_per_update": 1000})
     assert linear_schedule(1.0, 0.05, 100, 0) == 1.0
     assert abs(linear_schedule(1.0, 0.05, 100, 50) - 0.525) < 1e-12
     assert linear_schedule(1.0, 0.05, 100, 1000) == 0.05
@@ -129,3 +132,31 @@ def test_dqn_learns_cartpole():
 
 LEARN_STEPS, LEARN_THRESHOLD = 20_000, 100.0
 LEARN_HP = {"loss": "mse", "learning_starts": 1000, "learning_rate": 1e-3}
+
+
+@pytest.mark.parametrize("num_envs, capacity", [(1, 7), (2, 9), (3, 3), (2, 50)])
+def test_replay_buffer_stores_obs_once_and_samples_what_was_added(num_envs, capacity):
+    """s' is the same sub-env's following s except at episode ends: sampling returns exactly the
+    (s, s') pairs added, through wrap-around, and a saved / loaded buffer samples the same."""
+    rng = np.random.default_rng(capacity)
+    rb = ReplayBuffer(capacity, (2,), np.float32)
+    added = []  # (s, s') in the order added
+    obs = rng.normal(size=(num_envs, 2)).astype(np.float32)
+    for _ in range(40):
+        nxt = rng.normal(size=(num_envs, 2)).astype(np.float32)
+        ended = rng.random(num_envs) < 0.3  # s' = final obs; the next s is a reset obs
+        rb.add(obs, nxt, rng.integers(0, 4, num_envs), np.zeros(num_envs), ended)
+        added += [(obs[i].copy(), nxt[i].copy()) for i in range(num_envs)]
+        obs = np.where(ended[:, None], rng.normal(size=(num_envs, 2)).astype(np.float32), nxt)
+    assert rb.size == capacity
+    live = added[-capacity:]
+    pos = [(len(added) - capacity + k) % capacity for k in range(capacity)]
+    assert all(np.array_equal(rb.obs[p], s) and np.array_equal(rb.next_obs_at([p])[0], s2)
+               for p, (s, s2) in zip(pos, live))
+    copy = ReplayBuffer(capacity, (2,), np.float32)
+    copy.load(pickle.loads(pickle.dumps(rb.state())))
+    a, b = rb.sample(np.random.default_rng(1), 16), copy.sample(np.random.default_rng(1), 16)
+    assert all(np.array_equal(x, y) for x, y in zip(a, b))
+    with pytest.raises(RlhlsError, match="one per sub-env"):
+        m = num_envs + 1
+        rb.add(np.zeros((m, 2)), np.zeros((m, 2)), [0] * m, [0.0] * m, [False] * m)

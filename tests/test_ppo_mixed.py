@@ -1,17 +1,20 @@
 """PPO with AP-DRL mixed precision (host/ppo.py ``precision``): formats per node, loss scaling,
-exact resume, and learning CartPole in mixed precision about as well as in fp32."""
+exact resume, learning CartPole in mixed precision about as well as in fp32, and ``rlhls train``
+routing PPO designs (AP-DRL MsPacman with a plan file; HEPPO unchanged in fp64, mixed on request)."""
 
+import json
 import pickle
 
 import numpy as np
 import pytest
 
+from rlhls.cli import main as cli_main
 from rlhls.designs.errors import RlhlsError
 from rlhls.designs.formats import parse_format
 from rlhls.designs.graph import build_graph
 from rlhls.designs.registry import get_design
 from rlhls.host.ppo import PPO, resolve_hyperparams
-from rlhls.host.runner import train
+from rlhls.host.runner import read_metrics, train
 
 DESIGN = get_design("apdrl-a2c-invpendulum")  # separate 64-64 tanh policy and value MLPs, AP-DRL formats
 FAST = {"num_envs": 4, "num_steps": 128, "num_minibatches": 4, "update_epochs": 4, "learning_rate": 2.5e-3,
@@ -111,3 +114,66 @@ def test_mixed_learns_cartpole_like_fp32(seed):
     fp32, mixed = _final_return("fp32", seed), _final_return("mixed", seed)
     # random play returns ~22; both learn within 9k steps, mixed at least half as well as fp32
     assert fp32 > 80 and mixed > 80 and mixed > 0.5 * fp32, (fp32, mixed)
+
+
+# ---------------------------------------------------------------- rlhls train (host/cli_train.py)
+
+TINY_CLI = ["--num-envs", "2", "--num-steps", "8", "--set", "num_minibatches=1", "--set", "update_epochs=1",
+            "--quiet"]
+
+
+def _write_plan(path, asg):
+    plan = {"status": "Optimal", "makespan_us": 1.0, "gap": 0.0, "assignment": asg,
+            "start_us": {n: 0.0 for n in asg}, "point": {n: "0" for n in asg}}
+    path.write_text(json.dumps(plan))
+
+
+def test_cli_mspacman_mixed_with_plan_file(tmp_path):
+    d = get_design("apdrl-ppo-mspacman")
+    # convolutions on the PS (fast on the host), fc1 on the AIE (BF16), fc2 / loss / GAE on the PL (FP16)
+    asg = {}
+    for n in build_graph(d).nodes:
+        fc = ".fc1." in n.name or ".fc2." in n.name
+        asg[n.name] = ("PL" if n.name.endswith(".upd") or ".fc2." in n.name else "AIE") if fc else \
+            ("PL" if n.name in ("loss", "gae") else "PS")
+    _write_plan(tmp_path / "plan.json", asg)
+    out = tmp_path / "run"
+    argv = ["train", d.name, "--precision", "mixed", "--plan", str(tmp_path / "plan.json"), "--steps", "16",
+            "--out", str(out), *TINY_CLI]
+    assert cli_main(argv) == 0
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["precision"] == "mixed" and cfg["plan"] == asg and cfg["plan_source"].endswith("plan.json")
+    assert cfg["experiment"] == 0 and cfg["hyperparams"]["num_steps"] == 8  # PPO keeps num_steps
+    rows = read_metrics(out / "metrics.csv")
+    assert len(rows) == 1 and rows[0]["loss_scale"] == "32768.0" and rows[0]["quantized"] == "1"
+    ck = pickle.loads((out / "checkpoint.pkl").read_bytes())["trainer"]
+    bf16 = parse_format("bf16")
+    w, w2 = ck["params"]["policy"]["fc1.W"], ck["params"]["value"]["fc2.W"]
+    assert np.array_equal(bf16.quantize(w), w) and not np.array_equal(bf16.quantize(w2), w2)
+    assert ck["assignment"] == asg and ck["env"]["next_obs"].dtype == np.uint8
+
+
+def test_cli_heppo_fp64_unchanged_and_mixed_on_cartpole(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    base = ["train", "heppo-ppo", "--env", "CartPole-v1", "--steps", "32", *TINY_CLI]
+    assert cli_main(base) == 0  # HEPPO's float64 path, its folder and config as before
+    out = tmp_path / "runs" / "heppo-ppo-CartPole-v1-s0-e5"
+    cfg = json.loads((out / "config.json").read_text())
+    assert "plan" not in cfg and cfg["hyperparams"]["precision"] == "fp64" and cfg["experiment"] == 5
+    assert "loss_scale" not in read_metrics(out / "metrics.csv")[0]
+    assert pickle.loads((out / "checkpoint.pkl").read_bytes())["trainer"]["mixed"] is None
+    # --plan needs mixed; nothing is written
+    assert cli_main(base + ["--plan", "plan.json", "--out", "nope"]) == 2
+    assert "--plan" in capsys.readouterr().err and not (tmp_path / "nope").exists()
+    # --precision mixed on a HEPPO design: plan from profile + ILP at the minibatch (2 x 8 / 1), resumable
+    assert cli_main(base + ["--precision", "mixed", "--experiment", "0"]) == 0
+    out = tmp_path / "runs" / "heppo-ppo-CartPole-v1-s0-e0-mixed"
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["precision"] == "mixed" and cfg["plan_source"] == "ilp" and cfg["experiment"] == 0
+    assert {"gae", "loss", "policy.fc1.bwd", "value.fc3.upd"} <= set(cfg["plan"])
+    rows = read_metrics(out / "metrics.csv")
+    assert len(rows) == 2 and all(np.isfinite(float(r["pg_loss"])) for r in rows)
+    assert cli_main(["train", "heppo-ppo", "--env", "CartPole-v1", "--steps", "48", *TINY_CLI,
+                     "--precision", "mixed", "--experiment", "0", "--resume"]) == 0
+    assert json.loads((out / "config.json").read_text())["plan"] == cfg["plan"]  # the ILP plan is reused
+    assert len(read_metrics(out / "metrics.csv")) == 3
