@@ -240,8 +240,19 @@ def _train_command(job: dict) -> list[str]:
     return cmd
 
 
+def _finished_steps(run: Path) -> int:
+    try:
+        with open(run / "metrics.csv", newline="") as f:
+            rows = list(csv.DictReader(f))
+        return int(rows[-1]["env_steps"]) if rows else 0
+    except (OSError, KeyError, ValueError):
+        return 0
+
+
 def _run_job(job: dict) -> dict:
     t0 = time.perf_counter()
+    if _finished_steps(Path(job["out"])) >= job["steps"] and (Path(job["out"]) / "checkpoint.pkl").exists():
+        return {**job, "seconds": 0.0}  # done: not even a process
     env = dict(os.environ, OPENBLAS_NUM_THREADS=os.environ.get("OPENBLAS_NUM_THREADS", "1"))
     p = subprocess.run(_train_command(job), capture_output=True, text=True, env=env)
     if p.returncode != 0:

@@ -35,11 +35,12 @@ without a seed at each life reset, as the run did), at most 27 000 agent steps p
 ALE is deterministic given (seed, actions) with sticky actions off (v4 ids).
 
 Replay memory (DQN-Breakout's design asks CleanRL's ``buffer_size`` 1 000 000): host/dqn.py's
-``ReplayBuffer`` stores obs and next_obs as uint8 stacks, 2 x 28 224 B = 56 KB per transition,
-so 1M transitions would take 56 GB (28 GB even with SB3's optimize_memory_usage) against the
-machine's 24 GiB. numpy allocates those zeros lazily, so a short demonstration run only touches
-what it fills. ``replay_bytes`` / ``max_buffer_size`` give the sizes; ``ATARI_BUFFER_CAP``
-(200 000 transitions, 11.3 GB) is the default we recommend for runs on this machine.
+``ReplayBuffer`` stores each uint8 (4, 84, 84) observation once (a transition's next observation
+is the following transition's observation, kept apart only at episode ends), 28 224 B per
+transition, so 1M transitions would take 28 GB against the machine's 24 GiB. DQN caps an Atari
+buffer at ``ATARI_BUFFER_CAP`` (200 000 transitions, 5.6 GB) unless ``buffer_size`` is set
+explicitly. ``replay_bytes`` / ``max_buffer_size`` give the sizes (``next_obs=True``: a buffer
+that stores both copies, as CleanRL's does).
 """
 
 from __future__ import annotations
@@ -168,12 +169,12 @@ def make_atari(env_id: str, *, terminal_on_life_loss: bool = True, clip_rewards:
     return gym.wrappers.FrameStackObservation(env, frame_stack)
 
 
-def replay_bytes(buffer_size: int, obs_shape=(FRAME_STACK, SCREEN, SCREEN), *, next_obs: bool = True) -> int:
+def replay_bytes(buffer_size: int, obs_shape=(FRAME_STACK, SCREEN, SCREEN), *, next_obs: bool = False) -> int:
     """Bytes of a uint8 replay buffer of `buffer_size` transitions (obs, and next_obs if stored)."""
     per = int(np.prod(obs_shape)) * (2 if next_obs else 1) + 8 + 4 + 4  # + action, reward, done
     return int(buffer_size) * per
 
 
-def max_buffer_size(mem_bytes: int, obs_shape=(FRAME_STACK, SCREEN, SCREEN), *, next_obs: bool = True) -> int:
+def max_buffer_size(mem_bytes: int, obs_shape=(FRAME_STACK, SCREEN, SCREEN), *, next_obs: bool = False) -> int:
     """Most transitions that fit in `mem_bytes`."""
     return int(mem_bytes) // replay_bytes(1, obs_shape, next_obs=next_obs)

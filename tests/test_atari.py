@@ -91,6 +91,7 @@ def test_life_loss_ends_episode_not_game_and_replays():
     with pytest.raises(Exception, match="not deterministic"):
         ReplayableVecEnv("BreakoutNoFrameskip-v4", 1, seed=2).restore(bad)
     assert replay_bytes(1_000_000) > 24 * 2 ** 30  # why the design's 1M buffer needs a cap here
+    assert replay_bytes(1, next_obs=True) - replay_bytes(1) == 4 * 84 * 84
 
 
 def _rows(ck):
