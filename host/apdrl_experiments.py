@@ -283,8 +283,8 @@ def run_apdrl_table3(args) -> int:
         demo_steps, demo_set, full_steps = BENCHMARKS[d]
         steps = args.steps or (full_steps if args.full else demo_steps)
         overrides = {**({} if args.full else demo_set), **common}
-        for p in PRECISIONS:
-            for s in range(args.seeds):
+        for s in range(args.seeds):  # seed-major: an interrupted experiment still has fp32/mixed pairs
+            for p in PRECISIONS:
                 jobs.append({"design": d, "precision": p, "seed": s, "steps": steps, "overrides": overrides,
                              "out": str(out / d / f"{p}-s{s}"), "plan": None})
     out.mkdir(parents=True, exist_ok=True)
