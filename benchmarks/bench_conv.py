@@ -2,8 +2,10 @@
 (designs/network.py, precision None = float64 im2col + BLAS, col2im scatter-add) vs the same
 network in PyTorch on the CPU (optional: measured only if ``import torch`` works; float32 and
 float64), at DQN's batch 32 and PPO's minibatch 256, side by side in one run. Also per layer
-(ours), and, with ``--mixed``, the same step under AP-DRL's plan emulation (host/mixed.py: BF16
-AIE / FP16 PL layers bit-exact, sequential float32 sums) at batch 32.
+(ours), DQN's whole fp32 gradient step at batch 32 (host/mixed.py with every node on the PS:
+FP32-rounded tensors, target forward + forward + backward + Adam on the 1.7M parameters), and,
+with ``--mixed``, the same forward + backward under AP-DRL's plan emulation (BF16 AIE / FP16 PL
+layers bit-exact, sequential float32 sums) at batch 32.
 
     python benchmarks/bench_conv.py [--repeats 5] [--threads 2] [--mixed]
 """
@@ -84,6 +86,34 @@ def torch_time(batch, repeats, dtype_name):
     return _best(step, repeats)
 
 
+def fp32_step_time(batch, repeats):
+    """DQN's fp32 train step without the loss: tfwd + fwd + bwd + apply (Adam), all on the PS."""
+    import copy
+
+    from rlhls.designs.registry import get_design
+    from rlhls.host.mixed import MixedPrecision
+    from rlhls.host.optim import Adam
+
+    net = nature_cnn("q", 4, seed=0)
+    target = copy.deepcopy(net)
+    mp = MixedPrecision(get_design("apdrl-dqn-breakout"), net, "q", None)
+    views = {f"q.{l.name}.{k}": (l.name, a) for l in net.layers for k, a in l.params.items()}
+    mp.round_masters(views)
+    opt = Adam(1e-4)
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 256, (batch, 4, 84, 84)).astype(np.float64) / 255.0
+    dy = np.round(rng.standard_normal((batch, 4)) * 64) / 64 / batch  # FP32 values
+
+    def step():
+        mp.forward(x, "tfwd", net=target)
+        mp.forward(x)
+        mp.backward(dy)
+        grads = {key: net[layer].grads[key.rsplit(".", 1)[1]] for key, (layer, _) in views.items()}
+        mp.apply(opt, views, grads)
+
+    return _best(step, repeats)
+
+
 def mixed_time(batch, repeats):
     from rlhls.designs.registry import get_design
     from rlhls.host.mixed import MixedPrecision, default_plan
@@ -128,6 +158,7 @@ def main(argv=None):
             line += "  (torch not installed)"
         print(line)
         print("       per layer (ours, fwd+bwd): " + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in per.items()))
+    print(f"DQN fp32 gradient step (all PS, Adam), batch 32: {fp32_step_time(32, a.repeats) * 1e3:.1f} ms")
     if a.mixed:
         t, units = mixed_time(32, max(1, a.repeats // 3))
         t_ours, _ = ours(32, a.repeats)

@@ -30,13 +30,14 @@ How it is computed (exactness first, then speed):
   when 2 * (M_acc + 1) + 2 <= 53 (fp32, fp16, bf16 all qualify), so
   acc = round_acc(acc + round_acc(x * w)) equals the C++ float arithmetic. With an fp32
   accumulator this is float32 arithmetic (hardware RNE), vectorized over the outputs and
-  sequential in k (``_seq_sum_f32``): a 10-line C loop compiled once per machine on first use
-  (``cc -O3 -march=native -fno-fast-math -ffp-contract=off``, cached in ``$RLHLS_CACHE`` or
-  ``~/.cache/rlhls``, loaded with ctypes, used only after a bit-for-bit self-check against the
-  numpy path; ``RLHLS_NATIVE=0`` or no compiler -> the numpy path, same results, ~4-10x slower:
-  products of a chunk of k at once, then ``np.add.reduce`` over k). Measured on 2 shared EPYC
-  cores: (N, K, M) = (128, 64, 64) 0.08 ms compiled vs 0.4-0.9 ms numpy; (256, 400, 300)
-  4.5 ms vs 29 ms.
+  sequential in k (``_seq_sum_f32``): in numpy, products of a chunk of k at once, then
+  ``np.add.reduce`` over k. ``set_seq_sum_kernel(fn)`` swaps in a faster implementation of the
+  same loop; ``rlhls.flow.native.install()`` (called by the host's mixed precision) registers a
+  compiled C kernel after a bit-for-bit self-check against the numpy path. Measured with
+  ``benchmarks/bench_arith.py`` (fp16 inputs, fp32 accumulator, 2 shared EPYC cores): dense
+  128x64x64 0.10 ms compiled vs 0.39 ms numpy; 256x400x300 2.5 ms vs 15.7 ms (the sums alone
+  1.4 ms vs 15 ms; the fp16 casts are most of the rest). Without an overflow count the fp32
+  path casts straight between the storage format and float32 (no float64 copies).
 
 Why our own int64 / BLAS path and not APyTypes: measured with ``benchmarks/bench_arith.py``
 (numpy 2.4, APyTypes 0.5.1 with APyFixedAccumulatorContext, 2 CPUs, input fixed<16,6,RND,SAT>,
@@ -60,9 +61,9 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import RlhlsError
-from .formats import FP32, FixedFormat, FloatFormat, NumericFormat, parse_format
+from .formats import _NATIVE, FP32, FixedFormat, FloatFormat, NumericFormat, parse_format
 
-__all__ = ["dense", "conv2d", "im2col", "col2im"]
+__all__ = ["dense", "conv2d", "im2col", "col2im", "set_seq_sum_kernel"]
 
 _CHUNK_ELEMS = 1 << 20  # products cast at once (bounds temporary memory to tens of MB)
 
@@ -216,11 +217,18 @@ def _dense_float(x, w, b, fi, fw, fa, fo, ovf, count=True, x_quantized=False):
     if 2 * (fa.man_bits + 1) + 2 > 53:
         raise RlhlsError(f"dense: accumulator {fa} is too wide for one-rounding float64 "
                          "emulation (need M_acc <= 24)")
+    fits32 = all(f.exp_bits <= 8 and f.man_bits <= 23 for f in (fi, fw))
+    if fa == FP32 and fits32 and not count:  # no overflow counts: straight to float32 and back
+        acc = np.zeros((x.shape[0], w.shape[1]), dtype=np.float32)
+        if b is not None:
+            acc += _to32(fw, b)[None, :]
+        with np.errstate(over="ignore", invalid="ignore"):
+            _seq_sum_f32(x.astype(np.float32) if x_quantized else _to32(fi, x), _to32(fw, w), acc)
+        return acc.astype(np.float64) if fo is None else _from32(fo, acc)
     xq = x if x_quantized else _q(fi, x, ovf, "input", count)
     wq = _q(fw, w, ovf, "input", count)
     N, K = xq.shape
     M = wq.shape[1]
-    fits32 = all(f.exp_bits <= 8 and f.man_bits <= 23 for f in (fi, fw))
     if fa == FP32 and fits32:
         # float32 numpy ops are IEEE binary32 RNE: exactly the C++ float arithmetic.
         acc = np.zeros((N, M), dtype=np.float32)
@@ -245,23 +253,51 @@ def _dense_float(x, w, b, fi, fw, fa, fo, ovf, count=True, x_quantized=False):
     return _q(fo, acc, ovf, "output", count)
 
 
+def _to32(fmt, v):
+    """fmt(v) as float32 (fmt fits float32): numpy's float64 -> float32 / float16 casts are
+    fmt's one RNE rounding (as FloatFormat.quantize uses them), without a float64 copy."""
+    native = _NATIVE.get((fmt.exp_bits, fmt.man_bits))
+    with np.errstate(over="ignore", invalid="ignore"):
+        if native is np.float32:
+            return v.astype(np.float32)
+        if native is np.float16:
+            return v.astype(np.float16).astype(np.float32)
+        return fmt.quantize(v).astype(np.float32)
+
+
+def _from32(fmt, a32):
+    """fmt(a32) as float64 for a float32 array: float32 -> float16 is the same RNE rounding as
+    from the (equal) float64 value."""
+    native = _NATIVE.get((fmt.exp_bits, fmt.man_bits))
+    with np.errstate(over="ignore", invalid="ignore"):
+        if native is np.float32:
+            return a32.astype(np.float64)
+        if native is np.float16:
+            return a32.astype(np.float16).astype(np.float64)
+        return fmt.quantize(a32.astype(np.float64))
+
+
+_seq_sum_kernel = None  # a faster implementation of _seq_sum_f32_numpy, see set_seq_sum_kernel
+
+
+def set_seq_sum_kernel(fn):
+    """Use ``fn(x32, w32, acc)`` for the sequential float32 sums of ``dense`` (None: the numpy
+    path). Same contract as ``_seq_sum_f32_numpy``: x32 (N, K) and w32 (K, M) float32 in any
+    layout, acc (N, M) C-contiguous float32 updated in place, bit for bit the numpy results
+    (rlhls.flow.native registers a compiled one after checking that). Returns the previous one."""
+    global _seq_sum_kernel
+    prev, _seq_sum_kernel = _seq_sum_kernel, fn
+    return prev
+
+
 def _seq_sum_f32(x32, w32, acc) -> None:
     """acc (N, M) float32 <- fl32(acc + fl32(x[:, k] * w[k, :])) for k = 0..K-1 in order, in place:
-    the compiled kernel when there is one (``_native_kernel``), else ``_seq_sum_f32_numpy``."""
-    f = _native_kernel()
+    the registered kernel (``set_seq_sum_kernel``) if any, else ``_seq_sum_f32_numpy``."""
+    f = _seq_sum_kernel
     if f is None:
         _seq_sum_f32_numpy(x32, w32, acc)
-        return
-    N, K = x32.shape
-    M = w32.shape[1]
-    if M < 8 and N > M:  # the kernel vectorizes over M: run acc.T = w.T x.T (same products, same k order)
-        accT = np.ascontiguousarray(acc.T)
-        xt, wt = np.ascontiguousarray(w32.T), np.ascontiguousarray(x32.T)
-        f(xt.ctypes.data, wt.ctypes.data, accT.ctypes.data, M, K, N)
-        acc[...] = accT.T
-        return
-    x32, w32 = np.ascontiguousarray(x32), np.ascontiguousarray(w32)
-    f(x32.ctypes.data, w32.ctypes.data, acc.ctypes.data, N, K, M)
+    else:
+        f(x32, w32, acc)
 
 
 def _seq_sum_f32_numpy(x32, w32, acc) -> None:
@@ -286,97 +322,6 @@ def _seq_sum_f32_numpy(x32, w32, acc) -> None:
         np.add.reduce(buf[:n + 1], axis=0, out=acc)
 
 
-# The same loop in C: a[m] = a[m] + x*w[m] in float, k in order per output, vectorized over m only
-# (no reassociation without -ffast-math; -ffp-contract=off: no FMA, the product is rounded first).
-_NATIVE_SRC = r"""
-void rlhls_seq_sum_f32(const float *x, const float *w, float *acc, long N, long K, long M) {
-  for (long n = 0; n < N; ++n) {
-    float *a = acc + n * M;
-    const float *xr = x + n * K;
-    for (long k = 0; k < K; ++k) {
-      const float xv = xr[k];
-      const float *wr = w + k * M;
-      for (long m = 0; m < M; ++m) a[m] = a[m] + xv * wr[m];
-    }
-  }
-}
-"""
-_NATIVE_FLAGS = ("-O3", "-fno-fast-math", "-ffp-contract=off", "-fPIC", "-shared")
-_native = None  # the loaded kernel; False: unavailable (no compiler, RLHLS_NATIVE=0, failed check)
-
-
-def _native_kernel():
-    """The compiled ``rlhls_seq_sum_f32`` (built once per machine into ``$RLHLS_CACHE``, default
-    ``~/.cache/rlhls``, with ``$CC`` or cc, -march=native when the compiler takes it), or None.
-    It is used only after it reproduced the numpy path bit for bit on a self-check; any failure
-    falls back to numpy for the rest of the process. ``RLHLS_NATIVE=0`` disables it."""
-    global _native
-    if _native is None:
-        try:
-            _native = _load_native() or False
-        except Exception:  # noqa: BLE001 -- any build / load problem: numpy does the same job
-            _native = False
-    return _native or None
-
-
-def _load_native():
-    import ctypes
-    import hashlib
-    import os
-    import platform
-    import shutil
-    import subprocess
-    import tempfile
-    from pathlib import Path
-
-    if os.environ.get("RLHLS_NATIVE", "1") == "0":
-        return None
-    cc = shutil.which(os.environ.get("CC", "cc"))
-    if cc is None:
-        return None
-    cpu = ""
-    try:  # the cache is per CPU: -march=native code may not run elsewhere
-        cpu = next((ln for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith(("flags", "Features"))), "")
-    except OSError:
-        pass
-    cache = Path(os.environ.get("RLHLS_CACHE", Path.home() / ".cache" / "rlhls"))
-    so = None
-    for extra in (("-march=native",), ()):
-        key = hashlib.sha256("|".join((_NATIVE_SRC, cc, *_NATIVE_FLAGS, *extra, platform.machine(), cpu))
-                             .encode()).hexdigest()[:16]
-        so = cache / f"seqsum_{key}.so"
-        if so.exists():
-            break
-        cache.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=cache) as td:
-            src, out = Path(td) / "seqsum.c", Path(td) / "seqsum.so"
-            src.write_text(_NATIVE_SRC)
-            r = subprocess.run([cc, *_NATIVE_FLAGS, *extra, "-o", str(out), str(src)], capture_output=True, timeout=120)
-            if r.returncode == 0:
-                os.replace(out, so)  # atomic: concurrent builders all end with a whole file
-                break
-        so = None
-    if so is None:
-        return None
-    f = ctypes.CDLL(str(so)).rlhls_seq_sum_f32
-    f.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_long] * 3
-    f.restype = None
-    # Self-check on values whose sums round at every step (wide magnitudes, cancellation, Inf/NaN).
-    rng = np.random.default_rng(12345)
-    for N, K, M in ((7, 33, 19), (3, 5, 1), (16, 64, 40)):
-        x = (rng.standard_normal((N, K)) * np.exp2(rng.integers(-20, 20, (N, K)))).astype(np.float32)
-        w = (rng.standard_normal((K, M)) * np.exp2(rng.integers(-20, 20, (K, M)))).astype(np.float32)
-        x[0, 0], w[1, 0] = np.float32(3e38), np.float32(np.inf)
-        a0 = rng.standard_normal((N, M)).astype(np.float32)
-        a, b = a0.copy(), a0.copy()
-        with np.errstate(over="ignore", invalid="ignore"):
-            _seq_sum_f32_numpy(x, w, a)
-        f(x.ctypes.data, w.ctypes.data, b.ctypes.data, N, K, M)
-        if not np.array_equal(a, b, equal_nan=True):
-            return None
-    return f
-
-
 # ----------------------------------------------------------------------------- convolution
 
 def _pair(v, name):
@@ -395,9 +340,19 @@ def im2col(x, kh, kw, stride=1) -> np.ndarray:
     N, C, H, W = x.shape
     if kh > H or kw > W or kh < 1 or kw < 1:
         raise RlhlsError(f"im2col: kernel {kh}x{kw} does not fit the {H}x{W} input")
-    win = np.lib.stride_tricks.sliding_window_view(x, (kh, kw), axis=(2, 3))[:, :, ::sh, ::sw]
-    OH, OW = win.shape[2], win.shape[3]
-    return np.ascontiguousarray(win.transpose(0, 2, 3, 1, 4, 5)).reshape(N * OH * OW, C * kh * kw)
+    OH, OW = (H - kh) // sh + 1, (W - kw) // sw + 1
+    if x.size == 0:
+        return np.empty((N * OH * OW, C * kh * kw), dtype=x.dtype)
+    x = np.ascontiguousarray(x)
+    it = x.itemsize
+    # The kw values of one patch row are contiguous in x and in the result: copy them as one opaque
+    # item (a (N, OH, OW, C, kh) gather of kw*itemsize-byte items), ~3-5x faster than a gather of
+    # single values whose inner loop is only kw long. The bytes are the same.
+    rows = np.ndarray((N, OH, OW, C, kh), dtype=np.dtype((np.void, kw * it)), buffer=x,
+                      strides=(C * H * W * it, sh * W * it, sw * it, H * W * it, W * it))
+    out = np.empty(rows.shape, dtype=rows.dtype)
+    np.copyto(out, rows)
+    return out.view(x.dtype).reshape(N * OH * OW, C * kh * kw)
 
 
 def col2im(cols, x_shape, kh, kw, stride=1) -> np.ndarray:
@@ -410,11 +365,16 @@ def col2im(cols, x_shape, kh, kw, stride=1) -> np.ndarray:
     if cols.shape != (N * OH * OW, C * kh * kw):
         raise RlhlsError(f"col2im: cols shape {cols.shape} does not match x {tuple(x_shape)} "
                          f"with a {kh}x{kw} kernel (expected {(N * OH * OW, C * kh * kw)})")
-    c6 = cols.reshape(N, OH, OW, C, kh, kw).transpose(0, 3, 1, 2, 4, 5)
+    # Two cache-friendly copies to (kh, kw, N, C, OH, OW) (per sample a 2-D transpose, then whole
+    # OH*OW rows), so each (i, j) pass reads contiguous memory: a direct view of cols has a
+    # C*kh*kw stride between neighbouring outputs and is several times slower.
+    ct = np.empty((N, C * kh * kw, OH * OW))
+    np.copyto(ct, cols.reshape(N, OH * OW, C * kh * kw).transpose(0, 2, 1))
+    ct = np.ascontiguousarray(ct.reshape(N, C, kh, kw, OH, OW).transpose(2, 3, 0, 1, 4, 5))
     out = np.zeros((N, C, H, W))
     for i in range(kh):
         for j in range(kw):
-            out[:, :, i:i + sh * (OH - 1) + 1:sh, j:j + sw * (OW - 1) + 1:sw] += c6[..., i, j]
+            out[:, :, i:i + sh * (OH - 1) + 1:sh, j:j + sw * (OW - 1) + 1:sw] += ct[i, j]
     return out
 
 

@@ -14,7 +14,8 @@ Layout
 
 Formats
 -------
-``precision=None`` is plain float64 numpy (BLAS matmuls, conv as im2col + matmul).
+``precision=None`` is plain float64 numpy (BLAS matmuls, conv as im2col + matmul; a Conv2d
+keeps the patches of its last float64 forward for the backward that follows).
 With ``Precision(storage, acc)`` a layer computes as the hardware would: inputs, weights,
 biases, outputs and gradients are quantized to ``storage``; products and running sums to
 ``acc``, in the exact order of ``arith.dense`` (a sequential sum over the reduction axis):
@@ -415,6 +416,7 @@ class Conv2d(_MMLayer):
     """2-D convolution, NCHW, valid padding: W (O, C, KH, KW)."""
 
     kind = "Conv2d"
+    _cols = None
 
     def __init__(self, out_channels: int, kernel_size, stride: int = 1, bias: bool = True,
                  init: str | None = None, gain: float | None = None):
@@ -465,8 +467,10 @@ class Conv2d(_MMLayer):
     def forward(self, x, precision=None, *, stored=False):
         x = self._check_input(x)
         p, b, (kh, kw) = precision, self._b(precision), self.kernel
+        cols = None
         if p is None:
-            y = im2col(x, kh, kw, self.stride) @ self._w2()
+            cols = im2col(x, kh, kw, self.stride)
+            y = cols @ self._w2()
             if b is not None:
                 y += b
             y = y.reshape(x.shape[0], *self.out_shape[1:], self.out_channels).transpose(0, 3, 1, 2)
@@ -476,12 +480,15 @@ class Conv2d(_MMLayer):
             y = conv2d(x, self.params["W"], b, self.stride,
                                 in_fmt=p.storage, w_fmt=p.storage, acc_fmt=p.acc, out_fmt=p.storage)
         self._cache, self._batch = x, x.shape[0]
+        self._cols = cols  # the float64 path's patches: backward needs them again
         return y
 
     def backward(self, dy, precision=None, need_input_grad=True, *, stored=False):
         dy = self._check_dy(dy)
         x, p, (kh, kw) = self._cache, precision, self.kernel
-        cols = im2col(x, kh, kw, self.stride)
+        cols = self._cols
+        if cols is None:
+            cols = im2col(x, kh, kw, self.stride)
         dy2 = dy.transpose(0, 2, 3, 1).reshape(-1, self.out_channels)  # rows in (n, oh, ow) order
         w2, dx = self._w2(), None
         if p is None:

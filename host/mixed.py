@@ -74,7 +74,11 @@ Several networks, one training step (the API the trainers use):
 
 Host-speed notes (results unchanged): a layer's input is converted once at a unit boundary and
 then trusted to be in the unit's storage (``Layer.forward(..., stored=True)``); PS layers read
-parameters that ``round_masters`` left in a master format without rounding them again.
+parameters that ``round_masters`` left in a master format, and tensors a PS node stored (outputs,
+gradients; ReLU / Flatten results of FP32 values are FP32 values), without rounding them again;
+FP32 rounding of optimizer state and masters is done in place; an instance with any PL/AIE node
+calls ``rlhls.flow.native.install()`` (the compiled sequential float32 sum of ``arith.dense``;
+``RLHLS_NATIVE=0`` keeps the numpy path).
 """
 
 from __future__ import annotations
@@ -91,12 +95,41 @@ __all__ = ["UNITS", "PRECISIONS", "LossScaler", "MixedPrecision", "unit_precisio
            "default_plan"]
 
 UNITS = ("PS", "PL", "AIE")
-# Parameter arrays round_masters left in their master format, by id (weak: a dead array's id may
-# be reused). Whatever changes them (optimizer, Polyak step) is followed by round_masters, so a PS
-# layer reads them without rounding again; set_params makes new arrays, which are rounded on use.
-_ROUNDED: "weakref.WeakValueDictionary[int, np.ndarray]" = weakref.WeakValueDictionary()
 PRECISIONS = ("fp32", "mixed")
 MAX_SCALE = 2.0 ** 24
+# Arrays known to hold FP32 values, by id (weak: a dead array's id may be reused): parameters
+# round_masters left in their master format (FP32 or BF16) and tensors a PS node stored (outputs,
+# gradients). Their FP32 rounding, an identity, is skipped. Whatever changes parameters in place
+# (optimizer, Polyak step) is followed by round_masters; set_params makes new arrays, rounded on
+# use; stored tensors are not changed in place (clipping works on copies).
+_ROUNDED: "weakref.WeakValueDictionary[int, np.ndarray]" = weakref.WeakValueDictionary()
+
+
+def _fp32(a) -> np.ndarray:
+    """FP32(a) as float64 values; arrays in _ROUNDED are returned as they are."""
+    if _ROUNDED.get(id(a)) is a:
+        return a
+    with np.errstate(over="ignore", invalid="ignore"):
+        y = np.asarray(a, dtype=np.float64).astype(np.float32).astype(np.float64)
+    _ROUNDED[id(y)] = y
+    return y
+
+
+def _fp32_inplace(a: np.ndarray) -> None:
+    """a[...] = FP32(a) without a float64 temporary."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        np.copyto(a, a.astype(np.float32))
+
+
+def _finite_sum(a) -> bool:
+    """True when sum(a) is finite: then no element is Inf / NaN (one pass, no temporaries)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return bool(np.isfinite(np.sum(a)))
+
+
+def _closed(layer) -> bool:
+    """Layers whose float64 result of FP32 inputs is FP32 again (ReLU, Identity, Flatten)."""
+    return layer.kind == "Flatten" or getattr(layer, "_closed", False)
 
 
 def unit_precisions(design) -> dict:
@@ -205,6 +238,10 @@ class MixedPrecision:
             if l.params and update:
                 self.nodes[(l.name, "upd")] = self._unit(asg, f"{inst}.{l.name}.upd")
         self.loss_unit = self._unit(asg, loss_node)
+        if any(u != "PS" for u in (*self.nodes.values(), self.loss_unit)):
+            from rlhls.flow import native
+
+            native.install()  # compiled fp32 sums for the PL/AIE layers (same bits, faster)
         for (name, phase), u in self.nodes.items():
             if phase == "upd" and u == "AIE":
                 raise RlhlsError(f"plan: update node '{inst}.{name}.upd' on the AIE (only matrix multiplies may be)")
@@ -306,7 +343,10 @@ class MixedPrecision:
         if src == dst or not self.quantized:
             return x
         fmt = self.prec[dst].storage
-        y, ovf = fmt.quantize(x, return_overflow=True)
+        y = fmt.quantize(x)
+        ovf = 0
+        if not _finite_sum(y):  # only then can a finite value have overflowed: count
+            y, ovf = fmt.quantize(x, return_overflow=True)
         self._count(f"conv_{src}_{dst}")
         if ovf:
             self._count("conv_overflows", int(ovf))
@@ -316,16 +356,21 @@ class MixedPrecision:
     def _ps_params(self, layer) -> dict:
         """The layer's parameters as FP32 values: arrays round_masters left in a master format
         (FP32 or BF16, both FP32 values) are used as they are, any other array is rounded."""
-        q = self.fp32.quantize
-        return {k: v if _ROUNDED.get(id(v)) is v else q(v) for k, v in layer.params.items()}
+        return {k: _fp32(v) for k, v in layer.params.items()}
+
+    @staticmethod
+    def _ps_out(layer, y):
+        if _closed(layer):  # already FP32 values: only remember that
+            _ROUNDED[id(y)] = y
+            return y
+        return _fp32(y)
 
     def _layer_fwd(self, layer, x, unit):
         if unit == "PS":  # FP32 tensors, float64 BLAS sums (see the module docstring)
-            q = self.fp32.quantize
             saved = layer.params
             layer.params = self._ps_params(layer)
             try:
-                return q(layer.forward(q(x), None))
+                return self._ps_out(layer, layer.forward(_fp32(x), None))
             finally:
                 layer.params = saved
         # x is already in the unit's storage: converted at the boundary or made by a layer there
@@ -333,15 +378,14 @@ class MixedPrecision:
 
     def _layer_bwd(self, layer, dy, unit, need_dx):
         if unit == "PS":
-            q = self.fp32.quantize
             saved = layer.params
             layer.params = self._ps_params(layer)
             try:
-                dx = layer.backward(q(dy), None, need_input_grad=need_dx)
+                dx = layer.backward(_fp32(dy), None, need_input_grad=need_dx)
             finally:
                 layer.params = saved
-            layer.grads = {k: q(g) for k, g in layer.grads.items()}
-            return None if dx is None else q(dx)
+            layer.grads = {k: _fp32(g) for k, g in layer.grads.items()}
+            return None if dx is None else self._ps_out(layer, dx)
         return layer.backward(dy, self.precision(unit), need_input_grad=need_dx, stored=True)
 
     def forward(self, x, phase: str = "fwd", net=None, src: str = "PS"):
@@ -397,7 +441,8 @@ class MixedPrecision:
         optimizer (the norm before clipping is left in ``grad_norm``)."""
         quantized = self.quantized
         scale = self.loss_scale()
-        n_bad = int(sum(np.count_nonzero(~np.isfinite(g)) for g in grads.values()))
+        # a finite sum means no Inf / NaN (exact count only otherwise)
+        n_bad = sum(0 if _finite_sum(g) else int(np.count_nonzero(~np.isfinite(g))) for g in grads.values())
         finite = n_bad == 0
         if n_bad:
             self._count("grad_overflows", n_bad)
@@ -412,16 +457,18 @@ class MixedPrecision:
         if event == "grow":
             self._count("scale_grows")
         q = self.fp32.quantize
-        g32 = {k: q(q(g) / scale) for k, g in grads.items()}  # unscale in FP32 (scale = 2^k: exact)
+        # unscale in FP32 (scale = 2^k: exact but for subnormals); scale 1: FP32(g) is all it does
+        g32 = {k: _fp32(g) if scale == 1.0 else q(_fp32(g) / scale) for k, g in grads.items()}
         if max_grad_norm is not None:
             from .optim import clip_grad_norm
 
+            g32 = {k: g.copy() if g is grads[k] else g for k, g in g32.items()}  # clipped in place
             self.grad_norm = float(clip_grad_norm(g32, max_grad_norm))
         params = {k: a for k, (_, a) in param_views.items()}
         opt.step(params, g32)
         for kind in opt.slots.values():  # FP32 optimizer state, as the update kernel keeps it
             for a in kind.values():
-                a[...] = q(a)
+                _fp32_inplace(a)
         self.round_masters(param_views)  # after the delay: into their master formats
         return event
 
@@ -440,7 +487,10 @@ class MixedPrecision:
         """Round every parameter to its layer's master format (FP32, or BF16 for AIE layers)."""
         for _, (layer, a) in param_views.items():
             fmt = self._master(layer) if self.quantized else self.fp32
-            a[...] = fmt.quantize(a)
+            if fmt == self.fp32:
+                _fp32_inplace(a)
+            else:
+                a[...] = fmt.quantize(a)
             _ROUNDED[id(a)] = a
 
     def state(self) -> dict:

@@ -37,6 +37,15 @@ class Optimizer:
         self.lr = float(lr)
         self.t = 0
         self.slots: dict[str, dict[str, np.ndarray]] = {}
+        self._buf = None  # scratch of _scratch, not state
+
+    def _scratch(self, like: np.ndarray):
+        """Two float64 work arrays shaped like `like` (views of buffers kept between steps: fresh
+        multi-MB temporaries cost page faults on every step)."""
+        buf = self._buf
+        if buf is None or buf.shape[1] < like.size:
+            buf = self._buf = np.empty((2, like.size))
+        return buf[0, :like.size].reshape(like.shape), buf[1, :like.size].reshape(like.shape)
 
     def _slot(self, kind: str, name: str, like: np.ndarray) -> np.ndarray:
         d = self.slots.setdefault(kind, {})
@@ -72,14 +81,23 @@ class Adam(Optimizer):
 
     def _update(self, name, p, g):
         m, v = self._slot("m", name, p), self._slot("v", name, p)
+        a, b = self._scratch(p)
+        # In place, the same operations in the same order as
+        #   m = b1 m + (1-b1) g;  v = b2 v + ((1-b2) g) g
+        #   p -= ((lr/c1) m) / (sqrt(v)/sqrt(c2) + eps)        (torch's denom)
         m *= self.b1
-        m += (1.0 - self.b1) * g
+        m += np.multiply(g, 1.0 - self.b1, out=a)
         v *= self.b2
-        v += (1.0 - self.b2) * g * g
+        np.multiply(g, 1.0 - self.b2, out=a)
+        v += np.multiply(a, g, out=a)
         c1 = 1.0 - self.b1 ** self.t
         c2 = 1.0 - self.b2 ** self.t
-        # torch: denom = sqrt(v)/sqrt(c2) + eps; p -= lr/c1 * m/denom
-        p -= (self.lr / c1) * m / (np.sqrt(v) / np.sqrt(c2) + self.eps)
+        np.sqrt(v, out=a)
+        a /= np.sqrt(c2)
+        a += self.eps
+        np.multiply(m, self.lr / c1, out=b)
+        b /= a
+        p -= b
 
 
 class RMSprop(Optimizer):
@@ -89,9 +107,15 @@ class RMSprop(Optimizer):
 
     def _update(self, name, p, g):
         v = self._slot("v", name, p)
-        v *= self.alpha
-        v += (1.0 - self.alpha) * g * g
-        p -= self.lr * g / (np.sqrt(v) + self.eps)
+        a, b = self._scratch(p)
+        v *= self.alpha  # v = alpha v + ((1-alpha) g) g;  p -= (lr g) / (sqrt(v) + eps), in place
+        np.multiply(g, 1.0 - self.alpha, out=a)
+        v += np.multiply(a, g, out=a)
+        np.sqrt(v, out=a)
+        a += self.eps
+        np.multiply(g, self.lr, out=b)
+        b /= a
+        p -= b
 
 
 class SGD(Optimizer):

@@ -129,6 +129,40 @@ def test_dense_float_matches_cpp(kind, fi, fa, fo, dense_exe, tmp_path):
     assert np.array_equal(y[ok].view(np.int64), ref[ok].view(np.int64))
 
 
+@pytest.mark.parametrize("fmt", ["fp32", "fp16", "bf16"])
+def test_float32_shortcuts_equal_quantize(fmt):
+    """_to32 / _from32 (the dense fp32-accumulator path without overflow counts) give exactly
+    FloatFormat.quantize's values: ties, subnormals, overflow, Inf, NaN, -0."""
+    import rlhls.designs.arith as arith
+
+    f = parse_format(fmt)
+    rng = np.random.default_rng(11)
+    v = rng.normal(size=4000) * np.exp2(rng.integers(-160, 140, 4000))
+    ties = (np.arange(1, 200) + 0.5) * 2.0 ** -10  # halfway between fp16 neighbours
+    v = np.concatenate([v, ties, ties * 2.0 ** -14, [0.0, -0.0, np.inf, -np.inf, np.nan, 65520.0, 65519.9, 3.5e38]])
+    q = f.quantize(v)
+    with np.errstate(over="ignore", invalid="ignore"):
+        a = arith._to32(f, v).astype(np.float64)
+        b = arith._from32(f, v.astype(np.float32))
+        ref32 = f.quantize(v.astype(np.float32).astype(np.float64))
+    for got, ref in ((a, q), (b, ref32)):
+        nan = np.isnan(ref)
+        assert np.array_equal(np.isnan(got), nan)
+        assert np.array_equal(got[~nan].view(np.int64), ref[~nan].view(np.int64))
+
+
+@pytest.mark.parametrize("fi, fo", [("fp16", "fp16"), ("bf16", "bf16"), ("fp32", None)])
+def test_dense_float_same_with_and_without_overflow_counts(fi, fo):
+    rng = np.random.default_rng(12)
+    x, w = _float_values(rng, (9, 40), 14), _float_values(rng, (40, 11), 14)
+    b = _float_values(rng, (11,), 14)
+    y = dense(x, w, b, in_fmt=fi, acc_fmt="fp32", out_fmt=fo)
+    y2, ovf = dense(x, w, b, in_fmt=fi, acc_fmt="fp32", out_fmt=fo, return_overflow=True)
+    assert np.array_equal(np.isnan(y), np.isnan(y2))
+    ok = ~np.isnan(y)
+    assert np.array_equal(y[ok].view(np.int64), y2[ok].view(np.int64))
+
+
 def test_dense_float_generic_path_equals_float32_path():
     """The generic float64-then-round path gives the float32 fast path's bits for fp32."""
     import rlhls.designs.arith as arith
@@ -230,6 +264,34 @@ def test_conv2d_float64_matches_loops_and_col2im_is_adjoint():
     assert np.array_equal(col2im(ci, xi.shape, 2, 2, 1), xi * counts)
 
 
+@pytest.mark.parametrize("shape, k, stride", [((2, 3, 11, 13), (3, 4), (2, 3)), ((3, 4, 20, 20), (8, 8), 4),
+                                             ((1, 2, 5, 6), (1, 1), 1), ((2, 1, 5, 5), (5, 5), 1)])
+def test_im2col_and_col2im_equal_plain_numpy(shape, k, stride):
+    """im2col's gather of kw-long rows and col2im's transposed passes give exactly the values of
+    the plain formulation: a sliding-window gather, and per-(i, j) float64 sums in (i, j) order."""
+    rng = np.random.default_rng(sum(shape))
+    x = rng.normal(size=shape) * np.exp2(rng.integers(-40, 40, shape))
+    kh, kw = k
+    sh, sw = (stride, stride) if np.isscalar(stride) else stride
+    win = np.lib.stride_tricks.sliding_window_view(x, k, axis=(2, 3))[:, :, ::sh, ::sw]
+    N, C, OH, OW = win.shape[:4]
+    ref = win.transpose(0, 2, 3, 1, 4, 5).reshape(N * OH * OW, C * kh * kw)
+    assert np.array_equal(im2col(x, kh, kw, stride), ref)
+    assert np.array_equal(im2col(x[:, :, ::-1], kh, kw, stride),  # non-contiguous input
+                          np.lib.stride_tricks.sliding_window_view(x[:, :, ::-1], k, axis=(2, 3))[:, :, ::sh, ::sw]
+                          .transpose(0, 2, 3, 1, 4, 5).reshape(N * OH * OW, C * kh * kw))
+    xi = rng.integers(-1000, 1000, shape).astype(np.int32)
+    assert np.array_equal(im2col(xi, kh, kw, stride), im2col(xi.astype(np.float64), kh, kw, stride).astype(np.int32))
+    assert im2col(x[:0], kh, kw, stride).shape == (0, C * kh * kw)
+    cols = rng.normal(size=ref.shape) * np.exp2(rng.integers(-40, 40, ref.shape))
+    c6 = cols.reshape(N, OH, OW, C, kh, kw)
+    out = np.zeros(shape)
+    for i in range(kh):
+        for j in range(kw):
+            out[:, :, i:i + sh * (OH - 1) + 1:sh, j:j + sw * (OW - 1) + 1:sw] += c6[:, :, :, :, i, j].transpose(0, 3, 1, 2)
+    assert np.array_equal(col2im(cols, shape, kh, kw, stride).view(np.int64), out.view(np.int64))
+
+
 def test_conv2d_bad_input():
     with pytest.raises(RlhlsError, match="do not match"):
         conv2d(np.ones((1, 2, 4, 4)), np.ones((3, 1, 2, 2)))
@@ -261,26 +323,3 @@ def test_toolchain_cache_and_errors(tmp_path):
     with pytest.raises(RlhlsError, match="does not exist"):
         compile_cpp([tmp_path / "missing.cpp"], tmp_path / "q")
 
-
-def test_compiled_sequential_sum_equals_numpy_path():
-    """The compiled float32 kernel (used when a C compiler is there) against the numpy path:
-    shapes in both orientations (M < 8 runs transposed), wide magnitudes so that every add rounds,
-    overflow to Inf, NaN, subnormals."""
-    from rlhls.designs import arith
-
-    f = arith._native_kernel()
-    if f is None:
-        pytest.skip("no C compiler: dense uses the numpy path only")
-    rng = np.random.default_rng(7)
-    for N, K, M in ((1, 1, 1), (5, 9, 1), (1, 40, 3), (37, 64, 2), (8, 129, 64), (64, 3, 300), (13, 17, 19)):
-        x = (rng.standard_normal((N, K)) * np.exp2(rng.integers(-30, 30, (N, K)))).astype(np.float32)
-        w = (rng.standard_normal((K, M)) * np.exp2(rng.integers(-30, 30, (K, M)))).astype(np.float32)
-        x.flat[rng.integers(0, x.size)] = 1e-40  # subnormal
-        if K > 2:
-            x[0, 1], w[2, 0] = np.float32(3e38), np.float32(-np.inf)
-        acc0 = rng.standard_normal((N, M)).astype(np.float32)
-        a, b = acc0.copy(), acc0.copy()
-        with np.errstate(over="ignore", invalid="ignore"):
-            arith._seq_sum_f32_numpy(x, w, a)
-            arith._seq_sum_f32(np.asfortranarray(x), w, b)  # non-contiguous inputs too
-        assert np.array_equal(a, b, equal_nan=True), (N, K, M)

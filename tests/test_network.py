@@ -101,6 +101,30 @@ def test_col2im_is_adjoint_of_im2col():
     assert np.isclose((cols * c).sum(), (x * col2im(c, x.shape, 3, 2, 2)).sum())
 
 
+def test_conv_backward_reuses_forward_patches_only_for_that_forward():
+    """The float64 forward keeps its im2col patches for backward; a forward in a Precision (or
+    a new forward) replaces them, and the gradients equal a fresh layer's."""
+    from rlhls.designs.network import Precision
+
+    rng = np.random.default_rng(4)
+    spec = [Conv2d(3, (3, 2), stride=2), ReLU(), Flatten(), Dense(2)]
+    a, b = Network("c", (2, 7, 6), spec, seed=1), Network("c", (2, 7, 6), spec, seed=1)
+    x1, x2 = rng.standard_normal((3, 2, 7, 6)), rng.standard_normal((3, 2, 7, 6))
+    dy = rng.standard_normal((3, 2))
+    a.forward(x1)
+    a.forward(x2)  # the last forward counts
+    b.forward(x2)
+    assert np.array_equal(a.backward(dy, need_input_grad=True), b.backward(dy, need_input_grad=True))
+    assert all(np.array_equal(a.grads[k], b.grads[k]) for k in b.grads)
+    p = Precision("fp16", "fp32")
+    a.forward(x1)
+    a.forward(x1, p)
+    b.forward(x1, p)
+    a.backward(dy, p)
+    b.backward(dy, p)
+    assert all(np.array_equal(a.grads[k], b.grads[k]) for k in b.grads)
+
+
 # ---------------------------------------------------------------- gradients
 
 
