@@ -13,6 +13,10 @@ One "gradient step" is, per algorithm (each at the design's batch):
   DDPG-*             critic_step + actor_step + soft update on a 256-transition minibatch (the
                      iteration where the actor also learns; policy_frequency 2 halves its share)
 
+Beside them, the same training step written in PyTorch (benchmarks/torch_ref.py: same networks,
+batch, loss and optimizer; one intra-op thread like our BLAS) when ``import torch`` works
+(optional: ``pip install torch``; ``--no-torch`` skips it).
+
 Timings are the best of ``--repeats`` rounds of each configuration, taken in turns (fp32,
 mixed, AIE, fp32, ...) so that load from other processes hits all alike. The ILP plan is
 solved in-process first (DDPG's takes tens of seconds).
@@ -31,6 +35,8 @@ import numpy as np  # noqa: E402
 from rlhls.designs.graph import build_graph  # noqa: E402
 from rlhls.designs.registry import get_design  # noqa: E402
 from rlhls.host.mixed import default_plan  # noqa: E402
+
+import torch_ref  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 
 BENCHES = {
     "dqn": "apdrl-dqn-cartpole",
@@ -95,8 +101,14 @@ def main(argv=None):
     p.add_argument("--env-steps", type=int, default=0,
                    help="env steps of the loop measurement (default: 1000 DQN / A2C, 50 DDPG)")
     p.add_argument("--no-loop", action="store_true", help="skip the env steps/s measurement")
+    p.add_argument("--no-torch", action="store_true", help="skip the PyTorch reference")
     a = p.parse_args(argv)
     keys = [k.strip() for k in a.only.split(",") if k.strip()]
+    use_torch = not a.no_torch and torch_ref.available()
+    if use_torch:
+        import torch
+
+        torch.set_num_threads(1)
     print(f"{'benchmark':<18} {'configuration':<18} {'ms / grad step':>15} {'ratio':>7} {'env steps/s':>12}")
     for key in keys:
         design = get_design(BENCHES[key])
@@ -107,6 +119,8 @@ def main(argv=None):
         configs = [("fp32 (all PS)", "fp32", None), ("mixed, ILP plan", "mixed", ilp),
                    ("mixed, MM on AIE", "mixed", _aie_plan(design))]
         built = [(name, *_trainer(key, design, prec, asg, loop_steps)) for name, prec, asg in configs]
+        if use_torch:
+            built.append(("PyTorch fp32 (CPU)", None, torch_ref.REFERENCES[BENCHES[key]]()))
         n = 1 if key.startswith("ddpg") else 10  # steps per timed round
         best = {name: float("inf") for name, _, _ in built}
         for _, _, step in built:
@@ -120,6 +134,10 @@ def main(argv=None):
         base = best[built[0][0]]
         for name, t, _ in built:
             sps = float("nan")
+            if t is None:  # the PyTorch reference has no training loop here
+                print(f"{BENCHES[key]:<18.18} {name:<18} {best[name] * 1e3:>15.2f} {best[name] / base:>7.2f} {'':>12}",
+                      flush=True)
+                continue
             if not a.no_loop:
                 t0 = time.perf_counter()
                 t.train_update(1, 1)
