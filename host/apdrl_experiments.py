@@ -71,7 +71,8 @@ BENCHMARKS = {
     "apdrl-ddpg-lunarcont": (8_000, {"learning_starts": 3_000}, 1_000_000),
     "apdrl-ddpg-mntncarcont": (8_000, {"learning_starts": 3_000}, 1_000_000),
     "apdrl-dqn-breakout": (1_000, {"learning_starts": 200, "buffer_size": 1_000}, 10_000_000),
-    "apdrl-ppo-mspacman": (512, {"num_envs": 8, "num_steps": 32, "num_minibatches": 1, "update_epochs": 1},
+    # 2 envs x 128 steps: a game (all lives) ends within the budget; minibatch 256 = the design's batch
+    "apdrl-ppo-mspacman": (2_048, {"num_envs": 2, "num_steps": 128, "num_minibatches": 1, "update_epochs": 1},
                            10_000_000),
 }
 MLP_BENCHMARKS = ("apdrl-dqn-cartpole", "apdrl-a2c-invpendulum", "apdrl-ddpg-lunarcont", "apdrl-ddpg-mntncarcont")
