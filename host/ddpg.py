@@ -37,8 +37,11 @@ last backward node, times action_scale (the output scaling belongs to the actor'
 ``actor`` and ``critic@pi`` are linked (``MixedPrecision.link``): one loss scale covers the whole
 path actor_loss -> critic@pi backward -> actor backward, enabled when any of those nodes is on
 the PL. The quantization delay counts training iterations (critic steps) for all three.
-Target weights are rounded to the online layer's master format after each Polyak step (as
-DQN's target). Acting runs on the PS in FP32 (Fig. 10).
+Target weights live with the ``<net>.<layer>.soft`` node that averages them (PS or PL, never
+the AIE: not a matrix multiply) and are kept in FP32 after each Polyak step, like the update
+node's masters; an AIE target forward reads them converted to BF16. Rounding them to an AIE
+layer's BF16 instead would lose every step: tau * (online - target) is far below BF16's spacing
+(weights ~0.05: spacing ~2e-4). Acting runs on the PS in FP32 (Fig. 10).
 
 Per-update metrics: episodes, episodic_return / length, train_steps (critic steps),
 actor_steps, qf_loss, actor_loss, qf_values (mean Q(s, a) of the minibatches),
@@ -61,6 +64,8 @@ from .envs import EpisodeTracker, ReplayableVecEnv, space_info
 from .hyperparams import merge
 from .mixed import PRECISIONS, MixedPrecision, default_plan
 from .optim import make_optimizer
+
+_FP32 = parse_format("fp32")
 
 __all__ = ["DDPG_DEFAULTS", "PHASES", "NOISES", "resolve_hyperparams", "soft_update", "DDPG"]
 
@@ -277,10 +282,11 @@ class DDPG:
 
     def update_targets(self) -> None:
         tau = self.hp["tau"]
-        for net, tgt, mp, inst in ((self.actor, self.target_actor, self.mp_a, "actor"),
-                                   (self.critic, self.target_critic, self.mp_c, "critic")):
+        for net, tgt in ((self.actor, self.target_actor), (self.critic, self.target_critic)):
             soft_update(net, tgt, tau)
-            mp.round_masters(_views(inst, tgt))
+            for layer in tgt.layers:  # the soft node's FP32 (module docstring)
+                for v in layer.params.values():
+                    v[...] = _FP32.quantize(v)
 
     # -- one update = steps_per_update env steps
     def train_update(self, update: int, total_updates: int) -> dict:

@@ -203,6 +203,13 @@ def test_mixed_plan_per_instance():
         w = t.actor["fc2"].params["W"]
         assert np.array_equal(parse_format("bf16").quantize(w), w)  # AIE layer: BF16 master
         assert np.array_equal(t.target_actor["fc2"].params["W"], w)
+        # The soft node keeps the target in FP32: a Polyak step far below BF16's spacing survives.
+        before = t.target_actor["fc2"].params["W"].copy()
+        t.actor["fc2"].params["W"][...] = parse_format("bf16").quantize(w + 0.01)
+        t.update_targets()
+        moved = t.target_actor["fc2"].params["W"] - before
+        assert np.allclose(moved, 0.005 * (t.actor["fc2"].params["W"] - before), rtol=1e-3, atol=1e-7)
+        assert np.count_nonzero(parse_format("bf16").quantize(t.target_actor["fc2"].params["W"]) != before) < moved.size // 2
         del asg["critic@pi.fc1.fwd"]
         with pytest.raises(Exception, match="critic@pi.fc1.fwd"):
             DDPG(DESIGN, seed=0, hyperparams={"precision": "mixed", "batch_size": 16}, assignment=asg)
