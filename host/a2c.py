@@ -67,11 +67,12 @@ from rlhls.designs.errors import RlhlsError
 from rlhls.designs.formats import parse_format
 
 from .distributions import Categorical, DiagGaussian, env_action, policy_distribution
-from .envs import EpisodeTracker, ReplayableVecEnv, space_info
-from .mixed import PRECISIONS, MixedPrecision, default_plan
+from .envs import EpisodeTracker, space_info
+from .mixed import PRECISIONS, MixedPrecision
 from .hyperparams import merge
 from .optim import make_optimizer
 from .ppo import adapt_network, gae_reference
+from .trainer import TrainerBase
 
 __all__ = ["A2C_DEFAULTS", "PHASES", "resolve_hyperparams", "a2c_loss", "A2C"]
 
@@ -148,7 +149,7 @@ def a2c_loss(out, values, actions, advantages, returns, *, log_std=None, softmax
     return loss, {"pg_loss": pg_loss, "v_loss": v_loss, "entropy": -ent_loss}, g_out, g_v, g_ls
 
 
-class A2C:
+class A2C(TrainerBase):
     """One A2C run: ``train_update(update, total_updates) -> metrics row``; checkpointable state.
 
     ``assignment`` ({graph node: unit}) is the plan for ``precision='mixed'``; None there means
@@ -158,16 +159,8 @@ class A2C:
 
     def __init__(self, design, *, env_id: str | None = None, seed: int = 0, backend: str = "emu",
                  hyperparams: dict | None = None, assignment: dict | None = None):
-        if backend != "emu":
-            raise RlhlsError(f"backend '{backend}': A2C runs its layers through the emulator only so far (use emu)")
-        self.design = design
-        self.hp = hp = resolve_hyperparams(design, hyperparams)
-        self.env_id = env_id or design.env_id
-        self.seed = int(seed)
-        nets = design.build_networks(self.seed)
-        if "policy" not in nets or "value" not in nets:
-            raise RlhlsError(f"design '{design.name}': A2C needs networks 'policy' and 'value' (has {', '.join(nets)})")
-        self.envs = ReplayableVecEnv(self.env_id, hp["num_envs"], self.seed)
+        nets = self._start(design, env_id, seed, backend, hyperparams, resolve_hyperparams, ("policy", "value"))
+        hp = self.hp
         self.space = sp = space_info(self.envs)
         pol, val = nets["policy"], nets["value"]
         if self.env_id != design.env_id and len(sp["obs_shape"]) == 1:
@@ -180,11 +173,8 @@ class A2C:
         self.pol, self.val = pol, val
         self.softmax_out = pol.layers[-1].kind == "Softmax"
         self.log_std = (np.full(sp["action_dim"], float(hp["log_std_init"])) if sp["kind"] == "continuous" else None)
-        if hp["precision"] == "mixed" and assignment is None:
-            assignment = default_plan(design, hp["num_envs"] * hp["n_steps"])
-        self.assignment = dict(assignment) if hp["precision"] == "mixed" else None
-        kw = dict(loss_scale_init=hp["loss_scale_init"], growth_interval=hp["loss_scale_growth_interval"],
-                  quantization_delay=hp["quantization_delay"], target=False)  # no target copy
+        self._take_plan(assignment, hp["num_envs"] * hp["n_steps"])
+        kw = self._scaling(target=False)  # no target copy
         self.mp_p = MixedPrecision(design, pol, "policy", self.assignment, **kw)
         self.mp_v = MixedPrecision(design, val, "value", self.assignment, **kw)
         # one loss -> one loss scale and one step count for both networks (PyTorch GradScaler);

@@ -60,10 +60,11 @@ from rlhls.designs.errors import RlhlsError
 from rlhls.designs.formats import parse_format
 
 from .dqn import ReplayBuffer, _timed
-from .envs import EpisodeTracker, ReplayableVecEnv, space_info
+from .envs import EpisodeTracker, space_info
 from .hyperparams import merge
-from .mixed import PRECISIONS, MixedPrecision, default_plan
+from .mixed import PRECISIONS, MixedPrecision
 from .optim import make_optimizer
+from .trainer import TrainerBase
 
 _FP32 = parse_format("fp32")
 
@@ -127,7 +128,7 @@ def _views(inst: str, net) -> dict:
     return {f"{inst}.{l.name}.{k}": (l.name, a) for l in net.layers for k, a in l.params.items()}
 
 
-class DDPG:
+class DDPG(TrainerBase):
     """One DDPG run: ``train_update(update, total_updates) -> metrics row``; checkpointable state.
 
     ``assignment`` ({graph node: unit}) is the plan for ``precision='mixed'``; None there means
@@ -137,17 +138,8 @@ class DDPG:
 
     def __init__(self, design, *, env_id: str | None = None, seed: int = 0, backend: str = "emu",
                  hyperparams: dict | None = None, assignment: dict | None = None):
-        if backend != "emu":
-            raise RlhlsError(f"backend '{backend}': DDPG runs its layers through the emulator only so far (use emu)")
-        self.design = design
-        self.hp = hp = resolve_hyperparams(design, hyperparams)
-        self.env_id = env_id or design.env_id
-        self.seed = int(seed)
-        nets = design.build_networks(self.seed)
-        for name in ("actor", "critic"):
-            if name not in nets:
-                raise RlhlsError(f"design '{design.name}': DDPG needs networks 'actor' and 'critic' (has {', '.join(nets)})")
-        self.envs = ReplayableVecEnv(self.env_id, hp["num_envs"], self.seed)
+        nets = self._start(design, env_id, seed, backend, hyperparams, resolve_hyperparams, ("actor", "critic"))
+        hp = self.hp
         sp = space_info(self.envs)
         if sp["kind"] != "continuous" or len(sp["obs_shape"]) != 1:
             raise RlhlsError(f"environment '{self.env_id}': DDPG needs flat observations and a continuous (Box) "
@@ -174,11 +166,8 @@ class DDPG:
         if actor.layers[-1].kind != "Tanh":
             raise RlhlsError(f"network 'actor' of '{design.name}' must end in Tanh (its output is scaled to the box)")
         self.actor, self.critic = actor, critic
-        if hp["precision"] == "mixed" and assignment is None:
-            assignment = default_plan(design, hp["batch_size"])
-        self.assignment = dict(assignment) if hp["precision"] == "mixed" else None
-        kw = dict(loss_scale_init=hp["loss_scale_init"], growth_interval=hp["loss_scale_growth_interval"],
-                  quantization_delay=hp["quantization_delay"])
+        self._take_plan(assignment, hp["batch_size"])
+        kw = self._scaling()
         self.mp_c = MixedPrecision(design, critic, "critic", self.assignment, loss_node="critic_loss", **kw)
         self.mp_a = MixedPrecision(design, actor, "actor", self.assignment, loss_node="actor_loss", **kw)
         # critic@pi: the critic's weights run again on mu(s); no target forward, no update node

@@ -69,10 +69,11 @@ from rlhls.designs.errors import RlhlsError
 from rlhls.designs.formats import parse_format
 
 from .atari import ATARI_BUFFER_CAP, is_atari
-from .envs import EpisodeTracker, ReplayableVecEnv, space_info
-from .mixed import PRECISIONS, MixedPrecision, default_plan
+from .envs import EpisodeTracker, space_info
+from .mixed import PRECISIONS, MixedPrecision
 from .hyperparams import merge
 from .optim import make_optimizer
+from .trainer import TrainerBase
 
 __all__ = ["DQN_DEFAULTS", "PHASES", "ReplayBuffer", "resolve_hyperparams", "linear_schedule", "DQN"]
 
@@ -216,7 +217,7 @@ class ReplayBuffer:
         self.finals = {int(p): np.array(a) for p, a in s["finals"].items()}
 
 
-class DQN:
+class DQN(TrainerBase):
     """One DQN run: ``train_update(update, total_updates) -> metrics row``; checkpointable state.
 
     ``assignment`` ({graph node: unit}) is the plan for ``precision='mixed'``; None there means
@@ -226,16 +227,8 @@ class DQN:
 
     def __init__(self, design, *, env_id: str | None = None, seed: int = 0, backend: str = "emu",
                  hyperparams: dict | None = None, assignment: dict | None = None):
-        if backend != "emu":
-            raise RlhlsError(f"backend '{backend}': DQN runs its layers through the emulator only so far (use emu)")
-        self.design = design
-        self.hp = hp = resolve_hyperparams(design, hyperparams)
-        self.env_id = env_id or design.env_id
-        self.seed = int(seed)
-        nets = design.build_networks(self.seed)
-        if "q" not in nets:
-            raise RlhlsError(f"design '{design.name}': DQN needs a network 'q' (has {', '.join(nets)})")
-        self.envs = ReplayableVecEnv(self.env_id, hp["num_envs"], self.seed)
+        nets = self._start(design, env_id, seed, backend, hyperparams, resolve_hyperparams, ("q",))
+        hp = self.hp
         sp = space_info(self.envs)
         if sp["kind"] != "discrete":
             raise RlhlsError(f"environment '{self.env_id}' has a continuous action space; DQN needs discrete actions")
@@ -248,12 +241,8 @@ class DQN:
             raise RlhlsError(f"network 'q' maps {q.input_shape} -> {q.output_shape} but '{self.env_id}' observes "
                              f"{sp['obs_shape']} with {sp['action_dim']} actions")
         self.q, self.n_actions = q, sp["action_dim"]
-        if hp["precision"] == "mixed" and assignment is None:
-            assignment = default_plan(design, hp["batch_size"])
-        self.assignment = dict(assignment) if (hp["precision"] == "mixed") else None
-        self.mp = MixedPrecision(design, q, "q", self.assignment, loss_scale_init=hp["loss_scale_init"],
-                                 growth_interval=hp["loss_scale_growth_interval"],
-                                 quantization_delay=hp["quantization_delay"])
+        self._take_plan(assignment, hp["batch_size"])
+        self.mp = MixedPrecision(design, q, "q", self.assignment, **self._scaling())
         self.views = {f"q.{l.name}.{k}": (l.name, a) for l in q.layers for k, a in l.params.items()}
         self.mp.round_masters(self.views)
         self.target = copy.deepcopy(q)
