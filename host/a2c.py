@@ -68,7 +68,7 @@ from rlhls.designs.formats import parse_format
 
 from .distributions import Categorical, DiagGaussian, env_action, policy_distribution
 from .envs import EpisodeTracker, space_info
-from .mixed import PRECISIONS, MixedPrecision
+from .mixed import PRECISIONS, MixedPrecision, count_columns, ps_forward
 from .hyperparams import merge
 from .optim import make_optimizer
 from .ppo import adapt_network, gae_reference
@@ -204,13 +204,6 @@ class A2C(TrainerBase):
         self.views = v
 
     # -- acting: PS, FP32 (Fig. 10)
-    def _ps_forward(self, net, obs) -> np.ndarray:
-        q = self.fp32.quantize
-        x = q(np.asarray(obs, dtype=np.float64))
-        for layer in net.layers:
-            x = q(layer.forward(x, None))
-        return x
-
     def _dist(self, out):
         return policy_distribution(out, self.log_std, self.softmax_out)
 
@@ -228,8 +221,8 @@ class A2C(TrainerBase):
         obs = self.obs
         for t in range(T):
             with _timed(times, "dnn_inference"):
-                a = self._dist(self._ps_forward(self.pol, obs)).sample(self.rng)
-                v = self._ps_forward(self.val, obs)[:, 0]
+                a = self._dist(ps_forward(self.pol, obs)).sample(self.rng)
+                v = ps_forward(self.val, obs)[:, 0]
             with _timed(times, "env_run"):
                 nxt, r, term, trunc, infos = self.envs.step(self._env_action(a))
                 term = np.asarray(term, dtype=bool)
@@ -239,7 +232,7 @@ class A2C(TrainerBase):
                 with _timed(times, "dnn_inference"):
                     idx = np.flatnonzero(trunc)
                     final = np.stack([np.asarray(infos["final_obs"][i], dtype=np.float64) for i in idx])
-                    b_tval[t, idx] = self._ps_forward(self.val, final)[:, 0]
+                    b_tval[t, idx] = ps_forward(self.val, final)[:, 0]
             with _timed(times, "storing_trajectories"):
                 b_obs[t], b_act[t], b_val[t], b_rew[t] = obs, a, v, r
                 b_done[t] = term * 1 + trunc * 2
@@ -248,7 +241,7 @@ class A2C(TrainerBase):
             obs = nxt
         self.obs = obs
         with _timed(times, "dnn_inference"):
-            boot = self._ps_forward(self.val, obs)[:, 0]
+            boot = ps_forward(self.val, obs)[:, 0]
         return b_obs, b_act, b_rew, b_val, b_done, b_tval, boot
 
     def returns(self, rew, val, done, tval, boot, times: dict):
@@ -332,9 +325,7 @@ class A2C(TrainerBase):
             "explained_variance": mean(ev),
             "std": nan if self.log_std is None else float(np.mean(np.exp(self.log_std))),
             "loss_scale": self.mp_p.loss_scale(), "quantized": int(self.mp_p.quantized),
-            "skipped_steps": c.get("skipped_steps", 0), "scale_shrinks": c.get("scale_shrinks", 0),
-            "scale_grows": c.get("scale_grows", 0), "grad_overflows": c.get("grad_overflows", 0),
-            "conv_overflows": c.get("conv_overflows", 0),
+            **count_columns(c),
         }
         row.update({f"t_{p}": times[p] for p in PHASES})
         row["_episodes"] = episodes

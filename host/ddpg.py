@@ -62,7 +62,7 @@ from rlhls.designs.formats import parse_format
 from .dqn import ReplayBuffer, _timed
 from .envs import EpisodeTracker, space_info
 from .hyperparams import merge
-from .mixed import PRECISIONS, MixedPrecision
+from .mixed import PRECISIONS, MixedPrecision, count_columns, ps_forward
 from .optim import make_optimizer
 from .trainer import TrainerBase
 
@@ -193,11 +193,7 @@ class DDPG(TrainerBase):
     # -- acting: PS, FP32 (Fig. 10)
     def policy(self, obs) -> np.ndarray:
         """mu(s) in FP32, scaled to the action box (no noise)."""
-        q = self.fp32.quantize
-        x = q(np.asarray(obs, dtype=np.float64))
-        for layer in self.actor.layers:
-            x = q(layer.forward(x, None))
-        return q(x * self.action_scale + self.action_bias)
+        return self.fp32.quantize(ps_forward(self.actor, obs) * self.action_scale + self.action_bias)
 
     def _noise(self, dones=None) -> np.ndarray:
         hp, N = self.hp, self.hp["num_envs"]
@@ -343,9 +339,7 @@ class DDPG(TrainerBase):
             "qf_loss": mean(qf_losses), "actor_loss": mean(a_losses), "qf_values": mean(qs),
             "critic_loss_scale": self.mp_c.loss_scale(), "actor_loss_scale": self.mp_a.loss_scale(),
             "quantized": int(self.mp_c.quantized),
-            "skipped_steps": c.get("skipped_steps", 0), "critic_skipped": skip_c, "actor_skipped": skip_a,
-            "scale_shrinks": c.get("scale_shrinks", 0), "scale_grows": c.get("scale_grows", 0),
-            "grad_overflows": c.get("grad_overflows", 0), "conv_overflows": c.get("conv_overflows", 0),
+            **count_columns(c), "critic_skipped": skip_c, "actor_skipped": skip_a,
         }
         row.update({f"t_{p}": times[p] for p in PHASES})
         row["_episodes"] = episodes

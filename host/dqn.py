@@ -70,7 +70,7 @@ from rlhls.designs.formats import parse_format
 
 from .atari import ATARI_BUFFER_CAP, is_atari
 from .envs import EpisodeTracker, space_info
-from .mixed import PRECISIONS, MixedPrecision
+from .mixed import PRECISIONS, MixedPrecision, count_columns, ps_forward
 from .hyperparams import merge
 from .optim import make_optimizer
 from .trainer import TrainerBase
@@ -267,11 +267,7 @@ class DQN(TrainerBase):
 
     # -- acting: PS, FP32 (Fig. 10)
     def q_values(self, obs) -> np.ndarray:
-        q = self.fp32.quantize
-        x = q(self._net_in(obs))
-        for layer in self.q.layers:
-            x = q(layer.forward(x, None))
-        return x
+        return ps_forward(self.q, self._net_in(obs))
 
     # -- one gradient step
     def train_step(self, s, s2, a, r, d, times: dict) -> dict:
@@ -369,9 +365,7 @@ class DQN(TrainerBase):
             "td_loss": float(np.nanmean(losses)) if losses and np.isfinite(losses).any() else nan,
             "q_values": float(np.nanmean(qs)) if qs and np.isfinite(qs).any() else nan,
             "loss_scale": self.mp.loss_scale(), "quantized": int(self.mp.quantized),
-            "skipped_steps": c.get("skipped_steps", 0), "scale_shrinks": c.get("scale_shrinks", 0),
-            "scale_grows": c.get("scale_grows", 0), "grad_overflows": c.get("grad_overflows", 0),
-            "conv_overflows": c.get("conv_overflows", 0),
+            **count_columns(c),
         }
         row.update({f"t_{p}": times[p] for p in PHASES})
         row["_episodes"] = episodes

@@ -91,12 +91,13 @@ from rlhls.designs.errors import RlhlsError
 from rlhls.designs.formats import parse_format
 from rlhls.designs.network import Precision
 
-__all__ = ["UNITS", "PRECISIONS", "LossScaler", "MixedPrecision", "unit_precisions", "plan_assignment",
+__all__ = ["COUNTS", "count_columns", "ps_forward", "UNITS", "PRECISIONS", "LossScaler", "MixedPrecision", "unit_precisions", "plan_assignment",
            "default_plan"]
 
 UNITS = ("PS", "PL", "AIE")
 PRECISIONS = ("fp32", "mixed")
 MAX_SCALE = 2.0 ** 24
+COUNTS = ("skipped_steps", "scale_shrinks", "scale_grows", "grad_overflows", "conv_overflows")  # metrics.csv
 # Arrays known to hold FP32 values, by id (weak: a dead array's id may be reused): parameters
 # round_masters left in their master format (FP32 or BF16) and tensors a PS node stored (outputs,
 # gradients). Their FP32 rounding, an identity, is skipped. Whatever changes parameters in place
@@ -139,6 +140,20 @@ def unit_precisions(design) -> dict:
     return {"PS": Precision(ps, f.get("acc", ps)),
             "PL": Precision(f.get("pl", ps), f.get("pl_acc", f.get("acc", ps))),
             "AIE": Precision(f.get("aie", ps), f.get("aie_acc", f.get("acc", ps)))}
+
+
+def count_columns(counts: dict) -> dict:
+    """The metrics.csv columns of ``MixedPrecision.take_counts()`` (0 where nothing happened)."""
+    return {k: counts.get(k, 0) for k in COUNTS}
+
+
+def ps_forward(net, x) -> np.ndarray:
+    """Acting on the PS in FP32 (Fig. 10): every tensor rounded to FP32, products in float64 BLAS."""
+    q = parse_format("fp32").quantize
+    x = q(np.asarray(x, dtype=np.float64))
+    for layer in net.layers:
+        x = q(layer.forward(x, None))
+    return x
 
 
 class LossScaler:

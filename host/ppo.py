@@ -120,7 +120,7 @@ from rlhls.designs.formats import parse_format
 from .distributions import DiagGaussian, env_action, policy_distribution
 from .envs import EpisodeTracker, ReplayableVecEnv, pad_obs, space_info
 from .hyperparams import merge
-from .mixed import MixedPrecision, default_plan
+from .mixed import MixedPrecision, count_columns, default_plan, ps_forward
 from .optim import clip_grad_norm, make_optimizer
 
 __all__ = ["CLEANRL_DEFAULTS", "EXPERIMENTS", "PHASES", "PRECISIONS", "GAE_CALL", "RunningMeanStd",
@@ -404,7 +404,6 @@ def ppo_loss(dist, newv, act, old_logp, old_val, adv, rtg, hp: dict):
     return loss, g_out, vf_coef * g_v, g_ls, stats
 
 
-MIXED_COUNTS = ("skipped_steps", "scale_shrinks", "scale_grows", "grad_overflows", "conv_overflows")
 
 
 class PPO:
@@ -523,13 +522,7 @@ class PPO:
     def _act(self, net, obs):
         """Acting (rollout) forward: float64 (fp64), else on the PS in FP32 (AP-DRL Fig. 10)."""
         x = self._net_in(obs)
-        if self.mp_p is None:
-            return net.forward(x)
-        q = self.fp32.quantize
-        x = q(x)
-        for layer in net.layers:
-            x = q(layer.forward(x, None))
-        return x
+        return net.forward(x) if self.mp_p is None else ps_forward(net, x)
 
     def _dist(self, out):
         return policy_distribution(out, self.log_std, self.softmax_out)
@@ -620,7 +613,7 @@ class PPO:
             for k, n in self.mp_v.take_counts().items():
                 c[k] = c.get(k, 0) + n
             row.update({"loss_scale": self.mp_p.loss_scale(), "quantized": int(self.mp_p.quantized),
-                        **{k: c.get(k, 0) for k in MIXED_COUNTS}})
+                        **count_columns(c)})
         row.update({f"t_{p}": times[p] for p in PHASES})
         row["_episodes"] = episodes  # (env_step, return, length); the runner stores them apart
         return row
