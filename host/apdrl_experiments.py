@@ -120,7 +120,7 @@ def _mean_std(v: list) -> tuple[float, float]:
 def summarize_table3(out, designs: list[str], seeds: int, title: str = "") -> list[dict]:
     """table3.csv / table3.md / fig11.png from the run folders under `out`; returns the rows."""
     from .report import markdown_table
-    from .runner import atomic_write_bytes, atomic_write_text
+    from .runner import atomic_write_bytes, atomic_write_text, csv_text
 
     out = Path(out)
     rows, curves = [], {}
@@ -143,12 +143,7 @@ def summarize_table3(out, designs: list[str], seeds: int, title: str = "") -> li
 
     cols = ["design", "fp32_mean", "fp32_std", "fp32_seeds", "fp32_per_seed", "mixed_mean", "mixed_std",
             "mixed_seeds", "mixed_per_seed", "reward_error_percent"]
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(cols)
-    for r in rows:
-        w.writerow([r[k] for k in cols])
-    atomic_write_text(out / "table3.csv", buf.getvalue())
+    atomic_write_text(out / "table3.csv", csv_text(rows, cols))
 
     from rlhls.designs.registry import get_design
 
@@ -407,7 +402,7 @@ def table4_rows(sizes=TABLE4_SIZES, repeats: int = 3, time_limit: float = 60.0, 
 
 def run_apdrl_table4(args) -> int:
     from .report import markdown_table
-    from .runner import atomic_write_text
+    from .runner import atomic_write_text, csv_text
 
     sizes = args.sizes or TABLE4_SIZES
     out = Path(args.out or "runs/apdrl-table4")
@@ -415,14 +410,8 @@ def run_apdrl_table4(args) -> int:
         raise RlhlsError(f"--out '{out}' exists and is not a folder")
     say = (lambda m: None) if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
     rows = table4_rows(sizes, repeats=args.repeats, say=say)
-    cols = list(rows[0])
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(cols)
-    for r in rows:
-        w.writerow([r[k] for k in cols])
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "table4.csv", buf.getvalue())
+    atomic_write_text(out / "table4.csv", csv_text(rows, list(rows[0])))
     md = ["# AP-DRL Table IV: DQN-CartPole training time against network size", "",
           "Modeled = the ILP plan's makespan of one training step (batch 128) on the VEK280 with every unit in FP32 "
           "vs AP-DRL's formats (PS FP32, PL FP16, AIE BF16); per episode = 50 training steps (a 500-step "

@@ -153,7 +153,7 @@ def _rolling(y: np.ndarray) -> np.ndarray:
 def summarize(out, configs: list[dict], seeds: int, title: str = "") -> list[dict]:
     """summary.csv, summary.md and comparison.png of the run folders in `out`; returns the rows."""
     from .report import markdown_table
-    from .runner import atomic_write_bytes, atomic_write_text, rolling_window
+    from .runner import atomic_write_bytes, atomic_write_text, csv_text, rolling_window
 
     out = Path(out)
     rows, curves = [], {}
@@ -176,12 +176,7 @@ def summarize(out, configs: list[dict], seeds: int, title: str = "") -> list[dic
                      "final_return_std": float(v.std(ddof=1)) if len(v) > 1 else (0.0 if len(v) else float("nan")),
                      "per_seed": " ".join("nan" if math.isnan(f) else f"{f:.2f}" for f in finals)})
     cols = ["config", "label", "settings", "seeds", "final_return_mean", "final_return_std", "per_seed"]
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(cols)
-    for r in rows:
-        w.writerow([r[k] for k in cols])
-    atomic_write_text(out / "summary.csv", buf.getvalue())
+    atomic_write_text(out / "summary.csv", csv_text(rows, cols))
     md = [f"# {title}" if title else "# experiment summary", "",
           "Final return = mean episodic return of the last rolling-average window of episodes of a run; "
           "mean ± std (sample) over seeds.", "",

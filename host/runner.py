@@ -46,7 +46,7 @@ import numpy as np
 from rlhls.designs.errors import RlhlsError
 from rlhls.partition.fileio import atomic_write_bytes, atomic_write_text
 
-__all__ = ["train", "atomic_write_bytes", "atomic_write_text", "read_metrics", "rolling_window", "plot_rewards"]
+__all__ = ["train", "csv_text", "atomic_write_bytes", "atomic_write_text", "read_metrics", "rolling_window", "plot_rewards"]
 
 CHECKPOINT = "checkpoint.pkl"
 _IGNORED_ON_RESUME = ("steps",)
@@ -59,7 +59,8 @@ def _fmt(v) -> str:
     return str(v)
 
 
-def _csv_text(rows: list[dict], columns: list[str]) -> str:
+def csv_text(rows: list[dict], columns: list[str]) -> str:
+    """CSV with a header; floats as repr (exact), NaN as an empty field."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(columns)
@@ -203,9 +204,9 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
 
 def _write_outputs(out: Path, metrics: list, episodes: list, title: str, plot: bool = True) -> None:
     cols = list(metrics[0]) if metrics else ["update", "env_steps", "wall_s"]
-    atomic_write_text(out / "metrics.csv", _csv_text(metrics, cols))
+    atomic_write_text(out / "metrics.csv", csv_text(metrics, cols))
     atomic_write_text(out / "episodes.csv",
-                      _csv_text([{"env_step": e[0], "return": e[1], "length": e[2]} for e in episodes],
+                      csv_text([{"env_step": e[0], "return": e[1], "length": e[2]} for e in episodes],
                                 ["env_step", "return", "length"]))
     if plot:
         plot_rewards(episodes, out / "reward.png", title)
