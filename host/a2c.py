@@ -12,7 +12,9 @@ normalization (SB3 ``normalize_advantage=False``). One gradient step per rollout
 
 (SB3: the value loss is ``F.mse_loss`` -- no 0.5 factor, unlike PPO/CleanRL), one global grad-norm
 clip at ``max_grad_norm`` over actor, critic and log-std, then the optimizer. The learning rate
-is constant (SB3's default schedule).
+is constant (SB3's default schedule) unless ``anneal_lr``: then it falls linearly to 0 over the run
+as RL Zoo's ``lin_<lr>`` schedules, set once per rollout from SB3's progress_remaining
+``1 - steps / total_steps`` counted after the rollout (the last rollout's step has lr 0).
 
 Optimizer (``optimizer``): ``rmsprop`` (SB3's default ``use_rms_prop=True``) is
 ``torch.optim.RMSprop(alpha=rmsprop_alpha, eps=rmsprop_eps)``, i.e. PyTorch's eps placement
@@ -79,7 +81,7 @@ __all__ = ["A2C_DEFAULTS", "PHASES", "resolve_hyperparams", "a2c_loss", "A2C"]
 A2C_DEFAULTS = {
     "num_envs": 8, "n_steps": 5, "learning_rate": 7e-4, "gamma": 0.99, "gae_lambda": 1.0, "ent_coef": 0.0,
     "vf_coef": 0.5, "max_grad_norm": 0.5, "optimizer": "rmsprop", "rmsprop_alpha": 0.99, "rmsprop_eps": 1e-5,
-    "adam_eps": 1e-5, "normalize_advantage": False, "log_std_init": 0.0, "rollouts_per_update": 25,
+    "adam_eps": 1e-5, "anneal_lr": False, "normalize_advantage": False, "log_std_init": 0.0, "rollouts_per_update": 25,
     "precision": "fp32", "loss_scale_init": 2.0 ** 15, "loss_scale_growth_interval": 2000, "quantization_delay": 0,
 }
 _INTS = ("num_envs", "n_steps", "rollouts_per_update", "loss_scale_growth_interval", "quantization_delay")
@@ -298,6 +300,9 @@ class A2C(TrainerBase):
             obs, act, rew, val, done, tval, boot = self.collect(times, episodes, step0)
             truncs += int(np.sum(done == 2))
             adv, ret = self.returns(rew, val, done, tval, boot, times)
+            if hp["anneal_lr"]:
+                total = total_updates * hp["rollouts_per_update"]
+                self.opt.lr = max(0.0, 1.0 - (self.rollouts + 1) / total) * hp["learning_rate"]
             B = T * N
             st = self.train_step(obs.reshape((B,) + obs.shape[2:]), act.reshape((B,) + act.shape[2:]),
                                  adv.reshape(-1), ret.reshape(-1), times)

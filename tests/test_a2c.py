@@ -59,11 +59,23 @@ def test_hyperparams_are_sb3_defaults():
     hp = resolve_hyperparams(DESIGN)
     assert (hp["n_steps"], hp["num_envs"], hp["learning_rate"], hp["gae_lambda"], hp["vf_coef"], hp["ent_coef"],
             hp["max_grad_norm"], hp["rmsprop_alpha"], hp["rmsprop_eps"]) == (5, 8, 7e-4, 1.0, 0.5, 0.0, 0.5, 0.99, 1e-5)
-    assert hp["precision"] == "mixed"  # the AP-DRL design's default
+    assert hp["precision"] == "mixed" and hp["anneal_lr"] is True  # the AP-DRL design's choices
     with pytest.raises(RlhlsError, match="unknown A2C hyperparameter"):
         resolve_hyperparams(DESIGN, {"clip_coef": "0.2"})
     with pytest.raises(RlhlsError, match="optimizer"):
         resolve_hyperparams(DESIGN, {"optimizer": "sgd"})
+
+
+def test_anneal_lr_is_rl_zoo_linear_schedule(tmp_path):
+    """lr = lr0 * (1 - steps after the rollout / total steps), set before each rollout's gradient step."""
+    hp = {"precision": "fp32", "rollouts_per_update": 5, "anneal_lr": True, "learning_rate": 1e-3}
+    train(lambda: A2C(DESIGN, seed=0, hyperparams=hp), {"design": DESIGN.name}, tmp_path, steps=800,
+          progress=False)  # 4 updates x 5 rollouts of 40 steps
+    lrs = [float(r["learning_rate"]) for r in read_metrics(tmp_path / "metrics.csv")]
+    assert lrs == pytest.approx([1e-3 * (1 - k / 20) for k in (5, 10, 15, 20)], abs=1e-15)
+    const = A2C(DESIGN, seed=0, hyperparams={**hp, "anneal_lr": False})
+    const.train_update(1, 4)
+    assert const.opt.lr == 1e-3
 
 
 @pytest.mark.parametrize("precision", ["fp32", "mixed"])
