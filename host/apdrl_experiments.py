@@ -19,7 +19,7 @@ checkpoint: running the command again continues unfinished runs). Reported, as t
 * ``fig11.png``: one panel per benchmark, the moving average against environment steps, mean over
   seeds with a +-std band, fp32 and mixed (Fig. 11 style); ``table3.md`` / ``table3.csv``.
 
-Budgets (environment steps per run). ``--full`` takes each design's own (CleanRL's) budget; the
+Budgets (environment steps per run). ``--full`` takes each design's own (CleanRL's / RL Zoo's) budget; the
 default is a demonstration that shows the loop, the plan and the mixed precision working on 2 cores,
 not converged agents: the demo column of ``BENCHMARKS`` (with its overrides, e.g. a smaller replay
 buffer and an earlier ``learning_starts``). ``--steps`` overrides both. Host speed sets these (2 cores,
@@ -27,7 +27,7 @@ measured): DQN-CartPole ~2000 env steps/s, A2C ~4000, DDPG (400-300 networks, on
 gradient step per env step) ~20-45, DQN-Breakout and PPO-MsPacman (Nature CNN) a few per second in
 fp32 and slower in mixed precision (every PL/AIE layer bit-exact) -- so the Atari benchmarks are a
 demonstration of the loop, the plan and the mixed precision (run them with ``--seeds 1``); so are
-the DDPG demo runs (8000 steps: 5000 gradient steps after a 3000-step warm-up), far from CleanRL's 1M.
+the DDPG demo runs (8000 steps: 5000 gradient steps after a 3000-step warm-up), far from RL Zoo's 300k.
 
 **apdrl-table4.** DQN-CartPole with hidden sizes (64, 64), (400, 300), (4096, 3072) (Table IV).
 For each size the training graph at the design's batch (128) is profiled twice -- with every unit in
@@ -64,12 +64,12 @@ __all__ = ["BENCHMARKS", "TABLE4_SIZES", "run_apdrl_table3", "run_apdrl_table4",
 MA_WINDOW = 100  # §V-B: 100-episode sliding window
 PRECISIONS = ("fp32", "mixed")
 
-# design, demo steps, demo overrides, full steps (the design's / CleanRL's budget)
+# design, demo steps, demo overrides, full steps (the design's / CleanRL's / RL Zoo's budget)
 BENCHMARKS = {
     "apdrl-dqn-cartpole": (100_000, {}, 500_000),
     "apdrl-a2c-invpendulum": (100_000, {}, 1_000_000),
-    "apdrl-ddpg-lunarcont": (8_000, {"learning_starts": 3_000}, 1_000_000),
-    "apdrl-ddpg-mntncarcont": (8_000, {"learning_starts": 3_000}, 1_000_000),
+    "apdrl-ddpg-lunarcont": (8_000, {"learning_starts": 3_000}, 300_000),  # RL Zoo's n_timesteps
+    "apdrl-ddpg-mntncarcont": (8_000, {"learning_starts": 3_000}, 300_000),
     "apdrl-dqn-breakout": (1_000, {"learning_starts": 200, "buffer_size": 1_000}, 10_000_000),
     # 2 envs x 128 steps: a game (all lives) ends within the budget; minibatch 256 = the design's batch
     "apdrl-ppo-mspacman": (2_048, {"num_envs": 2, "num_steps": 128, "num_minibatches": 1, "update_epochs": 1},

@@ -50,7 +50,7 @@ def test_cli_smoke(tmp_path, precision, monkeypatch):
                 "t_backprop", "t_soft_update"):
         assert col in rows[0]
     assert rows[0]["train_steps"] == "0" and int(rows[1]["train_steps"]) == 200 - 171
-    assert int(rows[1]["actor_steps"]) == 14  # policy_frequency 2: even global steps 172..198
+    assert int(rows[1]["actor_steps"]) == 29  # policy_frequency 1 (SB3 / RL Zoo): every critic step
     assert np.isfinite(float(rows[-1]["qf_loss"])) and np.isfinite(float(rows[-1]["actor_loss"]))
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["precision"] == precision and cfg["algorithm"] == "ddpg"
@@ -70,8 +70,12 @@ def test_cli_errors(tmp_path, capsys):
     assert cli_main(["train", *_args(tmp_path / "c", "fp32"), "--set", "policy_frequency=0"]) == 2
     assert cli_main(["train", *_args(tmp_path / "d", "fp32"), "--env", "CartPole-v1"]) == 2
     hp = resolve_hyperparams(DESIGN)
-    assert hp["tau"] == 0.005 and hp["batch_size"] == 256 and hp["policy_frequency"] == 2
-    assert hp["learning_starts"] == 25_000 and hp["exploration_noise"] == 0.1 and hp["precision"] == "mixed"
+    assert hp["tau"] == 0.005 and hp["batch_size"] == 256 and hp["policy_frequency"] == 1  # RL Zoo's config
+    assert (hp["noise"], hp["exploration_noise"], hp["learning_starts"], hp["learning_rate"]) == ("ou", 0.5, 100, 1e-3)
+    assert hp["precision"] == "mixed"
+    lunar = resolve_hyperparams(get_design("apdrl-ddpg-lunarcont"))
+    assert (lunar["gamma"], lunar["buffer_size"], lunar["learning_starts"], lunar["noise"]) == (0.98, 200_000, 10_000,
+                                                                                                "gaussian")
 
 
 def test_resume_equals_uninterrupted(tmp_path, monkeypatch):
