@@ -10,8 +10,8 @@ step, so every env step pays its share of gradient steps).
 One "gradient step" is, per algorithm (each at the design's batch):
   DQN-CartPole       train_step on a 128-transition minibatch (target fwd, fwd, loss, bwd, Adam)
   A2C-InvPendulum    train_step on one 8 x 5 rollout (policy + value, clip, RMSprop)
-  DDPG-*             critic_step + actor_step + soft update on a 256-transition minibatch (the
-                     iteration where the actor also learns; policy_frequency 2 halves its share)
+  DDPG-*             critic_step + actor_step + soft update on a 256-transition minibatch (every
+                     env step with the designs' RL Zoo configs, policy_frequency 1)
 
 Beside them, the same training step written in PyTorch (benchmarks/torch_ref.py: same networks,
 batch, loss and optimizer; one intra-op thread like our BLAS) when ``import torch`` works
