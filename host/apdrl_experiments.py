@@ -185,6 +185,7 @@ def summarize_table3(out, designs: list[str], seeds: int, title: str = "") -> li
             ax.fill_between(grid, m - sd, m + sd, color=col, alpha=0.2)
         ax.set_title(d.replace("apdrl-", ""), fontsize=9)
         ax.set_xlabel("environment steps", fontsize=8)
+        ax.xaxis.set_major_formatter(matplotlib.ticker.EngFormatter(sep=""))  # 400k, not 400000 run together
         ax.set_ylabel(f"return ({MA_WINDOW}-ep. moving avg.)", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)

@@ -208,6 +208,7 @@ def summarize(out, configs: list[dict], seeds: int, title: str = "") -> list[dic
         ax.plot(grid, m, color=col, label=f"{c['label']} (n={len(per_seed)})", marker="." if len(grid) == 1 else None)
         ax.fill_between(grid, m - sd, m + sd, color=col, alpha=0.2)
     ax.set_xlabel("environment steps")
+    ax.xaxis.set_major_formatter(matplotlib.ticker.EngFormatter(sep=""))
     ax.set_ylabel("rolling-average episodic return")
     ax.set_title(title or "comparison")
     ax.grid(alpha=0.3)
