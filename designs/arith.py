@@ -61,7 +61,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import RlhlsError
-from .formats import _NATIVE, FP32, FixedFormat, FloatFormat, NumericFormat, parse_format
+from .formats import _NATIVE, FP32, FixedFormat, FloatFormat, NumericFormat, parse_format, round_half
 
 __all__ = ["dense", "conv2d", "im2col", "col2im", "set_seq_sum_kernel"]
 
@@ -261,7 +261,7 @@ def _to32(fmt, v):
         if native is np.float32:
             return v.astype(np.float32)
         if native is np.float16:
-            return v.astype(np.float16).astype(np.float32)
+            return round_half(np.asarray(v, dtype=np.float64)).astype(np.float32)  # fp16 values are exact in fp32
         return fmt.quantize(v).astype(np.float32)
 
 
@@ -273,7 +273,7 @@ def _from32(fmt, a32):
         if native is np.float32:
             return a32.astype(np.float64)
         if native is np.float16:
-            return a32.astype(np.float16).astype(np.float64)
+            return round_half(a32.astype(np.float64))  # float32 is exact in float64: one rounding
         return fmt.quantize(a32.astype(np.float64))
 
 

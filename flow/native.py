@@ -1,4 +1,5 @@
-"""A compiled sequential float32 sum for ``designs.arith`` (the fp32-accumulator dense path).
+"""Compiled kernels for ``designs``: the sequential float32 sum of ``arith`` (the fp32-accumulator
+dense path) and the float64 -> binary16 rounding of ``formats.round_half`` (fp16 layers).
 
 ``arith._seq_sum_f32_numpy`` computes ``acc[n, m] = fl32(acc + fl32(x[n, k] * w[k, m]))`` for
 k in order with numpy; the same sums in C (below, register-blocked) are ~7-15x faster. ``install()`` builds it
@@ -10,6 +11,12 @@ another CPU), loads it with ctypes, checks it bit for bit against the numpy path
 magnitudes so every add rounds, overflow to Inf, NaN, subnormals, both orientations) and only
 then registers it with ``arith.set_seq_sum_kernel``. No compiler, a failed build or a failed
 check: the numpy path stays (same results, slower), with one debug log line.
+
+``rlhls_round_f16`` is ``FloatFormat._quantize_magic`` for binary16 written as a C loop (one float64
+add and subtract of a magic constant per value; the same IEEE operations, so the same bits): ~10x
+numpy's software float16 cast, which dominated mixed-precision training with PL (fp16) layers.
+It is checked against that cast (every exponent from subnormal to overflow, ties, +-0, Inf, NaN)
+and registered with ``formats.set_half_kernel`` on its own: either kernel can fail its check alone.
 
 ``install()`` is idempotent (built and checked once per process) and returns whether the
 compiled kernel is in use. ``RLHLS_NATIVE=0`` disables it (``install()`` then unregisters it
@@ -27,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rlhls.designs import arith
+from rlhls.designs import arith, formats
 
 from .paths import cache_dir
 from .toolchain import compile_cpp
@@ -89,10 +96,30 @@ extern "C" void rlhls_seq_sum_f32(const float *x, const float *w, float *acc, lo
   if (Mb < M) plain(x, w, acc, 0, Nb, Mb, M, K, M);
   if (Nb < N) plain(x, w, acc, Nb, N, 0, M, K, M);
 }
+
+// y = binary16(x) as double: the quantum of x is 2^q, q = max(e_x, -14) - 10 (e_x clamped to
+// [-14, 16] so Inf / NaN / huge values keep a finite constant); c = 1.5 * 2^(q + 52) makes the
+// double add round x to a multiple of 2^q, ties to even, and - c is exact.
+extern "C" void rlhls_round_f16(const double *x, double *y, long n) {
+  for (long i = 0; i < n; ++i) {
+    const double v = x[i];
+    unsigned long long b;
+    __builtin_memcpy(&b, &v, 8);
+    long long e = (long long)((b >> 52) & 0x7FF);
+    e = e < 1023 - 14 ? 1023 - 14 : (e > 1024 + 15 ? 1024 + 15 : e);
+    const unsigned long long cb = ((unsigned long long)(e + 42) << 52) | (1ULL << 51);
+    double c;
+    __builtin_memcpy(&c, &cb, 8);
+    double r = __builtin_copysign((v + c) - c, v);  // a value rounded to zero keeps its sign
+    if (__builtin_fabs(r) > 65504.0) r = __builtin_copysign(__builtin_inf(), v);  // NaN: false
+    y[i] = r;
+  }
+}
 """
 FLAGS = ("-O3", "-fno-fast-math", "-ffp-contract=off", "-Wno-psabi", "-shared", "-fPIC")
 
-_kernel = None  # the checked wrapper; False: unavailable in this process
+_kernel = None  # the checked seq_sum wrapper; False: unavailable in this process
+_half = None  # the checked round_half wrapper (loaded with _kernel); False: unavailable
 
 
 def enabled() -> bool:
@@ -101,19 +128,23 @@ def enabled() -> bool:
 
 def install() -> bool:
     """Register the compiled kernel with ``arith`` (build + self-check on first call)."""
-    global _kernel
+    global _kernel, _half
     if not enabled():
         if _kernel and arith._seq_sum_kernel is _kernel:
             arith.set_seq_sum_kernel(None)
+        if _half and formats._half_kernel is _half:
+            formats.set_half_kernel(None)
         return False
     if _kernel is None:
         try:
-            _kernel = _load() or False
+            _kernel, _half = (k or False for k in _load())
         except Exception as e:  # noqa: BLE001 -- any build / load problem: numpy does the same job
-            log.debug("native seq_sum unavailable, using numpy: %s", e)
-            _kernel = False
+            log.debug("native kernels unavailable, using numpy: %s", e)
+            _kernel = _half = False
     if _kernel:
         arith.set_seq_sum_kernel(_kernel)
+    if _half:
+        formats.set_half_kernel(_half)
     return bool(_kernel)
 
 
@@ -159,8 +190,50 @@ def _wrap(f):
     return seq_sum
 
 
+def _wrap_half(f):
+    def round_half(x):
+        x = np.ascontiguousarray(x, dtype=np.float64)
+        y = np.empty_like(x)
+        f(x.ctypes.data, y.ctypes.data, x.size)
+        return y
+
+    return round_half
+
+
+def _half_values(rng) -> np.ndarray:
+    """Every binary16 exponent from below the subnormals to past overflow, exact ties (half-way
+    between neighbours, both parities), the largest finite value and the overflow threshold 65520,
+    +-0, +-Inf, NaN and a random spread."""
+    e = range(-30, 18)
+    base = [np.ldexp(1.0 + np.arange(0, 1024, 37) / 1024.0, k) for k in e]
+    ties = [np.ldexp(1.0 + (2 * np.arange(0, 1024, 41) + 1) / 2048.0, k) for k in e]
+    sub = np.ldexp(np.arange(0, 1024, 7) + 0.5, -24)  # ties between subnormals
+    special = np.array([0.0, 65504.0, 65519.99, 65520.0, 65536.0, 1e300, np.inf, np.nan, 5.96e-8, 2.98e-8])
+    spread = rng.standard_normal(4000) * np.exp2(rng.integers(-40, 20, 4000))
+    v = np.concatenate([*base, *ties, sub, special, spread])
+    return np.concatenate([v, -v])
+
+
+def _check_half(kernel) -> bool:
+    x = _half_values(np.random.default_rng(2024))
+    with np.errstate(over="ignore", invalid="ignore"):
+        ref = x.astype(np.float16).astype(np.float64)
+    got = np.concatenate([kernel(x), kernel(x[::-1].reshape(-1, 2))[::-1].reshape(-1)])[: x.size]
+    nan = np.isnan(ref)
+    return bool(np.array_equal(nan, np.isnan(got)) and np.array_equal(ref[~nan].view(np.int64), got[~nan].view(np.int64)))
+
+
 def _load():
-    f = ctypes.CDLL(str(_build())).rlhls_seq_sum_f32
+    """(seq_sum wrapper or None, round_half wrapper or None): each only after its self-check."""
+    lib = ctypes.CDLL(str(_build()))
+    h = lib.rlhls_round_f16
+    h.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long]
+    h.restype = None
+    half = _wrap_half(h)
+    if not _check_half(half):
+        log.debug("native round_half: self-check failed, using numpy's float16 cast")
+        half = None
+    f = lib.rlhls_seq_sum_f32
     f.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_long] * 3
     f.restype = None
     kernel = _wrap(f)
@@ -179,5 +252,5 @@ def _load():
         nan = np.isnan(a)  # same bits (so -0 != +0), NaN where the numpy path has NaN
         if not (np.array_equal(nan, np.isnan(b)) and np.array_equal(a[~nan].view(np.int32), b[~nan].view(np.int32))):
             log.debug("native seq_sum: self-check failed at %s, using numpy", (N, K, M))
-            return None
-    return kernel
+            return None, half
+    return kernel, half

@@ -1,20 +1,24 @@
-"""rlhls.flow.native: the compiled sequential float32 sum equals designs.arith's numpy path bit
-for bit; RLHLS_NATIVE=0, a failed build or a failed self-check leave the numpy path in place."""
+"""rlhls.flow.native: the compiled sequential float32 sum equals designs.arith's numpy path and the
+compiled binary16 rounding numpy's float16 cast, bit for bit; RLHLS_NATIVE=0, a failed build or a
+failed self-check leave the numpy path in place."""
 
 import numpy as np
 import pytest
 
-from rlhls.designs import arith
+from rlhls.designs import arith, formats
+from rlhls.designs.formats import parse_format
 from rlhls.flow import native
 
 
 @pytest.fixture
 def fresh(monkeypatch):
-    """native with nothing loaded yet; arith's kernel restored afterwards."""
-    prev = arith.set_seq_sum_kernel(None)
+    """native with nothing loaded yet; arith's and formats' kernels restored afterwards."""
+    prev, prev_half = arith.set_seq_sum_kernel(None), formats.set_half_kernel(None)
     monkeypatch.setattr(native, "_kernel", None)
+    monkeypatch.setattr(native, "_half", None)
     yield native
     arith.set_seq_sum_kernel(prev)
+    formats.set_half_kernel(prev_half)
 
 
 @pytest.fixture(scope="module")
@@ -88,6 +92,61 @@ def _spy(monkeypatch):
     return calls
 
 
+@pytest.fixture(scope="module")
+def half():
+    if not native.install() or not native._half:
+        pytest.skip("no C++ compiler: fp16 rounding uses numpy's cast only")
+    return native._half
+
+
+def _cast(x):
+    with np.errstate(over="ignore", invalid="ignore"):
+        return x.astype(np.float16).astype(np.float64)
+
+
+def _same64(a, b):
+    nan = np.isnan(a)
+    return np.array_equal(nan, np.isnan(b)) and np.array_equal(a[~nan].view(np.int64), b[~nan].view(np.int64))
+
+
+def test_half_kernel_equals_numpy_cast(half):
+    """Every exponent, ties between neighbours and between subnormals, 65504 / 65520, +-0, Inf, NaN,
+    in C order, Fortran order and strided views."""
+    rng = np.random.default_rng(7)
+    x = native._half_values(rng)
+    x = np.concatenate([x, rng.uniform(-70000, 70000, 10_000), rng.standard_normal(10_000) * 1e-6])
+    assert _same64(_cast(x), half(x))
+    m = x[: x.size - x.size % 60].reshape(-1, 60)
+    for view in (np.asfortranarray(m), m[:, ::3], m.T):
+        y = half(view)
+        assert y.shape == view.shape and _same64(_cast(view), y)
+
+
+def test_fp16_quantize_same_bits_with_and_without_kernel(half):
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((300, 70)) * np.exp2(rng.integers(-28, 20, (300, 70)))
+    fp16 = parse_format("fp16")
+    prev = formats.set_half_kernel(None)
+    try:
+        ref, n_ref = fp16.quantize(x, return_overflow=True)
+        w32_ref = arith._to32(fp16, x)
+        formats.set_half_kernel(half)
+        y, n = fp16.quantize(x, return_overflow=True)
+        w32 = arith._to32(fp16, x)
+    finally:
+        formats.set_half_kernel(prev)
+    assert n == n_ref > 0 and _same64(ref, y)
+    assert np.array_equal(w32_ref.view(np.int32), w32.view(np.int32))
+    assert fp16.quantize(np.float64(1 / 3)) == _cast(np.array(1 / 3))  # 0-d and small arrays: numpy's cast
+
+
+def test_failed_half_check_keeps_numpy_cast_only(fresh, monkeypatch):
+    monkeypatch.setattr(native, "_wrap_half", lambda f: (lambda x: np.asarray(x, dtype=np.float64).copy()))
+    if not fresh.install():
+        pytest.skip("no C++ compiler")
+    assert formats._half_kernel is None and arith._seq_sum_kernel is fresh._kernel
+
+
 def test_disabled_by_env_runs_numpy_path(fresh, monkeypatch):
     monkeypatch.setenv("RLHLS_NATIVE", "0")
     assert fresh.install() is False
@@ -102,8 +161,9 @@ def test_env_unregisters_an_installed_kernel(fresh, monkeypatch):
         pytest.skip("no C++ compiler")
     assert arith._seq_sum_kernel is fresh._kernel
     assert fresh.install() is True and arith._seq_sum_kernel is fresh._kernel  # idempotent
+    assert formats._half_kernel is fresh._half
     monkeypatch.setenv("RLHLS_NATIVE", "0")
-    assert fresh.install() is False and arith._seq_sum_kernel is None
+    assert fresh.install() is False and arith._seq_sum_kernel is None and formats._half_kernel is None
 
 
 def test_build_failure_falls_back_silently(fresh, monkeypatch, capsys):
