@@ -491,7 +491,7 @@ class FloatFormat(NumericFormat):
         x = np.asarray(x, dtype=np.float64)
         native = _NATIVE.get((self.exp_bits, self.man_bits))
         if native is not None:
-            # numpy's float64 -> float32 / float16 casts are this same single IEEE rounding, ~8x faster
+            # numpy's float64 -> float32 cast (round_half: float16) is this same single IEEE rounding, faster
             if native is np.float16:
                 y = round_half(x)
             else:
