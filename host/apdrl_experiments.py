@@ -2,6 +2,7 @@
 FP32 vs BF16 training time against network size).
 
     rlhls experiment apdrl-table3 [--design D ...] [--steps N] [--seeds K] [--jobs J] [--full] [--out DIR]
+    rlhls experiment apdrl-table3 --report [--design D ...] [--seeds K] --out DIR
     rlhls experiment apdrl-table4 [--sizes 64x64,400x300,4096x3072] [--repeats R] [--out DIR]
 
 **apdrl-table3.** For each benchmark of Table III, ``--seeds`` runs (default 3) in ``fp32`` (every node
@@ -127,22 +128,24 @@ def summarize_table3(out, designs: list[str], seeds: int, title: str = "") -> li
     for d in designs:
         r = {"design": d}
         for p in PRECISIONS:
-            finals, per_seed = [], []
+            finals, per_seed, reached = [], [], []
             for s in range(seeds):
                 x, y = _episodes(out / d / f"{p}-s{s}")
                 if len(y):
                     ma = moving_average(y)
                     finals.append(float(ma[-1]))
                     per_seed.append((x, ma))
+                    reached.append(max(_finished_steps(out / d / f"{p}-s{s}"), int(x[-1])))
             r[f"{p}_mean"], r[f"{p}_std"] = _mean_std(finals)
             r[f"{p}_seeds"] = len(finals)
+            r[f"{p}_steps"] = min(reached, default=0)  # the least-trained run: unfinished ones show here
             r[f"{p}_per_seed"] = " ".join(f"{f:.2f}" for f in finals)
             curves[(d, p)] = per_seed
         r["reward_error_percent"] = reward_error(r["fp32_mean"], r["mixed_mean"])
         rows.append(r)
 
-    cols = ["design", "fp32_mean", "fp32_std", "fp32_seeds", "fp32_per_seed", "mixed_mean", "mixed_std",
-            "mixed_seeds", "mixed_per_seed", "reward_error_percent"]
+    cols = ["design", "fp32_mean", "fp32_std", "fp32_seeds", "fp32_steps", "fp32_per_seed", "mixed_mean",
+            "mixed_std", "mixed_seeds", "mixed_steps", "mixed_per_seed", "reward_error_percent"]
     atomic_write_text(out / "table3.csv", csv_text(rows, cols))
 
     from rlhls.designs.registry import get_design
@@ -154,10 +157,11 @@ def summarize_table3(out, designs: list[str], seeds: int, title: str = "") -> li
     md = [f"# {title or 'AP-DRL Table III'}", "",
           f"Final return = {MA_WINDOW}-episode moving average of episodic return at a run's last episode; "
           "mean ± std (sample) over seeds. Reward error = |R_mixed − R_fp32| / |R_fp32| × 100 of the means.", "",
-          markdown_table(["benchmark", "fp32 (mean ± std)", "mixed (mean ± std)", "seeds", "reward error %",
-                          "seed's reward error %"],
+          markdown_table(["benchmark", "fp32 (mean ± std)", "mixed (mean ± std)", "seeds", "steps (least run)",
+                          "reward error %", "seed's reward error %"],
                          [[r["design"], f"{r['fp32_mean']:.2f} ± {r['fp32_std']:.2f}",
                            f"{r['mixed_mean']:.2f} ± {r['mixed_std']:.2f}", f"{r['fp32_seeds']}/{r['mixed_seeds']}",
+                           f"{r['fp32_steps']}/{r['mixed_steps']}",
                            f"{r['reward_error_percent']:.2f}", seed_err(r["design"])] for r in rows]),
           "", "![Fig. 11](fig11.png)", ""]
     atomic_write_text(out / "table3.md", "\n".join(md))
@@ -271,6 +275,8 @@ def run_apdrl_table3(args) -> int:
     for d in designs:
         if d not in BENCHMARKS:
             raise RlhlsError(f"--design {d}: not a Table III benchmark (expected one of {', '.join(BENCHMARKS)})")
+    if args.report:
+        return _report_table3(args, designs)
     args.num_envs = args.num_steps = args.experiment = None
     common = _overrides(args)
     out = Path(args.out or "runs/apdrl-table3")
@@ -305,11 +311,34 @@ def run_apdrl_table3(args) -> int:
             r = f.result()
             say(f"[{i}/{len(jobs)}] {r['design']} {r['precision']} seed {r['seed']}: {r['steps']} steps "
                 f"in {r['seconds']:.0f} s")
-    rows = summarize_table3(out, designs, args.seeds, f"{args.name}: fp32 vs mixed precision, {args.seeds} seed(s)")
+    _print_rows(summarize_table3(out, designs, args.seeds, f"{args.name}: fp32 vs mixed precision, {args.seeds} seed(s)"))
+    print(f"{len(jobs)} run(s) in {time.perf_counter() - t0:.0f} s -> {out / 'table3.md'}, {out / 'fig11.png'}")
+    return 0
+
+
+def _print_rows(rows) -> None:
     for r in rows:
         print(f"{r['design']:<24} fp32 {r['fp32_mean']:9.2f} ± {r['fp32_std']:<8.2f} mixed {r['mixed_mean']:9.2f} "
-              f"± {r['mixed_std']:<8.2f} reward error {r['reward_error_percent']:.2f} %")
-    print(f"{len(jobs)} run(s) in {time.perf_counter() - t0:.0f} s -> {out / 'table3.md'}, {out / 'fig11.png'}")
+              f"± {r['mixed_std']:<8.2f} reward error {r['reward_error_percent']:.2f} %  "
+              f"(least-trained run: {r['fp32_steps']} / {r['mixed_steps']} steps)")
+
+
+def _report_table3(args, designs) -> int:
+    """--report: the summary of the run folders as they stand, while (or after) they train."""
+    out = Path(args.out or "runs/apdrl-table3")
+    try:
+        record = json.loads((out / "experiment.json").read_text())
+    except (OSError, ValueError):
+        record = {}
+    if args.design is None and record.get("designs"):  # the experiment's own list
+        designs = record["designs"]
+    seeds = args.seeds or int(record.get("seeds", 3))
+    designs = [d for d in designs if (out / d).is_dir()]
+    if not designs:
+        raise RlhlsError(f"--report: no Table III run folders in {out}")
+    _print_rows(summarize_table3(out, designs, seeds, f"{args.name}: fp32 vs mixed precision, {seeds} seed(s), "
+                                 "as the runs stand"))
+    print(f"-> {out / 'table3.md'}, {out / 'fig11.png'}")
     return 0
 
 

@@ -88,6 +88,9 @@ def add_experiment_arguments(parser) -> None:
                         help="apdrl-table4: hidden sizes H1xH2,... (default 64x64,400x300,4096x3072)")
     parser.add_argument("--repeats", type=positive_int, default=3,
                         help="apdrl-table4: host timing repeats, best of (default 3)")
+    parser.add_argument("--report", action="store_true",
+                        help="apdrl-table3: summarize the run folders in --out as they are (unfinished runs at "
+                             "their last episode) and train nothing")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
 
@@ -234,10 +237,13 @@ def run_experiment(args) -> int:
     from .ppo import resolve_hyperparams
     from .runner import atomic_write_text
 
+    if getattr(args, "report", False) and args.name != "apdrl-table3":
+        raise RlhlsError(f"--report: only for apdrl-table3 (not {args.name})")
     if args.name == "apdrl-table3":
         from .apdrl_experiments import run_apdrl_table3
 
-        args.seeds = args.seeds or 3
+        if not getattr(args, "report", False):  # --report takes the folder's own count
+            args.seeds = args.seeds or 3
         return run_apdrl_table3(args)
     if args.name == "apdrl-table4":
         from .apdrl_experiments import run_apdrl_table4

@@ -51,6 +51,22 @@ def test_summary_of_synthetic_runs(tmp_path):
     assert (tmp_path / "fig11.png").stat().st_size > 1000
     text = (tmp_path / "table3.md").read_text()
     assert "2.97" in text and "1.60" in text  # ours and the seed's Table III error for CartPole
+    assert r["fp32_steps"] == r["mixed_steps"] == 1500  # no metrics.csv: the last episode's step
+
+
+def test_report_summarizes_runs_as_they_stand(tmp_path, capsys):
+    d = "apdrl-dqn-cartpole"
+    for p in ("fp32", "mixed"):
+        for s in range(2):
+            _episodes(tmp_path / d / f"{p}-s{s}", np.full(30 if (p, s) == ("mixed", 1) else 60, 50.0 + s))
+    assert main(["experiment", "apdrl-table3", "--report", "--seeds", "2", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "least-trained run: 600 / 300 steps" in out  # the unfinished mixed seed shows
+    rows = list(csv.DictReader(open(tmp_path / "table3.csv")))
+    assert rows[0]["design"] == d and rows[0]["mixed_seeds"] == "2" and float(rows[0]["fp32_mean"]) == 50.5
+    assert not (tmp_path / d / "plan").exists()  # nothing planned, nothing trained
+    assert main(["experiment", "apdrl-table3", "--report", "--out", str(tmp_path / "none")]) == 2
+    assert main(["experiment", "heppo-bits", "--report"]) == 2
 
 
 def test_table3_cli_runs_resumes_and_refuses(tmp_path, capsys):
