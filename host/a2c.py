@@ -74,7 +74,7 @@ from .mixed import PRECISIONS, MixedPrecision, count_columns, ps_forward
 from .hyperparams import merge
 from .optim import make_optimizer
 from .ppo import adapt_network, gae_reference
-from .trainer import TrainerBase
+from .trainer import TrainerBase, param_views
 
 __all__ = ["A2C_DEFAULTS", "PHASES", "resolve_hyperparams", "a2c_loss", "A2C"]
 
@@ -152,16 +152,13 @@ def a2c_loss(out, values, actions, advantages, returns, *, log_std=None, softmax
 
 
 class A2C(TrainerBase):
-    """One A2C run: ``train_update(update, total_updates) -> metrics row``; checkpointable state.
-
-    ``assignment`` ({graph node: unit}) is the plan for ``precision='mixed'``; None there means
-    profile + solve in-process (``mixed.default_plan``)."""
+    """One A2C run (the constructor and interface: ``TrainerBase``)."""
 
     algorithm = "a2c"
+    networks = ("policy", "value")
+    resolve_hyperparams = staticmethod(resolve_hyperparams)
 
-    def __init__(self, design, *, env_id: str | None = None, seed: int = 0, backend: str = "emu",
-                 hyperparams: dict | None = None, assignment: dict | None = None):
-        nets = self._start(design, env_id, seed, backend, hyperparams, resolve_hyperparams, ("policy", "value"))
+    def _setup(self, design, nets: dict, assignment) -> None:
         hp = self.hp
         self.space = sp = space_info(self.envs)
         pol, val = nets["policy"], nets["value"]
@@ -199,8 +196,7 @@ class A2C(TrainerBase):
 
     def _make_views(self):
         """{grad key: (master-format key, array)} for MixedPrecision.apply / round_masters."""
-        v = {f"policy.{l.name}.{k}": (l.name, a) for l in self.pol.layers for k, a in l.params.items()}
-        v.update({f"value.{l.name}.{k}": (f"value.{l.name}", a) for l in self.val.layers for k, a in l.params.items()})
+        v = {**param_views("policy", self.pol), **param_views("value", self.val, masters="value.")}
         if self.log_std is not None:
             v["log_std"] = ("log_std", self.log_std)  # no layer: FP32 master (PS)
         self.views = v
@@ -343,14 +339,11 @@ class A2C(TrainerBase):
             "log_std": None if self.log_std is None else self.log_std.copy(),
             "opt": self.opt.state_dict(), "mixed": self.mp_p.state(), "assignment": self.assignment,
             "rng": copy.deepcopy(self.rng.bit_generator.state), "rollouts": self.rollouts,
-            "env": None if self.obs is None else {
-                "replay": self.envs.state(), "obs": np.array(self.obs).copy(),
-                "ep_ret": self.tracker.ret.copy(), "ep_len": self.tracker.len.copy()},
+            "env": self._env_state(),
         }
 
     def load_state_dict(self, s: dict) -> None:
-        if s.get("assignment") != self.assignment:
-            raise RlhlsError("checkpoint: it was trained under another plan (assignment differs)")
+        self._check_plan(s)
         self.pol.set_params(s["policy"])
         self.val.set_params(s["value"])
         if s["log_std"] is not None:
@@ -360,11 +353,4 @@ class A2C(TrainerBase):
         self.mp_p.load(s["mixed"])  # scaler and step count are shared with mp_v
         self.rng.bit_generator.state = s["rng"]
         self.rollouts = int(s["rollouts"])
-        env = s.get("env")
-        if env is not None:
-            self.envs.restore(env["replay"])
-            self.obs = np.array(env["obs"])
-            self.tracker.ret, self.tracker.len = np.array(env["ep_ret"]), np.array(env["ep_len"])
-
-    def close(self):
-        self.envs.close()
+        self._load_env(s.get("env"))

@@ -64,7 +64,7 @@ from .envs import EpisodeTracker, space_info
 from .hyperparams import merge
 from .mixed import PRECISIONS, MixedPrecision, count_columns, ps_forward
 from .optim import make_optimizer
-from .trainer import TrainerBase
+from .trainer import TrainerBase, param_views
 
 _FP32 = parse_format("fp32")
 
@@ -124,21 +124,14 @@ class _Buffer(ReplayBuffer):
         self.actions = np.zeros((self.capacity, act_dim), dtype=np.float32)
 
 
-def _views(inst: str, net) -> dict:
-    return {f"{inst}.{l.name}.{k}": (l.name, a) for l in net.layers for k, a in l.params.items()}
-
-
 class DDPG(TrainerBase):
-    """One DDPG run: ``train_update(update, total_updates) -> metrics row``; checkpointable state.
-
-    ``assignment`` ({graph node: unit}) is the plan for ``precision='mixed'``; None there means
-    profile + solve in-process (``mixed.default_plan``)."""
+    """One DDPG run (the constructor and interface: ``TrainerBase``)."""
 
     algorithm = "ddpg"
+    networks = ("actor", "critic")
+    resolve_hyperparams = staticmethod(resolve_hyperparams)
 
-    def __init__(self, design, *, env_id: str | None = None, seed: int = 0, backend: str = "emu",
-                 hyperparams: dict | None = None, assignment: dict | None = None):
-        nets = self._start(design, env_id, seed, backend, hyperparams, resolve_hyperparams, ("actor", "critic"))
+    def _setup(self, design, nets: dict, assignment) -> None:
         hp = self.hp
         sp = space_info(self.envs)
         if sp["kind"] != "continuous" or len(sp["obs_shape"]) != 1:
@@ -174,7 +167,7 @@ class DDPG(TrainerBase):
         self.mp_pi = MixedPrecision(design, critic, "critic@pi", self.assignment, loss_node="actor_loss",
                                     target=False, update=False, master_of=self.mp_c, **kw)
         MixedPrecision.link(self.mp_a, self.mp_pi)  # one loss: one scale over the whole actor path
-        self.views_a, self.views_c = _views("actor", actor), _views("critic", critic)
+        self.views_a, self.views_c = param_views("actor", actor), param_views("critic", critic)
         self.mp_a.round_masters(self.views_a)
         self.mp_c.round_masters(self.views_c)
         self.target_actor, self.target_critic = copy.deepcopy(actor), copy.deepcopy(critic)
@@ -354,18 +347,15 @@ class DDPG(TrainerBase):
             "mixed": {"actor": self.mp_a.state(), "critic": self.mp_c.state()},
             "rng": copy.deepcopy(self.rng.bit_generator.state), "ou": self.ou.copy(),
             "global_step": self.global_step, "buffer": self.rb.state(), "assignment": self.assignment,
-            "env": None if self.obs is None else {
-                "replay": self.envs.state(), "obs": np.array(self.obs).copy(),
-                "ep_ret": self.tracker.ret.copy(), "ep_len": self.tracker.len.copy()},
+            "env": self._env_state(),
         }
 
     def load_state_dict(self, s: dict) -> None:
-        if s.get("assignment") != self.assignment:
-            raise RlhlsError("checkpoint: it was trained under another plan (assignment differs)")
+        self._check_plan(s)
         for net, key in ((self.actor, "actor"), (self.critic, "critic"), (self.target_actor, "target_actor"),
                          (self.target_critic, "target_critic")):
             net.set_params(s[key])
-        self.views_a, self.views_c = _views("actor", self.actor), _views("critic", self.critic)
+        self.views_a, self.views_c = param_views("actor", self.actor), param_views("critic", self.critic)
         self.opt_a.load_state_dict(s["opt_actor"])
         self.opt_c.load_state_dict(s["opt_critic"])
         for m, key in ((self.mp_a, "actor"), (self.mp_c, "critic")):  # critic@pi shares the actor's
@@ -374,11 +364,4 @@ class DDPG(TrainerBase):
         self.ou = np.array(s["ou"])
         self.global_step = int(s["global_step"])
         self.rb.load(s["buffer"])
-        env = s.get("env")
-        if env is not None:
-            self.envs.restore(env["replay"])
-            self.obs = np.array(env["obs"])
-            self.tracker.ret, self.tracker.len = np.array(env["ep_ret"]), np.array(env["ep_len"])
-
-    def close(self):
-        self.envs.close()
+        self._load_env(s.get("env"))

@@ -73,7 +73,7 @@ from .envs import EpisodeTracker, space_info
 from .mixed import PRECISIONS, MixedPrecision, count_columns, ps_forward
 from .hyperparams import merge
 from .optim import make_optimizer
-from .trainer import TrainerBase
+from .trainer import TrainerBase, param_views
 
 __all__ = ["DQN_DEFAULTS", "PHASES", "ReplayBuffer", "resolve_hyperparams", "linear_schedule", "DQN"]
 
@@ -218,16 +218,13 @@ class ReplayBuffer:
 
 
 class DQN(TrainerBase):
-    """One DQN run: ``train_update(update, total_updates) -> metrics row``; checkpointable state.
-
-    ``assignment`` ({graph node: unit}) is the plan for ``precision='mixed'``; None there means
-    profile + solve in-process (``mixed.default_plan``)."""
+    """One DQN run (the constructor and interface: ``TrainerBase``)."""
 
     algorithm = "dqn"
+    networks = ("q",)
+    resolve_hyperparams = staticmethod(resolve_hyperparams)
 
-    def __init__(self, design, *, env_id: str | None = None, seed: int = 0, backend: str = "emu",
-                 hyperparams: dict | None = None, assignment: dict | None = None):
-        nets = self._start(design, env_id, seed, backend, hyperparams, resolve_hyperparams, ("q",))
+    def _setup(self, design, nets: dict, assignment) -> None:
         hp = self.hp
         sp = space_info(self.envs)
         if sp["kind"] != "discrete":
@@ -243,7 +240,7 @@ class DQN(TrainerBase):
         self.q, self.n_actions = q, sp["action_dim"]
         self._take_plan(assignment, hp["batch_size"])
         self.mp = MixedPrecision(design, q, "q", self.assignment, **self._scaling())
-        self.views = {f"q.{l.name}.{k}": (l.name, a) for l in q.layers for k, a in l.params.items()}
+        self.views = param_views("q", q)
         self.mp.round_masters(self.views)
         self.target = copy.deepcopy(q)
         self.opt = make_optimizer(hp["optimizer"], hp["learning_rate"],
@@ -377,27 +374,17 @@ class DQN(TrainerBase):
             "params": self.q.get_params(), "target": self.target.get_params(), "opt": self.opt.state_dict(),
             "mixed": self.mp.state(), "rng": copy.deepcopy(self.rng.bit_generator.state),
             "global_step": self.global_step, "buffer": self.rb.state(), "assignment": self.assignment,
-            "env": None if self.obs is None else {
-                "replay": self.envs.state(), "obs": np.array(self.obs).copy(),
-                "ep_ret": self.tracker.ret.copy(), "ep_len": self.tracker.len.copy()},
+            "env": self._env_state(),
         }
 
     def load_state_dict(self, s: dict) -> None:
-        if s.get("assignment") != self.assignment:
-            raise RlhlsError("checkpoint: it was trained under another plan (assignment differs)")
+        self._check_plan(s)
         self.q.set_params(s["params"])
         self.target.set_params(s["target"])
-        self.views = {f"q.{l.name}.{k}": (l.name, a) for l in self.q.layers for k, a in l.params.items()}
+        self.views = param_views("q", self.q)
         self.opt.load_state_dict(s["opt"])
         self.mp.load(s["mixed"])
         self.rng.bit_generator.state = s["rng"]
         self.global_step = int(s["global_step"])
         self.rb.load(s["buffer"])
-        env = s.get("env")
-        if env is not None:
-            self.envs.restore(env["replay"])
-            self.obs = np.array(env["obs"])
-            self.tracker.ret, self.tracker.len = np.array(env["ep_ret"]), np.array(env["ep_len"])
-
-    def close(self):
-        self.envs.close()
+        self._load_env(s.get("env"))

@@ -1,36 +1,85 @@
-"""What the AP-DRL trainers (host/dqn.py, host/a2c.py, host/ddpg.py) do alike when they start: check
-the backend, resolve hyperparameters, build the design's networks and the replayable envs, and take
-the partition plan for ``precision='mixed'`` (``assignment`` None there = profile + ILP in-process
-at the given batch, ``mixed.default_plan``). The runner's trainer interface is in host/runner.py."""
+"""What the AP-DRL trainers (host/dqn.py, host/a2c.py, host/ddpg.py) do alike: the constructor (check
+the backend, resolve hyperparameters, build the design's networks and the replayable envs, then the
+trainer's own ``_setup``), the partition plan for ``precision='mixed'`` (``assignment`` None there =
+profile + ILP in-process at the given batch, ``mixed.default_plan``), the checkpoint's plan check and
+env state, and the parameter views MixedPrecision updates. The runner's trainer interface is in
+host/runner.py."""
 
 from __future__ import annotations
+
+import numpy as np
 
 from rlhls.designs.errors import RlhlsError
 
 from .envs import ReplayableVecEnv
 from .mixed import default_plan
 
-__all__ = ["TrainerBase"]
+__all__ = ["TrainerBase", "param_views"]
+
+
+def param_views(inst: str, net, masters: str = "") -> dict:
+    """{grad key '<inst>.<layer>.<param>': (master key '<masters><layer>', array)} of a network, for
+    MixedPrecision.apply / round_masters."""
+    return {f"{inst}.{l.name}.{k}": (f"{masters}{l.name}", a) for l in net.layers for k, a in l.params.items()}
 
 
 class TrainerBase:
-    algorithm = ""
+    """One training run: ``train_update(update, total_updates) -> metrics row``; checkpointable state.
 
-    def _start(self, design, env_id, seed, backend, hyperparams, resolve, networks: tuple) -> dict:
+    ``assignment`` ({graph node: unit}) is the plan for ``precision='mixed'``; None there means
+    profile + solve in-process (``mixed.default_plan``). A trainer names its ``algorithm``, the
+    ``networks`` it needs and its ``resolve_hyperparams``, and builds itself in ``_setup``."""
+
+    algorithm = ""
+    networks: tuple = ()
+
+    def __init__(self, design, *, env_id: str | None = None, seed: int = 0, backend: str = "emu",
+                 hyperparams: dict | None = None, assignment: dict | None = None):
+        self._setup(design, self._start(design, env_id, seed, backend, hyperparams), assignment)
+
+    @staticmethod
+    def resolve_hyperparams(design, overrides):
+        raise NotImplementedError
+
+    def _setup(self, design, nets: dict, assignment) -> None:
+        raise NotImplementedError
+
+    def _start(self, design, env_id, seed, backend, hyperparams) -> dict:
         """Set design, hp, env_id, seed, envs; return the design's fresh networks (``networks`` must be there)."""
         name = self.algorithm.upper()
         if backend != "emu":
             raise RlhlsError(f"backend '{backend}': {name} runs its layers through the emulator only so far (use emu)")
         self.design = design
-        self.hp = resolve(design, hyperparams)
+        self.hp = self.resolve_hyperparams(design, hyperparams)
         self.env_id = env_id or design.env_id
         self.seed = int(seed)
         nets = design.build_networks(self.seed)
-        if any(n not in nets for n in networks):
-            raise RlhlsError(f"design '{design.name}': {name} needs network(s) {', '.join(map(repr, networks))} "
-                             f"(has {', '.join(nets)})")
+        if any(n not in nets for n in self.networks):
+            raise RlhlsError(f"design '{design.name}': {name} needs network(s) "
+                             f"{', '.join(map(repr, self.networks))} (has {', '.join(nets)})")
         self.envs = ReplayableVecEnv(self.env_id, self.hp["num_envs"], self.seed)
         return nets
+
+    # -- checkpoint pieces the trainers share
+    def _check_plan(self, s: dict) -> None:
+        if s.get("assignment") != self.assignment:
+            raise RlhlsError("checkpoint: it was trained under another plan (assignment differs)")
+
+    def _env_state(self):
+        """The running envs (replay record, current observations, open episodes' sums), or None before the first reset."""
+        if self.obs is None:
+            return None
+        return {"replay": self.envs.state(), "obs": np.array(self.obs).copy(),
+                "ep_ret": self.tracker.ret.copy(), "ep_len": self.tracker.len.copy()}
+
+    def _load_env(self, env) -> None:
+        if env is not None:
+            self.envs.restore(env["replay"])
+            self.obs = np.array(env["obs"])
+            self.tracker.ret, self.tracker.len = np.array(env["ep_ret"]), np.array(env["ep_len"])
+
+    def close(self):
+        self.envs.close()
 
     def _take_plan(self, assignment, batch: int) -> None:
         """``self.assignment``: the plan for mixed precision (solved here when None), else None."""
