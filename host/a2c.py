@@ -93,14 +93,7 @@ PHASES = ("dnn_inference", "env_run", "storing_trajectories", "returns", "update
 
 def resolve_hyperparams(design, overrides: dict | None = None) -> dict:
     """SB3 A2C defaults <- the design's hyperparameters <- overrides ('key': value or text)."""
-    hp = merge(A2C_DEFAULTS, design, overrides, "A2C", ints=_INTS)
-    for k in _INTS:
-        if not (isinstance(hp[k], (int, np.integer)) and not isinstance(hp[k], bool)):
-            raise RlhlsError(f"hyperparameter {k} = {hp[k]!r}: expected an integer")
-        hp[k] = int(hp[k])
-        lo = 0 if k == "quantization_delay" else 1
-        if hp[k] < lo:
-            raise RlhlsError(f"hyperparameter {k} = {hp[k]}: expected >= {lo}")
+    hp = merge(A2C_DEFAULTS, design, overrides, "A2C", ints=_INTS, zero_ok=("quantization_delay",))
     if hp["optimizer"] not in OPTIMIZERS:
         raise RlhlsError(f"optimizer '{hp['optimizer']}': expected one of {', '.join(OPTIMIZERS)}")
     if hp["precision"] not in PRECISIONS:

@@ -87,14 +87,8 @@ PHASES = ("dnn_inference", "env_run", "storing_transitions", "sample", "target_f
 
 def resolve_hyperparams(design, overrides: dict | None = None) -> dict:
     """CleanRL ddpg_continuous_action.py defaults <- the design's hyperparameters (and batch) <- overrides."""
-    hp = merge({**DDPG_DEFAULTS, "batch_size": int(design.batch_size)}, design, overrides, "DDPG", ints=_INTS)
-    for k in _INTS:
-        if not (isinstance(hp[k], (int, np.integer)) and not isinstance(hp[k], bool)):
-            raise RlhlsError(f"hyperparameter {k} = {hp[k]!r}: expected an integer")
-        hp[k] = int(hp[k])
-        low = 0 if k in ("learning_starts", "quantization_delay") else 1
-        if hp[k] < low:
-            raise RlhlsError(f"hyperparameter {k} = {hp[k]}: expected >= {low}")
+    hp = merge({**DDPG_DEFAULTS, "batch_size": int(design.batch_size)}, design, overrides, "DDPG", ints=_INTS,
+               zero_ok=("learning_starts", "quantization_delay"))
     if hp["steps_per_update"] % hp["num_envs"]:
         raise RlhlsError(f"steps_per_update {hp['steps_per_update']} is not a multiple of num_envs {hp['num_envs']}")
     if hp["noise"] not in NOISES:

@@ -95,13 +95,8 @@ PHASES = ("dnn_inference", "env_run", "storing_transitions", "sample", "target_f
 
 def resolve_hyperparams(design, overrides: dict | None = None) -> dict:
     """CleanRL dqn.py defaults <- the design's hyperparameters (and batch) <- overrides."""
-    hp = merge({**DQN_DEFAULTS, "batch_size": int(design.batch_size)}, design, overrides, "DQN", ints=_INTS)
-    for k in _INTS:
-        if not (isinstance(hp[k], (int, np.integer)) and not isinstance(hp[k], bool)):
-            raise RlhlsError(f"hyperparameter {k} = {hp[k]!r}: expected an integer")
-        hp[k] = int(hp[k])
-        if hp[k] < (0 if k in ("learning_starts", "quantization_delay") else 1):
-            raise RlhlsError(f"hyperparameter {k} = {hp[k]}: expected >= {0 if k in ('learning_starts', 'quantization_delay') else 1}")
+    hp = merge({**DQN_DEFAULTS, "batch_size": int(design.batch_size)}, design, overrides, "DQN", ints=_INTS,
+               zero_ok=("learning_starts", "quantization_delay"))
     if is_atari(design.env_id) and "buffer_size" not in (overrides or {}):
         hp["buffer_size"] = min(hp["buffer_size"], ATARI_BUFFER_CAP)  # see the module docstring
     if hp["buffer_size"] < hp["num_envs"]:

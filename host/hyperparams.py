@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from rlhls.designs.errors import RlhlsError
 
 
@@ -31,8 +33,9 @@ def coerce(key: str, value, default, ints=()):
     return text
 
 
-def merge(defaults: dict, design, overrides: dict | None, algorithm: str, ints=()) -> dict:
-    """`defaults` updated with the design's hyperparameters of the same names, then `overrides`."""
+def merge(defaults: dict, design, overrides: dict | None, algorithm: str, ints=(), zero_ok=()) -> dict:
+    """`defaults` updated with the design's hyperparameters of the same names, then `overrides`;
+    each key of `ints` checked to be an integer >= 1 (>= 0 for those in `zero_ok`)."""
     hp = dict(defaults)
     for k, v in design.hyperparams.items():
         if k in hp:
@@ -41,4 +44,11 @@ def merge(defaults: dict, design, overrides: dict | None, algorithm: str, ints=(
         if k not in hp:
             raise RlhlsError(f"--set {k}: unknown {algorithm} hyperparameter (known: {', '.join(sorted(hp))})")
         hp[k] = coerce(k, v, hp[k], ints)
+    for k in ints:
+        if not (isinstance(hp[k], (int, np.integer)) and not isinstance(hp[k], bool)):
+            raise RlhlsError(f"hyperparameter {k} = {hp[k]!r}: expected an integer")
+        hp[k] = int(hp[k])
+        low = 0 if k in zero_ok else 1
+        if hp[k] < low:
+            raise RlhlsError(f"hyperparameter {k} = {hp[k]}: expected >= {low}")
     return hp

@@ -134,7 +134,8 @@ CLEANRL_DEFAULTS = {
     "reward_clip": 10.0, "quant_bits": 8, "experiment": 5, "gae_lookahead": 2,
     "precision": "fp64", "loss_scale_init": 2.0 ** 15, "loss_scale_growth_interval": 2000, "quantization_delay": 0,
 }
-_INTS = ("num_envs", "num_steps", "experiment", "quant_bits", "loss_scale_growth_interval", "quantization_delay")
+_INTS = ("num_envs", "num_steps", "num_minibatches", "update_epochs", "experiment", "quant_bits",
+         "loss_scale_growth_interval", "quantization_delay")
 PRECISIONS = ("fp64", "fp32", "mixed")
 
 EXPERIMENTS = {
@@ -184,21 +185,14 @@ class RunningMeanStd:
 
 def resolve_hyperparams(design, overrides: dict | None = None) -> dict:
     """CleanRL defaults <- the design's PPO hyperparameters <- overrides ('key': value or text)."""
-    hp = merge(CLEANRL_DEFAULTS, design, overrides, "PPO", ints=_INTS)
+    hp = merge(CLEANRL_DEFAULTS, design, overrides, "PPO", ints=_INTS, zero_ok=("experiment", "quantization_delay"))
     exp = hp["experiment"]
     if exp not in EXPERIMENTS:
         raise RlhlsError(f"experiment {exp!r}: expected one of 0..5 (0 = raw rewards; 1..5 HEPPO-GAE Table III)")
     if hp["precision"] not in PRECISIONS:
         raise RlhlsError(f"precision '{hp['precision']}': expected one of {', '.join(PRECISIONS)}")
-    for k in ("loss_scale_growth_interval", "quantization_delay"):
-        if not (isinstance(hp[k], int) and hp[k] >= (0 if k == "quantization_delay" else 1)):
-            raise RlhlsError(f"hyperparameter {k} = {hp[k]!r}: expected an integer >= "
-                             f"{0 if k == 'quantization_delay' else 1}")
     if not (isinstance(hp["quant_bits"], int) and 3 <= hp["quant_bits"] <= 10):
         raise RlhlsError(f"quant_bits {hp['quant_bits']!r}: expected an integer in 3..10 (HEPPO-GAE Fig. 8-9)")
-    for k in ("num_envs", "num_steps", "num_minibatches", "update_epochs"):
-        if not (isinstance(hp[k], int) and hp[k] >= 1):
-            raise RlhlsError(f"hyperparameter {k} = {hp[k]!r}: expected an integer >= 1")
     if hp["num_envs"] * hp["num_steps"] < hp["num_minibatches"]:
         raise RlhlsError(f"num_envs x num_steps = {hp['num_envs'] * hp['num_steps']} is smaller than "
                          f"num_minibatches = {hp['num_minibatches']}")
