@@ -93,11 +93,8 @@ PHASES = ("dnn_inference", "env_run", "storing_trajectories", "returns", "update
 
 def resolve_hyperparams(design, overrides: dict | None = None) -> dict:
     """SB3 A2C defaults <- the design's hyperparameters <- overrides ('key': value or text)."""
-    hp = merge(A2C_DEFAULTS, design, overrides, "A2C", ints=_INTS, zero_ok=("quantization_delay",))
-    if hp["optimizer"] not in OPTIMIZERS:
-        raise RlhlsError(f"optimizer '{hp['optimizer']}': expected one of {', '.join(OPTIMIZERS)}")
-    if hp["precision"] not in PRECISIONS:
-        raise RlhlsError(f"precision '{hp['precision']}': expected one of {', '.join(PRECISIONS)}")
+    hp = merge(A2C_DEFAULTS, design, overrides, "A2C", ints=_INTS, zero_ok=("quantization_delay",),
+               choices={"optimizer": OPTIMIZERS, "precision": PRECISIONS})
     if not 0.0 <= hp["gae_lambda"] <= 1.0:
         raise RlhlsError(f"gae_lambda {hp['gae_lambda']!r}: expected 0 <= lambda <= 1")
     return hp

@@ -88,13 +88,10 @@ PHASES = ("dnn_inference", "env_run", "storing_transitions", "sample", "target_f
 def resolve_hyperparams(design, overrides: dict | None = None) -> dict:
     """CleanRL ddpg_continuous_action.py defaults <- the design's hyperparameters (and batch) <- overrides."""
     hp = merge({**DDPG_DEFAULTS, "batch_size": int(design.batch_size)}, design, overrides, "DDPG", ints=_INTS,
-               zero_ok=("learning_starts", "quantization_delay"))
+               zero_ok=("learning_starts", "quantization_delay"),
+               choices={"noise": NOISES, "precision": PRECISIONS})
     if hp["steps_per_update"] % hp["num_envs"]:
         raise RlhlsError(f"steps_per_update {hp['steps_per_update']} is not a multiple of num_envs {hp['num_envs']}")
-    if hp["noise"] not in NOISES:
-        raise RlhlsError(f"noise '{hp['noise']}': expected one of {', '.join(NOISES)}")
-    if hp["precision"] not in PRECISIONS:
-        raise RlhlsError(f"precision '{hp['precision']}': expected one of {', '.join(PRECISIONS)}")
     if not 0.0 < hp["tau"] <= 1.0:
         raise RlhlsError(f"tau {hp['tau']!r}: expected 0 < tau <= 1")
     for k in ("exploration_noise", "ou_theta", "ou_dt", "learning_rate"):

@@ -96,17 +96,14 @@ PHASES = ("dnn_inference", "env_run", "storing_transitions", "sample", "target_f
 def resolve_hyperparams(design, overrides: dict | None = None) -> dict:
     """CleanRL dqn.py defaults <- the design's hyperparameters (and batch) <- overrides."""
     hp = merge({**DQN_DEFAULTS, "batch_size": int(design.batch_size)}, design, overrides, "DQN", ints=_INTS,
-               zero_ok=("learning_starts", "quantization_delay"))
+               zero_ok=("learning_starts", "quantization_delay"),
+               choices={"loss": LOSSES, "precision": PRECISIONS})
     if is_atari(design.env_id) and "buffer_size" not in (overrides or {}):
         hp["buffer_size"] = min(hp["buffer_size"], ATARI_BUFFER_CAP)  # see the module docstring
     if hp["buffer_size"] < hp["num_envs"]:
         raise RlhlsError(f"buffer_size {hp['buffer_size']} is smaller than num_envs {hp['num_envs']}")
     if hp["steps_per_update"] % hp["num_envs"]:
         raise RlhlsError(f"steps_per_update {hp['steps_per_update']} is not a multiple of num_envs {hp['num_envs']}")
-    if hp["loss"] not in LOSSES:
-        raise RlhlsError(f"loss '{hp['loss']}': expected one of {', '.join(LOSSES)}")
-    if hp["precision"] not in PRECISIONS:
-        raise RlhlsError(f"precision '{hp['precision']}': expected one of {', '.join(PRECISIONS)}")
     if not 0.0 < hp["tau"] <= 1.0:
         raise RlhlsError(f"tau {hp['tau']!r}: expected 0 < tau <= 1")
     if not 0.0 < hp["exploration_fraction"] <= 1.0:

@@ -33,9 +33,11 @@ def coerce(key: str, value, default, ints=()):
     return text
 
 
-def merge(defaults: dict, design, overrides: dict | None, algorithm: str, ints=(), zero_ok=()) -> dict:
+def merge(defaults: dict, design, overrides: dict | None, algorithm: str, ints=(), zero_ok=(),
+          choices: dict | None = None) -> dict:
     """`defaults` updated with the design's hyperparameters of the same names, then `overrides`;
-    each key of `ints` checked to be an integer >= 1 (>= 0 for those in `zero_ok`)."""
+    each key of `ints` checked to be an integer >= 1 (>= 0 for those in `zero_ok`), each key of
+    `choices` to be one of its values."""
     hp = dict(defaults)
     for k, v in design.hyperparams.items():
         if k in hp:
@@ -51,4 +53,7 @@ def merge(defaults: dict, design, overrides: dict | None, algorithm: str, ints=(
         low = 0 if k in zero_ok else 1
         if hp[k] < low:
             raise RlhlsError(f"hyperparameter {k} = {hp[k]}: expected >= {low}")
+    for k, allowed in (choices or {}).items():
+        if hp[k] not in allowed:
+            raise RlhlsError(f"{k} '{hp[k]}': expected one of {', '.join(allowed)}")
     return hp

@@ -185,12 +185,11 @@ class RunningMeanStd:
 
 def resolve_hyperparams(design, overrides: dict | None = None) -> dict:
     """CleanRL defaults <- the design's PPO hyperparameters <- overrides ('key': value or text)."""
-    hp = merge(CLEANRL_DEFAULTS, design, overrides, "PPO", ints=_INTS, zero_ok=("experiment", "quantization_delay"))
+    hp = merge(CLEANRL_DEFAULTS, design, overrides, "PPO", ints=_INTS, zero_ok=("experiment", "quantization_delay"),
+               choices={"precision": PRECISIONS})
     exp = hp["experiment"]
     if exp not in EXPERIMENTS:
         raise RlhlsError(f"experiment {exp!r}: expected one of 0..5 (0 = raw rewards; 1..5 HEPPO-GAE Table III)")
-    if hp["precision"] not in PRECISIONS:
-        raise RlhlsError(f"precision '{hp['precision']}': expected one of {', '.join(PRECISIONS)}")
     if not (isinstance(hp["quant_bits"], int) and 3 <= hp["quant_bits"] <= 10):
         raise RlhlsError(f"quant_bits {hp['quant_bits']!r}: expected an integer in 3..10 (HEPPO-GAE Fig. 8-9)")
     if hp["num_envs"] * hp["num_steps"] < hp["num_minibatches"]:
