@@ -243,7 +243,9 @@ class Layer:
         raise NotImplementedError
 
     def backward(self, dy, precision: Precision | None = None, need_input_grad: bool = True, *,
-                 stored: bool = False):
+                 stored: bool = False, need_param_grads: bool = True):
+        """Gradient of the input (None unless need_input_grad); the parameters' gradients go to
+        ``grads`` (emptied instead when not need_param_grads: a pass that only wants dx)."""
         raise NotImplementedError
 
     def __repr__(self):
@@ -390,20 +392,23 @@ class Dense(_MMLayer):
         self._xfmt = None if p is None else p.storage  # what the cached x was stored in
         return y
 
-    def backward(self, dy, precision=None, need_input_grad=True, *, stored=False):
+    def backward(self, dy, precision=None, need_input_grad=True, *, stored=False, need_param_grads=True):
         dy = self._check_dy(dy)
         x, W, p = self._cache, self.params["W"], precision
+        self.grads = {}
         if p is None:
-            self.grads["W"] = x.T @ dy
+            if need_param_grads:
+                self.grads["W"] = x.T @ dy
             dx = dy @ W.T if need_input_grad else None
         else:
             fmts = dict(in_fmt=p.storage, w_fmt=p.storage, acc_fmt=p.acc, out_fmt=p.storage)
             flt = p.storage.kind == "float"
             if flt and not stored:
                 dy = _q(p.storage, dy)  # once, not in each dense below
-            self.grads["W"] = dense(x.T, dy, **fmts, x_quantized=flt and self._xfmt == p.storage)
+            if need_param_grads:
+                self.grads["W"] = dense(x.T, dy, **fmts, x_quantized=flt and self._xfmt == p.storage)
             dx = dense(dy, W.T, **fmts, x_quantized=flt) if need_input_grad else None
-        if self.bias:
+        if self.bias and need_param_grads:
             self.grads["b"] = _sum_rows(dy, p)
         return dx
 
@@ -483,26 +488,29 @@ class Conv2d(_MMLayer):
         self._cols = cols  # the float64 path's patches: backward needs them again
         return y
 
-    def backward(self, dy, precision=None, need_input_grad=True, *, stored=False):
+    def backward(self, dy, precision=None, need_input_grad=True, *, stored=False, need_param_grads=True):
         dy = self._check_dy(dy)
         x, p, (kh, kw) = self._cache, precision, self.kernel
-        cols = self._cols
-        if cols is None:
-            cols = im2col(x, kh, kw, self.stride)
         dy2 = dy.transpose(0, 2, 3, 1).reshape(-1, self.out_channels)  # rows in (n, oh, ow) order
         w2, dx = self._w2(), None
-        if p is None:
-            dw2 = cols.T @ dy2
-            if need_input_grad:
+        self.grads = {}
+        if need_param_grads:
+            cols = self._cols
+            if cols is None:
+                cols = im2col(x, kh, kw, self.stride)
+            if p is None:
+                dw2 = cols.T @ dy2
+            else:
+                dw2 = dense(cols.T, dy2, in_fmt=p.storage, w_fmt=p.storage, acc_fmt=p.acc, out_fmt=p.storage)
+            self.grads["W"] = np.ascontiguousarray(dw2.T.reshape(self.params["W"].shape))
+            if self.bias:
+                self.grads["b"] = _sum_rows(dy2, p)
+        if need_input_grad:
+            if p is None:
                 dx = col2im(dy2 @ w2.T, x.shape, kh, kw, self.stride)
-        else:
-            dw2 = dense(cols.T, dy2, in_fmt=p.storage, w_fmt=p.storage, acc_fmt=p.acc, out_fmt=p.storage)
-            if need_input_grad:
+            else:
                 dcols = dense(dy2, w2.T, in_fmt=p.storage, w_fmt=p.storage, acc_fmt=p.acc, out_fmt=p.acc)
                 dx = _q(p.storage, _q(p.acc, col2im(dcols, x.shape, kh, kw, self.stride)))
-        self.grads["W"] = np.ascontiguousarray(dw2.T.reshape(self.params["W"].shape))
-        if self.bias:
-            self.grads["b"] = _sum_rows(dy2, p)
         return dx
 
 
@@ -519,7 +527,7 @@ class Flatten(Layer):
         self._cache, self._batch = True, x.shape[0]
         return x.reshape(x.shape[0], -1)
 
-    def backward(self, dy, precision=None, need_input_grad=True, *, stored=False):
+    def backward(self, dy, precision=None, need_input_grad=True, *, stored=False, need_param_grads=True):
         dy = self._check_dy(dy)
         return dy.reshape((self._batch,) + self.in_shape) if need_input_grad else None
 
@@ -550,7 +558,7 @@ class _Activation(Layer):
         self._cache, self._batch = (x, y, table), x.shape[0]
         return y
 
-    def backward(self, dy, precision=None, need_input_grad=True, *, stored=False):
+    def backward(self, dy, precision=None, need_input_grad=True, *, stored=False, need_param_grads=True):
         dy = self._check_dy(dy)
         if not need_input_grad:
             return None
@@ -813,16 +821,19 @@ class Network:
 
     __call__ = forward
 
-    def backward(self, dy, precision=None, need_input_grad: bool = False):
+    def backward(self, dy, precision=None, need_input_grad: bool = False, param_grads: bool = True):
         """Back-propagate dy (N, *output_shape) through the last forward; stores every
         layer's grads (summed over the batch, overwriting the previous ones). Returns the
-        input gradient if need_input_grad, else None (and stops below the first MM layer)."""
+        input gradient if need_input_grad, else None (and stops below the first MM layer).
+        param_grads=False computes the input gradient alone (DDPG's dQ/da through the critic):
+        every layer's grads are left empty."""
         precisions = self._precision_of(precision)
         mm = [i for i, layer in enumerate(self.layers) if layer.is_mm]
         stop = 0 if (need_input_grad or not mm) else mm[0]
         for i in range(len(self.layers) - 1, stop - 1, -1):
             with self._where(self.layers[i]):
-                dy = self.layers[i].backward(dy, precisions[i], need_input_grad=need_input_grad or i > stop)
+                dy = self.layers[i].backward(dy, precisions[i], need_input_grad=need_input_grad or i > stop,
+                                             need_param_grads=param_grads)
         return dy if need_input_grad else None
 
     def to_onnx(self, path=None, **kwargs):

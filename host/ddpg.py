@@ -236,7 +236,7 @@ class DDPG(TrainerBase):
             loss = -float(np.mean(qpi))
             g = F.quantize(np.full((B, 1), -mp.loss_scale() / B))  # d(-mean Q)/dQ, scaled
         with _timed(times, "backprop"):
-            dx = pi.backward(g, need_input_grad=True)  # dQ/d(obs, a), scaled
+            dx = pi.backward(g, need_input_grad=True, param_grads=False)  # dQ/d(obs, a), scaled
             src = pi.unit_of(self.critic.layers[0].name, "bwd")
             last = self.actor.layers[-1].name
             ul = mp.unit_of(last, "bwd")

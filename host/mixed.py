@@ -67,7 +67,8 @@ Several networks, one training step (the API the trainers use):
   step) and one step count (quantization delay); ``a.apply`` then also takes b's parameters
   (view layer keys ``'<inst>.<layer>'``) and rounds them to b's master formats.
 - ``backward(dy, need_input_grad=True)`` returns the gradient of the network input too (in the
-  storage of the first layer's backward node), e.g. dQ/da of DDPG's critic.
+  storage of the first layer's backward node), e.g. dQ/da of DDPG's critic; ``param_grads=False``
+  computes only that, as the graph's ``critic@pi`` backward (no weight gradients).
 - ``apply(..., max_grad_norm=c)`` clips the unscaled FP32 gradients to global L2 norm ``c``
   before the optimizer (A2C; the norm before clipping is left in ``grad_norm``).
 - ``unit(node)`` is the unit any plan node computes on now (the PS during the delay).
@@ -391,17 +392,18 @@ class MixedPrecision:
         # x is already in the unit's storage: converted at the boundary or made by a layer there
         return layer.forward(x, self.precision(unit), stored=True)
 
-    def _layer_bwd(self, layer, dy, unit, need_dx):
+    def _layer_bwd(self, layer, dy, unit, need_dx, need_dw=True):
         if unit == "PS":
             saved = layer.params
             layer.params = self._ps_params(layer)
             try:
-                dx = layer.backward(_fp32(dy), None, need_input_grad=need_dx)
+                dx = layer.backward(_fp32(dy), None, need_input_grad=need_dx, need_param_grads=need_dw)
             finally:
                 layer.params = saved
             layer.grads = {k: _fp32(g) for k, g in layer.grads.items()}
             return None if dx is None else self._ps_out(layer, dx)
-        return layer.backward(dy, self.precision(unit), need_input_grad=need_dx, stored=True)
+        return layer.backward(dy, self.precision(unit), need_input_grad=need_dx, stored=True,
+                              need_param_grads=need_dw)
 
     def forward(self, x, phase: str = "fwd", net=None, src: str = "PS"):
         """Forward through `net` (default the online network; the target network for 'tfwd') with
@@ -423,12 +425,14 @@ class MixedPrecision:
     def to_loss(self, y, src: str) -> np.ndarray:
         return self.convert(y, src, self.loss_unit if self.quantized else "PS")
 
-    def backward(self, dy, src: str | None = None, need_input_grad: bool = False):
+    def backward(self, dy, src: str | None = None, need_input_grad: bool = False, param_grads: bool = True):
         """Back-propagate the (scaled) loss gradient `dy`, produced on `src` (default the loss
         node's unit), through the online network's last forward; layer grads are left in each
         layer's ``grads``. With need_input_grad also the gradient of the network input (DDPG's
         dQ/d(obs, a)) is computed and returned, in the storage format of the first layer's
-        backward node (``unit_of(first layer, 'bwd')``); else returns None."""
+        backward node (``unit_of(first layer, 'bwd')``); else returns None. param_grads=False
+        computes that input gradient alone (the graph's ``critic@pi`` backward has no weight
+        gradients) and leaves every layer's ``grads`` empty."""
         src = src or (self.loss_unit if self.quantized else "PS")
         dy = np.asarray(dy, dtype=np.float64)
         if self.quantized and src != "PS":
@@ -440,7 +444,7 @@ class MixedPrecision:
             layer = layers[i]
             u = self.unit_of(layer.name, "bwd")
             dy = self.convert(dy, src, u, "grad")
-            dy = self._layer_bwd(layer, dy, u, need_dx=need_input_grad or i > stop)
+            dy = self._layer_bwd(layer, dy, u, need_dx=need_input_grad or i > stop, need_dw=param_grads)
             src = u
         for l in layers[:stop]:
             l.grads = {k: np.zeros_like(v) for k, v in l.params.items()}

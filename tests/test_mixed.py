@@ -290,6 +290,22 @@ def test_backward_input_gradient_matches_network_backward():
             assert np.array_equal(g, ref[l.name].grads[k]), (l.name, k)
 
 
+def test_backward_input_gradient_alone_on_each_unit():
+    """param_grads=False, the graph's critic@pi backward: the same dx bit for bit whether the
+    layers run on the PS (FP32) or the PL (FP16), and no layer keeps a weight gradient."""
+    x = FP16.quantize(np.random.default_rng(4).standard_normal((6, 4)))
+    dy = FP16.quantize(np.random.default_rng(5).standard_normal((6, 2)))
+    for units in ({"fc1": "PS", "fc1_relu": "PS", "fc2": "PL"}, {"fc1": "PL", "fc1_relu": "PL", "fc2": "PL"}):
+        net, ref = _net(3), _net(3)
+        mp, mref = MixedPrecision(DESIGN, net, "q", _asg(units)), MixedPrecision(DESIGN, ref, "q", _asg(units))
+        mp.forward(x)
+        mref.forward(x)
+        want = mref.backward(dy, need_input_grad=True)
+        got = mp.backward(dy, need_input_grad=True, param_grads=False)
+        assert np.array_equal(got, want), units
+        assert all(not l.grads for l in net.layers) and ref["fc1"].grads, units
+
+
 def test_shared_weights_instance_has_no_update_nodes():
     """DDPG's critic@pi: the critic's weights run again; no tfwd / upd nodes, the critic's master formats."""
     critic = _net()

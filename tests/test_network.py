@@ -125,6 +125,24 @@ def test_conv_backward_reuses_forward_patches_only_for_that_forward():
     assert all(np.array_equal(a.grads[k], b.grads[k]) for k in b.grads)
 
 
+def test_input_gradient_alone_equals_full_backward():
+    """param_grads=False (DDPG's critic@pi): the same input gradient bit for bit, in float64 and
+    in a Precision, through conv and dense layers, and no parameter gradients left behind."""
+    from rlhls.designs.network import Precision
+
+    rng = np.random.default_rng(6)
+    spec = [Conv2d(3, (3, 2), stride=2), ReLU(), Flatten(), Dense(4), Tanh(), Dense(2)]
+    a, b = Network("c", (2, 7, 6), spec, seed=2), Network("c", (2, 7, 6), spec, seed=2)
+    x, dy = rng.standard_normal((3, 2, 7, 6)), rng.standard_normal((3, 2))
+    for p in (None, Precision("fp16", "fp32")):
+        a.forward(x, p)
+        b.forward(x, p)
+        want = a.backward(dy, p, need_input_grad=True)
+        got = b.backward(dy, p, need_input_grad=True, param_grads=False)
+        assert a.grads and not b.grads
+        assert np.array_equal(got, want), p
+
+
 # ---------------------------------------------------------------- gradients
 
 
