@@ -73,7 +73,7 @@ from .errors import RlhlsError
 
 __all__ = [
     "NumericFormat", "FixedFormat", "FloatFormat", "UniformFormat",
-    "FP32", "FP16", "BF16", "parse_format", "QUANT_MODES", "OVERFLOW_MODES", "round_half", "set_half_kernel",
+    "FP32", "FP16", "BF16", "parse_format", "QUANT_MODES", "OVERFLOW_MODES", "round_half", "set_round_kernel",
 ]
 
 QUANT_MODES = ("TRN", "TRN_ZERO", "RND", "RND_ZERO", "RND_MIN_INF", "RND_INF", "RND_CONV")
@@ -490,6 +490,10 @@ class FloatFormat(NumericFormat):
         """Round to nearest even (one rounding from float64), subnormals, overflow to +-Inf."""
         x = np.asarray(x, dtype=np.float64)
         native = _NATIVE.get((self.exp_bits, self.man_bits))
+        k = _round_kernel
+        if k is not None and native is not np.float32 and x.ndim and x.size >= _KERNEL_MIN and self._magic_ok:
+            y, n_ovf = k(x, self)  # _quantize_magic compiled: one pass, overflow count included
+            return (y, n_ovf) if return_overflow else y
         if native is not None:
             # numpy's float64 -> float32 cast (round_half: float16) is this same single IEEE rounding, faster
             if native is np.float16:
@@ -511,9 +515,14 @@ class FloatFormat(NumericFormat):
                     if not return_overflow:
                         return y
                     return y, int(np.count_nonzero(np.isinf(y) & np.isfinite(x)))
-        if self.emax <= 900 and self.man_bits <= 50:  # C below stays finite; |x| < C / 3
+        if self._magic_ok:
             return self._quantize_magic(x, return_overflow)
         return self._quantize_frexp(x, return_overflow)
+
+    @property
+    def _magic_ok(self) -> bool:
+        """_quantize_magic applies: its constant C stays finite and |x| < C / 3 holds."""
+        return self.emax <= 900 and self.man_bits <= 50
 
     def _quantize_frexp(self, x, return_overflow):
         """Reference rounding (any E): scale x so its quantum is 1, np.round (half-even), scale back."""
@@ -555,26 +564,28 @@ class FloatFormat(NumericFormat):
         return (y, n_ovf) if return_overflow else y
 
 
-_half_kernel = None  # a faster round_half for large arrays, see set_half_kernel
-_HALF_KERNEL_MIN = 256  # smaller arrays: the call costs more than numpy's cast
+_round_kernel = None  # a compiled FloatFormat._quantize_magic, see set_round_kernel
+_KERNEL_MIN = 256  # smaller arrays: the call costs more than numpy's casts
 
 
-def set_half_kernel(fn):
-    """Use ``fn(x)`` in ``round_half`` for arrays of at least 256 elements (None: numpy's cast only).
-    Contract: x a float64 array of any shape and layout; returns a new float64 array of its shape,
-    bit for bit ``x.astype(float16).astype(float64)`` (NaN payloads aside); rlhls.flow.native
-    registers a compiled one after checking that. Returns the previous one."""
-    global _half_kernel
-    prev, _half_kernel = _half_kernel, fn
+def set_round_kernel(fn):
+    """Use ``fn(x, fmt) -> (y, n_overflow)`` for FloatFormat rounding of arrays of at least 256
+    elements, except FP32 (numpy's float32 cast is hardware already); None: the numpy paths only.
+    Contract: x a float64 array of any shape and layout, fmt a FloatFormat whose ``_magic_ok``
+    holds; y a new float64 array of x's shape, bit for bit ``fmt._quantize_magic(x, True)`` (NaN
+    payloads aside), which is numpy's float16 cast for FP16 and ml_dtypes' bfloat16 cast for
+    BF16. rlhls.flow.native registers a compiled one after checking that. Returns the previous one."""
+    global _round_kernel
+    prev, _round_kernel = _round_kernel, fn
     return prev
 
 
 def round_half(x):
     """float64 values rounded to IEEE binary16 (one RNE rounding, subnormals, overflow to +-Inf),
     as float64. numpy's float16 cast is software (~10 ns a value); the registered kernel is ~10x faster."""
-    f = _half_kernel
-    if f is not None and x.ndim and x.size >= _HALF_KERNEL_MIN:
-        return f(x)
+    f = _round_kernel
+    if f is not None and x.ndim and x.size >= _KERNEL_MIN:
+        return f(x, FP16)[0]
     with np.errstate(over="ignore", invalid="ignore"):
         return x.astype(np.float16).astype(np.float64)
 

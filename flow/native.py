@@ -1,5 +1,6 @@
 """Compiled kernels for ``designs``: the sequential float32 sum of ``arith`` (the fp32-accumulator
-dense path) and the float64 -> binary16 rounding of ``formats.round_half`` (fp16 layers).
+dense path) and the float64 -> float-format rounding of ``FloatFormat.quantize`` (FP16 and BF16
+layers, and ``formats.round_half``).
 
 ``arith._seq_sum_f32_numpy`` computes ``acc[n, m] = fl32(acc + fl32(x[n, k] * w[k, m]))`` for
 k in order with numpy; the same sums in C (below, register-blocked) are ~7-15x faster. ``install()`` builds it
@@ -12,11 +13,13 @@ magnitudes so every add rounds, overflow to Inf, NaN, subnormals, both orientati
 then registers it with ``arith.set_seq_sum_kernel``. No compiler, a failed build or a failed
 check: the numpy path stays (same results, slower), with one debug log line.
 
-``rlhls_round_f16`` is ``FloatFormat._quantize_magic`` for binary16 written as a C loop (one float64
-add and subtract of a magic constant per value; the same IEEE operations, so the same bits): ~10x
-numpy's software float16 cast, which dominated mixed-precision training with PL (fp16) layers.
-It is checked against that cast (every exponent from subnormal to overflow, ties, +-0, Inf, NaN)
-and registered with ``formats.set_half_kernel`` on its own: either kernel can fail its check alone.
+``rlhls_round_float`` is ``FloatFormat._quantize_magic`` written as a C loop (one float64 add and
+subtract of a magic constant per value, the same IEEE operations, so the same bits; the overflow
+count in the same pass). numpy's float16 cast is software and BF16 went through three casts and a
+check; mixed-precision training with PL (FP16) and AIE (BF16) layers spent ~30 % of its time
+rounding. It is checked against the numpy path on FP16, BF16 and two other widths (every exponent
+from subnormal to overflow, ties, +-0, Inf, NaN; for FP16 also against numpy's float16 cast) and
+registered with ``formats.set_round_kernel`` on its own: either kernel can fail its check alone.
 
 ``install()`` is idempotent (built and checked once per process) and returns whether the
 compiled kernel is in use. ``RLHLS_NATIVE=0`` disables it (``install()`` then unregisters it
@@ -97,29 +100,35 @@ extern "C" void rlhls_seq_sum_f32(const float *x, const float *w, float *acc, lo
   if (Nb < N) plain(x, w, acc, Nb, N, 0, M, K, M);
 }
 
-// y = binary16(x) as double: the quantum of x is 2^q, q = max(e_x, -14) - 10 (e_x clamped to
-// [-14, 16] so Inf / NaN / huge values keep a finite constant); c = 1.5 * 2^(q + 52) makes the
-// double add round x to a multiple of 2^q, ties to even, and - c is exact.
-extern "C" void rlhls_round_f16(const double *x, double *y, long n) {
+// y = fmt(x) as double, fmt a float format (exponent range [emin, emax], man fraction bits): the
+// quantum of x is 2^q, q = max(e_x, emin) - man (e_x clamped to [emin, emax + 1] so Inf / NaN /
+// huge values keep a finite constant); c = 1.5 * 2^(q + 52) makes the double add round x to a
+// multiple of 2^q, ties to even, and - c is exact. Returns how many finite x overflowed to Inf.
+extern "C" long rlhls_round_float(const double *x, double *y, long n, long emin, long emax, long man,
+                                  double maxv) {
+  const long long lo = 1023 + emin, hi = 1024 + emax, sh = 52 - man;
+  long ovf = 0;
   for (long i = 0; i < n; ++i) {
     const double v = x[i];
     unsigned long long b;
     __builtin_memcpy(&b, &v, 8);
     long long e = (long long)((b >> 52) & 0x7FF);
-    e = e < 1023 - 14 ? 1023 - 14 : (e > 1024 + 15 ? 1024 + 15 : e);
-    const unsigned long long cb = ((unsigned long long)(e + 42) << 52) | (1ULL << 51);
+    e = e < lo ? lo : (e > hi ? hi : e);
+    const unsigned long long cb = ((unsigned long long)(e + sh) << 52) | (1ULL << 51);
     double c;
     __builtin_memcpy(&c, &cb, 8);
-    double r = __builtin_copysign((v + c) - c, v);  // a value rounded to zero keeps its sign
-    if (__builtin_fabs(r) > 65504.0) r = __builtin_copysign(__builtin_inf(), v);  // NaN: false
-    y[i] = r;
+    const double r = __builtin_copysign((v + c) - c, v);  // a value rounded to zero keeps its sign
+    const bool over = __builtin_fabs(r) > maxv;  // NaN: false; branch-free so the loop vectorizes
+    ovf += over & (__builtin_fabs(v) <= __DBL_MAX__);
+    y[i] = over ? __builtin_copysign(__builtin_inf(), v) : r;
   }
+  return ovf;
 }
 """
 FLAGS = ("-O3", "-fno-fast-math", "-ffp-contract=off", "-Wno-psabi", "-shared", "-fPIC")
 
 _kernel = None  # the checked seq_sum wrapper; False: unavailable in this process
-_half = None  # the checked round_half wrapper (loaded with _kernel); False: unavailable
+_round = None  # the checked float-rounding wrapper (loaded with _kernel); False: unavailable
 
 
 def enabled() -> bool:
@@ -128,23 +137,23 @@ def enabled() -> bool:
 
 def install() -> bool:
     """Register the compiled kernel with ``arith`` (build + self-check on first call)."""
-    global _kernel, _half
+    global _kernel, _round
     if not enabled():
         if _kernel and arith._seq_sum_kernel is _kernel:
             arith.set_seq_sum_kernel(None)
-        if _half and formats._half_kernel is _half:
-            formats.set_half_kernel(None)
+        if _round and formats._round_kernel is _round:
+            formats.set_round_kernel(None)
         return False
     if _kernel is None:
         try:
-            _kernel, _half = (k or False for k in _load())
+            _kernel, _round = (k or False for k in _load())
         except Exception as e:  # noqa: BLE001 -- any build / load problem: numpy does the same job
             log.debug("native kernels unavailable, using numpy: %s", e)
-            _kernel = _half = False
+            _kernel = _round = False
     if _kernel:
         arith.set_seq_sum_kernel(_kernel)
-    if _half:
-        formats.set_half_kernel(_half)
+    if _round:
+        formats.set_round_kernel(_round)
     return bool(_kernel)
 
 
@@ -190,51 +199,70 @@ def _wrap(f):
     return seq_sum
 
 
-def _wrap_half(f):
-    def round_half(x):
+def _wrap_round(f):
+    def round_float(x, fmt):
         x = np.ascontiguousarray(x, dtype=np.float64)
         y = np.empty_like(x)
-        f(x.ctypes.data, y.ctypes.data, x.size)
-        return y
+        n = f(x.ctypes.data, y.ctypes.data, x.size, fmt.emin, fmt.emax, fmt.man_bits, fmt.max_value)
+        return y, int(n)
 
-    return round_half
+    return round_float
 
 
-def _half_values(rng) -> np.ndarray:
-    """Every binary16 exponent from below the subnormals to past overflow, exact ties (half-way
-    between neighbours, both parities), the largest finite value and the overflow threshold 65520,
-    +-0, +-Inf, NaN and a random spread."""
-    e = range(-30, 18)
-    base = [np.ldexp(1.0 + np.arange(0, 1024, 37) / 1024.0, k) for k in e]
-    ties = [np.ldexp(1.0 + (2 * np.arange(0, 1024, 41) + 1) / 2048.0, k) for k in e]
-    sub = np.ldexp(np.arange(0, 1024, 7) + 0.5, -24)  # ties between subnormals
-    special = np.array([0.0, 65504.0, 65519.99, 65520.0, 65536.0, 1e300, np.inf, np.nan, 5.96e-8, 2.98e-8])
-    spread = rng.standard_normal(4000) * np.exp2(rng.integers(-40, 20, 4000))
+def _round_values(rng, fmt) -> np.ndarray:
+    """For ``fmt``: every exponent from below its subnormals to past overflow, exact ties
+    (half-way between neighbours, both parities; between subnormals too), the largest finite value,
+    the overflow threshold and just below it, +-0, +-Inf, NaN and a random spread."""
+    m = fmt.man_bits
+    e = range(fmt.emin - m - 3, fmt.emax + 3)
+    steps = np.arange(0, 2 ** m, max(1, 2 ** m // 28))
+    base = [np.ldexp(1.0 + steps / 2.0 ** m, k) for k in e]
+    ties = [np.ldexp(1.0 + (2 * steps + 1) / 2.0 ** (m + 1), k) for k in e]
+    sub = np.ldexp(np.arange(0, 2 ** m, max(1, 2 ** m // 150)) + 0.5, fmt.emin - m)
+    top = fmt.max_value + np.ldexp(1.0, fmt.emax - m - 1)  # half an ulp above: a tie that overflows
+    special = np.array([0.0, fmt.max_value, top, np.nextafter(top, 0.0), 2 * top, 1e300, np.inf, np.nan,
+                        fmt.min_subnormal, fmt.min_subnormal / 2, np.nextafter(fmt.min_subnormal / 2, 1.0)])
+    spread = rng.standard_normal(4000) * np.exp2(rng.integers(fmt.emin - m - 4, fmt.emax + 4, 4000))
     v = np.concatenate([*base, *ties, sub, special, spread])
     return np.concatenate([v, -v])
 
 
-def _check_half(kernel) -> bool:
-    x = _half_values(np.random.default_rng(2024))
-    with np.errstate(over="ignore", invalid="ignore"):
-        ref = x.astype(np.float16).astype(np.float64)
-    nan = np.isnan(ref)
-    for got in (kernel(x), kernel(x[::-1].reshape(-1, 2)).reshape(-1)[::-1]):  # contiguous, then a strided view
-        if not (np.array_equal(nan, np.isnan(got)) and np.array_equal(ref[~nan].view(np.int64), got[~nan].view(np.int64))):
+CHECK_FORMATS = ("fp16", "bf16", "float<4,3>", "float<10,40>")  # the two in use, a narrow one, a wide one
+
+
+def _check_round(kernel) -> bool:
+    """Bit for bit the numpy path (FloatFormat._quantize_magic) and its overflow count on each of
+    CHECK_FORMATS, contiguous and through a strided view; for FP16 also numpy's float16 cast."""
+    rng = np.random.default_rng(2024)
+    for name in CHECK_FORMATS:
+        fmt = formats.parse_format(name)
+        x = _round_values(rng, fmt)
+        ref, n_ref = fmt._quantize_magic(x, True)
+        refs = [ref]
+        if name == "fp16":
+            with np.errstate(over="ignore", invalid="ignore"):
+                refs.append(x.astype(np.float16).astype(np.float64))
+        (got, n), (back, _) = kernel(x, fmt), kernel(x[::-1].reshape(-1, 2), fmt)
+        if n != n_ref or back.shape != (x.size // 2, 2):
             return False
+        for r in refs:
+            nan = np.isnan(r)
+            for g in (got, back.reshape(-1)[::-1]):
+                if not (np.array_equal(nan, np.isnan(g)) and np.array_equal(r[~nan].view(np.int64), g[~nan].view(np.int64))):
+                    return False
     return True
 
 
 def _load():
-    """(seq_sum wrapper or None, round_half wrapper or None): each only after its self-check."""
+    """(seq_sum wrapper or None, round_float wrapper or None): each only after its self-check."""
     lib = ctypes.CDLL(str(_build()))
-    h = lib.rlhls_round_f16
-    h.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long]
-    h.restype = None
-    half = _wrap_half(h)
-    if not _check_half(half):
-        log.debug("native round_half: self-check failed, using numpy's float16 cast")
-        half = None
+    h = lib.rlhls_round_float
+    h.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_long] * 4 + [ctypes.c_double]
+    h.restype = ctypes.c_long
+    rnd = _wrap_round(h)
+    if not _check_round(rnd):
+        log.debug("native round_float: self-check failed, using numpy's casts")
+        rnd = None
     f = lib.rlhls_seq_sum_f32
     f.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_long] * 3
     f.restype = None
@@ -254,5 +282,5 @@ def _load():
         nan = np.isnan(a)  # same bits (so -0 != +0), NaN where the numpy path has NaN
         if not (np.array_equal(nan, np.isnan(b)) and np.array_equal(a[~nan].view(np.int32), b[~nan].view(np.int32))):
             log.debug("native seq_sum: self-check failed at %s, using numpy", (N, K, M))
-            return None, half
-    return kernel, half
+            return None, rnd
+    return kernel, rnd

@@ -1,6 +1,6 @@
 """rlhls.flow.native: the compiled sequential float32 sum equals designs.arith's numpy path and the
-compiled binary16 rounding numpy's float16 cast, bit for bit; RLHLS_NATIVE=0, a failed build or a
-failed self-check leave the numpy path in place."""
+compiled float rounding FloatFormat's numpy paths (numpy's float16 cast, ml_dtypes' bfloat16 cast),
+bit for bit; RLHLS_NATIVE=0, a failed build or a failed self-check leave the numpy path in place."""
 
 import numpy as np
 import pytest
@@ -13,12 +13,12 @@ from rlhls.flow import native
 @pytest.fixture
 def fresh(monkeypatch):
     """native with nothing loaded yet; arith's and formats' kernels restored afterwards."""
-    prev, prev_half = arith.set_seq_sum_kernel(None), formats.set_half_kernel(None)
+    prev, prev_round = arith.set_seq_sum_kernel(None), formats.set_round_kernel(None)
     monkeypatch.setattr(native, "_kernel", None)
-    monkeypatch.setattr(native, "_half", None)
+    monkeypatch.setattr(native, "_round", None)
     yield native
     arith.set_seq_sum_kernel(prev)
-    formats.set_half_kernel(prev_half)
+    formats.set_round_kernel(prev_round)
 
 
 @pytest.fixture(scope="module")
@@ -93,15 +93,15 @@ def _spy(monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def half():
-    if not native.install() or not native._half:
-        pytest.skip("no C++ compiler: fp16 rounding uses numpy's cast only")
-    return native._half
+def rnd():
+    if not native.install() or not native._round:
+        pytest.skip("no C++ compiler: float rounding uses numpy's casts only")
+    return native._round
 
 
-def _cast(x):
+def _cast(x, dtype=np.float16):
     with np.errstate(over="ignore", invalid="ignore"):
-        return x.astype(np.float16).astype(np.float64)
+        return x.astype(dtype).astype(np.float64)
 
 
 def _same64(a, b):
@@ -109,42 +109,78 @@ def _same64(a, b):
     return np.array_equal(nan, np.isnan(b)) and np.array_equal(a[~nan].view(np.int64), b[~nan].view(np.int64))
 
 
-def test_half_kernel_equals_numpy_cast(half):
-    """Every exponent, ties between neighbours and between subnormals, 65504 / 65520, +-0, Inf, NaN,
-    in C order, Fortran order and strided views."""
+def _ovf(y, x):
+    return int(np.count_nonzero(np.isinf(y) & np.isfinite(x)))
+
+
+@pytest.mark.parametrize("name", native.CHECK_FORMATS + ("float<6,9>",))
+def test_round_kernel_equals_numpy_path(rnd, name):
+    """Every exponent, ties between neighbours and between subnormals, the largest value and the
+    overflow tie, +-0, Inf, NaN, in C order, Fortran order and strided views; overflow counts."""
+    fmt = parse_format(name)
     rng = np.random.default_rng(7)
-    x = native._half_values(rng)
-    x = np.concatenate([x, rng.uniform(-70000, 70000, 10_000), rng.standard_normal(10_000) * 1e-6])
-    assert _same64(_cast(x), half(x))
+    x = native._round_values(rng, fmt)
+    x = np.concatenate([x, rng.uniform(-1.1, 1.1, 10_000) * fmt.max_value, rng.standard_normal(10_000) * 1e-6])
+    ref, n_ref = fmt._quantize_magic(x, True)
+    y, n = rnd(x, fmt)
+    assert n == n_ref > 0 and _same64(ref, y)
+    if name == "fp16":
+        assert _same64(_cast(x), y)
     m = x[: x.size - x.size % 60].reshape(-1, 60)
     for view in (np.asfortranarray(m), m[:, ::3], m.T):
-        y = half(view)
-        assert y.shape == view.shape and _same64(_cast(view), y)
+        y, n = rnd(view, fmt)
+        want, n_want = fmt._quantize_magic(np.array(view), True)
+        assert y.shape == view.shape and n == n_want and _same64(want, y)
 
 
-def test_fp16_quantize_same_bits_with_and_without_kernel(half):
+def test_bf16_kernel_equals_ml_dtypes_cast(rnd):
+    """BF16 of float32 values (accumulator results, masters): ml_dtypes' cast is the reference."""
+    import ml_dtypes
+
+    x = native._round_values(np.random.default_rng(3), parse_format("bf16"))
+    x = x[np.isnan(x) | (_cast(x, np.float32) == x)]  # the float32-exact ones
+    y, n = rnd(x, parse_format("bf16"))
+    ref = _cast(x.astype(np.float32), ml_dtypes.bfloat16)
+    assert _same64(ref, y) and n == _ovf(ref, x) > 0
+
+
+@pytest.mark.parametrize("name", ["fp16", "bf16"])
+def test_quantize_same_bits_with_and_without_kernel(rnd, name):
     rng = np.random.default_rng(8)
-    x = rng.standard_normal((300, 70)) * np.exp2(rng.integers(-28, 20, (300, 70)))
-    fp16 = parse_format("fp16")
-    prev = formats.set_half_kernel(None)
+    fmt = parse_format(name)
+    x = rng.standard_normal((300, 70)) * np.exp2(rng.integers(fmt.emin - 14, fmt.emax + 5, (300, 70)))
+    x32 = _cast(x, np.float32)  # BF16's ml_dtypes path takes float32-exact input
+    prev = formats.set_round_kernel(None)
     try:
-        ref, n_ref = fp16.quantize(x, return_overflow=True)
-        w32_ref = arith._to32(fp16, x)
-        formats.set_half_kernel(half)
-        y, n = fp16.quantize(x, return_overflow=True)
-        w32 = arith._to32(fp16, x)
+        refs = [fmt.quantize(v, return_overflow=True) for v in (x, x32)]
+        w32_ref = arith._to32(fmt, x)
+        formats.set_round_kernel(rnd)
+        got = [fmt.quantize(v, return_overflow=True) for v in (x, x32)]
+        w32 = arith._to32(fmt, x)
     finally:
-        formats.set_half_kernel(prev)
-    assert n == n_ref > 0 and _same64(ref, y)
+        formats.set_round_kernel(prev)
+    assert refs[0][1] > 0  # x reaches past the format's largest value
+    for (ref, n_ref), (y, n) in zip(refs, got):
+        assert n == n_ref and _same64(ref, y)
     assert np.array_equal(w32_ref.view(np.int32), w32.view(np.int32))
-    assert fp16.quantize(np.float64(1 / 3)) == _cast(np.array(1 / 3))  # 0-d and small arrays: numpy's cast
+    assert fmt.quantize(np.float64(1 / 3)) == fmt._quantize_magic(np.array(1 / 3), False)  # 0-d: numpy
 
 
-def test_failed_half_check_keeps_numpy_cast_only(fresh, monkeypatch):
-    monkeypatch.setattr(native, "_wrap_half", lambda f: (lambda x: np.asarray(x, dtype=np.float64).copy()))
+def test_failed_round_check_keeps_numpy_casts_only(fresh, monkeypatch):
+    """A kernel off by one rounding mode (truncation instead of RNE) is caught by the self-check."""
+    def wrong(f):
+        def k(x, fmt):
+            y = np.asarray(x, dtype=np.float64)
+            _, e = np.frexp(y)
+            q = np.maximum(e - 1, fmt.emin) - fmt.man_bits
+            with np.errstate(invalid="ignore", over="ignore"):
+                return np.ldexp(np.trunc(np.ldexp(y, -q)), q), 0
+        return k
+
+    monkeypatch.setattr(native, "_wrap_round", wrong)
     if not fresh.install():
         pytest.skip("no C++ compiler")
-    assert formats._half_kernel is None and arith._seq_sum_kernel is fresh._kernel
+    assert formats._round_kernel is None and arith._seq_sum_kernel is fresh._kernel
 
 
 def test_disabled_by_env_runs_numpy_path(fresh, monkeypatch):
@@ -161,9 +197,9 @@ def test_env_unregisters_an_installed_kernel(fresh, monkeypatch):
         pytest.skip("no C++ compiler")
     assert arith._seq_sum_kernel is fresh._kernel
     assert fresh.install() is True and arith._seq_sum_kernel is fresh._kernel  # idempotent
-    assert formats._half_kernel is fresh._half
+    assert formats._round_kernel is fresh._round
     monkeypatch.setenv("RLHLS_NATIVE", "0")
-    assert fresh.install() is False and arith._seq_sum_kernel is None and formats._half_kernel is None
+    assert fresh.install() is False and arith._seq_sum_kernel is None and formats._round_kernel is None
 
 
 def test_build_failure_falls_back_silently(fresh, monkeypatch, capsys):
