@@ -63,6 +63,7 @@ Uniform codeword uq<n> (HEPPO-GAE II.B-C; standardization lives in ``quantizer.p
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -465,7 +466,7 @@ class FloatFormat(NumericFormat):
 
     @property
     def max_value(self):
-        return float(np.ldexp(2.0 - np.ldexp(1.0, -self.man_bits), self.emax))
+        return math.ldexp(2.0 - math.ldexp(1.0, -self.man_bits), self.emax)  # exact; read per rounding
 
     @property
     def min_normal(self):
