@@ -14,12 +14,12 @@ FORMATS = {"storage": "fp32", "acc": "fp32", "ps": "fp32", "pl": "fp16", "pl_acc
 CLOCKS = {"PL": 245.0, "AIE": 1000.0}  # §V-C
 
 
-def _kernels():
+def _kernels(optimizer):
     return (
         KernelSpec("dense_forward", "PL", "fp16", "fp32", {"unroll": 8}, "§IV-D: PL layers in FP16, Algorithm 1"),
         KernelSpec("dense_backward", "PL", "fp16", "fp32", {"unroll": 8}, "§IV-D"),
         KernelSpec("weight_gradient", "PL", "fp16", "fp32", {"unroll": 8}, "§IV-D"),
-        KernelSpec("weight_update", "PL", "fp32", "fp32", {"optimizer": "adam"}, "§IV-D: master weights in FP32"),
+        KernelSpec("weight_update", "PL", "fp32", "fp32", {"optimizer": optimizer}, "§IV-D: master weights in FP32"),
         KernelSpec("mm_aie", "AIE", "bf16", "fp32", {"tiles": 1}, "§IV-D: AIE layers in BF16 (AIE-ML native)"),
     )
 
@@ -27,7 +27,8 @@ def _kernels():
 def _common(name, algorithm, env_id, env_notes, obs, act_dim, space, networks, batch, hyper, figures, choices):
     return Design(
         name=name, seed_file=SEED, seed_title=TITLE, algorithm=algorithm, env_id=env_id, env_notes=env_notes,
-        obs_shape=obs, action_dim=act_dim, action_space=space, networks=networks, kernels=_kernels(),
+        obs_shape=obs, action_dim=act_dim, action_space=space, networks=networks,
+        kernels=_kernels(networks[0].optimizer),  # the update unit runs the networks' optimizer
         formats=dict(FORMATS), device="vek280", clocks_mhz=dict(CLOCKS), batch_size=batch,
         hyperparams={**hyper, "precision": "mixed", "loss_scale_init": 2.0 ** 15, "loss_scale_growth_interval": 2000,
                      "quantization_delay": 0},

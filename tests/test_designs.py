@@ -54,6 +54,16 @@ def test_apdrl_networks_match_table_iii():
     assert [l.params["W"].shape for l in lunar["critic"].mm_layers] == [(10, 400), (400, 300), (300, 1)]
 
 
+@pytest.mark.parametrize("name", EXPECTED)
+def test_update_kernel_runs_the_networks_optimizer(name):
+    """A design's weight_update kernel spec names the optimizer its networks train with (A2C: RMSprop)."""
+    d = get_design(name)
+    opts = {s.optimizer for s in d.networks} - {"none"}
+    for k in d.kernels:
+        if k.name == "weight_update" and "optimizer" in k.params:
+            assert {k.params["optimizer"]} == opts, (name, k.params, opts)
+
+
 def test_fddpg_models():
     m1, m2, m3 = (get_design(f"fddpg-arm-m{i}").build_networks() for i in (1, 2, 3))
     assert [l.out_shape[0] for l in m1["actor"].mm_layers] == [108, 5]
