@@ -28,7 +28,8 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports a usage error as one line (no usage dump) and exit code 2."""
 
     def error(self, message):
-        raise RlhlsError(f"{self.prog}: {message}")
+        # a subcommand names itself ("rlhls train: ..."); the root's errors are already "rlhls: ..."
+        raise RlhlsError(f"{self.prog}: {message}" if " " in self.prog else message)
 
 
 def _print_json(obj) -> None:

@@ -74,6 +74,8 @@ def test_graph_json_and_csv(tmp_path, capsys):
     (["format", "fixed<8,3,ROUND>"], "ROUND"),
     (["devices", "zcu999"], "zcu999"),
     (["nonsense"], "nonsense"),
+    (["graph", "apdrl-dqn-cartpole", "--bogus"], "rlhls: error: unrecognized arguments: --bogus"),
+    (["graph", "apdrl-dqn-cartpole", "--batch", "x"], "rlhls: error: rlhls graph: argument --batch"),
     (["graph", "apdrl-dqn-cartpole", "--csv", "/no/such/dir/g.csv"], "/no/such/dir"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, needle):
