@@ -120,12 +120,23 @@ def test_reference_equals_arith_dense_bit_for_bit(shape, bias, k_pad):
 
 
 def test_reference_depends_on_the_order():
-    # the check data cancels big products: a blocked (BLAS) fp32 sum differs from the sequential one
+    # the check data cancels big products: an fp32 sum in 8 interleaved lanes (as a vector or BLAS
+    # kernel sums) differs from the sequential one. The lanes are summed here, in float32, so the
+    # order is the test's own and not whatever this CPU's BLAS kernel happens to use.
     rng = np.random.default_rng(7)
     x, w = order_sensitive_operands(rng, 16, 64, 16)
     ref = aie_dense_reference(x, w)
-    blas = BF16.quantize((x.astype(np.float32) @ w.astype(np.float32)).astype(np.float64))
-    assert not np.array_equal(_bits(ref), _bits(blas))
+    x32, w32 = x.astype(np.float32), w.astype(np.float32)
+    lanes = np.zeros((8, 16, 16), np.float32)
+    for k in range(64):
+        lanes[k % 8] += x32[:, k, None] * w32[None, k, :]
+    blocked = BF16.quantize(lanes.sum(axis=0, dtype=np.float32).astype(np.float64))
+    assert not np.array_equal(_bits(ref), _bits(blocked))
+    # the sequential fp32 order, summed the same way, is the reference
+    acc = np.zeros((16, 16), np.float32)
+    for k in range(64):
+        acc += x32[:, k, None] * w32[None, k, :]
+    assert np.array_equal(_bits(ref), _bits(BF16.quantize(acc.astype(np.float64))))
 
 
 def test_plan_chunks_fit_and_cover():
