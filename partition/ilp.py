@@ -29,7 +29,10 @@ fixpoint). These windows give S bounds, ``S_i >= head(unit)``, ``T >= F_i + tail
 PS big-Ms; PS pairs whose windows allow one order only get no ordering binary; a capacity no
 choice of options can exceed gets no row.
 
-Warm start: that schedule (CBC through ``-mips``; HiGHS through ``Highs.setSolution``).
+Warm start: that schedule through ``Highs.setSolution`` for HiGHS. CBC gets none (the bundled
+2.10.3, given a MIP start, can take the makespan for integral and stop at a worse "optimum"); the
+horizon H still bounds its search. HiGHS runs with a relative gap of 1e-9 (its default 1e-4
+stopped 0.004 % short of the optimum on PPO-MsPacman).
 After solving, start times are recomputed as the earliest ones for the solver's units, points and
 PS core sequences (clears solver tolerances); the result is never worse than HEFT.
 
@@ -62,6 +65,10 @@ __all__ = ["solve", "check_capacity", "SOLVERS"]
 
 SOLVERS = ("cbc", "highs")
 LS_EVALS = 2000  # local-search budget (schedule evaluations) after HEFT
+# one CBC thread: its parallel search is not repeatable (ties give other plans), and its repeatable
+# mode (threads 100 + n) crashed on DQN-Breakout
+CBC_THREADS = 1
+MIP_REL_GAP = 1e-9
 OPTIMAL, FEASIBLE, INFEASIBLE = "Optimal", "Feasible (time limit)", "Infeasible"
 
 
@@ -80,14 +87,16 @@ class _HiGHSWarm(pulp.HiGHS):
         super().callSolver(lp)
 
 
-def _solver(name: str, time_limit, log_path=None, warm=False):
+def _solver(name: str, time_limit, log_path=None):
     if name == "cbc":
+        # No MIP start for CBC: the bundled CBC 2.10.3, given one, can treat the makespan as integral
+        # and stop at a worse "optimum" (A2C with uncapped PS cores: 47 where 46.25 exists).
         with warnings.catch_warnings():  # PuLP 3.x deprecates the bundled CBC; it is still the one installed
             warnings.simplefilter("ignore", DeprecationWarning)
-            return pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit, warmStart=warm, logPath=log_path, threads=1)
+            return pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit, logPath=log_path, threads=CBC_THREADS)
     if name == "highs":
-        s = _HiGHSWarm(msg=False, timeLimit=time_limit, threads=1)
-        return s
+        # HiGHS stops at a 1e-4 relative gap by default; a proven optimum here is a proven optimum
+        return _HiGHSWarm(msg=False, timeLimit=time_limit, threads=1, gapRel=MIP_REL_GAP)
     raise RlhlsError(f"solver '{name}' is not known; expected one of {', '.join(SOLVERS)}")
 
 
@@ -204,11 +213,11 @@ def solve(rows, edges, capacity=None, links=None, *, ps_cores=None, solver="cbc"
     horizon = horizon * (1 + 1e-9) + 1e-9
 
     prob, var = _build(problem, horizon)
-    if warm_start and start_sched is not None:
+    if warm_start and start_sched is not None and solver == "highs":
         _set_start(problem, var, start_sched)
     with tempfile.TemporaryDirectory(prefix="rlhls-ilp-") as tmp:
         log = os.path.join(tmp, "cbc.log") if solver == "cbc" else None
-        s = _solver(solver, time_limit, log, warm=warm_start and start_sched is not None)
+        s = _solver(solver, time_limit, log)
         ts = time.perf_counter()
         prob.solve(s)
         solve_seconds = time.perf_counter() - ts

@@ -232,3 +232,29 @@ def test_time_limit_reports_gap():
     assert 0.0 <= plan.gap < 1.0
     assert (plan.gap == 0.0) == (plan.status == "Optimal")
     assert check_schedule(plan, rows, edges, {("PL", "dsp"): 300}, {("PS", "PL"): (1.0, 1000.0)}, 2) == []
+
+
+def test_solver_optimum_is_its_plans_makespan_on_a2c():
+    # A2C-InvPendulum with uncapped PS cores: CBC 2.10.3 given a MIP start took the makespan for
+    # integral and proved 47.0 "optimal" while its own plan runs in 46.25 (and HiGHS finds 46.25)
+    import pulp
+
+    from rlhls.designs.graph import build_graph
+    from rlhls.designs.registry import get_design
+    from rlhls.partition import ilp
+    from rlhls.partition.heft import local_search
+    from rlhls.partition.profile import device_capacity, device_links, profile_design
+
+    d = get_design("apdrl-a2c-invpendulum")
+    edges = build_graph(d, None).all_edges()
+    P = Problem(profile_design(d), edges, device_capacity(d.device), device_links(d.device), 99)
+    inc = local_search(P, heft(P), max_evals=ilp.LS_EVALS)
+    found = {}
+    for solver in ilp.SOLVERS:
+        prob, var = ilp._build(P, inc.makespan * (1 + 1e-9) + 1e-9)
+        prob.solve(ilp._solver(solver, 60))
+        assert pulp.LpStatus[prob.status] == "Optimal", solver
+        found[solver] = pulp.value(prob.objective)
+        assert found[solver] == pytest.approx(ilp._extract(P, var).makespan, rel=1e-6), solver
+    assert found["cbc"] == pytest.approx(found["highs"], rel=1e-6)
+    assert found["cbc"] < inc.makespan - 1.0  # the instance is not solved by the incumbent already
