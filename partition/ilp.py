@@ -95,7 +95,7 @@ def _solver(name: str, time_limit, log_path=None):
             warnings.simplefilter("ignore", DeprecationWarning)
             return pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit, logPath=log_path, threads=CBC_THREADS)
     if name == "highs":
-        # HiGHS stops at a 1e-4 relative gap by default; a proven optimum here is a proven optimum
+        # HiGHS stops at a 1e-4 relative gap by default; "Optimal" here means proven
         return _HiGHSWarm(msg=False, timeLimit=time_limit, threads=1, gapRel=MIP_REL_GAP)
     raise RlhlsError(f"solver '{name}' is not known; expected one of {', '.join(SOLVERS)}")
 
