@@ -65,9 +65,6 @@ __all__ = ["solve", "check_capacity", "SOLVERS"]
 
 SOLVERS = ("cbc", "highs")
 LS_EVALS = 2000  # local-search budget (schedule evaluations) after HEFT
-# one CBC thread: its parallel search is not repeatable (ties give other plans), and its repeatable
-# mode (threads 100 + n) crashed on DQN-Breakout
-CBC_THREADS = 1
 MIP_REL_GAP = 1e-9
 OPTIMAL, FEASIBLE, INFEASIBLE = "Optimal", "Feasible (time limit)", "Infeasible"
 
@@ -89,11 +86,11 @@ class _HiGHSWarm(pulp.HiGHS):
 
 def _solver(name: str, time_limit, log_path=None):
     if name == "cbc":
-        # No MIP start for CBC: the bundled CBC 2.10.3, given one, can treat the makespan as integral
-        # and stop at a worse "optimum" (A2C with uncapped PS cores: 47 where 46.25 exists).
+        # no MIP start (module docstring); one thread: CBC's parallel search gives other tied plans
+        # run to run, and its repeatable mode (threads 100 + n) crashed on DQN-Breakout
         with warnings.catch_warnings():  # PuLP 3.x deprecates the bundled CBC; it is still the one installed
             warnings.simplefilter("ignore", DeprecationWarning)
-            return pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit, logPath=log_path, threads=CBC_THREADS)
+            return pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit, logPath=log_path, threads=1)
     if name == "highs":
         # HiGHS stops at a 1e-4 relative gap by default; "Optimal" here means proven
         return _HiGHSWarm(msg=False, timeLimit=time_limit, threads=1, gapRel=MIP_REL_GAP)

@@ -5,11 +5,16 @@ from __future__ import annotations
 import itertools
 import random
 
+import pulp
 import pytest
 
+from rlhls.designs.graph import build_graph
+from rlhls.designs.registry import get_design
+from rlhls.partition import ilp
 from rlhls.partition.check import check_schedule
-from rlhls.partition.heft import Problem, heft
+from rlhls.partition.heft import Problem, heft, local_search
 from rlhls.partition.ilp import solve
+from rlhls.partition.profile import device_capacity, device_links, profile_design
 from rlhls.partition.profile_io import UNITS, ProfileRow
 
 TOL = 1e-6
@@ -237,14 +242,6 @@ def test_time_limit_reports_gap():
 def test_solver_optimum_is_its_plans_makespan_on_a2c():
     # A2C-InvPendulum with uncapped PS cores: CBC 2.10.3 given a MIP start took the makespan for
     # integral and proved 47.0 "optimal" while its own plan runs in 46.25 (and HiGHS finds 46.25)
-    import pulp
-
-    from rlhls.designs.graph import build_graph
-    from rlhls.designs.registry import get_design
-    from rlhls.partition import ilp
-    from rlhls.partition.heft import local_search
-    from rlhls.partition.profile import device_capacity, device_links, profile_design
-
     d = get_design("apdrl-a2c-invpendulum")
     edges = build_graph(d, None).all_edges()
     P = Problem(profile_design(d), edges, device_capacity(d.device), device_links(d.device), 99)
