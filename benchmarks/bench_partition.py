@@ -3,7 +3,7 @@
 1. Random layered DAGs (default 300 nodes) x PS/PL/AIE with design points, links, 4 PS cores,
    DSP/tile capacities; each solver at a time limit (default 60 s).
 2. The AP-DRL designs (if `rlhls.partition.profile.profile_design` exists): their training graphs
-   profiled on their device. One row per design: nodes, ILP variables, CBC and HiGHS seconds
+   profiled on their device, and DDPG-LunarCont at batch 512 and 1024 (AP-DRL Fig. 14-15). One row per design: nodes, ILP variables, CBC and HiGHS seconds
    (whole `solve`, median of --repeat runs), makespan, gap, HEFT / ILP; the issue's target is a
    proven optimum in < 1 s each. The load average is printed with it (the machine is shared).
 Random DAGs: one row per solver with status, makespan, gap, seconds and every baseline / ILP.
@@ -92,12 +92,15 @@ def main() -> None:
 
     print(f"\nAP-DRL designs (their device), time limit {args.time_limit:g} s, median of {args.repeat}; "
           f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"{'design':<24} {'nodes':>5} {'vars':>5} {'CBC s':>7} {'HiGHS s':>7} {'makespan_us':>12} {'gap':>7} "
+    print(f"{'design':<29} {'nodes':>5} {'vars':>5} {'CBC s':>7} {'HiGHS s':>7} {'makespan_us':>12} {'gap':>7} "
           f"{'HEFT/ILP':>8}  status")
-    for name in [d for d in design_names() if d.startswith("apdrl")]:
+    # every AP-DRL design at its batch, and DDPG-LunarCont's batch sweep of Fig. 14-15
+    cases = [(d, None) for d in design_names() if d.startswith("apdrl")]
+    cases += [("apdrl-ddpg-lunarcont", b) for b in (512, 1024)]
+    for name, batch in cases:
         design = get_design(name)
-        rows = profile_design(design)
-        g = build_graph(design, None)
+        rows = profile_design(design, batch=batch)
+        g = build_graph(design, batch)
         edges = g.all_edges()  # DAG edges + loop-carried weight edges
         cap, links = device_capacity(design.device), device_links(design.device)
         n = len({r.node for r in rows})
@@ -123,7 +126,8 @@ def main() -> None:
         plan = plans["cbc"]
         heft_ms = plan.baselines.get("HEFT")
         ratio = "n/a" if heft_ms is None else f"x{heft_ms / plan.makespan_us:.2f}"
-        print(f"{name:<24} {n:>5} {nvars:>5} {statistics.median(secs['cbc']):>7.2f} "
+        label = name if batch is None else f"{name} b{batch}"
+        print(f"{label:<29} {n:>5} {nvars:>5} {statistics.median(secs['cbc']):>7.2f} "
               f"{statistics.median(secs['highs']):>7.2f} {plan.makespan_us:>12.2f} "
               f"{max(p.gap for p in plans.values()):>7.2%} {ratio:>8}  {'; '.join(notes) or 'Optimal'}", flush=True)
 
