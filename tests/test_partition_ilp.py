@@ -255,3 +255,19 @@ def test_solver_optimum_is_its_plans_makespan_on_a2c():
         assert found[solver] == pytest.approx(ilp._extract(P, var).makespan, rel=1e-6), solver
     assert found["cbc"] == pytest.approx(found["highs"], rel=1e-6)
     assert found["cbc"] < inc.makespan - 1.0  # the instance is not solved by the incumbent already
+
+
+@pytest.mark.parametrize("name", ["apdrl-a2c-invpendulum", "apdrl-ddpg-lunarcont"])
+def test_start_given_to_highs_is_a_feasible_point_of_the_model(name):
+    # HiGHS drops a start that breaks any row, the capacity counts included, without a word
+    d = get_design(name)
+    P = Problem(profile_design(d), build_graph(d, None).all_edges(), device_capacity(d.device),
+                device_links(d.device), None)
+    inc = local_search(P, heft(P), max_evals=ilp.LS_EVALS)
+    prob, var = ilp._build(P, inc.makespan * (1 + 1e-9) + 1e-9)
+    assert var["counts"], "capacity rows with counts expected on this design"
+    ilp._set_start(P, var, inc)
+    assert all(v.varValue is not None for v in prob.variables())
+    rows = prob.constraints() if callable(prob.constraints) else list(prob.constraints.values())  # PuLP 3 / 2
+    broken = [con.name for con in rows if not con.valid(1e-6)]
+    assert broken == []
