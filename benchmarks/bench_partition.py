@@ -3,7 +3,8 @@
 1. Random layered DAGs (default 300 nodes) x PS/PL/AIE with design points, links, 4 PS cores,
    DSP/tile capacities; each solver at a time limit (default 60 s).
 2. The AP-DRL designs (if `rlhls.partition.profile.profile_design` exists): their training graphs
-   profiled on their device, and DDPG-LunarCont at batch 512 and 1024 (AP-DRL Fig. 14-15). One row per design: nodes, ILP variables, CBC and HiGHS seconds
+   profiled on their device, and DDPG-LunarCont at batch 512 and 1024 (AP-DRL Fig. 14-15).
+   One row per graph: nodes, ILP variables, CBC and HiGHS seconds
    (whole `solve`, median of --repeat runs), makespan, gap, HEFT / ILP; the issue's target is a
    proven optimum in < 1 s each. The load average is printed with it (the machine is shared).
 Random DAGs: one row per solver with status, makespan, gap, seconds and every baseline / ILP.

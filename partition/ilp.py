@@ -12,9 +12,8 @@ makespan ``T``. With ``z_iu = sum_k on u x_ik`` and ``F_i = S_i + sum_k t_k x_ik
   c(u,v) = latency_us + bytes / bytes_per_us of the link u->v (0 when not listed).
 * eq. 7      sum over nodes of usage x <= capacity for every (unit, resource) given; the same row
   again on integer counts ``n[u,r,a]`` = number of options chosen that use exactly a of r on u
-  (sum_a a n <= capacity). Exact, and it gives the solvers whole counts to branch and cut on
-  ("how many nodes take 32 PLIO streams") where the row alone offers hundreds of binaries: CBC's
-  worst AP-DRL graph (DDPG-LunarCont at batch 512) went from 12-17 s to 2.3-4.3 s.
+  (sum_a a n <= capacity). Exact; it gives the solvers whole counts to branch and cut on ("how
+  many nodes take 32 PLIO streams") where the row alone offers hundreds of binaries.
 * carry      loop-carried edges u -> v (from one training step to the next, steps back to back
   with period T): T + S_v >= F_u + transfer, linearised as eq. 5.
 * PS cores   PL and AIE are spatial (nodes overlap freely); PS nodes are assigned to C identical
