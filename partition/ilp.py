@@ -68,7 +68,6 @@ __all__ = ["solve", "check_capacity", "SOLVERS"]
 
 SOLVERS = ("cbc", "highs")
 LS_EVALS = 2000  # local-search budget (schedule evaluations) after HEFT
-MIP_REL_GAP = 1e-9
 OPTIMAL, FEASIBLE, INFEASIBLE = "Optimal", "Feasible (time limit)", "Infeasible"
 
 
@@ -96,7 +95,7 @@ def _solver(name: str, time_limit, log_path=None):
             return pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit, logPath=log_path, threads=1)
     if name == "highs":
         # HiGHS stops at a 1e-4 relative gap by default; "Optimal" here means proven
-        return _HiGHSWarm(msg=False, timeLimit=time_limit, threads=1, gapRel=MIP_REL_GAP)
+        return _HiGHSWarm(msg=False, timeLimit=time_limit, threads=1, gapRel=1e-9)
     raise RlhlsError(f"solver '{name}' is not known; expected one of {', '.join(SOLVERS)}")
 
 
@@ -354,14 +353,14 @@ def _build(problem: Problem, H: float, opts: dict | None = None):
         most = sum(max((o.usage(r) for o in opts[v] if o.unit == u), default=0.0) for v in P.nodes)
         if most <= P.capacity[(u, r)] + EPS:
             continue
-        prob += pulp.lpSum(o.usage(r) * x[v, k] for v in P.nodes for k, o in enumerate(opts[v])
-                           if o.unit == u and o.usage(r) > 0) <= P.capacity[(u, r)], f"cap_{u}_{r}"
-        # the same row on integer counts of options per usage level (module docstring)
-        level = {}
+        level = {}  # usage -> the options using exactly that much
         for v in P.nodes:
             for k, o in enumerate(opts[v]):
                 if o.unit == u and o.usage(r) > 0:
                     level.setdefault(o.usage(r), []).append((v, k))
+        prob += pulp.lpSum(a * x[m] for a, members in level.items() for m in members) <= P.capacity[(u, r)], \
+            f"cap_{u}_{r}"
+        # the same row on integer counts of options per usage level (module docstring)
         terms = []
         for j, (a, members) in enumerate(sorted(level.items())):
             n = prob.add_variable(f"n_{u}_{r}_{j}", lowBound=0, upBound=len(members), cat="Integer")
