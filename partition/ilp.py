@@ -8,8 +8,10 @@ makespan ``T``. With ``z_iu = sum_k on u x_ik`` and ``F_i = S_i + sum_k t_k x_ik
 * eq. 4      sum_k x_ik = 1 — one unit and one design point per node; units without profile rows
   for a node are simply not among its options.
 * eq. 5      S_j >= F_i for every edge i->j, plus the transfer when the ends sit on different
-  units: for each unit u of i,  S_j >= F_i + sum_v c(u,v) z_jv - max_v c(u,v) (1 - z_iu),
-  c(u,v) = latency_us + bytes / bytes_per_us of the link u->v (0 when not listed).
+  units: for each unit u of i,  S_j >= F_i + sum_v c(u,v) z_jv - max_v c(u,v) (1 - z_iu), and
+  the mirror row for each unit v of j,  S_j >= F_i + sum_u c(u,v) z_iu - max_u c(u,v) (1 - z_jv);
+  c(u,v) = latency_us + bytes / bytes_per_us of the link u->v (0 when not listed). Either row
+  alone is exact; with both, the LP cannot halve a transfer by splitting one end over two units.
 * eq. 7      sum over nodes of usage x <= capacity for every (unit, resource) given; the same row
   again on integer counts ``n[u,r,a]`` = number of options chosen that use exactly a of r on u
   (sum_a a n <= capacity). Exact; it gives the solvers whole counts to branch and cut on ("how
@@ -22,8 +24,17 @@ makespan ``T``. With ``z_iu = sum_k on u x_ik`` and ``F_i = S_i + sum_k t_k x_ik
   M_ij = (H - tail_i) - head_j). Pairs already ordered by a path need nothing. With C = 1 the
   core variables vanish. A valid cut ``C T >= sum of PS latencies`` helps the bound.
 
-Incumbent: HEFT, then a local search (one node to another option or PS core, or a pair that
-trades a faster option for a cheaper one; kept when the exact makespan shrinks) gives H.
+Two steps: the model is solved first without the PS core and pair rows (the relaxation keeps
+``C T >= PS work``). Its plan, with PS cores coloured greedily by the solver's start times and
+the earliest starts recomputed, is feasible; when its makespan equals the relaxation's optimum it
+is optimal for the whole model, which is the case on every AP-DRL graph (the PS runs few, short
+nodes there). Otherwise the whole model is solved, below the best plan yet, in the time left;
+the relaxation's optimum stays a valid bound. The pair rows were half of the rows and most of the
+branching on DDPG and PPO while deciding nothing there.
+
+Incumbent: HEFT gives H. When the solver stops at the time limit unproven, a local search (one
+node to another option or PS core, or a pair that trades a faster option for a cheaper one; kept
+when the exact makespan shrinks) improves the plan it leaves.
 
 Pre-solve (exact: every plan it removes is slower than the horizon H): per (node, unit) the
 earliest start (fastest options + least transfers of the predecessors) and least tail; options
@@ -32,9 +43,9 @@ fixpoint). These windows give S bounds, ``S_i >= head(unit)``, ``T >= F_i + tail
 PS big-Ms; PS pairs whose windows allow one order only get no ordering binary; a capacity no
 choice of options can exceed gets no row.
 
-Warm start: that schedule through ``Highs.setSolution`` for HiGHS. CBC gets none (the bundled
+Warm start: the HEFT schedule through ``Highs.setSolution`` for HiGHS. CBC gets none (the bundled
 2.10.3, given a MIP start, can take the makespan for integral and stop at a worse "optimum"); the
-horizon H still bounds its search. HiGHS runs with a relative gap of 1e-9 (its default 1e-4
+horizon H still bounds its search. CBC makes one round of root cuts (``passC 1``). HiGHS runs with a relative gap of 1e-9 (its default 1e-4
 stopped 0.004 % short of the optimum on PPO-MsPacman).
 After solving, start times are recomputed as the earliest ones for the solver's units, points and
 PS core sequences (clears solver tolerances); the result is never worse than HEFT.
@@ -67,7 +78,7 @@ from .plan import Plan, utilisation
 __all__ = ["solve", "check_capacity", "SOLVERS"]
 
 SOLVERS = ("cbc", "highs")
-LS_EVALS = 2000  # local-search budget (schedule evaluations) after HEFT
+LS_EVALS = 2000  # local-search budget (schedule evaluations) when the solver stops unproven
 OPTIMAL, FEASIBLE, INFEASIBLE = "Optimal", "Feasible (time limit)", "Infeasible"
 
 
@@ -89,10 +100,12 @@ class _HiGHSWarm(pulp.HiGHS):
 def _solver(name: str, time_limit, log_path=None):
     if name == "cbc":
         # no MIP start (module docstring); one thread: CBC's parallel search gives other tied plans
-        # run to run, and its repeatable mode (threads 100 + n) crashed on DQN-Breakout
+        # run to run, and its repeatable mode (threads 100 + n) crashed on DQN-Breakout; one round
+        # of root cuts, then branch: on the AP-DRL graphs more rounds cost more than they prune
         with warnings.catch_warnings():  # PuLP 3.x deprecates the bundled CBC; it is still the one installed
             warnings.simplefilter("ignore", DeprecationWarning)
-            return pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit, logPath=log_path, threads=1)
+            return pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit, logPath=log_path, threads=1,
+                                     options=["passC 1"])
     if name == "highs":
         # HiGHS stops at a 1e-4 relative gap by default; "Optimal" here means proven
         return _HiGHSWarm(msg=False, timeLimit=time_limit, threads=1, gapRel=1e-9)
@@ -207,41 +220,38 @@ def solve(rows, edges, capacity=None, links=None, *, ps_cores=None, solver="cbc"
     start_sched = heft(problem)
     check_capacity(problem, source=source, solver=solver, feasible_known=start_sched is not None)
     base = baselines(problem, start_sched)
-    start_sched = local_search(problem, start_sched, max_evals=LS_EVALS)  # a tighter incumbent: narrower windows
     horizon = start_sched.makespan if start_sched else problem.serial_horizon()
     horizon = horizon * (1 + 1e-9) + 1e-9
 
-    prob, var = _build(problem, horizon)
-    if warm_start and start_sched is not None and solver == "highs":
-        _set_start(problem, var, start_sched)
-    with tempfile.TemporaryDirectory(prefix="rlhls-ilp-") as tmp:
-        log = os.path.join(tmp, "cbc.log") if solver == "cbc" else None
-        s = _solver(solver, time_limit, log)
-        ts = time.perf_counter()
-        prob.solve(s)
-        solve_seconds = time.perf_counter() - ts
-        bound = None
-        if solver == "cbc":
-            bound = _cbc_bound(log)
-        else:
-            try:
-                bound = float(prob.solverModel.getInfo().mip_dual_bound)
-            except Exception:  # older highspy: no info
-                bound = None
-    status = pulp.LpStatus[prob.status]
-    proven = status == "Optimal" and prob.sol_status == pulp.LpSolutionOptimal
-    sched = None
-    if status == "Optimal":
-        sched = _extract(problem, var)
+    # first without the PS pair rows; that optimum is the model's when its plan keeps the cores
+    ts = time.perf_counter()
+    status, proven, sched, bound, var = _run(problem, horizon, solver, time_limit, start_sched if warm_start else None,
+                                             ps_pairs=False)
+    if var["relaxed"] and proven:
+        relaxed_opt = var["T"].varValue
+        # 1e-7: PuLP reads the solver's values to 8 significant digits
+        if sched is None or sched.makespan > relaxed_opt * (1 + 1e-7) + 1e-9:
+            proven, bound = False, relaxed_opt  # the PS cores bind: the whole model, below the best plan yet
+            best = min((s for s in (sched, start_sched) if s is not None), key=lambda s: s.makespan, default=None)
+            left = None if time_limit is None else time_limit - (time.perf_counter() - ts)
+            if left is None or left > 0:
+                h = horizon if best is None else min(horizon, best.makespan * (1 + 1e-9) + 1e-9)
+                status, proven, full, full_bound, var = _run(problem, h, solver, left,
+                                                             best if warm_start else None, ps_pairs=True)
+                if full_bound is not None and math.isfinite(full_bound):
+                    bound = max(bound, full_bound)
+                if full is not None and (best is None or full.makespan < best.makespan):
+                    best = full
+            sched = best
+    solve_seconds = time.perf_counter() - ts
     if sched is None or (start_sched is not None and start_sched.makespan < sched.makespan - 1e-9):
         if start_sched is None:
             if status == "Infeasible":
                 raise RlhlsError(f"{source}: the ILP is infeasible although each capacity alone can be met")
             raise RlhlsError(f"solver {solver} found no schedule within {time_limit} s and HEFT cannot meet the capacities; raise --time-limit")
-        if proven and sched is not None:
-            # Solver tolerance only: its proven optimum equals HEFT's up to rounding
-            pass
         sched = start_sched
+    if not proven:  # stopped by the time limit: improve the plan it leaves
+        sched = local_search(problem, sched, max_evals=LS_EVALS)
     sched = _polish(problem, sched)
     lb = _lower_bound(problem)
     if bound is not None and math.isfinite(bound):
@@ -273,6 +283,26 @@ def solve(rows, edges, capacity=None, links=None, *, ps_cores=None, solver="cbc"
     return plan
 
 
+def _run(problem: Problem, H: float, solver: str, time_limit, start: Schedule | None, ps_pairs: bool):
+    """One solver run on the model at horizon H: (status, proven, schedule, bound, var)."""
+    prob, var = _build(problem, H, ps_pairs=ps_pairs)
+    if start is not None and solver == "highs":
+        _set_start(problem, var, start)
+    with tempfile.TemporaryDirectory(prefix="rlhls-ilp-") as tmp:
+        log = os.path.join(tmp, "cbc.log") if solver == "cbc" else None
+        prob.solve(_solver(solver, time_limit, log))
+        if solver == "cbc":
+            bound = _cbc_bound(log)
+        else:
+            try:
+                bound = float(prob.solverModel.getInfo().mip_dual_bound)
+            except Exception:  # older highspy: no info
+                bound = None
+    status = pulp.LpStatus[prob.status]
+    proven = status == "Optimal" and prob.sol_status == pulp.LpSolutionOptimal
+    return status, proven, _extract(problem, var) if status == "Optimal" else None, bound, var
+
+
 def _windows(P: Problem, H: float, opts: dict):
     """Per (node, unit) earliest start / least tail (fastest option there + least transfers); drops
     options that cannot finish within the horizon H and repeats until nothing changes."""
@@ -299,7 +329,9 @@ def _windows(P: Problem, H: float, opts: dict):
         opts = new
 
 
-def _build(problem: Problem, H: float, opts: dict | None = None):
+def _build(problem: Problem, H: float, opts: dict | None = None, ps_pairs: bool = True):
+    """The model at horizon H. ``ps_pairs`` False leaves out the PS core and pair-ordering rows
+    (a relaxation: PS nodes may then overlap beyond the core count; the ``ps_work`` cut stays)."""
     P = problem
     prob = pulp.LpProblem("rlhls_partition", pulp.LpMinimize)
     opts, minlat, head, tail = _windows(P, H, dict(opts or P.options))
@@ -327,26 +359,27 @@ def _build(problem: Problem, H: float, opts: dict | None = None):
                                        for k, o in enumerate(opts[v])), f"mk_{i}"
         if len(units[v]) > 1 and any(head[v, u] > es[v] for u in units[v]):
             prob += S[v] >= pulp.lpSum(head[v, u] * z[v, u] for u in units[v] if head[v, u] > 0), f"es_{i}"
-    # precedence + transfers (eq. 5), one row per source unit with a transfer (z indicators, no products)
+    # precedence + transfers (eq. 5) with z indicators, no products: one row per unit of either end
+    # (the source's unit fixed, the sum over the destination's units, and the mirror image); each
+    # alone is exact, together the LP cannot halve a transfer by splitting either end
+    def transfer_rows(name, lhs, a, b, nb):
+        for side, fixed, other, cost in (("s", a, b, lambda f, o: P.transfer(nb, f, o)),
+                                         ("d", b, a, lambda f, o: P.transfer(nb, o, f))):
+            for u in units[fixed]:
+                costs = {w: cost(u, w) for w in units[other] if w != u}
+                cmax = max(costs.values(), default=0.0)
+                if cmax <= 0:
+                    continue
+                prob.addConstraint(lhs >= S[a] + lat[a] + pulp.lpSum(c * z[other, w] for w, c in costs.items() if c > 0)
+                                   - cmax * (1 - z[fixed, u]), f"{name}{side}_{u}")
+
     for e, (a, b, nb) in enumerate(P.edges):
         prob += S[b] >= S[a] + lat[a], f"prec_{e}"
-        for u in units[a]:
-            costs = {w: P.transfer(nb, u, w) for w in units[b] if w != u}
-            cmax = max(costs.values(), default=0.0)
-            if cmax <= 0:
-                continue
-            prob += (S[b] >= S[a] + lat[a] + pulp.lpSum(c * z[b, w] for w, c in costs.items() if c > 0)
-                     - cmax * (1 - z[a, u])), f"xfer_{e}_{u}"
+        transfer_rows(f"xfer_{e}", S[b], a, b, nb)
     # loop-carried edges u -> v (next step): S_v + T >= F_u + transfer, same linearisation as eq. 5;
     # without a transfer it always holds (T >= F_u, S_v >= 0)
     for e, (a, b, nb) in enumerate(P.carry):
-        for u in units[a]:
-            costs = {w: P.transfer(nb, u, w) for w in units[b] if w != u}
-            cmax = max(costs.values(), default=0.0)
-            if cmax <= 0:
-                continue
-            prob += (T + S[b] >= S[a] + lat[a] + pulp.lpSum(c * z[b, w] for w, c in costs.items() if c > 0)
-                     - cmax * (1 - z[a, u])), f"carry_{e}_{u}"
+        transfer_rows(f"carry_{e}", T + S[b], a, b, nb)
     # capacities (eq. 7); a resource no choice of options can exhaust needs no row
     counts = []
     for (u, r) in P.constrained():
@@ -375,7 +408,8 @@ def _build(problem: Problem, H: float, opts: dict | None = None):
     if ps:
         ps_lat = pulp.lpSum(o.latency_us * x[v, k] for v in ps for k, o in enumerate(opts[v]) if o.unit == "PS")
         prob += C * T >= ps_lat, "ps_work"
-    if len(ps) > C:
+    relaxed = len(ps) > C and not ps_pairs
+    if len(ps) > C and ps_pairs:
         desc = _reach(P)
         tol = 1e-9 * max(1.0, H)
         if C > 1:
@@ -417,7 +451,7 @@ def _build(problem: Problem, H: float, opts: dict | None = None):
                 o_var[a, b] = oab
                 prob += S[b] >= S[a] + latps[a] - m1 * (1 - oab) - m1 * apart, f"d1_{ia}_{ib}"
                 prob += S[a] >= S[b] + latps[b] - m2 * oab - m2 * apart, f"d2_{ia}_{ib}"
-    return prob, dict(x=x, S=S, T=T, w=w, o=o_var, ps=ps, opts=opts, counts=counts)
+    return prob, dict(x=x, S=S, T=T, w=w, o=o_var, ps=ps, opts=opts, counts=counts, relaxed=relaxed)
 
 
 def _set_start(problem: Problem, var, sched: Schedule) -> None:
@@ -494,14 +528,21 @@ def _extract(problem: Problem, var) -> Schedule | None:
         option[v] = opts[max(range(len(opts)), key=lambda k: vals[k])]
         key[v] = var["S"][v].varValue or 0.0
     C = problem.ps_cores
-    for v in problem.nodes:
-        if option[v].unit != "PS":
-            continue
-        if C == 1 or not var["w"]:
-            core[v] = 0
-        else:
+    on_ps = [v for v in problem.nodes if option[v].unit == "PS"]
+    if var["w"]:
+        for v in on_ps:
             cs = [c for c in range(C) if (v, c) in var["w"]]
             core[v] = max(cs, key=lambda c: var["w"][v, c].varValue or 0.0)
+    else:
+        # no core variables (C = 1, at most C PS nodes, or the relaxation): colour the solver's
+        # intervals greedily by start, each onto the free core that idles least (C colours suffice
+        # when no more than C overlap, else semi_active delays the rest)
+        free = [0.0] * C
+        for v in sorted(on_ps, key=lambda v: (key[v], problem.index[v])):
+            fits = [c for c in range(C) if free[c] <= key[v] + 1e-9 * max(1.0, key[v])]
+            c = max(fits, key=lambda c: free[c]) if fits else min(range(C), key=lambda c: free[c])
+            core[v] = c
+            free[c] = max(free[c], key[v]) + option[v].latency_us
     # order on a core: solver start, ties broken by the pair's ordering binary via topological index
     try:
         return semi_active(problem, option, core, key)

@@ -202,6 +202,21 @@ def test_ps_cores_serialise():
         assert check_schedule(plan, rows, [], {}, {}, max(1, cores - 1)) != [] or cores == 1
 
 
+@pytest.mark.parametrize("solver", ilp.SOLVERS)
+def test_ps_cores_bind_beyond_the_relaxation(solver, monkeypatch):
+    # three independent 2 us PS-only nodes on two cores: without the pair rows the model allows 3 us
+    # (the work bound 6 / 2); the plan of that relaxation needs 4, so the whole model must decide
+    rows = [ProfileRow(v, "PS", 2.0) for v in "abc"] + [ProfileRow("d", "PS", 1.0), ProfileRow("d", "PL", 1.5)]
+    runs = []
+    real = ilp._run
+    monkeypatch.setattr(ilp, "_run", lambda *a, **k: runs.append(k["ps_pairs"]) or real(*a, **k))
+    plan = solve(rows, [], {}, {}, ps_cores=2, solver=solver)
+    assert runs == [False, True]
+    assert plan.status == "Optimal" and plan.gap == 0.0
+    assert plan.makespan_us == pytest.approx(brute_force(rows, [], {}, {}, 2)) == pytest.approx(4.0)
+    assert check_schedule(plan, rows, [], {}, {}, 2) == []
+
+
 def test_transfer_cost_moves_nodes():
     # b is faster on PL, but the PS->PL link costs more than it gains
     rows = [ProfileRow("a", "PS", 1.0), ProfileRow("b", "PS", 3.0), ProfileRow("b", "PL", 1.0)]
