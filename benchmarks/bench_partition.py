@@ -4,12 +4,13 @@
    DSP/tile capacities; each solver at a time limit (default 60 s).
 2. The AP-DRL designs (if `rlhls.partition.profile.profile_design` exists): their training graphs
    profiled on their device, and DDPG-LunarCont at batch 512 and 1024 (AP-DRL Fig. 14-15).
-   One row per graph: nodes, ILP variables, CBC and HiGHS seconds
-   (whole `solve`, median of --repeat runs), makespan, gap, HEFT / ILP; the issue's target is a
-   proven optimum in < 1 s each. The load average is printed with it (the machine is shared).
+   One row per graph: nodes, ILP variables, CBC and HiGHS seconds (whole `solve`, median and
+   slowest over --orders column orders: PuLP writes columns sorted by name, and the solvers' paths
+   depend on that order, so order k > 0 renames the variables by a seeded shuffle), makespan,
+   gap, HEFT / ILP; the issue's target is a proven optimum in < 1 s each. The load average is printed with it (the machine is shared).
 Random DAGs: one row per solver with status, makespan, gap, seconds and every baseline / ILP.
 
-    python benchmarks/bench_partition.py [--nodes 300] [--time-limit 60] [--repeat 3] [--skip-random] [--skip-designs]
+    python benchmarks/bench_partition.py [--nodes 300] [--time-limit 60] [--orders 5] [--skip-random] [--skip-designs]
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ import statistics
 import time
 
 from rlhls.partition.check import check_schedule
-from rlhls.partition.heft import Problem, heft, local_search
-from rlhls.partition.ilp import LS_EVALS, _build, solve
+from rlhls.partition import ilp
+from rlhls.partition.heft import Problem, heft
+from rlhls.partition.ilp import solve
 from rlhls.partition.profile_io import ProfileRow
 
 
@@ -69,7 +71,7 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=300)
     ap.add_argument("--instances", type=int, default=1)
     ap.add_argument("--time-limit", type=float, default=60.0)
-    ap.add_argument("--repeat", type=int, default=3, help="runs per design and solver (median reported)")
+    ap.add_argument("--orders", type=int, default=5, help="column orders per design and solver (median, max)")
     ap.add_argument("--skip-random", action="store_true")
     ap.add_argument("--skip-designs", action="store_true")
     args = ap.parse_args()
@@ -91,10 +93,22 @@ def main() -> None:
     from rlhls.designs.graph import build_graph
     from rlhls.designs.registry import design_names, get_design
 
-    print(f"\nAP-DRL designs (their device), time limit {args.time_limit:g} s, median of {args.repeat}; "
+    print(f"\nAP-DRL designs (their device), time limit {args.time_limit:g} s, {args.orders} column orders; "
           f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"{'design':<29} {'nodes':>5} {'vars':>5} {'CBC s':>7} {'HiGHS s':>7} {'makespan_us':>12} {'gap':>7} "
-          f"{'HEFT/ILP':>8}  status")
+    print(f"{'design':<29} {'nodes':>5} {'vars':>5} {'CBC s med/max':>13} {'HiGHS s med/max':>15} {'makespan_us':>12} "
+          f"{'gap':>7} {'HEFT/ILP':>8}  status")
+    build = ilp._build
+    order = [0]
+
+    def shuffled_build(*a, **k):
+        prob, var = build(*a, **k)
+        if order[0]:
+            rng = random.Random(order[0])
+            for v in prob.variables():
+                v.name = f"c{rng.randrange(10**6):06d}_{v.name}"
+        return prob, var
+
+    ilp._build = shuffled_build
     # every AP-DRL design at its batch, and DDPG-LunarCont's batch sweep of Fig. 14-15
     cases = [(d, None) for d in design_names() if d.startswith("apdrl")]
     cases += [("apdrl-ddpg-lunarcont", b) for b in (512, 1024)]
@@ -105,31 +119,32 @@ def main() -> None:
         edges = g.all_edges()  # DAG edges + loop-carried weight edges
         cap, links = device_capacity(design.device), device_links(design.device)
         n = len({r.node for r in rows})
-        # model size as solve() builds it: HEFT + local search give the horizon
+        # size of the model solve() solves first: HEFT's horizon, no PS pair rows
         P = Problem(rows, edges, cap, links, None)
-        inc = local_search(P, heft(P), max_evals=LS_EVALS)
-        nvars = len(_build(P, inc.makespan * (1 + 1e-9) + 1e-9)[0].variables())
-        secs, plans = {}, {}
-        for _ in range(args.repeat):
+        nvars = len(build(P, heft(P).makespan * (1 + 1e-9) + 1e-9, ps_pairs=False)[0].variables())
+        secs, plans, notes, ref = {}, {}, [], None
+        for k in range(args.orders):
+            order[0] = k
             for solver in ("cbc", "highs"):
                 t = time.perf_counter()
-                plans[solver] = solve(rows, edges, cap, links, ps_cores=None, solver=solver, time_limit=args.time_limit)
+                plans[solver] = p = solve(rows, edges, cap, links, ps_cores=None, solver=solver,
+                                          time_limit=args.time_limit)
                 secs.setdefault(solver, []).append(time.perf_counter() - t)
-        notes = []
-        for solver, plan in plans.items():
-            bad = check_schedule(plan, rows, edges, cap, links, plan.ps_cores)
-            if bad:
-                notes.append(f"{solver} CHECK FAILED: {bad[0]}")
-            if plan.status != "Optimal":
-                notes.append(f"{solver} {plan.status}")
-        if abs(plans["cbc"].makespan_us - plans["highs"].makespan_us) > 1e-6 * max(1.0, plans["cbc"].makespan_us):
-            notes.append(f"solvers disagree: highs {plans['highs'].makespan_us:.4f}")
+                bad = check_schedule(p, rows, edges, cap, links, p.ps_cores)
+                if bad:
+                    notes.append(f"{solver} order {k} CHECK FAILED: {bad[0]}")
+                if p.status != "Optimal":
+                    notes.append(f"{solver} order {k} {p.status}")
+                ref = p.makespan_us if ref is None else ref
+                if abs(p.makespan_us - ref) > 1e-6 * max(1.0, ref):
+                    notes.append(f"{solver} order {k} disagrees: {p.makespan_us:.4f} vs {ref:.4f}")
+        order[0] = 0
         plan = plans["cbc"]
         heft_ms = plan.baselines.get("HEFT")
         ratio = "n/a" if heft_ms is None else f"x{heft_ms / plan.makespan_us:.2f}"
         label = name if batch is None else f"{name} b{batch}"
-        print(f"{label:<29} {n:>5} {nvars:>5} {statistics.median(secs['cbc']):>7.2f} "
-              f"{statistics.median(secs['highs']):>7.2f} {plan.makespan_us:>12.2f} "
+        med_max = {s: f"{statistics.median(t):.2f}/{max(t):.2f}" for s, t in secs.items()}
+        print(f"{label:<29} {n:>5} {nvars:>5} {med_max['cbc']:>13} {med_max['highs']:>15} {plan.makespan_us:>12.2f} "
               f"{max(p.gap for p in plans.values()):>7.2%} {ratio:>8}  {'; '.join(notes) or 'Optimal'}", flush=True)
 
 
