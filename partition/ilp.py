@@ -45,8 +45,9 @@ choice of options can exceed gets no row.
 
 Warm start: the HEFT schedule through ``Highs.setSolution`` for HiGHS. CBC gets none (the bundled
 2.10.3, given a MIP start, can take the makespan for integral and stop at a worse "optimum"); the
-horizon H still bounds its search. CBC makes one round of root cuts (``passC 1``). HiGHS runs with a relative gap of 1e-9 (its default 1e-4
-stopped 0.004 % short of the optimum on PPO-MsPacman).
+horizon H still bounds its search. CBC makes one round of root cuts (``passC 1``). HiGHS runs
+with a relative gap of 1e-9 (its default 1e-4 stopped 0.004 % short of the optimum on
+PPO-MsPacman).
 After solving, start times are recomputed as the earliest ones for the solver's units, points and
 PS core sequences (clears solver tolerances); the result is never worse than HEFT.
 

@@ -217,6 +217,19 @@ def test_ps_cores_bind_beyond_the_relaxation(solver, monkeypatch):
     assert check_schedule(plan, rows, [], {}, {}, 2) == []
 
 
+@pytest.mark.parametrize("solver", ilp.SOLVERS)
+def test_plan_read_from_a_model_without_core_variables_keeps_its_overlaps(solver):
+    # two PS nodes, two cores: the model needs no core variables, and the plan read back must put
+    # the nodes on different cores (both on one core would take 10 us, not the model's 5)
+    P = Problem([ProfileRow(v, "PS", 5.0) for v in "ab"], [], {}, {}, 2)
+    prob, var = ilp._build(P, 10.0)
+    assert var["w"] == {}
+    prob.solve(ilp._solver(solver, 60))
+    assert pulp.value(prob.objective) == pytest.approx(5.0)
+    sched = ilp._extract(P, var)
+    assert sched.makespan == pytest.approx(5.0) and sched.core["a"] != sched.core["b"]
+
+
 def test_transfer_cost_moves_nodes():
     # b is faster on PL, but the PS->PL link costs more than it gains
     rows = [ProfileRow("a", "PS", 1.0), ProfileRow("b", "PS", 3.0), ProfileRow("b", "PL", 1.0)]
