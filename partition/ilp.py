@@ -12,10 +12,11 @@ makespan ``T``. With ``z_iu = sum_k on u x_ik`` and ``F_i = S_i + sum_k t_k x_ik
   the mirror row for each unit v of j,  S_j >= F_i + sum_u c(u,v) z_iu - max_u c(u,v) (1 - z_jv);
   c(u,v) = latency_us + bytes / bytes_per_us of the link u->v (0 when not listed). Either row
   alone is exact; with both, the LP cannot halve a transfer by splitting one end over two units.
-* eq. 7      sum over nodes of usage x <= capacity for every (unit, resource) given; the same row
-  again on integer counts ``n[u,r,a]`` = number of options chosen that use exactly a of r on u
-  (sum_a a n <= capacity). Exact; it gives the solvers whole counts to branch and cut on ("how
-  many nodes take 32 PLIO streams") where the row alone offers hundreds of binaries.
+* eq. 7      sum over nodes of usage x <= capacity for every (unit, resource) given, written on
+  integer counts ``n[u,r,a]`` = number of options chosen that use exactly a of r on u
+  (n = sum of those x;  sum_a a n <= capacity). The same feasible set; it gives the solvers whole
+  counts to branch and cut on ("how many nodes take 32 PLIO streams") where the row on x alone
+  offers hundreds of binaries.
 * carry      loop-carried edges u -> v (from one training step to the next, steps back to back
   with period T): T + S_v >= F_u + transfer, linearised as eq. 5.
 * PS cores   PL and AIE are spatial (nodes overlap freely); PS nodes are assigned to C identical
@@ -392,16 +393,14 @@ def _build(problem: Problem, H: float, opts: dict | None = None, ps_pairs: bool 
             for k, o in enumerate(opts[v]):
                 if o.unit == u and o.usage(r) > 0:
                     level.setdefault(o.usage(r), []).append((v, k))
-        prob += pulp.lpSum(a * x[m] for a, members in level.items() for m in members) <= P.capacity[(u, r)], \
-            f"cap_{u}_{r}"
-        # the same row on integer counts of options per usage level (module docstring)
+        # on integer counts of options per usage level (module docstring)
         terms = []
         for j, (a, members) in enumerate(sorted(level.items())):
             n = prob.add_variable(f"n_{u}_{r}_{j}", lowBound=0, upBound=len(members), cat="Integer")
             prob += n == pulp.lpSum(x[m] for m in members), f"count_{u}_{r}_{j}"
             counts.append((n, members))
             terms.append(a * n)
-        prob += pulp.lpSum(terms) <= P.capacity[(u, r)], f"capn_{u}_{r}"
+        prob += pulp.lpSum(terms) <= P.capacity[(u, r)], f"cap_{u}_{r}"
     # PS cores
     ps = [v for v in P.nodes if "PS" in units[v]]
     C = P.ps_cores
