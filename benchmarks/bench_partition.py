@@ -7,7 +7,8 @@
    One row per graph: nodes, ILP variables, CBC and HiGHS seconds (whole `solve`, median and
    slowest over --orders column orders: PuLP writes columns sorted by name, and the solvers' paths
    depend on that order, so order k > 0 renames the variables by a seeded shuffle), makespan,
-   gap, HEFT / ILP; the issue's target is a proven optimum in < 1 s each. The load average is printed with it (the machine is shared).
+   gap, HEFT / ILP; the issue's target is a proven optimum in < 1 s each. The load average is
+   printed with it (the machine is shared).
 Random DAGs: one row per solver with status, makespan, gap, seconds and every baseline / ILP.
 
     python benchmarks/bench_partition.py [--nodes 300] [--time-limit 60] [--orders 5] [--skip-random] [--skip-designs]

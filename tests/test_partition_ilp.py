@@ -286,15 +286,21 @@ def test_solver_optimum_is_its_plans_makespan_on_a2c():
 
 
 @pytest.mark.parametrize("name", ["apdrl-a2c-invpendulum", "apdrl-ddpg-lunarcont"])
-def test_start_given_to_highs_is_a_feasible_point_of_the_model(name):
-    # HiGHS drops a start that breaks any row, the capacity counts included, without a word
+@pytest.mark.parametrize("ps_pairs", [False, True])
+def test_start_given_to_highs_is_a_feasible_point_of_the_model(name, ps_pairs):
+    # HiGHS drops a start that breaks any row, the capacity counts included, without a word.
+    # As solve() builds them: the relaxation starts from HEFT, the whole model from a better plan
+    # below whose makespan it is built (its PS core and ordering variables get values too)
     d = get_design(name)
     P = Problem(profile_design(d), build_graph(d, None).all_edges(), device_capacity(d.device),
                 device_links(d.device), None)
-    inc = local_search(P, heft(P), max_evals=ilp.LS_EVALS)
-    prob, var = ilp._build(P, inc.makespan * (1 + 1e-9) + 1e-9)
+    start = heft(P)
+    if ps_pairs:
+        start = local_search(P, start, max_evals=ilp.LS_EVALS)
+    prob, var = ilp._build(P, start.makespan * (1 + 1e-9) + 1e-9, ps_pairs=ps_pairs)
     assert var["counts"], "capacity rows with counts expected on this design"
-    ilp._set_start(P, var, inc)
+    assert bool(var["o"]) == ps_pairs
+    ilp._set_start(P, var, start)
     assert all(v.varValue is not None for v in prob.variables())
     rows = prob.constraints() if callable(prob.constraints) else list(prob.constraints.values())  # PuLP 3 / 2
     broken = [con.name for con in rows if not con.valid(1e-6)]
