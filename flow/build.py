@@ -66,6 +66,7 @@ from rlhls.designs.graph import build_graph
 from rlhls.designs.kernels import get_kernel
 from rlhls.designs.network import Precision
 from rlhls.designs.registry import get_design
+from rlhls.partition.fileio import check_out, staged_folder
 from rlhls.partition.plan import read_plan
 
 from . import project as P
@@ -588,23 +589,8 @@ def _manifest(root: Path, design, graph, assignment, mapper, comps, aie, plan_in
     }
 
 
-def _check_out(out: Path, force: bool) -> None:
-    if out.exists() and not out.is_dir():
-        raise RlhlsError(f"--out '{out}' is a file; expected a folder")
-    if out.is_dir() and any(out.iterdir()) and P.read_manifest(out) is None and not force:
-        raise RlhlsError(f"--out '{out}' is not empty and was not written by rlhls build (no manifest.json of "
-                         "ours); pass --force to replace it")
-
-
-def _mkparents(path: Path) -> list[Path]:
-    created = []
-    p = path
-    while not p.exists():
-        created.append(p)
-        p = p.parent
-    for c in reversed(created):
-        c.mkdir()
-    return created
+def _ours(out: Path) -> bool:
+    return P.read_manifest(out) is not None  # a build folder from before the ownership record
 
 
 def build_design(design, out, *, plan=None, part=None, clock_ns=None, csim=False, synth=False, cosim=False,
@@ -630,16 +616,14 @@ def build_design(design, out, *, plan=None, part=None, clock_ns=None, csim=False
     graph = build_graph(design)
     nets = design.build_networks()
     assignment, plan_info = load_assignment(graph, plan)
-    _check_out(out, force)
+    check_out(out, force=force, ours=_ours)
     mapper = _Mapper(design, graph, nets, assignment, hls4ml, warnings)
     mapper.run()
     comps = mapper.components
     aie_nodes = [n.name for n in graph.nodes if assignment[n.name] == "AIE"]
 
-    # -- write into a temporary folder beside out, then rename it into place
-    created = _mkparents(out.parent)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    try:
+    # -- write into a folder beside out, published when complete (fileio.staged_folder)
+    with staged_folder(out, command="build", ours=_ours) as tmp:
         for i, comp in enumerate(comps, 1):
             say(f"[{i}/{len(comps)}] {comp.name}: {comp.kind}{' ' + comp.kernel if comp.kernel else ''} "
                 f"({len(comp.nodes)} node(s))")
@@ -659,21 +643,6 @@ def build_design(design, out, *, plan=None, part=None, clock_ns=None, csim=False
               "nodes": c.nodes} for c in comps], design=design.name, aie_nodes=aie_nodes, part_note=note))
         manifest = _manifest(tmp, design, graph, assignment, mapper, comps, aie, plan_info, part, note, clock_ns)
         P.write_json(tmp / P.MANIFEST, manifest)
-        old = None
-        if out.exists():
-            old = out.parent / f".{out.name}.old-{os.getpid()}-{time.monotonic_ns()}"
-            os.rename(out, old)
-        os.rename(tmp, out)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        for c in created:
-            try:
-                c.rmdir()
-            except OSError:
-                pass
-        raise
 
     for c in comps:
         c._final_dir = out / c.dir

@@ -44,11 +44,12 @@ from pathlib import Path
 import numpy as np
 
 from rlhls.designs.errors import RlhlsError
-from rlhls.partition.fileio import atomic_write_bytes, atomic_write_text
+from rlhls.partition.fileio import OWNER, atomic_write_bytes, atomic_write_text, check_out, make_dirs, write_json
 
 __all__ = ["train", "csv_text", "atomic_write_bytes", "atomic_write_text", "read_metrics", "rolling_window", "plot_rewards"]
 
 CHECKPOINT = "checkpoint.pkl"
+RUN_FILES = ["config.json", "metrics.csv", "episodes.csv", CHECKPOINT, "reward.png"]
 _IGNORED_ON_RESUME = ("steps",)
 PLOT_EVERY_S = 30.0  # reward.png costs ~0.5-1.5 s: redrawn at most this often and after the last update
 
@@ -157,11 +158,11 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
         if ckpt_path.exists():
             raise RlhlsError(f"run folder '{out}' already has a checkpoint: pass --resume to continue it "
                              "or choose another --out")
-        if out.exists() and not out.is_dir():
-            raise RlhlsError(f"--out '{out}' exists and is not a folder")
+        check_out(out, ours=lambda d: (d / "config.json").is_file() and (d / "metrics.csv").is_file())
     trainer = make_trainer()  # bad environments and parameters fail here, before anything is written
     if not resume:
-        out.mkdir(parents=True, exist_ok=True)
+        make_dirs(out)
+        write_json(out / OWNER, {"command": "train", "files": RUN_FILES})
     atomic_write_text(out / "config.json", json.dumps(config, indent=2, sort_keys=True, default=str) + "\n")
     try:
         update, env_steps, metrics, episodes = 0, 0, [], []

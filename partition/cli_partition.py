@@ -13,6 +13,8 @@ from pathlib import Path
 
 from rlhls.designs.errors import RlhlsError
 
+from .fileio import check_out
+from .plan import _plan_folder
 from .profile_io import check_inputs, read_capacity, read_graph, read_links, read_profile
 
 __all__ = ["add_partition_arguments", "run_partition", "device_inputs"]
@@ -28,6 +30,8 @@ def add_partition_arguments(parser) -> None:
     parser.add_argument("--solver", choices=("cbc", "highs"), default="cbc", help="MILP solver (default cbc)")
     parser.add_argument("--time-limit", type=float, default=None, help="solver time limit in seconds")
     parser.add_argument("--out", default="plan", help="output folder (default ./plan)")
+    parser.add_argument("--force", action="store_true",
+                        help="write into a non-empty --out that rlhls did not write (no file of yours is deleted)")
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
 
 
@@ -65,6 +69,7 @@ def run_partition(args) -> int:
 
     if args.time_limit is not None and not args.time_limit > 0:
         raise RlhlsError(f"--time-limit {args.time_limit:g} must be > 0 seconds")
+    check_out(Path(args.out), force=args.force, ours=_plan_folder)  # before the solve
     rows = read_profile(args.profile)
     edges = read_graph(args.graph)
     check_inputs(rows, edges, profile_name=str(args.profile), graph_name=str(args.graph))
@@ -80,7 +85,7 @@ def run_partition(args) -> int:
     ps_cores = int(cores) if cores else 1
     plan = solve(rows, edges, capacity, links, ps_cores=ps_cores, solver=args.solver,
                  time_limit=args.time_limit, source=source)
-    out = write_plan(plan, Path(args.out), rows, edges)
+    out = write_plan(plan, Path(args.out), rows, edges, force=args.force)
     if args.json:
         print(json.dumps(plan.to_json(), indent=1))
         return 0

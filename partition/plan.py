@@ -19,17 +19,15 @@ import csv
 import io
 import json
 import math
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlhls.designs.errors import RlhlsError
 
+from .fileio import atomic_write_bytes, atomic_write_text, check_out, staged_folder
 from .profile_io import UNITS
 
-__all__ = ["Plan", "write_plan", "read_plan", "utilisation", "plan_csv", "plot_gantt"]
+__all__ = ["Plan", "write_plan", "read_plan", "utilisation", "plan_csv", "gantt_figure", "gantt_png"]
 
 
 @dataclass
@@ -50,6 +48,10 @@ class Plan:
     latency_us: dict = field(default_factory=dict)
     solver_seconds: float = 0.0
     utilisation: dict = field(default_factory=dict)
+
+    def gantt(self, edges=()):
+        """The Gantt chart as a matplotlib Figure (see gantt_figure)."""
+        return gantt_figure(self, edges)
 
     def to_json(self) -> dict:
         return {
@@ -116,12 +118,10 @@ def plan_csv(plan: Plan) -> str:
     return buf.getvalue()
 
 
-def plot_gantt(plan: Plan, path, edges=()) -> None:
-    """One lane per unit (PS: per core); bars labelled where wide enough; makespan line."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def gantt_figure(plan: Plan, edges=()):
+    """A matplotlib Figure: one lane per unit (PS: per core); bars labelled where wide enough;
+    the makespan as a line. Made with the object API, so a notebook's backend is left alone."""
+    from matplotlib.figure import Figure
 
     lanes = []
     if any(u == "PS" for u in plan.assignment.values()) or plan.ps_cores:
@@ -152,7 +152,8 @@ def plot_gantt(plan: Plan, path, edges=()) -> None:
     colours = {"PS": "#4C72B0", "PL": "#55A868", "AIE": "#C44E52"}
     total_rows = sum(n for _, n in rows_of.values()) or 1
     fig_h = min(2.0 + 0.35 * total_rows, 30)
-    fig, ax = plt.subplots(figsize=(12, fig_h))
+    fig = Figure(figsize=(12, fig_h))
+    ax = fig.add_subplot()
     span = plan.makespan_us or 1.0
     y, ticks, labels, centre = 0.0, [], [], {}
     for lane in reversed(lanes):
@@ -182,31 +183,39 @@ def plot_gantt(plan: Plan, path, edges=()) -> None:
     gap = "" if plan.gap <= 0 else f", gap {plan.gap:.1%}"
     ax.set_title(f"{plan.status}{gap}: makespan {plan.makespan_us:.4g} us ({plan.solver})")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return fig
 
 
-def write_plan(plan: Plan, out_dir, rows=None, edges=()) -> Path:
-    """plan.json, plan.csv and gantt.png into ``out_dir`` — built in a temp folder beside it, then renamed."""
-    out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+def gantt_png(plan: Plan, edges=()) -> bytes:
+    buf = io.BytesIO()
+    gantt_figure(plan, edges).savefig(buf, format="png", dpi=120)
+    return buf.getvalue()
+
+
+PLAN_FILES = ("plan.json", "plan.csv", "gantt.png")
+
+
+def _plan_folder(folder: Path) -> bool:
+    """A folder written by an rlhls before the ownership record: plan files only, a valid plan.json."""
+    if not all(p.name in PLAN_FILES for p in folder.iterdir()):
+        return False
     try:
-        (tmp / "plan.json").write_text(json.dumps(plan.to_json(), indent=1) + "\n", encoding="utf-8")
-        (tmp / "plan.csv").write_text(plan_csv(plan), encoding="utf-8")
-        plot_gantt(plan, tmp / "gantt.png", edges)
-        if out_dir.exists():
-            # replace the old folder: move it aside first so a failure leaves one of the two
-            old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old.", dir=out_dir.parent))
-            os.rmdir(old)
-            os.replace(out_dir, old)
-            os.replace(tmp, out_dir)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        read_plan(folder / "plan.json")
+    except RlhlsError:
+        return False
+    return True
+
+
+def write_plan(plan: Plan, out_dir, rows=None, edges=(), *, force: bool = False) -> Path:
+    """plan.json, plan.csv and gantt.png into ``out_dir`` (fileio.staged_folder: built beside it,
+    then published; a folder rlhls did not write is refused unless ``force``, which still deletes
+    nothing of the user's)."""
+    out_dir = Path(out_dir)
+    check_out(out_dir, force=force, ours=_plan_folder)
+    with staged_folder(out_dir, command="partition", ours=_plan_folder) as tmp:
+        atomic_write_text(tmp / "plan.json", json.dumps(plan.to_json(), indent=1) + "\n")
+        atomic_write_text(tmp / "plan.csv", plan_csv(plan))
+        atomic_write_bytes(tmp / "gantt.png", gantt_png(plan, edges))
     return out_dir
 
 

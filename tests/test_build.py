@@ -13,6 +13,7 @@ from rlhls.designs.registry import get_design
 from rlhls.flow import build as B
 from rlhls.flow import project as P
 from rlhls.flow.build import PLACEHOLDER_PART, build_design
+from rlhls.partition.fileio import OWNER
 
 # hls4ml=False throughout: forward layers become dense_forward kernels (no hls4ml conversion,
 # which takes seconds per network; test_run covers the hls4ml path end to end)
@@ -67,7 +68,7 @@ def test_system_cfg_and_manifest(cartpole):
     assert m["design"] == "apdrl-dqn-cartpole" and m["formats"]["pl"] == "fp16"
     assert P.verify_manifest(out) == []
     listed = {e["path"] for e in m["files"]}
-    on_disk = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()} - {P.MANIFEST}
+    on_disk = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()} - {P.MANIFEST, OWNER}
     assert listed == on_disk
     g = build_graph(get_design("apdrl-dqn-cartpole"))
     assert set(m["units"]) == {n.name for n in g.nodes}
@@ -121,8 +122,10 @@ def test_bad_input_writes_nothing(tmp_path, case):
     assert sorted(p.name for p in tmp_path.iterdir()) == before
     if case == "nonempty":
         assert [p.name for p in out.iterdir()] == ["mine.txt"]
-        build_design(design, out, hls4ml=False, force=True)  # --force replaces it
-        assert P.read_manifest(out) and not (out / "mine.txt").exists()
+        build_design(design, out, hls4ml=False, force=True)  # --force writes into it, keeping the user's file
+        assert P.read_manifest(out) and (out / "mine.txt").read_text() == "keep"
+        build_design(design, out, hls4ml=False, force=True)  # and again over its own files
+        assert (out / "mine.txt").read_text() == "keep"
 
 
 def test_rebuild_over_own_build_and_placeholder_part(tmp_path):

@@ -128,7 +128,8 @@ def test_cli_writes_plan(tmp_path, capsys):
         assert key in out
     assert out["status"] == "Optimal" and out["gap"] == 0
     folder = tmp_path / "out"
-    assert sorted(p.name for p in folder.iterdir()) == ["gantt.png", "plan.csv", "plan.json"]
+    assert sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) == ["gantt.png", "plan.csv",
+                                                                                      "plan.json"]
     assert (folder / "gantt.png").read_bytes()[:4] == b"\x89PNG"
     assert (folder / "plan.csv").read_text().splitlines()[0] == "node,unit,point,start_us,finish_us,latency_us"
     plan = read_plan(folder)

@@ -8,6 +8,7 @@ import pytest
 from rlhls.designs.errors import RlhlsError
 from rlhls.host.cli_train import add_train_arguments, run_train
 from rlhls.host.runner import read_metrics
+from rlhls.partition.fileio import OWNER
 
 TINY = ["--env", "InvertedPendulum-v5", "--num-envs", "2", "--num-steps", "64",
         "--set", "num_minibatches=4", "--set", "update_epochs=2", "--quiet"]
@@ -74,7 +75,7 @@ def test_run_folder_contents_and_bad_input(tmp_path):
         assert col in rows[0]
     assert (out / "reward.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (out / "checkpoint.pkl").exists()
-    assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no temp files left
+    assert not [p for p in out.iterdir() if p.name.startswith(".") and p.name != OWNER]  # no temp files left
     with pytest.raises(RlhlsError, match="unknown PPO hyperparameter"):
         run_train(_args("heppo-ppo", "--out", str(tmp_path / "x"), "--set", "nope=1", *TINY))
     with pytest.raises(RlhlsError, match="rlhls train runs PPO"):
