@@ -16,9 +16,9 @@ CLOCKS = {"PL": 245.0, "AIE": 1000.0}  # §V-C
 
 def _kernels(optimizer):
     return (
-        KernelSpec("dense_forward", "PL", "fp16", "fp32", {"unroll": 8}, "§IV-D: PL layers in FP16, Algorithm 1"),
-        KernelSpec("dense_backward", "PL", "fp16", "fp32", {"unroll": 8}, "§IV-D"),
-        KernelSpec("weight_gradient", "PL", "fp16", "fp32", {"unroll": 8}, "§IV-D"),
+        KernelSpec("dense_forward", "PL", "fp16", "fp32", {"pf": 8}, "§IV-D: PL layers in FP16, Algorithm 1"),
+        KernelSpec("dense_backward", "PL", "fp16", "fp32", {"pf": 8}, "§IV-D"),
+        KernelSpec("weight_gradient", "PL", "fp16", "fp32", {"pf": 8}, "§IV-D"),
         KernelSpec("weight_update", "PL", "fp32", "fp32", {"optimizer": optimizer}, "§IV-D: master weights in FP32"),
         KernelSpec("mm_aie", "AIE", "bf16", "fp32", {"tiles": 1}, "§IV-D: AIE layers in BF16 (AIE-ML native)"),
     )

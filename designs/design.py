@@ -43,7 +43,9 @@ class NetSpec:
 
 @dataclass(frozen=True)
 class KernelSpec:
-    """A hardware kernel the design instantiates, with its formats and parallelism."""
+    """A hardware kernel the design instantiates on a unit: its formats, its parameters (names of
+    the registered kernel's parameters, e.g. the parallelism ``pf``) and, in ``notes``, facts of the
+    seed's architecture that are not parameters of our kernel."""
 
     name: str
     unit: str
@@ -51,6 +53,7 @@ class KernelSpec:
     acc: str
     params: dict = field(default_factory=dict)
     source: str = ""
+    notes: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,19 @@ class Design:
         for k in self.kernels:
             for text in (k.storage, k.acc):
                 parse_format(text)
+
+    def check_kernels(self) -> None:
+        """Every KernelSpec names a registered kernel on one of its units, with parameters it takes."""
+        from .kernels import get_kernel
+
+        for spec in self.kernels:
+            try:
+                k = get_kernel(spec.name)
+                if spec.unit not in k.units:
+                    raise RlhlsError(f"runs on {', '.join(k.units)}, not on {spec.unit}")
+                k.resolve(k.spec_params(spec))
+            except RlhlsError as e:
+                raise RlhlsError(f"design '{self.name}': kernel '{spec.name}': {e}") from None
 
     def net(self, name: str) -> NetSpec:
         for n in self.networks:
@@ -145,7 +161,8 @@ class Design:
             ],
             "kernels": [
                 {"name": k.name, "unit": k.unit, "storage": str(parse_format(k.storage)),
-                 "acc": str(parse_format(k.acc)), "params": dict(k.params), "source": k.source}
+                 "acc": str(parse_format(k.acc)), "params": dict(k.params), "notes": dict(k.notes),
+                 "source": k.source}
                 for k in self.kernels
             ],
             "hyperparams": dict(self.hyperparams),

@@ -66,9 +66,25 @@ class Node:
     bytes: int
     mm: bool
 
+    @property
+    def kind(self) -> str:
+        """What the node computes, as kernels declare it (``Kernel.implements``): ``mm.fwd`` /
+        ``mm.bwd`` (a matrix multiply's forward, target forward or backward), ``act.fwd`` /
+        ``act.bwd`` (an activation's), else the phase (``upd``, ``soft``, ``loss``, ``gae``,
+        ``returns``, ``fvp_fwd``, ``fvp_bwd``, ``cg``, ``linesearch``)."""
+        phase = "fwd" if self.phase == "tfwd" else self.phase
+        if phase in ("fwd", "bwd"):
+            return ("mm." if self.mm else "act.") + phase
+        return phase
+
+    @property
+    def instance(self) -> str:
+        """The network instance of a layer node (``q``, ``critic@pi``), else the node name."""
+        return self.name.split(".", 1)[0]
+
     def as_dict(self) -> dict:
-        return {"name": self.name, "layer": self.layer, "phase": self.phase, "flops": int(self.flops),
-                "bytes": int(self.bytes), "mm": bool(self.mm)}
+        return {"name": self.name, "layer": self.layer, "phase": self.phase, "kind": self.kind,
+                "flops": int(self.flops), "bytes": int(self.bytes), "mm": bool(self.mm)}
 
 
 @dataclass
@@ -404,8 +420,12 @@ def _trpo(bld, design, nets):
         flops = (f["backward_weight"] + (f["backward_input"] if i > 0 else 0)) * iters
         name = bld.node(f"policy.{layer.name}.fvp_bwd", f"policy.{layer.name}", "fvp_bwd", flops,
                         (nout + 2 * nin) * b * B * iters + 2 * layer.n_params * B, layer.is_mm)
-        bld.edge(prev, name, prev_bytes)
-        bld.edge(f"policy.{layer.name}.fvp_fwd", name, 2 * nin * b * B)
+        saved = f"policy.{layer.name}.fvp_fwd"  # its forward kept the layer's inputs
+        if prev == saved:  # the last layer: one edge carries both tensors
+            bld.edge(prev, name, prev_bytes + 2 * nin * b * B)
+        else:
+            bld.edge(prev, name, prev_bytes)
+            bld.edge(saved, name, 2 * nin * b * B)
         prev, prev_bytes = name, nin * b * B
     n = policy.n_params
     cg = bld.node("cg", "cg", "cg", CG_FLOPS_PER_PARAM * n * iters, 6 * n * B * iters)

@@ -67,7 +67,7 @@ from rlhls.designs.errors import RlhlsError
 from rlhls.designs.formats import BF16, FP32, parse_format
 from rlhls.designs.graph import build_graph
 
-__all__ = ["emit_aie", "check_aie", "aie_dense_reference", "plan_chunks", "node_gemms", "GemmSpec",
+__all__ = ["emit_aie", "aie_fit", "check_aie", "aie_dense_reference", "plan_chunks", "node_gemms", "GemmSpec",
            "TILE_BUFFER_BYTES", "MMUL_SHAPE", "random_bf16",
            "order_sensitive_operands"]
 
@@ -274,7 +274,33 @@ def _check_formats(design):
                              f"kernels compute bf16 x bf16 with fp32 accumulation (expected '{want}')")
 
 
-def emit_aie(design, nodes: list[str], out_dir, *, batch: int | None = None) -> list[Path]:
+def aie_fit(design, nodes: list[str], graph, device=None) -> list[str]:
+    """Check that the AIE graph of `nodes` fits the device's tiles and PL<->AIE streams; raises
+    RlhlsError naming the first node that does not fit, the resource and the capacity. Returns
+    warnings (none so far)."""
+    from rlhls.designs.devices import get_device
+    from rlhls.designs.kernels.cost import aie_plio_pairs
+
+    dev = get_device(device or design.device)
+    if "AIE" not in dev.units:
+        raise RlhlsError(f"AIE emission: device {dev.id} of design '{design.name}' has no AI Engines "
+                         f"(nodes {', '.join(nodes[:3])} are planned there)")
+    caps = {"tiles": int(dev.units["AIE"].resources["aie_tiles"].value), "plio": aie_plio_pairs(dev)}
+    used = {"tiles": 0, "plio": 0}
+    nets = design.build_networks()
+    for name in nodes:
+        sub = _graph_of(name, [_plan(g) for g in node_gemms(design, graph, name, nets)])
+        used["tiles"] += len(sub["kernels"])
+        used["plio"] += max(len(sub["inputs"]), len(sub["outputs"]))
+        for res, cap in caps.items():
+            if used[res] > cap:
+                what = "AIE tiles" if res == "tiles" else "PL<->AIE stream pairs (PLIOs)"
+                raise RlhlsError(f"AIE emission: node '{name}' brings the graph of design '{design.name}' to "
+                                 f"{used[res]} {what}, over the {cap} of {dev.id}; plan fewer nodes on the AIE")
+    return []
+
+
+def emit_aie(design, nodes: list[str], out_dir, *, batch: int | None = None, graph=None) -> list[Path]:
     """Write ``out_dir/aie/`` for the given mm nodes (module docstring); returns the files written."""
     if isinstance(nodes, str):
         nodes = [nodes]
@@ -284,7 +310,7 @@ def emit_aie(design, nodes: list[str], out_dir, *, batch: int | None = None) -> 
     if len(set(nodes)) != len(nodes):
         raise RlhlsError(f"AIE emission: node names repeat: {nodes}")
     _check_formats(design)
-    graph = build_graph(design, batch)
+    graph = graph if graph is not None else build_graph(design, batch)
     nets = design.build_networks()
     env = _env()
     node_ctx = []

@@ -1,43 +1,27 @@
-"""`rlhls build`: a design (and optionally a partition plan) → a build folder of Vitis projects.
+"""Building a design: its plan's components as a folder of Vitis projects (files, csim, Vitis).
 
-Mapping of the training graph (`build_graph(design)`) onto components; `--plan` decides each
-node's unit (default: every node on PL); PS nodes get nothing (the manifest lists them as host):
+``build_design(design, out, plan=None, csim=False, ...) -> BuildResult`` maps the plan onto
+components (``flow.mapping.map_design``: hls4ml forward networks, the kernels that implement each
+PL node, the AIE nodes, the host nodes; without a plan every node is on the PL) and writes:
 
-* forward nodes (`fwd`, `tfwd`, DDPG's `critic@pi` pass) of a network whose matrix-multiply
-  forward nodes are all on PL → one hls4ml project for that network (`flow.hls4ml_convert.`
-  `convert_network`), shared by the online and target instances. Precision: the design's PL
-  format pair `pl`/`pl_acc` (mixed-precision designs), else `storage`/`acc`. When the plan
-  splits a network's forward pass, hls4ml cannot take the PL formats, or `build_design(...,
-  hls4ml=False)` (fast tests), each PL-placed MM forward node becomes a `dense_forward` kernel.
-* backward MM nodes → `dense_backward` (input gradient, when the node computes one) and
-  `weight_gradient` (dW, db; not for the `critic@pi` pass, which computes no weight gradient).
-  Conv2d layers are lowered through im2col: rows = batch·OH·OW, K = C·KH·KW, M = out channels.
-* update nodes → `weight_update` with the NetSpec's optimizer ('none', TRPO's line-search step,
-  is a plain SGD step with the step given) over the layer's parameter count.
-* activation nodes are folded: forward into the component of the MM node before them
-  (hls4ml fuses them), backward into the component of the MM backward node after them (the
-  derivative mask is applied where dy enters dense_backward / weight_gradient).
-* nodes on PL without a kernel in this round (losses, GAE, returns, Polyak `soft`, TRPO's FVP
-  passes, CG, line search) are listed as `unmapped` in the manifest with a warning; they run on
-  the host until their kernels exist.
-* AIE nodes (only MM nodes may go there) → `flow.aie.emit_aie(design, nodes, <out>)` (writes <out>/aie/).
+* one Vitis HLS component per kernel component (``flow.kernels.render_kernel``: HLS top,
+  testbench, tb data from the numpy model) or hls4ml project (``flow.hls4ml_convert``), each with
+  ``hls_config.cfg`` (``v++ -c --mode hls``) and ``run_hls.tcl`` (classic flow);
+* ``aie/`` for the AIE nodes (``flow.aie.emit_aie``: an ADF graph within the device's tiles and
+  PLIOs);
+* ``system.cfg`` (v++ link) and ``manifest.json`` (what was generated from what, with sha256s,
+  and after ``csim`` the results of every check).
 
-Kernel components with identical parameters are shared (e.g. the online and `critic@pi`
-passes' input gradients). Parameters come from the layer shapes, the design's batch size, the
-KernelSpec's formats and parallelism (`pf`, or `unroll` as AP-DRL names it) — named in each
-kernel's own parameter names (`Kernel.params`) and validated by `Kernel.resolve`.
+Part: ``part``, else the device catalogue's part. The MAX4 Stratix-V (CPP, F-DDPG) has no
+Xilinx part: sources are emitted with ``part=PLACEHOLDER_PART`` (a comment and a warning say to
+pass --part); synth/cosim refuse such a build. Clock: ``clock_ns``, else 1000 / the design's PL MHz.
 
-Part: `--part`, else the device catalogue's part. The MAX4 Stratix-V (CPP, F-DDPG) has no
-Xilinx part: sources are emitted anyway with `part=` set to the placeholder `PLACEHOLDER_PART`
-(a comment and a warning say to pass --part); --synth/--cosim refuse such a build (exit 2).
-Clock: `--clock` ns, else 1000 / design.clocks_mhz['PL'].
-
-Never clobbers: a non-empty --out without our manifest.json is refused unless --force (which
-replaces it). Files go to a temporary folder beside --out that is renamed into place; on an
-error nothing is left. C simulation (`--csim`) compiles each kernel's testbench with g++
-(`flow.csim.run_csim`) and runs each hls4ml project through `check_hls4ml`; the g++ build cache
-is shared per user — `$RLHLS_CACHE_DIR/csim`, else `$XDG_CACHE_HOME/rlhls/csim`, else
-`~/.cache/rlhls/csim` — so rebuilds (also with --force) reuse compiled testbenches.
+Never clobbers (``partition.fileio``): a non-empty ``out`` rlhls did not write is refused unless
+``force`` (which deletes nothing of the user's); the folder is built beside ``out`` and published
+when complete. ``csim`` compiles and runs each kernel's testbench with g++ (``flow.csim.run_csim``,
+cached by content hash under ``$RLHLS_CACHE_DIR``, else ``$XDG_CACHE_HOME/rlhls``, else
+``~/.cache/rlhls``), each hls4ml project through ``check_hls4ml``, and the AIE kernels under the
+shim (``flow.aie.check_aie``).
 """
 
 from __future__ import annotations
@@ -53,7 +37,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -61,76 +45,28 @@ import numpy as np
 from rlhls import __version__
 from rlhls.designs.devices import get_device
 from rlhls.designs.errors import RlhlsError
-from rlhls.designs.formats import parse_format
 from rlhls.designs.graph import build_graph
-from rlhls.designs.kernels import get_kernel
 from rlhls.designs.network import Precision
 from rlhls.designs.registry import get_design
 from rlhls.partition.fileio import check_out, staged_folder
-from rlhls.partition.plan import read_plan
+from rlhls.partition.plan import check_plan
 
 from . import project as P
 from . import vitis as V
-from .aie import emit_aie
+from .aie import aie_fit, check_aie, emit_aie
 from .csim import run_csim
-from .hls4ml_convert import check_hls4ml, convert_network, hls4ml_precision_config, hls_format
+from .hls4ml_convert import check_hls4ml, convert_network
 from .kernels import render_kernel
+from .mapping import Component, jsonable, map_design
 from .paths import cache_dir, include_dir
 
 PLACEHOLDER_PART = "PLACEHOLDER_PART"
 _XILINX_PREFIXES = ("xc", "xa", "xq")
 UNITS = ("PS", "PL", "AIE")
 _FWD_PHASES = ("fwd", "tfwd")
-_NO_KERNEL = {"loss": "loss", "returns": "n-step returns", "soft": "Polyak update",
-              "fvp_fwd": "FVP forward", "fvp_bwd": "FVP backward", "cg": "conjugate gradient",
-              "linesearch": "line search"}
-
-# Our names of kernel parameters → the names a kernel may use for them (first match wins).
-# Dense kernels: a (rows × K) · (K × M) product, rows = batch (pl_matmul's n, k, m).
-_DENSE_SYNONYMS = {
-    "batch": ("batch", "batch_size", "n", "rows", "n_rows", "samples"),
-    "n_in": ("n_in", "in_features", "inputs", "k", "fan_in", "in_dim", "n_inputs"),
-    "n_out": ("n_out", "out_features", "outputs", "m", "units", "fan_out", "out_dim", "n_outputs"),
-    "storage": ("storage", "fmt", "format", "storage_format", "data"),
-    "acc": ("acc", "acc_format", "accum", "accumulator"),
-    "pf": ("pf", "unroll", "parallelism", "lanes"),
-}
-_UPDATE_SYNONYMS = {
-    "n_params": ("n", "n_params", "size", "length", "count", "n_weights", "params"),
-    "optimizer": ("optimizer", "opt"),
-    "lr": ("lr", "learning_rate", "alpha"),
-    "storage": ("storage", "fmt", "format", "storage_format", "data"),
-    "acc": ("acc", "acc_format", "accum", "accumulator"),
-    "pf": ("pf", "unroll", "parallelism", "lanes"),
-}
-
-
 # ---------------------------------------------------------------------------------------------
 # results
 # ---------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Component:
-    name: str
-    kind: str                 # 'kernel' | 'hls4ml'
-    kernel: str | None        # kernel name, or None for hls4ml
-    network: str | None
-    params: dict
-    nodes: list = field(default_factory=list)
-    folded: list = field(default_factory=list)
-    top: str | None = None
-    dir: str = ""
-    csim: dict | None = None
-    vitis: list = field(default_factory=list)
-    sources: object = None    # KernelSources (not serialised)
-    cu: str = ""              # compute-unit name in system.cfg
-    hls_model: object = None  # hls4ml ModelGraph (not serialised)
-
-    def to_json(self) -> dict:
-        return {"name": self.name, "kind": self.kind, "kernel": self.kernel, "network": self.network,
-                "top": self.top, "dir": self.dir, "nodes": list(self.nodes), "folded": list(self.folded),
-                "cu": self.cu, "params": _jsonable(self.params), "csim": self.csim, "vitis": self.vitis}
 
 
 @dataclass
@@ -164,18 +100,6 @@ class BuildResult:
                 "ok": self.ok, "components": [c.to_json() for c in self.components], "aie": self.aie,
                 "host": self.host, "unmapped": self.unmapped, "warnings": self.warnings,
                 "vitis_flow": self.flow, "seconds": round(self.seconds, 3)}
-
-
-def _jsonable(x):
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, (str, int, float, bool)) or x is None:
-        return x
-    if hasattr(x, "item"):
-        return x.item()
-    return str(x)
 
 
 def csim_cache_dir() -> Path:
@@ -221,272 +145,6 @@ def resolve_clock(design, clock_ns: float | None) -> float:
     if not (math.isfinite(c) and 0.5 <= c <= 1000):
         raise RlhlsError(f"--clock {clock_ns!r}: expected a period in ns between 0.5 and 1000")
     return c
-
-
-def load_assignment(graph, plan) -> tuple[dict, dict | None]:
-    """{node: unit} for every graph node, and {'path', 'sha256'} of the plan file."""
-    names = [n.name for n in graph.nodes]
-    if plan is None:
-        return {n: "PL" for n in names}, None
-    path = Path(plan)
-    if path.is_dir():  # read_plan takes a folder holding plan.json too
-        path = path / "plan.json"
-    assignment = read_plan(path)["assignment"]  # validated there: {node: unit in UNITS}
-    known = set(names)
-    for node, unit in assignment.items():
-        if node not in known:
-            raise RlhlsError(f"plan '{path}': node '{node}' is not in the training graph of '{graph.design}'")
-        if unit == "AIE" and not graph.node(node).mm:
-            raise RlhlsError(f"plan '{path}': node '{node}' is not a matrix-multiply node and cannot go to AIE")
-    missing = [n for n in names if n not in assignment]
-    if missing:
-        raise RlhlsError(f"plan '{path}': no unit for node '{missing[0]}' ({len(missing)} of {len(names)} "
-                         "nodes missing); expected every training-graph node")
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    return {n: assignment[n] for n in names}, {"path": str(path.resolve()), "sha256": digest}
-
-
-# ---------------------------------------------------------------------------------------------
-# the mapping (no files)
-# ---------------------------------------------------------------------------------------------
-
-
-def _ident(text: str) -> str:
-    s = re.sub(r"[^A-Za-z0-9_]", "_", text)
-    return s if s[:1].isalpha() else f"k_{s}"
-
-
-def _pl_formats(design) -> tuple[str, str]:
-    f = design.formats
-    if "pl" in f:
-        return f["pl"], f.get("pl_acc", f.get("acc", f["pl"]))
-    return f.get("storage", "fp32"), f.get("acc", f.get("storage", "fp32"))
-
-
-def _spec(design, kernel: str):
-    for k in design.kernels:
-        if k.name == kernel and k.unit == "PL":
-            return k
-    return None
-
-
-def gae_params(design) -> dict:
-    """The design's GAE KernelSpec in the gae kernel's parameter names, with PPO's gamma/lambda."""
-    spec = _spec(design, "gae")
-    k = get_kernel("gae")
-    names = {p.name for p in k.params}
-    p = {key: v for key, v in spec.params.items() if key in names}
-    hp = design.hyperparams
-    p.update(gamma=hp["gamma"], lam=hp["gae_lambda"], datapath=spec.acc)
-    p.setdefault("clock_mhz", design.clocks_mhz.get("PL", 300.0))
-    return dict(k.resolve(p))
-
-
-def _pf(design, kernel: str):
-    spec = _spec(design, kernel)
-    for s in ([spec] if spec else []) + [k for k in design.kernels if k.unit == "PL"]:
-        for key in ("pf", "unroll"):
-            if isinstance(s.params.get(key), int):
-                return s.params[key]
-    return None
-
-
-def _kernel_formats(design, kernel: str) -> tuple[str, str]:
-    spec = _spec(design, kernel)
-    if spec is not None:
-        return spec.storage, spec.acc
-    if kernel == "weight_update" and "master" in design.formats:
-        return design.formats["master"], design.formats["master"]
-    return _pl_formats(design)
-
-
-class _Mapper:
-    def __init__(self, design, graph, nets, assignment, hls4ml: bool, warnings: list):
-        self.design, self.graph, self.nets = design, graph, nets
-        self.unit = assignment
-        self.hls4ml = hls4ml
-        self.warnings = warnings
-        self.components: list[Component] = []
-        self._by_key: dict = {}
-        self.node_comp: dict[str, list[str]] = {}
-        self.unmapped: dict[str, str] = {}
-        self._layers = {name: {l.name: l for l in net.layers} for name, net in nets.items()}
-        self._compute = {name: [l for l in net.layers if l.kind != "Flatten"] for name, net in nets.items()}
-
-    # -- helpers
-    def _split(self, node):
-        inst = node.name.split(".", 1)[0]
-        if "." not in node.layer:
-            return inst, None, None
-        net, lname = node.layer.split(".", 1)
-        return inst, net, self._layers.get(net, {}).get(lname)
-
-    def _attach(self, comp: Component, node: str):
-        if node not in comp.nodes:
-            comp.nodes.append(node)
-        self.node_comp.setdefault(node, []).append(comp.name)
-
-    def _kernel_params(self, kernel: str, ours: dict, synonyms: dict) -> dict:
-        """Our values named in the kernel's own parameter names, validated by Kernel.resolve."""
-        k = get_kernel(kernel)
-        declared = [p.name for p in k.params]
-        mapped = {}
-        for ourkey, value in ours.items():
-            if value is None:
-                continue
-            for alias in synonyms.get(ourkey, (ourkey,)):
-                if alias in declared and alias not in mapped:
-                    mapped[alias] = value
-                    break
-        try:
-            return dict(k.resolve(mapped))
-        except RlhlsError as e:
-            pf_keys = [a for a in synonyms.get("pf", ()) if a in mapped]
-            if not pf_keys:
-                raise
-            # the design's parallelism may not fit this layer (e.g. must divide K): kernel default
-            for a in pf_keys:
-                mapped.pop(a)
-            self.warnings.append(f"{kernel}: {e}; using the kernel's default parallelism")
-            return dict(k.resolve(mapped))
-
-    def _kernel_component(self, kernel: str, params: dict, name: str, network: str | None) -> Component:
-        key = (kernel, json.dumps(_jsonable(params), sort_keys=True))
-        if key in self._by_key:
-            return self._by_key[key]
-        base, i = _ident(name), 2
-        taken = {c.name for c in self.components}
-        cname = base
-        while cname in taken:
-            cname, i = f"{base}_{i}", i + 1
-        comp = Component(cname, "kernel", kernel, network, params, dir=f"pl/{cname}")
-        self.components.append(comp)
-        self._by_key[key] = comp
-        return comp
-
-    def _dense_dims(self, layer) -> tuple[int, int, int]:
-        b = self.graph.batch
-        if layer.kind == "Conv2d":
-            o, oh, ow = layer.out_shape
-            kh, kw = layer.kernel
-            return b * oh * ow, layer.in_shape[0] * kh * kw, o
-        return b, layer.in_shape[0], layer.out_shape[0]
-
-    def _dense(self, kernel: str, node, layer, net: str, suffix: str):
-        rows, k, m = self._dense_dims(layer)
-        storage, acc = _kernel_formats(self.design, kernel)
-        ours = {"batch": rows, "n_in": k, "n_out": m, "storage": str(parse_format(storage)),
-                "acc": str(parse_format(acc)), "pf": _pf(self.design, kernel)}
-        params = self._kernel_params(kernel, ours, _DENSE_SYNONYMS)
-        inst = node.name.split(".", 1)[0]
-        comp = self._kernel_component(kernel, params, f"{inst}_{layer.name}_{suffix}", net)
-        self._attach(comp, node.name)
-        return comp
-
-    # -- the mapping
-    def run(self):
-        g = self.graph
-        pl = [n for n in g.nodes if self.unit[n.name] == "PL"]
-        hls4ml_nets = set()
-        if self.hls4ml and self._hls4ml_formats_ok():
-            for net in self.nets:
-                mm_fwd = [n for n in g.nodes if n.mm and n.phase in _FWD_PHASES and n.layer.startswith(net + ".")]
-                if mm_fwd and all(self.unit[n.name] == "PL" for n in mm_fwd) and self._hls4ml_takes(net):
-                    hls4ml_nets.add(net)
-        hls_comp = {}
-        for node in pl:  # MM nodes first: activations fold into their neighbours afterwards
-            inst, net, layer = self._split(node)
-            if not node.mm or layer is None:
-                continue
-            if node.phase in _FWD_PHASES:
-                if net in hls4ml_nets:
-                    if net not in hls_comp:
-                        name = _ident(f"{net}_fwd")
-                        hls_comp[net] = Component(name, "hls4ml", None, net, self._hls4ml_params(net),
-                                                  dir=f"pl/{name}")
-                        self.components.append(hls_comp[net])
-                    self._attach(hls_comp[net], node.name)
-                else:
-                    self._dense("dense_forward", node, layer, net, "fwd")
-            elif node.phase == "bwd":
-                i = [l.name for l in self._compute[net]].index(layer.name)
-                succ = [g.node(s) for s in g.successors(node.name)]
-                want_dx = i > 0 or any(s.phase == "bwd" for s in succ)
-                weights = "@" not in inst
-                if want_dx:
-                    self._dense("dense_backward", node, layer, net, "dx")
-                if weights:
-                    self._dense("weight_gradient", node, layer, net, "dw")
-            else:
-                self.unmapped[node.name] = f"no PL kernel for phase '{node.phase}' in this round"
-        for node in pl:
-            inst, net, layer = self._split(node)
-            if node.mm and layer is not None:
-                continue
-            if node.phase == "upd" and layer is not None:
-                self._update(node, layer, net)
-            elif layer is not None and node.phase in _FWD_PHASES + ("bwd",):
-                self._fold(node)
-            elif node.phase == "gae" and _spec(self.design, "gae") is not None:
-                params = gae_params(self.design)
-                self._attach(self._kernel_component("gae", params, "gae", None), node.name)
-            else:
-                what = _NO_KERNEL.get(node.phase, node.phase)
-                self.unmapped[node.name] = f"no PL kernel for {what} in this round (runs on the host)"
-        if self.unmapped:
-            names = list(self.unmapped)
-            more = f" and {len(names) - 3} more" if len(names) > 3 else ""
-            self.warnings.append(f"{len(names)} PL node(s) have no kernel in this round and run on the host: "
-                                 f"{', '.join(names[:3])}{more} (see 'unmapped' in manifest.json)")
-
-    def _hls4ml_formats_ok(self) -> bool:
-        storage, acc = _pl_formats(self.design)
-        try:
-            for role, text in (("storage", storage), ("acc", acc)):
-                hls_format(parse_format(text), f"design '{self.design.name}' PL {role}")
-        except RlhlsError as e:
-            self.warnings.append(f"hls4ml cannot take the PL formats ({e}): forward layers become "
-                                 "dense_forward kernels")
-            return False
-        return True
-
-    def _hls4ml_takes(self, net: str) -> bool:
-        """hls4ml can convert this network in the PL formats (e.g. not a float softmax)."""
-        try:
-            hls4ml_precision_config(self.nets[net], Precision(*_pl_formats(self.design)))
-        except RlhlsError as e:
-            self.warnings.append(f"{e}: network '{net}' forward layers become dense_forward kernels")
-            return False
-        return True
-
-    def _hls4ml_params(self, net: str) -> dict:
-        storage, acc = _pl_formats(self.design)
-        return {"network": net, "storage": str(parse_format(storage)), "acc": str(parse_format(acc)),
-                "io_type": "io_parallel", "batch": self.graph.batch}
-
-    def _update(self, node, layer, net):
-        spec = next((s for s in self.design.networks if s.name == net), None)
-        opt = spec.optimizer if spec else "adam"
-        storage, acc = _kernel_formats(self.design, "weight_update")
-        hp = self.design.hyperparams
-        lr = next((hp[k] for k in (f"{net}_lr", "learning_rate", "lr") if isinstance(hp.get(k), (int, float))), None)
-        ours = {"n_params": layer.n_params, "optimizer": "sgd" if opt == "none" else opt, "lr": lr,
-                "storage": str(parse_format(storage)), "acc": str(parse_format(acc)), "pf": None}
-        params = self._kernel_params("weight_update", ours, _UPDATE_SYNONYMS)
-        comp = self._kernel_component("weight_update", params, f"{node.name.split('.')[0]}_{layer.name}_upd", net)
-        self._attach(comp, node.name)
-
-    def _fold(self, node):
-        g = self.graph
-        nbrs = g.predecessors(node.name) if node.phase in _FWD_PHASES else g.successors(node.name)
-        inst = node.name.split(".", 1)[0]
-        for nb in nbrs:
-            if nb.split(".", 1)[0] == inst and g.node(nb).mm and nb in self.node_comp:
-                comp = next(c for c in self.components if c.name == self.node_comp[nb][0])
-                comp.folded.append(node.name)
-                self.node_comp.setdefault(node.name, []).append(comp.name)
-                return
-        self.unmapped[node.name] = "activation whose matrix-multiply neighbour is not on PL"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -556,19 +214,25 @@ def _write_project_files(d: Path, hc, design, part, clock_ns, note):
 
 
 def _design_digest(design) -> str:
-    return hashlib.sha256(json.dumps(_jsonable(design.describe()), sort_keys=True).encode()).hexdigest()
+    return hashlib.sha256(json.dumps(jsonable(design.describe()), sort_keys=True).encode()).hexdigest()
 
 
-def _manifest(root: Path, design, graph, assignment, mapper, comps, aie, plan_info, part, note, clock_ns) -> dict:
+def _manifest_components(comps) -> list:
+    return [{**c.to_json(), "params_sha256": hashlib.sha256(
+        json.dumps(jsonable(c.params), sort_keys=True).encode()).hexdigest()} for c in comps]
+
+
+def _manifest(root: Path, design, graph, assignment, mapping, aie, plan_info, part, note, clock_ns) -> dict:
+    comps = mapping.components
     owners = {c.name: c.name for c in comps}
     units = {}
     for n in graph.nodes:
         u = assignment[n.name]
         entry = {"unit": u}
         if u == "PL":
-            entry["components"] = mapper.node_comp.get(n.name, [])
-            if n.name in mapper.unmapped:
-                entry["unmapped"] = mapper.unmapped[n.name]
+            entry["components"] = mapping.node_components.get(n.name, [])
+            if n.name in mapping.unmapped:
+                entry["unmapped"] = mapping.unmapped[n.name]
         elif u == "AIE":
             entry["components"] = ["aie"]
         else:
@@ -580,10 +244,8 @@ def _manifest(root: Path, design, graph, assignment, mapper, comps, aie, plan_in
         "design": design.name, "design_sha256": _design_digest(design),
         "device": design.device, "part": part, "part_placeholder": bool(note), "clock_ns": clock_ns,
         "batch": graph.batch, "formats": dict(design.formats), "plan": plan_info,
-        "components": [{**c.to_json(), "params_sha256": hashlib.sha256(
-            json.dumps(_jsonable(c.params), sort_keys=True).encode()).hexdigest()} for c in comps],
-        "system_cfg": P.SYSTEM_CFG,
-        "aie": aie, "host": [n for n, u in assignment.items() if u == "PS"], "unmapped": dict(mapper.unmapped),
+        "components": _manifest_components(comps), "system_cfg": P.SYSTEM_CFG,
+        "aie": aie, "host": list(mapping.host), "unmapped": dict(mapping.unmapped),
         "units": units, "summary": {"nodes": counts, "components": len(comps)},
         "files": P.file_entries(root, owners),
     }
@@ -593,34 +255,38 @@ def _ours(out: Path) -> bool:
     return P.read_manifest(out) is not None  # a build folder from before the ownership record
 
 
-def build_design(design, out, *, plan=None, part=None, clock_ns=None, csim=False, synth=False, cosim=False,
-                 force=False, progress=None, tools=None, hls4ml=True) -> BuildResult:
+def build_design(design, out, *, plan=None, graph=None, part=None, clock_ns=None, csim=False, synth=False,
+                 cosim=False, force=False, progress=None, tools=None, hls4ml=True) -> BuildResult:
     """Write the build folder `out` for `design` (a Design or its name); see the module docstring.
 
-    hls4ml=False maps forward layers to dense_forward kernels instead of hls4ml projects (no
-    hls4ml conversion or hls4ml csim: much faster, for tests)."""
+    `plan`: a Plan (``partition.plan``), a {node: unit} dict, or None (every node on the PL);
+    `graph`: the design's training graph when the caller has it. hls4ml=False maps forward layers
+    to dense_forward kernels instead of hls4ml projects (much faster, for tests)."""
     t0 = time.perf_counter()
     say = progress or (lambda msg: None)
     if isinstance(design, str):
         design = get_design(design)
     out = Path(out).absolute()  # hls4ml changes directory while it writes
-    warnings: list[str] = []
 
     # -- every input check before anything is written
     part, note = resolve_part(design, part, need_real=synth or cosim)
-    if note:
-        warnings.append(note)
     clock_ns = resolve_clock(design, clock_ns)
     tools = tools or V.find_tools()
     flow = V.select_flow(tools, synth=synth, cosim=cosim)
-    graph = build_graph(design)
-    nets = design.build_networks()
-    assignment, plan_info = load_assignment(graph, plan)
+    graph = graph if graph is not None else build_graph(design)
+    if plan is None:
+        assignment, plan_info = {n.name: "PL" for n in graph.nodes}, None
+    else:
+        assignment = check_plan(plan, graph)
+        plan_info = {"source": getattr(plan, "source", "") or None, "sha256": hashlib.sha256(
+            json.dumps(assignment, sort_keys=True).encode()).hexdigest()}
     check_out(out, force=force, ours=_ours)
-    mapper = _Mapper(design, graph, nets, assignment, hls4ml, warnings)
-    mapper.run()
-    comps = mapper.components
-    aie_nodes = [n.name for n in graph.nodes if assignment[n.name] == "AIE"]
+    mapping = map_design(design, graph, assignment, hls4ml=hls4ml)
+    warnings = ([note] if note else []) + mapping.warnings
+    if mapping.aie_nodes:
+        warnings += aie_fit(design, mapping.aie_nodes, graph)  # refuses what cannot fit the device
+    comps = mapping.components
+    nets = design.build_networks()
 
     # -- write into a folder beside out, published when complete (fileio.staged_folder)
     with staged_folder(out, command="build", ours=_ours) as tmp:
@@ -631,25 +297,28 @@ def build_design(design, out, *, plan=None, part=None, clock_ns=None, csim=False
                 _write_hls4ml(comp, tmp, nets, design, part, clock_ns, note)
             else:
                 _write_kernel(comp, tmp, design, part, clock_ns, note)
-        aie = {"nodes": aie_nodes, "files": []}
-        if aie_nodes:
-            say(f"AIE graph for {len(aie_nodes)} node(s)")
-            paths = emit_aie(design, list(aie_nodes), tmp)  # writes <root>/aie/
+        aie = {"nodes": list(mapping.aie_nodes), "files": [], "csim": None}
+        if mapping.aie_nodes:
+            say(f"AIE graph for {len(mapping.aie_nodes)} node(s)")
+            paths = emit_aie(design, list(mapping.aie_nodes), tmp, graph=graph)  # writes <root>/aie/
             aie["files"] = sorted(Path(p).resolve().relative_to(tmp.resolve()).as_posix() for p in paths)
         for c in comps:
             c.cu = f"{c.top}_1"
         (tmp / P.SYSTEM_CFG).write_text(P.system_cfg_text(
             [{"name": c.name, "kind": c.kind, "kernel": c.kernel, "top": c.top, "cu": c.cu,
-              "nodes": c.nodes} for c in comps], design=design.name, aie_nodes=aie_nodes, part_note=note))
-        manifest = _manifest(tmp, design, graph, assignment, mapper, comps, aie, plan_info, part, note, clock_ns)
+              "nodes": c.nodes} for c in comps], design=design.name, aie_nodes=mapping.aie_nodes, part_note=note))
+        manifest = _manifest(tmp, design, graph, assignment, mapping, aie, plan_info, part, note, clock_ns)
         P.write_json(tmp / P.MANIFEST, manifest)
 
     for c in comps:
         c._final_dir = out / c.dir
-    result = BuildResult(design.name, out, part, clock_ns, comps, aie,
-                         manifest["host"], dict(mapper.unmapped), warnings, flow)
+    result = BuildResult(design.name, out, part, clock_ns, comps, aie, list(mapping.host), dict(mapping.unmapped),
+                         warnings, flow)
     if csim:
         _run_csims(result, say)
+        if mapping.aie_nodes:
+            say(f"AIE check of {len(mapping.aie_nodes)} node(s) under the g++ shim")
+            aie["csim"] = check_aie(out)
     if flow:
         for comp in comps:
             for step in V.component_steps(flow, tools, out / comp.dir, synth=synth, cosim=cosim):
@@ -657,6 +326,10 @@ def build_design(design, out, *, plan=None, part=None, clock_ns=None, csim=False
                 comp.vitis.append(V.run_step(step))
                 if not comp.vitis[-1]["passed"]:
                     break
+    if csim or flow:  # the manifest records what the checks found
+        manifest["components"] = _manifest_components(comps)
+        manifest["aie"] = aie
+        P.write_json(out / P.MANIFEST, manifest)
     result.seconds = time.perf_counter() - t0
     return result
 

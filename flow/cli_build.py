@@ -34,7 +34,9 @@ def run_build(args) -> int:
 
     out = Path(args.out) if args.out else Path("build") / args.design
     progress = None if args.json else (lambda msg: print(msg, file=sys.stderr, flush=True))
-    res = build_design(args.design, out, plan=args.plan, part=args.part, clock_ns=args.clock, csim=args.csim,
+    from rlhls.partition.plan import load_plan
+
+    res = build_design(args.design, out, plan=load_plan(args.plan) if args.plan else None, part=args.part, clock_ns=args.clock, csim=args.csim,
                        synth=args.synth, cosim=args.cosim, force=args.force, progress=progress)
     if args.json:
         json.dump(res.to_json(), sys.stdout, indent=2)

@@ -40,8 +40,6 @@ DEMO_OVERRIDES = {"num_envs": 8, "num_steps": 256, "num_minibatches": 8}
 DEMO_STEPS = 8192
 FULL_STEPS = 1_000_000
 RECORD = "run.json"
-# design kernels the flow/build.py mapping does not cover yet: csim'd here with the design's params
-_SIDE_KERNELS = ("gae",)
 
 
 def add_run_arguments(parser) -> None:
@@ -88,9 +86,7 @@ def run_pipeline(design_name: str, out, *, steps: int | None = None, seed: int =
     from rlhls.designs.devices import get_device
     from rlhls.designs.graph import build_graph
     from rlhls.designs.registry import get_design
-    from rlhls.flow.build import build_design, csim_cache_dir, gae_params
-    from rlhls.flow.csim import run_csim
-    from rlhls.flow.kernels import render_kernel
+    from rlhls.flow.build import build_design
     from rlhls.partition.cli_partition import device_inputs
     from rlhls.partition.ilp import solve
     from rlhls.partition.plan import write_plan
@@ -127,12 +123,12 @@ def run_pipeline(design_name: str, out, *, steps: int | None = None, seed: int =
     atomic_write_text(out / RECORD, json.dumps(rec, indent=1) + "\n")
 
     def stage(name, output, fn):
-        say(f"[{len(rec['stages']) + 1}/7] {name} ...")
+        say(f"[{len(rec['stages']) + 1}/6] {name} ...")
         t0 = time.perf_counter()
         status = fn() or "ok"
         dt = time.perf_counter() - t0
         rec["stages"].append({"stage": name, "seconds": dt, "status": status, "output": output})
-        say(f"[{len(rec['stages'])}/7] {name}: {status} ({dt:.1f} s)")
+        say(f"[{len(rec['stages'])}/6] {name}: {status} ({dt:.1f} s)")
 
     # 1. training graph
     graph = build_graph(design)
@@ -176,7 +172,8 @@ def run_pipeline(design_name: str, out, *, steps: int | None = None, seed: int =
     def do_build():
         b = rec["build"] = {"components": [], "aie": [], "host": [], "notes": [], "part": ""}
         try:
-            res = build_design(design, out / "build", plan=out / "plan" / "plan.json", csim=True,
+            from rlhls.partition.plan import load_plan
+            res = build_design(design, out / "build", plan=load_plan(out / "plan" / "plan.json"), csim=True,
                                progress=lambda m: say(f"    {m}"))
         except RlhlsError as e:
             b["error"] = str(e)
@@ -195,31 +192,6 @@ def run_pipeline(design_name: str, out, *, steps: int | None = None, seed: int =
         return f"{len(res.components)} PL component(s), csim {'pass' if res.csim_passed else 'FAIL'}"
     stage("build --csim", "build/", do_build)
 
-    # 5. design kernels the plan keeps off the PL (gae): csim with the design's params all the same
-    def do_side():
-        built = {r["kernel"] for r in csim_rows}
-        done = []
-        for spec in design.kernels:
-            if spec.name not in _SIDE_KERNELS or spec.name in built:
-                continue
-            params = gae_params(design)
-            src = render_kernel(spec.name, params, seed=seed, component=spec.name)
-            work = out / "kernels" / spec.name
-            work.mkdir(parents=True, exist_ok=True)
-            r = run_csim(src, work, csim_cache_dir())
-            nodes = [n.name for n in graph.nodes if n.phase == spec.name]
-            unit = {rec.get("plan", {}).get("assignment", {}).get(n) for n in nodes} - {None}
-            csim_rows.append({"name": spec.name, "kernel": spec.name, "nodes": nodes, "passed": r.passed,
-                              "seconds": r.seconds, "cached": r.cached, "detail": r.detail})
-            rec["build"]["notes"].append(
-                f"kernel `{spec.name}` ({', '.join(f'{k}={v}' for k, v in params.items())}) is not on the PL "
-                f"in this plan ({', '.join(nodes)} on {', '.join(sorted(unit)) or '-'}); simulated on its own "
-                f"in `kernels/{spec.name}/`")
-            if not r.passed:
-                rec["failures"].append(f"csim {spec.name}: {r.detail}")
-            done.append(f"{spec.name} {'pass' if r.passed else 'FAIL'}")
-        return ", ".join(done) or "none needed"
-    stage("csim of unmapped kernels", "kernels/", do_side)
     plot_csim(csim_rows, out / "csim.png", f"{design.name}: kernel C simulation")
 
     # 6. training

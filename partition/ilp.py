@@ -54,8 +54,10 @@ PS core sequences (clears solver tolerances); the result is never worse than HEF
 
 Tie-break (after solving): many plans share the optimal makespan (nodes off the critical path);
 nodes are moved off the PS or between PL and AIE, one at a time, when the makespan does not grow,
-the capacities hold and the time spent on transfers between units (eq. 5 and carry edges) shrinks
-— of equally fast plans, the one that moves the least data between units.
+the capacities hold and the PS busy time plus the time spent on transfers between units (eq. 5
+and carry edges) shrinks — of equally fast plans, the one that leaves the PS most free (it also
+steps the environment and runs the host loop, AP-DRL Fig. 10) and moves the least data between
+units. HEPPO-GAE's GAE unit, off the critical path of a minibatch step, goes to the PL this way.
 
 Gap: 0 when the solver proves optimality; otherwise (incumbent - bound) / incumbent, the bound
 read from CBC's log ("Objective value"/"Lower bound" after a stop) or HiGHS' ``mip_dual_bound``,
@@ -64,9 +66,11 @@ and never below the model's own lower bound (critical path with least latencies;
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
+import sys
 import tempfile
 import time
 import warnings
@@ -285,6 +289,22 @@ def solve(rows, edges, capacity=None, links=None, *, ps_cores=None, solver="cbc"
     return plan
 
 
+@contextlib.contextmanager
+def _native_stdout_to(path):
+    """Send what native code writes to file descriptor 1 to `path` (stdout stays ours: --json)."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(path, "wb") as f:
+            os.dup2(f.fileno(), 1)
+            try:
+                yield
+            finally:
+                os.dup2(saved, 1)
+    finally:
+        os.close(saved)
+
+
 def _run(problem: Problem, H: float, solver: str, time_limit, start: Schedule | None, ps_pairs: bool):
     """One solver run on the model at horizon H: (status, proven, schedule, bound, var)."""
     prob, var = _build(problem, H, ps_pairs=ps_pairs)
@@ -292,7 +312,8 @@ def _run(problem: Problem, H: float, solver: str, time_limit, start: Schedule | 
         _set_start(problem, var, start)
     with tempfile.TemporaryDirectory(prefix="rlhls-ilp-") as tmp:
         log = os.path.join(tmp, "cbc.log") if solver == "cbc" else None
-        prob.solve(_solver(solver, time_limit, log))
+        with _native_stdout_to(os.path.join(tmp, "solver.out")):  # HiGHS prints a banner from C++
+            prob.solve(_solver(solver, time_limit, log))
         if solver == "cbc":
             bound = _cbc_bound(log)
         else:
@@ -482,12 +503,14 @@ def _set_start(problem: Problem, var, sched: Schedule) -> None:
 
 
 def _xfer_total(problem: Problem, option: dict) -> float:
-    return sum(problem.transfer(b, option[a].unit, option[c].unit) for a, c, b in problem.edges + problem.carry)
+    """PS busy time + transfer time between units of a choice of options (the tie-break's score)."""
+    ps = sum(o.latency_us for o in option.values() if o.unit == "PS")
+    return ps + sum(problem.transfer(b, option[a].unit, option[c].unit) for a, c, b in problem.edges + problem.carry)
 
 
 def _polish(problem: Problem, sched: Schedule) -> Schedule:
-    """Among plans with the same makespan, fewer transfer time between units (module docstring)."""
-    if sched is None or not problem.links:
+    """Among plans with the same makespan, less PS time and transfer time (module docstring)."""
+    if sched is None:
         return sched
     T = sched.makespan
     cons = problem.constrained()

@@ -27,7 +27,7 @@ from rlhls.designs.errors import RlhlsError
 from .fileio import atomic_write_bytes, atomic_write_text, check_out, staged_folder
 from .profile_io import UNITS
 
-__all__ = ["Plan", "write_plan", "read_plan", "utilisation", "plan_csv", "gantt_figure", "gantt_png"]
+__all__ = ["Plan", "write_plan", "read_plan", "load_plan", "check_plan", "utilisation", "plan_csv", "gantt_figure", "gantt_png"]
 
 
 @dataclass
@@ -48,6 +48,15 @@ class Plan:
     latency_us: dict = field(default_factory=dict)
     solver_seconds: float = 0.0
     utilisation: dict = field(default_factory=dict)
+    source: str = ""  # the plan.json it was read from ("" when solved in this process)
+
+    @property
+    def units(self) -> dict:
+        """{unit: number of nodes}."""
+        out = {}
+        for u in self.assignment.values():
+            out[u] = out.get(u, 0) + 1
+        return out
 
     def gantt(self, edges=()):
         """The Gantt chart as a matplotlib Figure (see gantt_figure)."""
@@ -217,6 +226,45 @@ def write_plan(plan: Plan, out_dir, rows=None, edges=(), *, force: bool = False)
         atomic_write_text(tmp / "plan.csv", plan_csv(plan))
         atomic_write_bytes(tmp / "gantt.png", gantt_png(plan, edges))
     return out_dir
+
+
+def load_plan(path) -> Plan:
+    """A plan.json (file or a folder holding one) as a Plan, validated (``read_plan``)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "plan.json"
+    d = read_plan(path)
+    fin = d.get("finish_us") if isinstance(d.get("finish_us"), dict) else {}
+    return Plan(status=d["status"], makespan_us=float(d["makespan_us"]), gap=float(d["gap"]),
+                assignment=dict(d["assignment"]), start_us=dict(d["start_us"]), point=dict(d["point"]),
+                finish_us={v: float(fin.get(v, d["start_us"][v])) for v in d["assignment"]},
+                baselines=dict(d.get("baselines") or {}), solve_seconds=float(d.get("solve_seconds") or 0.0),
+                solver=str(d.get("solver") or ""), core=dict(d.get("core") or {}),
+                ps_cores=int(d.get("ps_cores") or 1), bound=d.get("bound"),
+                utilisation=dict(d.get("utilisation") or {}), source=str(path))
+
+
+def check_plan(plan, graph, *, where: str = "plan") -> dict:
+    """The plan's {node: unit} for every node of `graph`, after checking that it names only
+    nodes of the graph, every one of them, and puts only matrix multiplies on the AIE.
+    `plan` is a Plan or a {node: unit} dict; errors name `where` (the plan file)."""
+    asg = plan.assignment if hasattr(plan, "assignment") else dict(plan)
+    where = getattr(plan, "source", "") or where
+    names = [n.name for n in graph.nodes]
+    known = set(names)
+    for node, unit in asg.items():
+        if node not in known:
+            raise RlhlsError(f"plan '{where}': node '{node}' is not in the training graph of '{graph.design}' "
+                             f"(is the plan for this design and batch?)")
+        if unit not in UNITS:
+            raise RlhlsError(f"plan '{where}': node '{node}' on unknown unit {unit!r} (expected PS, PL or AIE)")
+        if unit == "AIE" and not graph.node(node).mm:
+            raise RlhlsError(f"plan '{where}': node '{node}' is not a matrix-multiply node and cannot go to AIE")
+    missing = [n for n in names if n not in asg]
+    if missing:
+        raise RlhlsError(f"plan '{where}': no unit for node '{missing[0]}' ({len(missing)} of {len(names)} "
+                         "nodes missing); expected every training-graph node")
+    return {n: asg[n] for n in names}
 
 
 def read_plan(path) -> dict:

@@ -1,35 +1,32 @@
-"""Profile a design: every training-graph node on every unit it may run on, from the cost models.
+"""Profile a design: every training-graph node on every unit it may run on.
 
 ``profile_design(design, device, batch)`` builds the training graph
-(:func:`rlhls.designs.graph.build_graph`) and costs each node with the primitives of
-:mod:`rlhls.designs.kernels.cost`:
+(:func:`rlhls.designs.graph.build_graph`) and costs each node:
 
-* **PS** — one row (point ``"0"``): ``ps_cost(flops, nbytes=node bytes)`` on one core.
-* **PL** — several design points per node, as TAPCA's DSE (AP-DRL §IV-B, Table I: loop unroll in
-  exponential progression): matrix-multiply nodes at ``pf`` = 1, 4, 16, 64, 256, 1024 MAC lanes
-  (points ``pf1`` ...), bounded by the unit's DSPs and by the layer's ``k*m``; other nodes as
-  elementwise pipelines at ``pf`` = 1, 4, 16, 64 (bounded by the element count).
-* **AIE** — matrix-multiply nodes only (AP-DRL §IV-A: non-MM layers are unsuitable for AIE), at
-  1, 4, 16, 64 tiles x 1, 2, 4, ... 32 PL<->AIE stream pairs (at most two per tile; points
-  ``t16p8`` ...): the streams are a resource of their own (``plio``, capacity
-  ``min(plio_count, plio_count_out)`` of the catalogue: 6 pairs per PL interface tile, AM020), apart
-  from the tiles, because AIE-ML memory tiles (or AIE1 stream-switch broadcast) stage one stream to
-  many tiles. Both are summed over the AIE nodes (AP-DRL eq. 7: the AIE graph is spatial).
+* **PS** — one row (point ``"0"``): ``ps_cost(flops, nbytes=node bytes)`` on one core: the Arm
+  cores run the host software, no kernel.
+* **PL, AIE** — the kernels that implement the node on that unit (``designs.kernels.kernels_for``:
+  the design's own kernels first, then the generic ones) give its design points
+  (``Kernel.node_points``): the dense kernels a matrix-multiply node as one GEMM at ``pf`` = 1, 4,
+  16, ... 1024 MAC lanes (TAPCA's DSE, AP-DRL §IV-B, Table I), the optimizer kernel an update
+  node at 1..64 elements per cycle, the GAE unit its configured PEs (HEPPO-GAE Table IV), the AIE
+  matrix multiply 1..64 tiles x 1..32 PL<->AIE stream pairs (the streams a resource of their own,
+  ``plio``). A PL node no kernel implements is costed generically: a matrix multiply as the dense
+  kernels cost one, anything else (losses, returns, Polyak steps, activations, CG) as an elementwise pipeline at ``pf`` = 1, 4, 16, 64 over ``node bytes / (2 x word)``
+  elements (activations: batch x layer outputs) with ``ceil(flops / elements)`` chained
+  operators; an AIE node no kernel implements gets no row (only matrix multiplies may go there,
+  AP-DRL §IV-A).
 
-Every matrix-multiply node is costed as one GEMM ``(n_eff, k, m)``: ``k x m`` is the layer's weight
-matrix (Dense ``in x out``; Conv2d ``C*KH*KW x O``) and ``n_eff = ceil(MACs / (k m))`` — exact MAC
-counts for forward (``n_eff`` = batch x output positions), backward (input + weight gradient:
-about twice that) and the TRPO FVP passes; the operand traffic of a backward node is within a
-factor two of its real traffic (an approximation).  Elementwise nodes: activations process
-``batch x layer outputs`` elements, optimizer/Polyak steps the layer's parameters, other nodes
-(losses, GAE, returns, CG, line search) ``node bytes / (2 x word size)`` elements (what they read
-and write), each with ``ceil(flops / elements)`` chained operators.
+A node that a design's own unit implements (a non-generic kernel the design names: HEPPO-GAE's
+GAE unit, CPP's FVP unit, F-DDPG's gradient kernel, the traffic seed's MAC array) gets rows on
+that unit only: the seed's accelerator is the design, not a choice left to the partitioner.
+(HEPPO-GAE on the ZCU106: the networks' fp32 passes would rather have the GAE unit's 768 DSPs,
+and a free choice puts GAE on the PS.)
 
-Formats per unit (AP-DRL §IV-D): when the design is mixed precision (``design.formats`` has
-``ps``, ``pl``, ``aie``), PS ``formats['ps']`` (fp32), PL ``formats['pl']`` (fp16) accumulating in
-``formats['pl_acc']`` (fp32), AIE ``formats['aie']`` (bf16, fp32 accumulation); otherwise the
-design's storage format (and ``acc``) on every unit.  The PL clock is the design's
-(``design.clocks_mhz['PL']``) when profiling on the design's own device, else the catalogue's.
+Formats per unit (AP-DRL §IV-D; ``designs.kernels.unit_formats``): a mixed-precision design
+computes on the PS in ``formats['ps']``, on the PL in ``formats['pl']`` accumulating in
+``formats['pl_acc']``, on the AIE in ``formats['aie']``; others in their storage format. The PL
+clock is the design's on its own device, else the catalogue's.
 
 ``device_capacity(device)`` gives the partitioner ``(unit, resource) -> capacity`` in the profile's
 resource names, with ``('PS', 'cores')``; the Stratix V's ALMs count as two LUTs each (the catalogue:
@@ -47,19 +44,16 @@ import math
 
 from rlhls.designs.devices import Device, get_device
 from rlhls.designs.errors import RlhlsError
-from rlhls.designs.formats import parse_format
 from rlhls.designs.graph import build_graph
-from rlhls.designs.kernels.cost import aie_matmul, dsp_per_mac, pl_elementwise, pl_matmul, ps_cost
+from rlhls.designs.kernels import KernelContext, kernels_for, unit_formats
+from rlhls.designs.kernels.dense import gemm_points
+from rlhls.designs.kernels.cost import aie_plio_pairs, pl_elementwise, ps_cost
 
 from .profile_io import RESOURCES, ProfileRow
 
-__all__ = ["profile_design", "device_capacity", "device_links", "unit_formats", "PL_MM_POINTS",
-           "PL_EW_POINTS", "AIE_TILE_POINTS", "AIE_PLIO_POINTS"]
+__all__ = ["profile_design", "device_capacity", "device_links", "unit_formats", "PL_EW_POINTS"]
 
-PL_MM_POINTS = (1, 4, 16, 64, 256, 1024)
 PL_EW_POINTS = (1, 4, 16, 64)
-AIE_TILE_POINTS = (1, 4, 16, 64)
-AIE_PLIO_POINTS = (1, 2, 4, 8, 16, 32)
 ACT_KINDS = ("ReLU", "Tanh", "Sigmoid", "Softmax", "Identity")
 
 
@@ -71,43 +65,6 @@ def _resolve_design(design):
     if not hasattr(design, "formats") or not hasattr(design, "build_networks"):
         raise RlhlsError(f"profile: design {design!r} is not a Design or a registered design name")
     return design
-
-
-def _resolve_device(device, design) -> Device:
-    if device is None:
-        return get_device(design.device)
-    if isinstance(device, Device):
-        return device
-    return get_device(device)
-
-
-def unit_formats(design) -> dict:
-    """``{unit: (storage format, accumulator format)}`` as AP-DRL §IV-D (see the module docstring)."""
-    f = design.formats
-    storage = f.get("storage", "fp32")
-    acc = f.get("acc", storage)
-    if all(k in f for k in ("ps", "pl", "aie")):
-        return {"PS": (parse_format(f["ps"]), parse_format(f["ps"])),
-                "PL": (parse_format(f["pl"]), parse_format(f.get("pl_acc", acc))),
-                "AIE": (parse_format(f["aie"]), parse_format(f.get("aie_acc", acc)))}
-    s, a = parse_format(storage), parse_format(acc)
-    return {"PS": (s, a), "PL": (s, a), "AIE": (s, a)}
-
-
-def _layers(design) -> dict:
-    """``'net.layer'`` (the graph's ``Node.layer``) -> Layer object."""
-    out = {}
-    for net in design.build_networks(0).values():
-        for layer in net.layers:
-            out[f"{net.name}.{layer.name}"] = layer
-    return out
-
-
-def _mm_dims(layer) -> tuple[int, int]:
-    if layer.kind == "Dense":
-        return int(layer.in_shape[0]), int(layer.units)
-    fan_out, fan_in = layer._fan()  # Conv2d: (O, C*KH*KW)
-    return int(fan_in), int(fan_out)
 
 
 def _row(node, unit, cost, point) -> ProfileRow:
@@ -126,62 +83,43 @@ def _elements(node, layer, batch: int, word: int) -> int:
     return max(1, math.ceil(node.bytes / (2 * word)))
 
 
-def profile_design(design, device=None, batch: int | None = None) -> list[ProfileRow]:
-    """Rows for every node x unit (x design point) of ``design``'s training graph at ``batch``."""
+def _generic_points(node, ctx):
+    """A PL node no kernel implements: a matrix multiply as one GEMM, else an elementwise
+    pipeline (module docstring)."""
+    if node.mm:
+        return gemm_points(node, ctx)
+    fmt, _ = ctx.unit_formats("PL")
+    n_el = _elements(node, ctx.layer(node), ctx.batch, math.ceil(fmt.bits / 8))
+    ops = math.ceil(node.flops / n_el) if node.flops > 0 else 0
+    clock = ctx.clock_mhz("PL")
+    return [(f"pf{pf}", pl_elementwise(n_el, ops, fmt, ctx.device, pf=pf, clock_mhz=clock))
+            for pf in PL_EW_POINTS if pf == 1 or pf <= n_el]
+
+
+def profile_design(design, device=None, batch: int | None = None, *, graph=None) -> list[ProfileRow]:
+    """Rows for every node x unit (x design point) of ``design``'s training graph at ``batch``
+    (or of `graph`, that graph built already)."""
     design = _resolve_design(design)
-    device = _resolve_device(device, design)
-    graph = build_graph(design, batch)
-    batch = graph.batch
-    fmts = unit_formats(design)
-    layers = _layers(design)
-    units = device.units
-    pl_clock = None
-    if "PL" in units:
-        pl_clock = units["PL"].clock_mhz.value
-        if device.id == get_device(design.device).id and "PL" in design.clocks_mhz:
-            pl_clock = float(design.clocks_mhz["PL"])
+    device = device if isinstance(device, Device) else get_device(device or design.device)
+    graph = graph if graph is not None else build_graph(design, batch)
+    ctx = KernelContext(design, graph, device)
     rows: list[ProfileRow] = []
     for node in graph.nodes:
-        layer = layers.get(node.layer)
-        rows.append(_row(node, "PS", ps_cost(node.flops, device, nbytes=node.bytes), "0"))
-        if node.mm:
-            if layer is None or not layer.is_mm:
-                raise RlhlsError(f"profile of '{design.name}': node '{node.name}' is a matrix multiply "
-                                 f"but layer '{node.layer}' is not a Dense/Conv2d layer of the design")
-            k, m = _mm_dims(layer)
-            n_eff = max(1, math.ceil(node.flops / (2 * k * m)))
-        if "PL" in units:
-            fmt, acc = fmts["PL"]
-            max_lanes = units["PL"].resources["dsp"].value / dsp_per_mac(device, fmt) \
-                if "dsp" in units["PL"].resources else math.inf
-            if node.mm:
-                pts = [p for p in PL_MM_POINTS if p <= max_lanes and (p == 1 or p <= k * m)]
-                for pf in pts:
-                    c = pl_matmul(n_eff, k, m, fmt, device, pf=pf, clock_mhz=pl_clock, acc=acc)
-                    rows.append(_row(node, "PL", c, f"pf{pf}"))
+        chosen = {u: kernels_for(node, ctx, u) for u in ("PL", "AIE") if u in device.units}
+        own = [u for u, ks in chosen.items() if any(not k.generic and ctx.spec(k.name, u) for k, _ in ks)]
+        if not own:
+            rows.append(_row(node, "PS", ps_cost(node.flops, device, nbytes=node.bytes), "0"))
+        for unit, ks in chosen.items():
+            if own and unit not in own:
+                continue
+            if ks:
+                points = ks[0][0].node_points(node, ctx, unit)
+            elif unit == "PL":
+                points = _generic_points(node, ctx)
             else:
-                word = math.ceil(fmt.bits / 8)
-                n_el = _elements(node, layer, batch, word)
-                ops = math.ceil(node.flops / n_el) if node.flops > 0 else 0
-                for pf in PL_EW_POINTS:
-                    if pf > 1 and pf > n_el:
-                        break
-                    c = pl_elementwise(n_el, ops, fmt, device, pf=pf, clock_mhz=pl_clock)
-                    rows.append(_row(node, "PL", c, f"pf{pf}"))
-        if "AIE" in units and node.mm:
-            fmt, _ = fmts["AIE"]
-            cap = units["AIE"].resources["aie_tiles"].value
-            pcap = _plio_pairs(units["AIE"])
-            for t in AIE_TILE_POINTS:
-                for p in AIE_PLIO_POINTS:
-                    if t <= cap and p <= min(2 * t, pcap):
-                        c = aie_matmul(n_eff, k, m, fmt, device, tiles=t, plios=p)
-                        rows.append(_row(node, "AIE", c, f"t{t}p{p}"))
+                points = []
+            rows += [_row(node, unit, c, point) for point, c in points]
     return rows
-
-
-def _plio_pairs(aie) -> int:
-    return int(min(aie.perf["plio_count"].value, aie.perf["plio_count_out"].value))
 
 
 def device_capacity(device) -> dict:
@@ -198,7 +136,7 @@ def device_capacity(device) -> dict:
     aie = device.units.get("AIE")
     if aie is not None and "plio_count" in aie.perf and "plio_count_out" in aie.perf:
         # PL<->AIE stream pairs: 8 in / 6 out streams per PL interface tile (AM020, catalogue perf)
-        out[("AIE", "plio")] = float(_plio_pairs(aie))
+        out[("AIE", "plio")] = float(aie_plio_pairs(device))
     return out
 
 

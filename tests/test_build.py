@@ -14,17 +14,19 @@ from rlhls.flow import build as B
 from rlhls.flow import project as P
 from rlhls.flow.build import PLACEHOLDER_PART, build_design
 from rlhls.partition.fileio import OWNER
+from rlhls.partition.plan import load_plan
 
 # hls4ml=False throughout: forward layers become dense_forward kernels (no hls4ml conversion,
 # which takes seconds per network; test_run covers the hls4ml path end to end)
 
 
-def _plan(path: Path, design: str, unit_of) -> Path:
+def _plan(path: Path, design: str, unit_of):
+    """A plan.json for `design` with unit_of(node) per node, read back as the command line does."""
     g = build_graph(get_design(design))
     asg = {n.name: unit_of(n) for n in g.nodes}
     path.write_text(json.dumps({"status": "Optimal", "makespan_us": 1.0, "gap": 0.0, "assignment": asg,
                                 "start_us": {n: 0.0 for n in asg}, "point": {n: "0" for n in asg}}))
-    return path
+    return load_plan(path)
 
 
 def _one_layer(net: str, layer: str):
@@ -85,7 +87,7 @@ def test_system_cfg_and_manifest(cartpole):
 def test_plan_places_aie_nodes(tmp_path, monkeypatch):
     calls = []
     real = B.emit_aie
-    monkeypatch.setattr(B, "emit_aie", lambda design, nodes, out: calls.append(list(nodes)) or real(design, nodes, out))
+    monkeypatch.setattr(B, "emit_aie", lambda design, nodes, out, **kw: calls.append(list(nodes)) or real(design, nodes, out, **kw))
     plan = _plan(tmp_path / "plan.json", "apdrl-dqn-cartpole",
                  lambda n: "AIE" if n.mm and n.phase == "bwd" else ("PS" if n.phase == "upd" else "PL"))
     res = build_design("apdrl-dqn-cartpole", tmp_path / "o", plan=plan, hls4ml=False)
@@ -110,14 +112,14 @@ def test_bad_input_writes_nothing(tmp_path, case):
         design = "no-such-design"
     elif case == "badplan":
         (tmp_path / "p.json").write_text("{not json")
-        kw["plan"] = tmp_path / "p.json"
+        kw["plan"] = lambda: load_plan(tmp_path / "p.json")
     elif case == "aie_not_mm":
         kw["plan"] = _plan(tmp_path / "p.json", design, lambda n: "AIE")
     else:
         kw["part"] = "5SGSD8"
     before = sorted(p.name for p in tmp_path.iterdir())
     with pytest.raises(RlhlsError) as e:
-        build_design(design, out, hls4ml=False, **kw)
+        build_design(design, out, hls4ml=False, **{k: v() if callable(v) else v for k, v in kw.items()})
     assert "\n" not in str(e.value)
     assert sorted(p.name for p in tmp_path.iterdir()) == before
     if case == "nonempty":

@@ -52,7 +52,7 @@ def test_graph_json_and_csv(tmp_path, capsys):
     assert main(["graph", "apdrl-dqn-breakout", "--batch", "1", "--json", "--csv", str(csv_path)]) == 0
     data = json.loads(capsys.readouterr().out)
     assert set(data) == {"nodes", "edges"}
-    assert set(data["nodes"][0]) == {"name", "layer", "phase", "flops", "bytes", "mm"}
+    assert set(data["nodes"][0]) == {"name", "layer", "phase", "kind", "flops", "bytes", "mm"}
     assert sum(n["mm"] for n in data["nodes"]) == 15
     plain = [e for e in data["edges"] if "carry" not in e]
     carry = [e for e in data["edges"] if "carry" in e]

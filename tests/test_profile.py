@@ -12,6 +12,7 @@ from rlhls.designs.graph import build_graph
 from rlhls.designs.registry import design_names, get_design
 from rlhls.partition.check import check_schedule
 from rlhls.partition.cli_profile import add_profile_arguments, run_profile
+from rlhls.designs.kernels import KernelContext, kernels_for
 from rlhls.partition.profile import device_capacity, device_links, profile_design, unit_formats
 from rlhls.partition.profile_io import RESOURCES, read_profile
 
@@ -31,9 +32,16 @@ def test_every_design_profiles(name):
         if r.unit == "AIE":
             assert r.node in mm, f"AIE row for non-MM node {r.node}"
     assert set(by_node) == {n.name for n in graph.nodes}
+    ctx = KernelContext(design, graph)
     for node, units in by_node.items():
+        n = graph.node(node)
+        own = {u for u in ("PL", "AIE") if u in device.units
+               for k, _ in kernels_for(n, ctx, u) if not k.generic and ctx.spec(k.name, u)}
+        if own:  # the design's own unit implements it: there only
+            assert units == own, (node, units)
+            continue
         assert "PS" in units and ("PL" in units) == ("PL" in device.units)
-        assert ("AIE" in units) == ("AIE" in device.units and node in mm)
+        assert ("AIE" in units) == ("AIE" in device.units and n.kind in ("mm.fwd", "mm.bwd"))
     pts = [r.point for r in rows if r.unit == "PL" and r.node in mm]
     assert len(pts) > len(mm)  # several PL design points per MM node
 

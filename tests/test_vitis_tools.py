@@ -31,7 +31,8 @@ def _plan(tmp_path):
     p = tmp_path / "plan.json"
     p.write_text(json.dumps({"status": "Optimal", "makespan_us": 1, "gap": 0, "assignment": asg,
                              "start_us": {n: 0 for n in asg}, "point": {n: "0" for n in asg}}))
-    return p
+    from rlhls.partition.plan import load_plan
+    return load_plan(p)
 
 
 def _build(tmp_path, names, **kw):

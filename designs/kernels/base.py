@@ -29,7 +29,7 @@ FORMAT_NOTE = "fixed<W,I,...> / ufixed<...> with W <= 53, fp32, fp16 or bf16"
 @dataclass(frozen=True)
 class Param:
     name: str
-    kind: str  # 'int' | 'float' | 'str' | 'format' | 'bool'
+    kind: str  # 'int' | 'ints' (a list of ints) | 'float' | 'str' | 'format' | 'bool'
     default: object
     doc: str
     choices: tuple = ()
@@ -117,8 +117,15 @@ class Kernel:
     params: tuple = ()
     inputs: tuple = ()
     outputs: tuple = ()
-    template: str = ""  # vitis/templates/<template>
+    template: str = ""  # vitis/templates/<template> (or template_dir/<template>)
+    template_dir: str | None = None  # a user's kernel: the folder of its templates (ours stay includable)
     rows_param: str | None = None  # parameter holding N_MAX of the runtime row count n
+    # -- what the kernel implements in a training graph (the build and the profiler ask these)
+    units: tuple = ("PL",)  # units its hardware runs on
+    implements: tuple = ()  # training-graph node kinds it computes (graph.Node.kind)
+    generic: bool = False  # also for designs that do not name it (the dense library, the optimizer)
+    replaces: tuple = ()  # generic kernels it stands in for where a design names it
+    component_suffix: str = ""  # build component name: <instance>_<layer>_<suffix> (else the kernel name)
 
     # -- parameters
     def _err(self, text: str) -> RlhlsError:
@@ -144,6 +151,17 @@ class Kernel:
             if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
                 return value.strip().lower() in _TRUE
             raise self._err(f"{where} is not a boolean (expected true or false)")
+        if q.kind == "ints":
+            items = value
+            if isinstance(value, str):
+                items = [t for t in value.strip().strip("[]").replace(" ", "").split(",") if t]
+            try:
+                if isinstance(items, (str, bytes)) or not len(items):
+                    raise ValueError
+                v = [self._convert(Param(q.name, "int", 0, q.doc, min=q.min), t) for t in items]
+            except (ValueError, TypeError):
+                raise self._err(f"{where} is not a list of integers (e.g. 16,8,5,8)") from None
+            return v
         if q.kind == "int":
             try:
                 if isinstance(value, bool):
@@ -284,12 +302,35 @@ class Kernel:
         """Compile-time constants of the template: {name: (C++ type key or 'int', value)}."""
         return {}
 
+    # -- a training-graph node (see designs/kernels/context.py)
+    def spec_params(self, spec) -> dict:
+        """Parameters from a design's KernelSpec: its formats and its params (every key a parameter
+        of this kernel). Kernels whose formats have other names override it."""
+        names = {q.name for q in self.params}
+        out = {k: spec.params[k] for k in spec.params}
+        for key, text in (("storage", spec.storage), ("acc", spec.acc)):
+            if key in names:
+                out.setdefault(key, text)
+        return out
+
+    def node_params(self, node, ctx) -> dict | None:
+        """Parameters of the instance that computes (its part of) `node` of ``ctx.design``, or None
+        when this node needs nothing of this kernel. Only asked for nodes of a kind in ``implements``."""
+        return None
+
+    def node_points(self, node, ctx, unit: str) -> list[tuple[str, dict]]:
+        """Design points ``[(point name, cost dict)]`` of the whole node on `unit` (the profiler's
+        rows). Default: the one instance ``node_params`` gives, costed by ``cost``."""
+        p = self.resolve(self.node_params(node, ctx))
+        return [("0", self.cost(p, unit=unit, device=ctx.device))]
+
     # -- cost
     def cost(self, p: dict, unit: str = "PL", device=None) -> dict:
         raise NotImplementedError
 
     def describe(self) -> dict:
-        return {"name": self.name, "summary": self.summary, "source": self.source,
+        return {"name": self.name, "summary": self.summary, "source": self.source, "units": list(self.units),
+                "implements": list(self.implements), "generic": self.generic, "replaces": list(self.replaces),
                 "inputs": list(self.inputs), "outputs": list(self.outputs),
                 "params": [q.describe() for q in self.params]}
 

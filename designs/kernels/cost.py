@@ -370,6 +370,12 @@ def _aie_one(n, k, m, f, device, tiles, where, plios=None) -> dict:
                    plio_in=p_in, plio_out=p_out, plio=max(p_in, p_out), tiles_busy=used)
 
 
+def aie_plio_pairs(device) -> int:
+    """PL<->AIE stream pairs of a device: min(PL->AIE, AIE->PL PLIOs) of the catalogue (AM020)."""
+    aie = _unit(_device(device), "AIE", "aie_plio_pairs")
+    return int(min(aie.perf["plio_count"].value, aie.perf["plio_count_out"].value))
+
+
 def aie_matmul(n, k, m, fmt, device, *, tiles: int | None = None, plios: int | None = None) -> dict:
     """GEMM (n x k) @ (k x m) on ``tiles`` AIE tiles (None: the fastest power of two up to 64).
 

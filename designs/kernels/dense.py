@@ -21,12 +21,14 @@ N_MAX), so x / dy / y / dx have n rows at run time; W and b (and dW, db) keep th
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..arith import dense
 from .base import Array, Kernel, Param, check_formats, finish_cost, get_dev, op
 
-__all__ = ["DenseForward", "DenseBackward", "WeightGradient"]
+__all__ = ["DenseForward", "DenseBackward", "WeightGradient", "gemm_points", "PL_MM_POINTS"]
 
 
 def _common_params(pf_doc):
@@ -49,10 +51,30 @@ def _store_bytes(p, fm, *names_sizes):
     return sum(int(np.ceil(fm["storage"].bits / 8)) * s for s in names_sizes)
 
 
+# Design points of a matrix-multiply node on the PL (AP-DRL §IV-B, Table I: TAPCA's loop unroll
+# in exponential progression): MAC lanes, bounded by the unit's DSPs and the layer's k x m
+PL_MM_POINTS = (1, 4, 16, 64, 256, 1024)
+
+
 class _DenseBase(Kernel):
     source = "000/001/002/004: dense layers of the policy/value networks, forward and backward"
     pf_dim = "m"
     rows_param = "n"
+    generic = True
+
+    # -- a training-graph node
+    def node_params(self, node, ctx):
+        rows, k, m = ctx.dims(node)
+        storage, acc = ctx.formats(self.name, "PL")
+        p = {"n": rows, "k": k, "m": m, "storage": storage, "acc": acc}
+        pf = ctx.spec_params(self).get("pf")
+        if pf is not None:  # the design's parallelism, at most the dimension it unrolls
+            p["pf"] = min(int(pf), p[self.pf_dim])
+        return p
+
+    def node_points(self, node, ctx, unit):
+        return gemm_points(node, ctx)
+
 
     def validate(self, p):
         check_formats(self.name, p)
@@ -74,9 +96,26 @@ class _DenseBase(Kernel):
         return finish_cost(self.name, c, memory_bytes=nbytes)
 
 
+def gemm_points(node, ctx) -> list[tuple[str, dict]]:
+    """A matrix-multiply node on the PL (a forward, or a backward's input and weight gradients
+    together) as one GEMM of its MACs (``ctx.gemm``) at MAC-lane design points ``pf1`` ... ``pf1024``,
+    in the PL's formats."""
+    from . import cost as C
+
+    n_eff, k, m = ctx.gemm(node)
+    fmt, acc = ctx.unit_formats("PL")
+    pl = ctx.device.units["PL"]
+    max_lanes = pl.resources["dsp"].value / C.dsp_per_mac(ctx.device, fmt) if "dsp" in pl.resources else math.inf
+    clock = ctx.clock_mhz("PL")
+    return [(f"pf{pf}", C.pl_matmul(n_eff, k, m, fmt, ctx.device, pf=pf, clock_mhz=clock, acc=acc))
+            for pf in PL_MM_POINTS if pf <= max_lanes and (pf == 1 or pf <= k * m)]
+
+
 class DenseForward(_DenseBase):
     name = "dense_forward"
     summary = "y = x @ W + b with products and sums rounded to acc, output to storage"
+    implements = ("mm.fwd",)
+    component_suffix = "fwd"
     params = _common_params("parallel MACs per cycle (output columns M unrolled)")
     inputs = ("x", "w", "b")
     outputs = ("y",)
@@ -110,6 +149,11 @@ class DenseBackward(_DenseBase):
     outputs = ("dx",)
     template = "dense_backward.cpp.j2"
     pf_dim = "k"
+    implements = ("mm.bwd",)
+    component_suffix = "dx"
+
+    def node_params(self, node, ctx):
+        return super().node_params(node, ctx) if ctx.needs_input_grad(node) else None
 
     def arrays(self, p):
         n, k, m = p["n"], p["k"], p["m"]
@@ -137,6 +181,12 @@ class WeightGradient(_DenseBase):
     inputs = ("x", "dy")
     outputs = ("dw", "db")
     template = "weight_gradient.cpp.j2"
+    implements = ("mm.bwd",)
+    component_suffix = "dw"
+
+    def node_params(self, node, ctx):
+        # an instance running another's weights (DDPG's critic@pi) computes no weight gradient
+        return None if "@" in node.instance else super().node_params(node, ctx)
 
     def arrays(self, p):
         n, k, m = p["n"], p["k"], p["m"]

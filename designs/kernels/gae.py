@@ -252,6 +252,23 @@ class GaeKernel(Kernel):
     )
     inputs = ("reward_codes", "value_codes", "done", "bootstrap_codes", "last_value_codes", "value_stats")
     outputs = ("advantages", "returns", "pe", "issue_cycle")
+    implements = ("gae",)
+
+    # -- a training-graph node: the design's GAE unit, with its PPO's gamma and lambda
+    def spec_params(self, spec):
+        return {**spec.params, "datapath": spec.acc}  # storage: the uq<n> codes (parameter 'bits')
+
+    def node_params(self, node, ctx):
+        p = ctx.spec_params(self)
+        if not p:
+            return None  # a design without a GAE unit
+        hp = ctx.design.hyperparams
+        p.update(gamma=hp["gamma"], lam=hp["gae_lambda"], clock_mhz=ctx.clock_mhz("PL"))
+        return p
+
+    def node_points(self, node, ctx, unit):
+        p = self.resolve(self.node_params(node, ctx))
+        return [(f"pes{p['pes']}", self.cost(p, unit=unit, device=ctx.device))]
 
     # -- parameters
     def validate(self, p):

@@ -76,6 +76,31 @@ class WeightUpdate(Kernel):
     outputs = ("w_new", "m_new", "v_new")
     template = "weight_update.cpp.j2"
     rows_param = "n"
+    implements = ("upd",)
+    generic = True
+    component_suffix = "upd"
+
+    def node_params(self, node, ctx):
+        layer, spec = ctx.layer(node), ctx.net_spec(node)
+        opt = spec.optimizer if spec else "adam"
+        storage, acc = ctx.formats(self.name, "PL")
+        p = {"n": layer.n_params, "optimizer": "sgd" if opt == "none" else opt, "storage": storage, "acc": acc}
+        lr = ctx.hyperparam(f"{spec.name}_lr" if spec else "", "learning_rate", "lr")
+        if lr is not None:
+            p["lr"] = lr
+        p.update({k: v for k, v in ctx.spec_params(self).items() if k in ("pf", "ii")})
+        return p
+
+    def node_points(self, node, ctx, unit):
+        """The optimizer step over the layer's parameters at ``pf`` = 1, 4, 16, 64 elements per cycle."""
+        from . import cost as C
+
+        p = self.resolve(self.node_params(node, ctx))
+        acc = self.formats(p)["acc"]
+        clock = ctx.clock_mhz("PL")
+        return [(f"pf{pf}", C.pl_elementwise(p["n"], OPS_PER_ELEMENT[p["optimizer"]], acc, ctx.device, pf=pf,
+                                             clock_mhz=clock))
+                for pf in (1, 4, 16, 64) if pf == 1 or pf <= p["n"]]
 
     def tb_rows(self, p, tb_rows=None):  # elements are cheap: test more of them than dense rows
         return super().tb_rows(p, 64 if tb_rows is None else tb_rows)

@@ -1,0 +1,209 @@
+"""Mapping a plan onto hardware components (no files): which PL node becomes which kernel or
+hls4ml project, which nodes go to the AIE graph and which stay on the host.
+
+``map_design(design, graph, assignment, hls4ml=True) -> Mapping``; every node on the PL:
+
+* forward nodes of a network whose matrix-multiply forward nodes are all on the PL become one
+  hls4ml project for that network (shared by the online and target instances), in the PL's
+  formats, when hls4ml takes them (``hls4ml=False``, a split network or formats hls4ml cannot
+  take: the kernels below instead);
+* every other node goes to the kernels that implement it (``designs.kernels.kernels_for``: the
+  design's own kernels first, then the generic ones; a backward node takes two, its input
+  gradient and its weight gradient), each with the parameters it derives from the node
+  (``Kernel.node_params``); instances with identical parameters are one component;
+* activation nodes fold into the component of their matrix-multiply neighbour (forward: the one
+  before; backward: the one after, where the derivative mask meets dy);
+* a node no kernel implements is ``unmapped``: it runs on the host (a warning lists them).
+
+AIE nodes (only matrix multiplies may go there) are listed for ``flow.aie.emit_aie``; PS nodes
+are host code.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from rlhls.designs.errors import RlhlsError
+from rlhls.designs.kernels import KernelContext, kernels_for
+from rlhls.designs.network import Precision
+
+from .hls4ml_convert import hls4ml_precision_config, hls_format
+
+__all__ = ["Component", "Mapping", "map_design", "jsonable"]
+
+_FWD = ("fwd", "tfwd")
+
+
+def jsonable(x):
+    if isinstance(x, dict):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    if isinstance(x, (str, int, float, bool)) or x is None:
+        return x
+    if hasattr(x, "item"):
+        return x.item()
+    return str(x)
+
+
+@dataclass
+class Component:
+    name: str
+    kind: str                 # 'kernel' | 'hls4ml'
+    kernel: str | None        # kernel name, or None for hls4ml
+    network: str | None
+    params: dict
+    unit: str = "PL"
+    nodes: list = field(default_factory=list)
+    folded: list = field(default_factory=list)
+    top: str | None = None
+    dir: str = ""
+    csim: dict | None = None
+    vitis: list = field(default_factory=list)
+    sources: object = None    # KernelSources (not serialised)
+    cu: str = ""              # compute-unit name in system.cfg
+    hls_model: object = None  # hls4ml ModelGraph (not serialised)
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "kind": self.kind, "kernel": self.kernel, "unit": self.unit,
+                "network": self.network, "top": self.top, "dir": self.dir, "nodes": list(self.nodes),
+                "folded": list(self.folded), "cu": self.cu, "params": jsonable(self.params), "csim": self.csim,
+                "vitis": self.vitis}
+
+
+@dataclass
+class Mapping:
+    components: list
+    node_components: dict   # node -> [component names]
+    unmapped: dict          # PL node -> why it runs on the host
+    aie_nodes: list
+    host: list              # PS nodes
+    warnings: list
+
+
+def _ident(text: str) -> str:
+    s = re.sub(r"[^A-Za-z0-9_]", "_", text)
+    return s if s[:1].isalpha() else f"k_{s}"
+
+
+class _Mapper:
+    def __init__(self, design, graph, assignment, hls4ml: bool):
+        self.design, self.graph, self.unit = design, graph, assignment
+        self.ctx = KernelContext(design, graph)
+        self.hls4ml = hls4ml
+        self.warnings: list[str] = []
+        self.components: list[Component] = []
+        self._by_key: dict = {}
+        self.node_comp: dict[str, list[str]] = {}
+        self.unmapped: dict[str, str] = {}
+
+    def _attach(self, comp: Component, node: str):
+        if node not in comp.nodes:
+            comp.nodes.append(node)
+        self.node_comp.setdefault(node, []).append(comp.name)
+
+    def _kernel_component(self, kernel, params: dict, node) -> Component:
+        p = kernel.resolve(params)
+        key = (kernel.name, json.dumps(jsonable(p), sort_keys=True))
+        if key in self._by_key:
+            return self._by_key[key]
+        layer = self.ctx.layer(node)
+        base = _ident(f"{node.instance}_{layer.name}_{kernel.component_suffix}" if layer is not None
+                      and kernel.component_suffix else kernel.name)
+        taken = {c.name for c in self.components}
+        name, i = base, 2
+        while name in taken:
+            name, i = f"{base}_{i}", i + 1
+        net = self.ctx.network(node)
+        comp = Component(name, "kernel", kernel.name, net.name if net else None, p, dir=f"pl/{name}")
+        self.components.append(comp)
+        self._by_key[key] = comp
+        return comp
+
+    # -- forward networks through hls4ml
+    def _pl_precision(self) -> Precision:
+        s, a = self.ctx.unit_formats("PL")
+        return Precision(str(s), str(a))
+
+    def _hls4ml_networks(self) -> set:
+        if not self.hls4ml:
+            return set()
+        p = self._pl_precision()
+        try:
+            for role, f in (("storage", p.storage), ("acc", p.acc)):
+                hls_format(f, f"design '{self.design.name}' PL {role}")
+        except RlhlsError as e:
+            self.warnings.append(f"hls4ml cannot take the PL formats ({e}): forward layers become "
+                                 "dense_forward kernels")
+            return set()
+        out = set()
+        for name, net in self.ctx.nets.items():
+            mm = [n for n in self.graph.nodes if n.mm and n.phase in _FWD and n.layer.startswith(name + ".")]
+            if not mm or not all(self.unit[n.name] == "PL" for n in mm):
+                continue
+            try:
+                hls4ml_precision_config(net, p)
+            except RlhlsError as e:
+                self.warnings.append(f"{e}: network '{name}' forward layers become dense_forward kernels")
+                continue
+            out.add(name)
+        return out
+
+    def _hls4ml_component(self, net: str) -> Component:
+        name = _ident(f"{net}_fwd")
+        comp = next((c for c in self.components if c.kind == "hls4ml" and c.network == net), None)
+        if comp is None:
+            p = self._pl_precision()
+            comp = Component(name, "hls4ml", None, net, {"network": net, "storage": str(p.storage),
+                                                         "acc": str(p.acc), "io_type": "io_parallel",
+                                                         "batch": self.graph.batch}, dir=f"pl/{name}")
+            self.components.append(comp)
+        return comp
+
+    # -- activations
+    def _fold(self, node):
+        g = self.graph
+        nbrs = g.predecessors(node.name) if node.phase in _FWD else g.successors(node.name)
+        for nb in nbrs:
+            if nb.split(".", 1)[0] == node.instance and g.node(nb).mm and nb in self.node_comp:
+                comp = next(c for c in self.components if c.name == self.node_comp[nb][0])
+                comp.folded.append(node.name)
+                self.node_comp.setdefault(node.name, []).append(comp.name)
+                return
+        self.unmapped[node.name] = "activation whose matrix-multiply neighbour is not on the PL"
+
+    def run(self) -> Mapping:
+        g = self.graph
+        pl = [n for n in g.nodes if self.unit[n.name] == "PL"]
+        hls_nets = self._hls4ml_networks()
+        # matrix multiplies first: activations fold into them afterwards
+        for node in sorted(pl, key=lambda n: not n.mm):
+            if node.kind.startswith("act."):
+                continue
+            net = self.ctx.network(node)
+            if node.kind == "mm.fwd" and net is not None and net.name in hls_nets:
+                self._attach(self._hls4ml_component(net.name), node.name)
+                continue
+            chosen = kernels_for(node, self.ctx, "PL")
+            for kernel, params in chosen:
+                self._attach(self._kernel_component(kernel, params, node), node.name)
+            if not chosen:
+                self.unmapped[node.name] = f"no PL kernel implements '{node.kind}' nodes (runs on the host)"
+        for node in pl:
+            if node.kind.startswith("act."):
+                self._fold(node)
+        if self.unmapped:
+            names = list(self.unmapped)
+            more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+            self.warnings.append(f"{len(names)} PL node(s) have no kernel and run on the host: "
+                                 f"{', '.join(names[:3])}{more} (see 'unmapped' in manifest.json)")
+        return Mapping(self.components, self.node_comp, self.unmapped,
+                       [n.name for n in g.nodes if self.unit[n.name] == "AIE"],
+                       [n.name for n in g.nodes if self.unit[n.name] == "PS"], self.warnings)
+
+
+def map_design(design, graph, assignment: dict, *, hls4ml: bool = True) -> Mapping:
+    """The components that implement `assignment` ({node: unit}, every node of `graph`)."""
+    return _Mapper(design, graph, assignment, hls4ml).run()
