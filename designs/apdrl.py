@@ -24,7 +24,8 @@ def _kernels(optimizer):
     )
 
 
-def _common(name, algorithm, env_id, env_notes, obs, act_dim, space, networks, batch, hyper, figures, choices):
+def _common(name, algorithm, env_id, env_notes, obs, act_dim, space, networks, batch, hyper, figures, choices,
+            demo=None):
     return Design(
         name=name, seed_file=SEED, seed_title=TITLE, algorithm=algorithm, env_id=env_id, env_notes=env_notes,
         obs_shape=obs, action_dim=act_dim, action_space=space, networks=networks,
@@ -32,7 +33,7 @@ def _common(name, algorithm, env_id, env_notes, obs, act_dim, space, networks, b
         formats=dict(FORMATS), device="vek280", clocks_mhz=dict(CLOCKS), batch_size=batch,
         hyperparams={**hyper, "precision": "mixed", "loss_scale_init": 2.0 ** 15, "loss_scale_growth_interval": 2000,
                      "quantization_delay": 0},
-        seed_figures=figures,
+        seed_figures=figures, demo=demo or {},
         choices=("mixed-precision details the seed leaves open (initial loss scale 2^15, growth interval 2000, "
                  "quantization delay 0) follow Micikevicius et al. / PyTorch AMP defaults", *choices),
     )
@@ -76,6 +77,7 @@ def designs():
              "table_iv_ms": {"64x64": {"fp32": 0.21, "bf16": 0.27}, "400x300": {"fp32": 32.55, "bf16": 28.81},
                              "4096x3072": {"fp32": 2175.12, "bf16": 729.91}}},
             ("batch 128 and the rest of the DQN hyperparameters: CleanRL dqn.py (the seed gives none)",),
+            demo={"steps": 6000, "set": {"learning_starts": 1000, "exploration_fraction": 0.5}},
         ),
         _common(
             "apdrl-a2c-invpendulum", "a2c", "InvertedPendulum-v5", "Gymnasium MuJoCo", (4,), 1, "continuous",
@@ -92,6 +94,7 @@ def designs():
             ("separate 64-64 tanh actor and critic MLPs as Stable-Baselines3's A2C; batch = 8 envs x 5 steps",
              "linear learning-rate decay (RL Zoo) instead of SB3's constant rate: with a constant rate 3 of 10 "
              "fp32 seeds collapsed from 1000 after converging, which made Table III's comparison a coin toss"),
+            demo={"steps": 10000},
         ),
         _common(
             "apdrl-ddpg-lunarcont", "ddpg", "LunarLanderContinuous-v3", "Gymnasium Box2D, continuous actions",
@@ -99,6 +102,7 @@ def designs():
             {"table_iii_train_flops": 2.25e6, "table_iii_reward_error_percent": 1.73,
              "fig14_15_batch_sizes": [256, 512, 1024]},
             (_RLZOO_DDPG_CHOICE,),
+            demo={"steps": 2000, "set": {"learning_starts": 1000}},
         ),
         _common(
             "apdrl-ddpg-mntncarcont", "ddpg", "MountainCarContinuous-v0", "Gymnasium classic control",
@@ -106,6 +110,7 @@ def designs():
             {"table_iii_train_flops": 2.19e6, "table_iii_reward_error_percent": 1.12},
             (_RLZOO_DDPG_CHOICE, "Ornstein-Uhlenbeck noise 0.5 (RL Zoo's): with Gaussian 0.1 no run reached the flag "
              "in 8k-step demos, and a return near 0 makes the reward error meaningless"),
+            demo={"steps": 2000, "set": {"learning_starts": 1000}},
         ),
         _common(
             "apdrl-dqn-breakout", "dqn", "BreakoutNoFrameskip-v4",
@@ -120,6 +125,7 @@ def designs():
             {"table_iii_train_flops": 68.17e6, "table_iii_reward_error_percent": 1.25,
              "fig8_mm_nodes": 15, "fig8_min_flops": 4.10e3, "fig8_max_flops": 10.61e6},
             ("DQN hyperparameters: CleanRL dqn_atari.py",),
+            demo={"steps": 1000, "set": {"learning_starts": 500, "buffer_size": 10000, "train_frequency": 4}},
         ),
         _common(
             "apdrl-ppo-mspacman", "ppo", "MsPacmanNoFrameskip-v4",
@@ -136,5 +142,6 @@ def designs():
             ("separate policy and value convnets: Table III's 106.23 MFLOPs per sample is near two full networks "
              "(99.0 M by our count) and far from CleanRL's shared trunk (49.5 M)",
              "PPO hyperparameters: CleanRL ppo_atari.py; batch = one minibatch (8 x 128 / 4)"),
+            demo={"steps": 1024, "set": {"update_epochs": 1}},
         ),
     ]

@@ -76,6 +76,8 @@ class Design:
     hyperparams: dict
     seed_figures: dict = field(default_factory=dict)
     choices: tuple[str, ...] = ()
+    # ``rlhls run``'s demonstration budget: {"steps": N, "set": {hyperparameter: value}}; minutes on 2 cores
+    demo: dict = field(default_factory=dict)
 
     def __post_init__(self):
         where = f"design '{self.name}'"
@@ -168,6 +170,7 @@ class Design:
             "hyperparams": dict(self.hyperparams),
             "seed_figures": dict(self.seed_figures),
             "choices": list(self.choices),
+            "demo": dict(self.demo),
         }
 
 

@@ -848,12 +848,15 @@ def _build_index() -> tuple[dict[str, str], tuple[tuple[str, str], ...]]:
 _EXACT, _PREFIXES = _build_index()
 
 
-def get_device(name: str) -> Device:
-    """The catalogue device for an id ('zcu106'), a board ('ZCU106') or a part ('XCZU7EV', 'xcve2802-...').
+def get_device(name) -> Device:
+    """The catalogue device for an id ('zcu106'), a board ('ZCU106') or a part ('XCZU7EV', 'xcve2802-...');
+    a Device is returned as it is.
 
     Case-insensitive; spaces, '-' and '_' are ignored.  A full part number with another package or
     speed grade resolves by its part family (e.g. 'XCZU7EV-2FFVC1156E' -> zcu106).
     """
+    if isinstance(name, Device):
+        return name
     known = ", ".join(DEVICES)
     if not isinstance(name, str) or not name.strip():
         raise RlhlsError(f"device name {name!r} is not a non-empty string; expected one of: {known}")

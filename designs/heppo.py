@@ -58,10 +58,18 @@ def designs():
                 "bram36_capacity": 29,
                 "bram36_bandwidth": 32,
                 "bandwidth_bytes_per_cycle": 256,
+                # Table I (CPU only) under the PPO trainer's phase names: [the seed's name, % of PPO time]
+                "phase_shares": {
+                    "dnn_inference": ["DNN Inference", 10.46], "env_run": ["Trajectory Environment Run", 60.71],
+                    "storing_trajectories": ["Storing Trajectories", 4.75], "gae_fetch": ["GAE Memory Fetch", 3.49],
+                    "gae_compute": ["GAE Computation", 11.23], "gae_write": ["GAE Memory Write", 0.32],
+                    "update_forward": ["Network Update (forward + losses)", 6.10],
+                    "backprop": ["Backpropagation", 2.95]},
                 "table_i_cpu_gpu_percent": {"dnn_inference": 9.92, "env_run": None, "cpu_gpu_comm": 0.85,
                                             "storing_trajectories": 5.73, "gae_fetch": 5.00, "gae_compute": 24.79,
                                             "gae_write": 0.17, "backprop": 1.77},
             },
+            demo={"steps": 8192, "set": {"num_envs": 8, "num_steps": 256, "num_minibatches": 8}},
             choices=(
                 "networks: the seed adapts Meng et al.'s systolic array and gives no layer sizes; "
                 "CleanRL ppo_continuous_action's 64-64 tanh actor and critic are used",

@@ -93,7 +93,12 @@ class BuildResult:
 
     @property
     def ok(self) -> bool:
-        return self.csim_passed and self.vitis_passed
+        return self.csim_passed and self.vitis_passed and all(a["passed"] for a in self.aie.get("csim") or [])
+
+    @property
+    def passed(self) -> bool:
+        """Every check that ran passed (C simulation, AIE kernels, Vitis steps)."""
+        return self.ok
 
     def to_json(self) -> dict:
         return {"design": self.design, "out": str(self.out), "part": self.part, "clock_ns": self.clock_ns,

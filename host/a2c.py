@@ -1,6 +1,6 @@
 """A2C on the host (Stable-Baselines3 ``A2C`` semantics) with AP-DRL's hardware-aware mixed precision.
 
-Algorithm (SB3 ``stable_baselines3/a2c/a2c.py`` + ``common/on_policy_algorithm.py``; ``A2C_DEFAULTS``
+Algorithm (SB3 ``stable_baselines3/a2c/a2c.py`` + ``common/on_policy_algorithm.py``; ``A2CArgs``
 are SB3's A2C defaults, a design's ``hyperparams`` override them, then ``--set``): ``num_envs``
 sub-envs run ``n_steps`` steps (the rollout, batch = n_steps x num_envs); returns and advantages
 by GAE(gamma, ``gae_lambda``) over the rollout (SB3 ``compute_returns_and_advantage``; with SB3's
@@ -62,6 +62,7 @@ from __future__ import annotations
 import copy
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -71,33 +72,57 @@ from rlhls.designs.formats import parse_format
 from .distributions import Categorical, DiagGaussian, env_action, policy_distribution
 from .envs import EpisodeTracker, space_info
 from .mixed import PRECISIONS, MixedPrecision, count_columns, ps_forward
-from .hyperparams import merge
+from .algorithms import Algorithm, register_algorithm
+from .hyperparams import HyperParams, hp
 from .optim import make_optimizer
 from .ppo import adapt_network, gae_reference
 from .trainer import TrainerBase, param_views
 
-__all__ = ["A2C_DEFAULTS", "PHASES", "resolve_hyperparams", "a2c_loss", "A2C"]
+__all__ = ["A2CArgs", "batch_size", "PHASES", "resolve_hyperparams", "a2c_loss", "A2C"]
 
-A2C_DEFAULTS = {
-    "num_envs": 8, "n_steps": 5, "learning_rate": 7e-4, "gamma": 0.99, "gae_lambda": 1.0, "ent_coef": 0.0,
-    "vf_coef": 0.5, "max_grad_norm": 0.5, "optimizer": "rmsprop", "rmsprop_alpha": 0.99, "rmsprop_eps": 1e-5,
-    "adam_eps": 1e-5, "anneal_lr": False, "normalize_advantage": False, "log_std_init": 0.0, "rollouts_per_update": 25,
-    "precision": "fp32", "loss_scale_init": 2.0 ** 15, "loss_scale_growth_interval": 2000, "quantization_delay": 0,
-}
-_INTS = ("num_envs", "n_steps", "rollouts_per_update", "loss_scale_growth_interval", "quantization_delay")
 OPTIMIZERS = ("rmsprop", "adam")
+LOSS_SCALING = "AP-DRL mixed precision (mixed): "
+
+
+@dataclass
+class A2CArgs(HyperParams):
+    """A2C's hyperparameters: Stable-Baselines3's A2C defaults."""
+
+    algorithm = "A2C"
+    aliases = {"num_steps": "n_steps"}  # the rollout length under PPO's name (--num-steps)
+    num_envs: int = hp(8, "parallel sub-environments", low=1)
+    n_steps: int = hp(5, "steps per sub-environment per rollout (batch = num_envs x n_steps)", low=1)
+    learning_rate: float = hp(7e-4, "step size", low=0.0)
+    gamma: float = hp(0.99, "discount factor", low=0.0, high=1.0)
+    gae_lambda: float = hp(1.0, "GAE lambda (1: n-step returns)", low=0.0, high=1.0)
+    ent_coef: float = hp(0.0, "entropy bonus coefficient", low=0.0)
+    vf_coef: float = hp(0.5, "value loss coefficient", low=0.0)
+    max_grad_norm: float = hp(0.5, "global gradient-norm clip", above=0.0)
+    optimizer: str = hp("rmsprop", "rmsprop (SB3's default) or adam", choices=OPTIMIZERS)
+    rmsprop_alpha: float = hp(0.99, "RMSprop decay", low=0.0, below=1.0)
+    rmsprop_eps: float = hp(1e-5, "RMSprop epsilon", above=0.0)
+    adam_eps: float = hp(1e-5, "Adam epsilon", above=0.0)
+    anneal_lr: bool = hp(False, "anneal the learning rate linearly to 0 (RL Zoo's lin_ schedules)")
+    normalize_advantage: bool = hp(False, "normalize advantages per rollout")
+    log_std_init: float = hp(0.0, "initial log standard deviation of the Gaussian policy")
+    rollouts_per_update: int = hp(25, "rollouts per runner update (one metrics row and checkpoint)", low=1)
+    precision: str = hp("fp32", "fp32 (all on the PS) or mixed (the plan's units)", choices=PRECISIONS)
+    loss_scale_init: float = hp(2.0 ** 15, LOSS_SCALING + "initial dynamic loss scale (a power of two)", low=1.0)
+    loss_scale_growth_interval: int = hp(2000, LOSS_SCALING + "good steps before the loss scale doubles", low=1)
+    quantization_delay: int = hp(0, LOSS_SCALING + "gradient steps in FP32 before FP16/BF16 start", low=0)
+
+
+def batch_size(hp: dict) -> int:
+    return hp["num_envs"] * hp["n_steps"]
+
 
 PHASES = ("dnn_inference", "env_run", "storing_trajectories", "returns", "update_forward", "backprop",
           "weight_update")
 
 
-def resolve_hyperparams(design, overrides: dict | None = None) -> dict:
-    """SB3 A2C defaults <- the design's hyperparameters <- overrides ('key': value or text)."""
-    hp = merge(A2C_DEFAULTS, design, overrides, "A2C", ints=_INTS, zero_ok=("quantization_delay",),
-               choices={"optimizer": OPTIMIZERS, "precision": PRECISIONS})
-    if not 0.0 <= hp["gae_lambda"] <= 1.0:
-        raise RlhlsError(f"gae_lambda {hp['gae_lambda']!r}: expected 0 <= lambda <= 1")
-    return hp
+def resolve_hyperparams(design, overrides: dict | None = None, config: dict | None = None) -> dict:
+    """A2CArgs: SB3's A2C defaults <- the design's hyperparameters <- config <- overrides."""
+    return A2CArgs.resolve(design, overrides, config)
 
 
 @contextmanager
@@ -344,3 +369,7 @@ class A2C(TrainerBase):
         self.rng.bit_generator.state = s["rng"]
         self.rollouts = int(s["rollouts"])
         self._load_env(s.get("env"))
+
+
+register_algorithm(Algorithm("a2c", A2C, A2CArgs, batch_size, resolve=resolve_hyperparams,
+                             summary="A2C (Stable-Baselines3) with AP-DRL's mixed precision"))

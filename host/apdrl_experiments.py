@@ -210,28 +210,21 @@ def summarize_table3(out, designs: list[str], seeds: int, title: str = "") -> li
 # ----------------------------------------------------------------------------- table III runs
 
 def write_design_plan(design, folder: Path, time_limit: float = 60.0) -> Path:
-    """Profile + ILP for the design's device and batch -> folder/plan.json (kept if already there)."""
+    """The design's plan (partition_design) -> folder/plan.json (kept if already there)."""
     from rlhls.designs.graph import build_graph
-    from rlhls.partition.cli_partition import device_inputs
-    from rlhls.partition.ilp import solve
+    from rlhls.partition.design_plan import partition_design
     from rlhls.partition.plan import write_plan
-    from rlhls.partition.profile import profile_design
 
     if (folder / "plan.json").exists():
         return folder / "plan.json"
     graph = build_graph(design)
-    rows = profile_design(design)
-    edges = graph.all_edges()
-    capacity, links = device_inputs(design.device)
-    cores = capacity.get(("PS", "cores"))
-    plan = solve(rows, edges, capacity, links, ps_cores=int(cores) if cores else 1, time_limit=time_limit,
-                 source=f"device {design.device}")
-    write_plan(plan, folder, rows, edges)
+    plan = partition_design(design, graph=graph, time_limit=time_limit)
+    write_plan(plan, folder, edges=graph.all_edges())
     return folder / "plan.json"
 
 
 def _train_command(job: dict) -> list[str]:
-    cmd = [sys.executable, "-m", "rlhls.cli", "train", job["design"], "--precision", job["precision"],
+    cmd = [sys.executable, "-m", "rlhls", "train", job["design"], "--precision", job["precision"],
            "--seed", str(job["seed"]), "--steps", str(job["steps"]), "--out", job["out"], "--quiet"]
     if job["plan"]:
         cmd += ["--plan", job["plan"]]
@@ -268,7 +261,6 @@ def run_apdrl_table3(args) -> int:
 
     from rlhls.designs.registry import get_design
 
-    from .cli_train import _overrides
     from .experiments import RECORD, check_out
 
     designs = list(dict.fromkeys(args.design or BENCHMARKS))
@@ -277,8 +269,7 @@ def run_apdrl_table3(args) -> int:
             raise RlhlsError(f"--design {d}: not a Table III benchmark (expected one of {', '.join(BENCHMARKS)})")
     if args.report:
         return _report_table3(args, designs)
-    args.num_envs = args.num_steps = args.experiment = None
-    common = _overrides(args)
+    common = dict(args.overrides)
     out = Path(args.out or "runs/apdrl-table3")
     settings = {"name": args.name, "full": args.full, "overrides": {k: str(v) for k, v in common.items()}}
     check_out(out, settings)
@@ -291,9 +282,11 @@ def run_apdrl_table3(args) -> int:
             for p in PRECISIONS:
                 jobs.append({"design": d, "precision": p, "seed": s, "steps": steps, "overrides": overrides,
                              "out": str(out / d / f"{p}-s{s}"), "plan": None})
-    out.mkdir(parents=True, exist_ok=True)
+    from rlhls.partition.fileio import make_dirs
+
     from .runner import atomic_write_text
 
+    make_dirs(out)
     atomic_write_text(out / RECORD, json.dumps({**settings, "designs": designs, "seeds": args.seeds}, indent=1) + "\n")
     say = (lambda m: None) if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
     for d in designs:  # one plan per design, shared by its mixed runs
@@ -311,12 +304,16 @@ def run_apdrl_table3(args) -> int:
             r = f.result()
             say(f"[{i}/{len(jobs)}] {r['design']} {r['precision']} seed {r['seed']}: {r['steps']} steps "
                 f"in {r['seconds']:.0f} s")
-    _print_rows(summarize_table3(out, designs, args.seeds, f"{args.name}: fp32 vs mixed precision, {args.seeds} seed(s)"))
+    _print_rows(summarize_table3(out, designs, args.seeds, f"{args.name}: fp32 vs mixed precision, {args.seeds} seed(s)"),
+                args.json)
     print(f"{len(jobs)} run(s) in {time.perf_counter() - t0:.0f} s -> {out / 'table3.md'}, {out / 'fig11.png'}")
     return 0
 
 
-def _print_rows(rows) -> None:
+def _print_rows(rows, as_json: bool = False) -> None:
+    if as_json:
+        print(json.dumps(rows, indent=2, default=str))
+        return
     for r in rows:
         print(f"{r['design']:<24} fp32 {r['fp32_mean']:9.2f} ± {r['fp32_std']:<8.2f} mixed {r['mixed_mean']:9.2f} "
               f"± {r['mixed_std']:<8.2f} reward error {r['reward_error_percent']:.2f} %  "
@@ -337,7 +334,7 @@ def _report_table3(args, designs) -> int:
     if not designs:
         raise RlhlsError(f"--report: no Table III run folders in {out}")
     _print_rows(summarize_table3(out, designs, seeds, f"{args.name}: fp32 vs mixed precision, {seeds} seed(s), "
-                                 "as the runs stand"))
+                                 "as the runs stand"), args.json)
     print(f"-> {out / 'table3.md'}, {out / 'fig11.png'}")
     return 0
 
@@ -361,20 +358,11 @@ FP32_EVERYWHERE = {"storage": "fp32", "acc": "fp32"}
 
 
 def _modeled(design, time_limit: float) -> dict:
-    from rlhls.designs.graph import build_graph
-    from rlhls.partition.cli_partition import device_inputs
-    from rlhls.partition.ilp import solve
-    from rlhls.partition.profile import profile_design
+    from rlhls.partition.design_plan import partition_design
 
-    rows = profile_design(design)
-    capacity, links = device_inputs(design.device)
-    cores = capacity.get(("PS", "cores"))
-    plan = solve(rows, build_graph(design).all_edges(), capacity, links, ps_cores=int(cores) if cores else 1,
-                 time_limit=time_limit, source=f"device {design.device}")
-    units = {}
-    for u in plan.assignment.values():
-        units[u] = units.get(u, 0) + 1
-    return {"makespan_us": plan.makespan_us, "status": plan.status, "units": units, "assignment": dict(plan.assignment)}
+    plan = partition_design(design, time_limit=time_limit)
+    return {"makespan_us": plan.makespan_us, "status": plan.status, "units": plan.units,
+            "assignment": dict(plan.assignment)}
 
 
 def _host_step_seconds(design, precision: str, assignment, repeats: int) -> float:

@@ -1,6 +1,6 @@
 """DDPG on the host (CleanRL ``ddpg_continuous_action.py`` quality) with AP-DRL's mixed precision.
 
-Algorithm (CleanRL; ``DDPG_DEFAULTS`` are its hyperparameters, a design's ``hyperparams``
+Algorithm (CleanRL; ``DDPGArgs`` are its hyperparameters, a design's ``hyperparams``
 override them, then ``--set``): a deterministic actor ``mu(s) = tanh(...) * action_scale +
 action_bias`` (scale / bias from the action box, CleanRL's registered buffers) and a critic
 ``Q(s, a)`` on ``concat(obs, action)``, each with a target copy. Until global step
@@ -53,6 +53,7 @@ conv_overflows, and phase seconds ``t_<phase>`` for ``PHASES``.
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -61,43 +62,67 @@ from rlhls.designs.formats import parse_format
 
 from .dqn import ReplayBuffer, _timed
 from .envs import EpisodeTracker, space_info
-from .hyperparams import merge
+from .algorithms import Algorithm, register_algorithm
+from .hyperparams import HyperParams, hp
 from .mixed import PRECISIONS, MixedPrecision, count_columns, ps_forward
 from .optim import make_optimizer
 from .trainer import TrainerBase, param_views
 
 _FP32 = parse_format("fp32")
 
-__all__ = ["DDPG_DEFAULTS", "PHASES", "NOISES", "resolve_hyperparams", "soft_update", "DDPG"]
+__all__ = ["DDPGArgs", "batch_size", "PHASES", "NOISES", "resolve_hyperparams", "soft_update", "DDPG"]
 
-DDPG_DEFAULTS = {
-    "num_envs": 1, "learning_rate": 3e-4, "buffer_size": 1_000_000, "gamma": 0.99, "tau": 0.005,
-    "batch_size": 256, "exploration_noise": 0.1, "learning_starts": 25_000, "policy_frequency": 2,
-    "noise": "gaussian", "ou_theta": 0.15, "ou_dt": 1e-2, "optimizer": "adam", "adam_eps": 1e-8,
-    "steps_per_update": 1000, "precision": "fp32", "loss_scale_init": 2.0 ** 15,
-    "loss_scale_growth_interval": 2000, "quantization_delay": 0,
-}
-_INTS = ("num_envs", "buffer_size", "batch_size", "learning_starts", "policy_frequency", "steps_per_update",
-         "loss_scale_growth_interval", "quantization_delay")
-_IGNORED = ("total_timesteps", "source", "noise_clip")  # design keys that are not knobs here (docstring)
 NOISES = ("gaussian", "ou")
+LOSS_SCALING = "AP-DRL mixed precision (mixed): "
+
+
+@dataclass
+class DDPGArgs(HyperParams):
+    """DDPG's hyperparameters: CleanRL ddpg_continuous_action.py's defaults (the design's batch size)."""
+
+    algorithm = "DDPG"
+    num_envs: int = hp(1, "parallel sub-environments", low=1)
+    learning_rate: float = hp(3e-4, "Adam step size of actor and critic", low=0.0)
+    buffer_size: int = hp(1_000_000, "replay buffer capacity in transitions", low=1)
+    gamma: float = hp(0.99, "discount factor", low=0.0, high=1.0)
+    tau: float = hp(0.005, "target networks' Polyak rate", above=0.0, high=1.0)
+    batch_size: int = hp(256, "minibatch size (default: the design's batch)", low=1)
+    exploration_noise: float = hp(0.1, "exploration noise scale (x the action scale)", low=0.0)
+    learning_starts: int = hp(25_000, "steps of uniform random actions before learning", low=0)
+    policy_frequency: int = hp(2, "critic steps per actor step", low=1)
+    noise: str = hp("gaussian", "exploration noise: gaussian (CleanRL) or ou (Ornstein-Uhlenbeck, RL Zoo)",
+                    choices=NOISES)
+    ou_theta: float = hp(0.15, "Ornstein-Uhlenbeck mean reversion", low=0.0)
+    ou_dt: float = hp(1e-2, "Ornstein-Uhlenbeck time step", above=0.0)
+    optimizer: str = hp("adam", "optimizer of actor and critic", choices=("adam", "rmsprop", "sgd"))
+    adam_eps: float = hp(1e-8, "Adam epsilon", above=0.0)
+    steps_per_update: int = hp(1000, "env steps per runner update (one metrics row and checkpoint)", low=1)
+    precision: str = hp("fp32", "fp32 (all on the PS) or mixed (the plan's units)", choices=PRECISIONS)
+    loss_scale_init: float = hp(2.0 ** 15, LOSS_SCALING + "initial dynamic loss scale (a power of two)", low=1.0)
+    loss_scale_growth_interval: int = hp(2000, LOSS_SCALING + "good steps before the loss scale doubles", low=1)
+    quantization_delay: int = hp(0, LOSS_SCALING + "gradient steps in FP32 before FP16/BF16 start", low=0)
+
+    @classmethod
+    def defaults_for(cls, design):
+        return {"batch_size": int(design.batch_size)}
+
+    def check(self, design):
+        if self.steps_per_update % self.num_envs:
+            raise RlhlsError(f"DDPG hyperparameters: steps_per_update {self.steps_per_update} is not a multiple "
+                             f"of num_envs {self.num_envs}")
+
+
+def batch_size(hp: dict) -> int:
+    return hp["batch_size"]
+
+
 PHASES = ("dnn_inference", "env_run", "storing_transitions", "sample", "target_forward", "update_forward",
           "backprop", "weight_update", "soft_update")
 
 
-def resolve_hyperparams(design, overrides: dict | None = None) -> dict:
-    """CleanRL ddpg_continuous_action.py defaults <- the design's hyperparameters (and batch) <- overrides."""
-    hp = merge({**DDPG_DEFAULTS, "batch_size": int(design.batch_size)}, design, overrides, "DDPG", ints=_INTS,
-               zero_ok=("learning_starts", "quantization_delay"),
-               choices={"noise": NOISES, "precision": PRECISIONS})
-    if hp["steps_per_update"] % hp["num_envs"]:
-        raise RlhlsError(f"steps_per_update {hp['steps_per_update']} is not a multiple of num_envs {hp['num_envs']}")
-    if not 0.0 < hp["tau"] <= 1.0:
-        raise RlhlsError(f"tau {hp['tau']!r}: expected 0 < tau <= 1")
-    for k in ("exploration_noise", "ou_theta", "ou_dt", "learning_rate"):
-        if not (isinstance(hp[k], (int, float)) and hp[k] >= 0):
-            raise RlhlsError(f"hyperparameter {k} = {hp[k]!r}: expected a number >= 0")
-    return hp
+def resolve_hyperparams(design, overrides: dict | None = None, config: dict | None = None) -> dict:
+    """DDPGArgs: CleanRL's defaults <- the design's hyperparameters (and batch) <- config <- overrides."""
+    return DDPGArgs.resolve(design, overrides, config)
 
 
 def soft_update(online, target, tau: float) -> None:
@@ -356,3 +381,7 @@ class DDPG(TrainerBase):
         self.global_step = int(s["global_step"])
         self.rb.load(s["buffer"])
         self._load_env(s.get("env"))
+
+
+register_algorithm(Algorithm("ddpg", DDPG, DDPGArgs, batch_size, resolve=resolve_hyperparams,
+                             summary="DDPG (CleanRL ddpg_continuous_action.py) with AP-DRL's mixed precision"))

@@ -1,6 +1,6 @@
 """DQN on the host (CleanRL ``dqn.py`` quality) with AP-DRL's hardware-aware mixed precision.
 
-Algorithm (CleanRL ``dqn.py``; ``DQN_DEFAULTS`` are its hyperparameters, a design's
+Algorithm (CleanRL ``dqn.py``; ``DQNArgs`` are its hyperparameters, a design's
 ``hyperparams`` override them, then ``--set``): one online Q network and a target copy; an
 epsilon-greedy policy whose epsilon falls linearly from ``start_e`` to ``end_e`` over
 ``exploration_fraction`` of the run (CleanRL's ``total_timesteps`` is the run length: here the
@@ -62,52 +62,79 @@ from __future__ import annotations
 import copy
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import numpy as np
 
 from rlhls.designs.errors import RlhlsError
 from rlhls.designs.formats import parse_format
 
-from .atari import ATARI_BUFFER_CAP, is_atari
+from .envs.atari import ATARI_BUFFER_CAP, is_atari
 from .envs import EpisodeTracker, space_info
 from .mixed import PRECISIONS, MixedPrecision, count_columns, ps_forward
-from .hyperparams import merge
+from .algorithms import Algorithm, register_algorithm
+from .hyperparams import HyperParams, hp
 from .optim import make_optimizer
 from .trainer import TrainerBase, param_views
 
-__all__ = ["DQN_DEFAULTS", "PHASES", "ReplayBuffer", "resolve_hyperparams", "linear_schedule", "DQN"]
+__all__ = ["DQNArgs", "batch_size", "PHASES", "ReplayBuffer", "resolve_hyperparams", "linear_schedule", "DQN"]
 
-DQN_DEFAULTS = {
-    "num_envs": 1, "learning_rate": 2.5e-4, "buffer_size": 10_000, "gamma": 0.99, "tau": 1.0,
-    "target_network_frequency": 500, "batch_size": 128, "start_e": 1.0, "end_e": 0.05,
-    "exploration_fraction": 0.5, "learning_starts": 10_000, "train_frequency": 10, "loss": "mse",
-    "optimizer": "adam", "adam_eps": 1e-8, "steps_per_update": 1000, "precision": "fp32",
-    "loss_scale_init": 2.0 ** 15, "loss_scale_growth_interval": 2000, "quantization_delay": 0,
-}
-_INTS = ("num_envs", "buffer_size", "target_network_frequency", "batch_size", "learning_starts", "train_frequency",
-         "steps_per_update", "loss_scale_growth_interval", "quantization_delay")
-_IGNORED = ("total_timesteps", "source")  # design keys that are not knobs here (see the docstring)
 LOSSES = ("huber", "mse")
+LOSS_SCALING = "AP-DRL mixed precision (mixed): "
+
+
+@dataclass
+class DQNArgs(HyperParams):
+    """DQN's hyperparameters: CleanRL dqn.py's defaults (the design's batch size)."""
+
+    algorithm = "DQN"
+    num_envs: int = hp(1, "parallel sub-environments", low=1)
+    learning_rate: float = hp(2.5e-4, "Adam step size", low=0.0)
+    buffer_size: int = hp(10_000, "replay buffer capacity in transitions (Atari: capped, see the docstring)", low=1)
+    gamma: float = hp(0.99, "discount factor", low=0.0, high=1.0)
+    tau: float = hp(1.0, "target network update rate (1: hard copy)", above=0.0, high=1.0)
+    target_network_frequency: int = hp(500, "steps between target network updates", low=1)
+    batch_size: int = hp(128, "minibatch size (default: the design's batch)", low=1)
+    start_e: float = hp(1.0, "initial exploration epsilon", low=0.0, high=1.0)
+    end_e: float = hp(0.05, "final exploration epsilon", low=0.0, high=1.0)
+    exploration_fraction: float = hp(0.5, "fraction of the run over which epsilon falls", above=0.0, high=1.0)
+    learning_starts: int = hp(10_000, "steps before the first gradient step", low=0)
+    train_frequency: int = hp(10, "steps between gradient steps", low=1)
+    loss: str = hp("mse", "TD loss: mse (CleanRL) or huber (Stable-Baselines3)", choices=LOSSES)
+    optimizer: str = hp("adam", "optimizer", choices=("adam", "rmsprop", "sgd"))
+    adam_eps: float = hp(1e-8, "Adam epsilon", above=0.0)
+    steps_per_update: int = hp(1000, "env steps per runner update (one metrics row and checkpoint)", low=1)
+    precision: str = hp("fp32", "fp32 (all on the PS) or mixed (the plan's units)", choices=PRECISIONS)
+    loss_scale_init: float = hp(2.0 ** 15, LOSS_SCALING + "initial dynamic loss scale (a power of two)", low=1.0)
+    loss_scale_growth_interval: int = hp(2000, LOSS_SCALING + "good steps before the loss scale doubles", low=1)
+    quantization_delay: int = hp(0, LOSS_SCALING + "gradient steps in FP32 before FP16/BF16 start", low=0)
+
+    @classmethod
+    def defaults_for(cls, design):
+        return {"batch_size": int(design.batch_size)}
+
+    def check(self, design):
+        if self.buffer_size < self.num_envs:
+            raise RlhlsError(f"DQN hyperparameters: buffer_size {self.buffer_size} is smaller than num_envs "
+                             f"{self.num_envs}")
+        if self.steps_per_update % self.num_envs:
+            raise RlhlsError(f"DQN hyperparameters: steps_per_update {self.steps_per_update} is not a multiple of "
+                             f"num_envs {self.num_envs}")
+
+
+def batch_size(hp: dict) -> int:
+    return hp["batch_size"]
+
 
 PHASES = ("dnn_inference", "env_run", "storing_transitions", "sample", "target_forward", "update_forward",
           "backprop", "weight_update")
 
 
-def resolve_hyperparams(design, overrides: dict | None = None) -> dict:
-    """CleanRL dqn.py defaults <- the design's hyperparameters (and batch) <- overrides."""
-    hp = merge({**DQN_DEFAULTS, "batch_size": int(design.batch_size)}, design, overrides, "DQN", ints=_INTS,
-               zero_ok=("learning_starts", "quantization_delay"),
-               choices={"loss": LOSSES, "precision": PRECISIONS})
-    if is_atari(design.env_id) and "buffer_size" not in (overrides or {}):
+def resolve_hyperparams(design, overrides: dict | None = None, config: dict | None = None) -> dict:
+    """DQNArgs: CleanRL dqn.py's defaults <- the design's hyperparameters (and batch) <- config <- overrides."""
+    hp = DQNArgs.resolve(design, overrides, config)
+    if is_atari(design.env_id) and "buffer_size" not in {**(config or {}), **(overrides or {})}:
         hp["buffer_size"] = min(hp["buffer_size"], ATARI_BUFFER_CAP)  # see the module docstring
-    if hp["buffer_size"] < hp["num_envs"]:
-        raise RlhlsError(f"buffer_size {hp['buffer_size']} is smaller than num_envs {hp['num_envs']}")
-    if hp["steps_per_update"] % hp["num_envs"]:
-        raise RlhlsError(f"steps_per_update {hp['steps_per_update']} is not a multiple of num_envs {hp['num_envs']}")
-    if not 0.0 < hp["tau"] <= 1.0:
-        raise RlhlsError(f"tau {hp['tau']!r}: expected 0 < tau <= 1")
-    if not 0.0 < hp["exploration_fraction"] <= 1.0:
-        raise RlhlsError(f"exploration_fraction {hp['exploration_fraction']!r}: expected 0 < f <= 1")
     return hp
 
 
@@ -380,3 +407,7 @@ class DQN(TrainerBase):
         self.global_step = int(s["global_step"])
         self.rb.load(s["buffer"])
         self._load_env(s.get("env"))
+
+
+register_algorithm(Algorithm("dqn", DQN, DQNArgs, batch_size, resolve=resolve_hyperparams,
+                             summary="DQN (CleanRL dqn.py / dqn_atari.py) with AP-DRL's mixed precision"))

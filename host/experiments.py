@@ -39,11 +39,14 @@ import sys
 import time
 from pathlib import Path
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
 from rlhls.designs.errors import RlhlsError
+from rlhls.partition import fileio
 
-__all__ = ["EXPERIMENT_SETS", "configurations", "add_experiment_arguments", "run_experiment", "summarize"]
+__all__ = ["EXPERIMENT_SETS", "ExperimentOptions", "configurations", "run_experiment", "summarize"]
 
 EXPERIMENT_SETS = ("heppo-table3", "heppo-bits", "apdrl-table3", "apdrl-table4")
 DEMO_STEPS = 4096
@@ -66,52 +69,31 @@ def configurations(name: str) -> list[dict]:
     raise RlhlsError(f"experiment {name!r}: unknown (expected one of {', '.join(EXPERIMENT_SETS)})")
 
 
-def add_experiment_arguments(parser) -> None:
-    from rlhls.partition.cli_profile import positive_int
+@dataclass
+class ExperimentOptions:
+    """What ``rlhls experiment NAME`` takes (the command line fills it; Python callers too)."""
 
-    parser.add_argument("name", metavar="NAME", help=f"one of {', '.join(EXPERIMENT_SETS)}")
-    parser.add_argument("--design", action="append", default=None,
-                        help="heppo-*: the PPO design (default heppo-ppo); apdrl-table3: a benchmark to run "
-                             "(repeatable; default all six)")
-    parser.add_argument("--steps", type=positive_int, default=None,
-                        help=f"environment steps per run (default {DEMO_STEPS}, a demonstration)")
-    parser.add_argument("--seeds", type=positive_int, default=None,
-                        help=f"seeds 0..K-1 (default {DEMO_SEEDS} for heppo-*, 3 for apdrl-table3)")
-    parser.add_argument("--env", help="gymnasium env id (default: the design's)")
-    parser.add_argument("--out", help="experiment folder (default runs/<name>)")
-    parser.add_argument("--jobs", type=positive_int, default=1, help="training processes at once (default 1)")
-    parser.add_argument("--backend", choices=("emu", "csim"), default="emu", help="GAE backend (default emu)")
-    parser.add_argument("--full", action="store_true", help="the design's own rollout (heppo-ppo: 64 x 1024)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
-                        help="override a hyperparameter of every run (repeatable)")
-    parser.add_argument("--sizes", type=_sizes, default=None,
-                        help="apdrl-table4: hidden sizes H1xH2,... (default 64x64,400x300,4096x3072)")
-    parser.add_argument("--repeats", type=positive_int, default=3,
-                        help="apdrl-table4: host timing repeats, best of (default 3)")
-    parser.add_argument("--report", action="store_true",
-                        help="apdrl-table3: summarize the run folders in --out as they are (unfinished runs at "
-                             "their last episode) and train nothing")
-    parser.add_argument("--quiet", action="store_true", help="no progress output")
-
-
-def _sizes(text):
-    import argparse
-
-    from .apdrl_experiments import parse_sizes
-
-    try:
-        return parse_sizes(text)
-    except RlhlsError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
+    name: str
+    design: list | None = None      # heppo-*: one PPO design (default heppo-ppo); apdrl-table3: benchmarks
+    steps: int | None = None        # environment steps per run (default: the experiment's demonstration)
+    seeds: int | None = None        # seeds 0..K-1
+    env: str | None = None          # environment id (default: the design's)
+    out: str | None = None          # experiment folder (default runs/<name>)
+    jobs: int = 1                   # runs at once
+    backend: str = "emu"
+    full: bool = False              # the design's own rollout instead of the demonstration's
+    overrides: dict = field(default_factory=dict)  # hyperparameters of every run
+    sizes: tuple | None = None      # apdrl-table4: hidden sizes
+    repeats: int = 3                # apdrl-table4: host timing repeats
+    report: bool = False            # apdrl-table3: summarize the folders as they stand
+    quiet: bool = False
+    json: bool = False              # print the summary rows as JSON (stdout) instead of text
 
 
 def check_out(out: Path, settings: dict) -> None:
-    """Refuse an --out that is a file, holds foreign files, or holds runs of other settings."""
-    if out.exists() and not out.is_dir():
-        raise RlhlsError(f"--out '{out}' exists and is not a folder")
-    if out.is_dir() and any(out.iterdir()):
-        if not (out / RECORD).exists():
-            raise RlhlsError(f"--out '{out}' is not empty and was not written by rlhls experiment; choose another --out")
+    """Refuse an --out that is a file, holds files rlhls did not write, or runs of other settings."""
+    fileio.check_out(out, ours=lambda d: (d / RECORD).is_file(), hint="choose another --out")
+    if (out / RECORD).exists():
         old = json.loads((out / RECORD).read_text())
         diff = [k for k in settings if old.get(k) != settings[k]]
         if diff:
@@ -123,20 +105,15 @@ def _one_run(job: dict) -> dict:
     """Train one (configuration, seed) run folder; runs in a worker process."""
     from rlhls.designs.registry import get_design
 
-    from .ppo import PPO, resolve_hyperparams
-    from .runner import train
+    from .train import train_design
 
-    design = get_design(job["design"])
-    hp = resolve_hyperparams(design, job["overrides"])
     out = Path(job["out"])
-    config = {"design": design.name, "algorithm": design.algorithm, "env": job["env"], "seed": job["seed"],
-              "backend": job["backend"], "experiment": hp["experiment"], "hyperparams": hp}
     t0 = time.perf_counter()
-    res = train(lambda: PPO(design, env_id=job["env"], seed=job["seed"], backend=job["backend"],
-                            hyperparams=job["overrides"]),
-                config, out, steps=job["steps"], resume=(out / "checkpoint.pkl").exists(), progress=False,
-                title=f"{design.name} {job['label']} seed {job['seed']}")
-    return {**res, "seconds": time.perf_counter() - t0, "config": job["config"], "seed": job["seed"]}
+    run = train_design(get_design(job["design"]), out=out, steps=job["steps"], seed=job["seed"], env_id=job["env"],
+                       backend=job["backend"], overrides=job["overrides"],
+                       resume=(out / "checkpoint.pkl").exists(), progress=False)
+    return {"env_steps": run.env_steps, "seconds": time.perf_counter() - t0, "config": job["config"],
+            "seed": job["seed"]}
 
 
 def _episodes(run_dir: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -227,22 +204,21 @@ def summarize(out, configs: list[dict], seeds: int, title: str = "") -> list[dic
     return rows
 
 
-def run_experiment(args) -> int:
+def run_experiment(opts: ExperimentOptions) -> int:
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     from rlhls.designs.registry import get_design
 
-    from .cli_train import _overrides
-    from .pipeline import DEMO_OVERRIDES
-    from .ppo import resolve_hyperparams
+    from .algorithms import get_algorithm
     from .runner import atomic_write_text
 
-    if getattr(args, "report", False) and args.name != "apdrl-table3":
+    args = opts
+    if args.report and args.name != "apdrl-table3":
         raise RlhlsError(f"--report: only for apdrl-table3 (not {args.name})")
     if args.name == "apdrl-table3":
         from .apdrl_experiments import run_apdrl_table3
 
-        if not getattr(args, "report", False):  # --report takes the folder's own count
+        if not args.report:  # --report takes the folder's own count
             args.seeds = args.seeds or 3
         return run_apdrl_table3(args)
     if args.name == "apdrl-table4":
@@ -256,18 +232,18 @@ def run_experiment(args) -> int:
     design = get_design(args.design[0] if args.design else "heppo-ppo")
     if design.algorithm != "ppo":
         raise RlhlsError(f"design '{design.name}' uses {design.algorithm.upper()}; the HEPPO experiments train PPO")
-    args.num_envs = args.num_steps = args.experiment = None
-    base = {} if args.full else dict(DEMO_OVERRIDES)
-    base.update(_overrides(args))
+    base = {} if args.full else dict(design.demo.get("set", {}))
+    base.update(args.overrides)
+    alg = get_algorithm(design.algorithm)
     for c in configs:
-        resolve_hyperparams(design, {**base, **c["set"]})  # validate every configuration first
+        alg.hyperparams(design, {**base, **c["set"]})  # validate every configuration first
     env = args.env or design.env_id
     steps = args.steps or DEMO_STEPS
     out = Path(args.out or f"runs/{args.name}")
     settings = {"name": args.name, "design": design.name, "env": env, "backend": args.backend, "full": args.full,
                 "overrides": {k: str(v) for k, v in base.items()}}
     check_out(out, settings)
-    out.mkdir(parents=True, exist_ok=True)
+    fileio.make_dirs(out)
     atomic_write_text(out / RECORD, json.dumps({**settings, "steps": steps, "seeds": args.seeds}, indent=1) + "\n")
 
     jobs = [{"design": design.name, "env": env, "backend": args.backend, "steps": steps, "seed": s,
@@ -291,6 +267,9 @@ def run_experiment(args) -> int:
                 done += 1
                 say(f"[{done}/{len(jobs)}] {r['config']} seed {r['seed']}: {r['env_steps']} steps in {r['seconds']:.0f} s")
     rows = summarize(out, configs, args.seeds, f"{args.name}: {design.name} on {env}, {steps} steps per run")
+    if args.json:
+        print(json.dumps(rows, indent=2, default=str))
+        return 0
     for r in rows:
         print(f"{r['config']:<6} {r['label']:<46} {r['final_return_mean']:10.2f} ± {r['final_return_std']:.2f} "
               f"({r['seeds']} seed(s))")

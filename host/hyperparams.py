@@ -1,59 +1,190 @@
-"""Hyperparameters of the training loops: defaults <- the design's <- `--set key=value` overrides."""
+"""Hyperparameters of the training loops: one documented dataclass per algorithm (CleanRL's
+``Args`` style), filled in this order and validated once, before anything is written:
+
+    the dataclass's defaults  <-  the design's ``hyperparams`` (keys it knows; others describe
+    the design, e.g. ``source``)  <-  a YAML file (``--config FILE.yaml``, RL Zoo's convention: a
+    mapping of hyperparameters, or of design names to such mappings)  <-  ``--set key=value``.
+
+Every field is declared with ``hp(default, doc, ...)``: its type (the annotation: int, float,
+bool, str, or ``X | None``), its range (``low`` / ``high``, inclusive unless ``above``/``below``
+say strictly) and its choices. Floats must be finite. A YAML or ``--set`` key the algorithm does
+not have, a value of the wrong type, out of range or not among the choices is one ``RlhlsError``
+line naming the key. An algorithm adds checks across fields in ``check()``.
+"""
 
 from __future__ import annotations
 
-import numpy as np
+import dataclasses
+import math
+from pathlib import Path
 
 from rlhls.designs.errors import RlhlsError
 
+__all__ = ["hp", "HyperParams", "read_config", "parse_sets"]
 
-def coerce(key: str, value, default, ints=()):
-    """A `--set` text as the type of its default (ints: keys that are integers whatever the default)."""
-    if not isinstance(value, str):
-        return value
-    text = value.strip()
-    if text.lower() in ("none", "null"):
-        return None
-    if isinstance(default, bool):
-        if text.lower() in ("1", "true", "yes", "on"):
+
+def hp(default, doc: str, *, low=None, high=None, above=None, below=None, choices=()):
+    """A documented, validated hyperparameter field (see the module docstring)."""
+    return dataclasses.field(default=default, metadata={"doc": doc, "low": low, "high": high, "above": above,
+                                                        "below": below, "choices": tuple(choices)})
+
+
+def parse_sets(items) -> dict:
+    """``['gamma=0.9', ...]`` (``--set``) -> {'gamma': '0.9', ...}."""
+    out = {}
+    for item in items or ():
+        if "=" not in item:
+            raise RlhlsError(f"--set {item!r}: expected KEY=VALUE")
+        k, v = item.split("=", 1)
+        out[k.strip()] = v
+    return out
+
+
+def read_config(path, design_name: str | None = None) -> dict:
+    """A YAML file of hyperparameters: a mapping of them, or RL Zoo's {name: mapping} where a key
+    is the design's name (then that entry is taken)."""
+    import yaml
+
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise RlhlsError(f"--config '{path}': cannot be read ({e.strerror or e})") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise RlhlsError(f"--config '{path}': not YAML{where}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
+        raise RlhlsError(f"--config '{path}': expected a mapping of hyperparameters (key: value)")
+    if design_name is not None and isinstance(data.get(design_name), dict):
+        data = data[design_name]
+    for k, v in data.items():
+        if isinstance(v, (dict, list)):
+            raise RlhlsError(f"--config '{path}': '{k}' holds a {type(v).__name__}; expected a single value")
+    return dict(data)
+
+
+def _types(annotation) -> tuple[str, bool]:
+    """('int'|'float'|'bool'|'str', None allowed) from a field's annotation text."""
+    parts = [p.strip() for p in str(annotation).split("|")]
+    none_ok = "None" in parts
+    base = [p for p in parts if p != "None"]
+    return (base[0] if base else "str"), none_ok
+
+
+def _coerce(name: str, value, kind: str, none_ok: bool, algo: str):
+    where = f"{algo} hyperparameter {name}"
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("none", "null") and none_ok):
+        if none_ok:
+            return None
+        raise RlhlsError(f"{where} = None: expected a{'n' if kind == 'int' else ''} {kind}")
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("1", "true", "yes", "on"):
             return True
-        if text.lower() in ("0", "false", "no", "off"):
+        if text in ("0", "false", "no", "off"):
             return False
-        raise RlhlsError(f"--set {key}={value}: expected true or false")
-    if key in ints or isinstance(default, int):
+        raise RlhlsError(f"{where} = {value!r}: expected true or false")
+    if kind == "int":
+        if isinstance(value, bool):
+            raise RlhlsError(f"{where} = {value!r}: expected an integer")
         try:
-            return int(text)
-        except ValueError:
-            raise RlhlsError(f"--set {key}={value}: expected an integer") from None
-    if isinstance(default, float) or default is None:
+            if isinstance(value, str):
+                text = value.strip().replace("_", "")
+                f = float(text)
+                if not (math.isfinite(f) and f == int(f)):
+                    raise ValueError
+                return int(f) if "e" in text.lower() or "." in text else int(text)
+            if isinstance(value, float):
+                if not (math.isfinite(value) and value == int(value)):
+                    raise ValueError
+                return int(value)
+            return int(value)
+        except (ValueError, TypeError, OverflowError):
+            raise RlhlsError(f"{where} = {value!r}: expected an integer") from None
+    if kind == "float":
+        if isinstance(value, bool):
+            raise RlhlsError(f"{where} = {value!r}: expected a number")
         try:
-            return float(text)
-        except ValueError:
-            raise RlhlsError(f"--set {key}={value}: expected a number") from None
-    return text
+            f = float(value.strip() if isinstance(value, str) else value)
+        except (ValueError, TypeError):
+            raise RlhlsError(f"{where} = {value!r}: expected a number") from None
+        if not math.isfinite(f):
+            raise RlhlsError(f"{where} = {value!r}: expected a finite number")
+        return f
+    if not isinstance(value, str):
+        raise RlhlsError(f"{where} = {value!r}: expected a text")
+    return value.strip()
 
 
-def merge(defaults: dict, design, overrides: dict | None, algorithm: str, ints=(), zero_ok=(),
-          choices: dict | None = None) -> dict:
-    """`defaults` updated with the design's hyperparameters of the same names, then `overrides`;
-    each key of `ints` checked to be an integer >= 1 (>= 0 for those in `zero_ok`), each key of
-    `choices` to be one of its values."""
-    hp = dict(defaults)
-    for k, v in design.hyperparams.items():
-        if k in hp:
-            hp[k] = v
-    for k, v in (overrides or {}).items():
-        if k not in hp:
-            raise RlhlsError(f"--set {k}: unknown {algorithm} hyperparameter (known: {', '.join(sorted(hp))})")
-        hp[k] = coerce(k, v, hp[k], ints)
-    for k in ints:
-        if not (isinstance(hp[k], (int, np.integer)) and not isinstance(hp[k], bool)):
-            raise RlhlsError(f"hyperparameter {k} = {hp[k]!r}: expected an integer")
-        hp[k] = int(hp[k])
-        low = 0 if k in zero_ok else 1
-        if hp[k] < low:
-            raise RlhlsError(f"hyperparameter {k} = {hp[k]}: expected >= {low}")
-    for k, allowed in (choices or {}).items():
-        if hp[k] not in allowed:
-            raise RlhlsError(f"{k} '{hp[k]}': expected one of {', '.join(allowed)}")
-    return hp
+@dataclasses.dataclass
+class HyperParams:
+    """Base of the algorithms' hyperparameter dataclasses (module docstring)."""
+
+    algorithm = ""  # the name errors use (PPO, DQN, ...)
+    aliases = {}  # other names of a field (e.g. A2C's n_steps is the rollout length num_steps)
+
+    @classmethod
+    def describe(cls) -> list[dict]:
+        """Every field: name, type, default, doc, range and choices (for --help and reports)."""
+        out = []
+        for f in dataclasses.fields(cls):
+            kind, none_ok = _types(f.type)
+            m = f.metadata
+            d = {"name": f.name, "type": kind + (" | None" if none_ok else ""), "default": f.default,
+                 "doc": m.get("doc", "")}
+            for key in ("low", "high", "above", "below"):
+                if m.get(key) is not None:
+                    d[key] = m[key]
+            if m.get("choices"):
+                d["choices"] = list(m["choices"])
+            out.append(d)
+        return out
+
+    @classmethod
+    def defaults_for(cls, design) -> dict:
+        """Defaults that depend on the design (e.g. its batch size); subclasses override."""
+        return {}
+
+    @classmethod
+    def resolve(cls, design, overrides: dict | None = None, config: dict | None = None) -> dict:
+        """The run's hyperparameters as a dict (see the module docstring)."""
+        names = [f.name for f in dataclasses.fields(cls)]
+        values = {f.name: f.default for f in dataclasses.fields(cls)}
+        values.update(cls.defaults_for(design))
+        values.update({k: v for k, v in design.hyperparams.items() if k in values})
+        for source, given in (("--config", config), ("--set", overrides)):
+            for k, v in (given or {}).items():
+                k = cls.aliases.get(k, k)
+                if k not in values:
+                    raise RlhlsError(f"{source} {k}: unknown {cls.algorithm} hyperparameter "
+                                     f"(known: {', '.join(sorted(names))})")
+                values[k] = v
+        for f in dataclasses.fields(cls):
+            kind, none_ok = _types(f.type)
+            v = values[f.name] = _coerce(f.name, values[f.name], kind, none_ok, cls.algorithm)
+            if v is None:
+                continue
+            m = f.metadata
+            where = f"{cls.algorithm} hyperparameter {f.name} = {v!r}"
+            if m.get("choices") and v not in m["choices"]:
+                raise RlhlsError(f"{where}: expected one of {', '.join(map(str, m['choices']))}")
+            lo, hi = m.get("low"), m.get("high")
+            if (lo is not None and v < lo) or (hi is not None and v > hi):
+                want = f"{lo}..{hi}" if lo is not None and hi is not None else (
+                    f">= {lo}" if lo is not None else f"<= {hi}")
+                raise RlhlsError(f"{where}: expected {want}")
+            if m.get("above") is not None and not v > m["above"]:
+                raise RlhlsError(f"{where}: expected > {m['above']}")
+            if m.get("below") is not None and not v < m["below"]:
+                raise RlhlsError(f"{where}: expected < {m['below']}")
+        obj = cls(**values)
+        obj.check(design)
+        return dataclasses.asdict(obj)
+
+    def check(self, design) -> None:
+        """Checks across fields (subclasses)."""

@@ -92,7 +92,7 @@ from rlhls.designs.errors import RlhlsError
 from rlhls.designs.formats import parse_format
 from rlhls.designs.network import Precision
 
-__all__ = ["COUNTS", "count_columns", "ps_forward", "UNITS", "PRECISIONS", "LossScaler", "MixedPrecision", "unit_precisions", "plan_assignment",
+__all__ = ["COUNTS", "count_columns", "ps_forward", "UNITS", "PRECISIONS", "LossScaler", "MixedPrecision", "unit_precisions",
            "default_plan"]
 
 UNITS = ("PS", "PL", "AIE")
@@ -194,27 +194,11 @@ class LossScaler:
         self.growth_interval, self.good = int(s["growth_interval"]), int(s["good"])
 
 
-def plan_assignment(path) -> dict:
-    """The ``assignment`` of a plan.json (file or folder), validated by partition.plan.read_plan."""
-    from rlhls.partition.plan import read_plan
-
-    return dict(read_plan(path)["assignment"])
-
-
 def default_plan(design, batch: int | None = None, time_limit: float | None = 60.0) -> dict:
-    """Partition the design in-process (profile_design + solve, on the design's device) -> assignment."""
-    from rlhls.designs.graph import build_graph
-    from rlhls.partition.cli_partition import device_inputs
-    from rlhls.partition.ilp import solve
-    from rlhls.partition.profile import profile_design
+    """{node: unit} of the design's plan at `batch`, solved in-process (partition_design)."""
+    from rlhls.partition.design_plan import partition_design
 
-    graph = build_graph(design, batch)
-    rows = profile_design(design, None, batch)
-    capacity, links = device_inputs(design.device)
-    cores = capacity.get(("PS", "cores"))
-    plan = solve(rows, graph.all_edges(), capacity, links, ps_cores=int(cores) if cores else 1,
-                 time_limit=time_limit, source=f"device {design.device}")
-    return dict(plan.assignment)
+    return dict(partition_design(design, batch=batch, time_limit=time_limit).assignment)
 
 
 class MixedPrecision:

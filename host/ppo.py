@@ -1,7 +1,7 @@
 """PPO on the host (CleanRL ``ppo_continuous_action.py`` quality) with HEPPO-GAE's reward/value
 standardization and quantization (seed 000, §II, Table III) and a GAE stage run by a backend.
 
-Algorithm (CleanRL, with its hyperparameters as defaults, ``CLEANRL_DEFAULTS``; a design's
+Algorithm (CleanRL, with its hyperparameters as defaults, ``PPOArgs``; a design's
 ``hyperparams`` override them, then ``--set`` overrides): rollouts of ``num_steps`` x ``num_envs``;
 GAE(gamma, lambda); ``update_epochs`` epochs of ``num_minibatches`` shuffled minibatches;
 clipped surrogate, clipped value loss (0.5 * max of the two squared errors), entropy bonus,
@@ -97,7 +97,7 @@ Image observations: uint8 frames (Atari, host/atari.py) stay uint8 in the rollou
 the network). Episodic return / length come from ``EpisodeTracker`` with the env infos: the
 unclipped game score over all lives.
 
-Per-update phase times (Table I; host/report.py ``TABLE_I`` gives the seed's names, "network
+Per-update phase times (Table I; the heppo design's ``seed_figures['phase_shares']`` gives the seed's names, "network
 update" = update_forward + backprop): dnn_inference (policy + value forward and sampling in the
 rollout, V of truncated episodes' final observations), env_run (env.step incl. the normalization wrappers' work), storing_trajectories,
 gae_fetch, gae_compute, gae_write, update_forward (minibatch forward + losses), backprop
@@ -109,6 +109,7 @@ from __future__ import annotations
 import copy
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -119,24 +120,64 @@ from rlhls.designs.formats import parse_format
 
 from .distributions import DiagGaussian, env_action, policy_distribution
 from .envs import EpisodeTracker, ReplayableVecEnv, pad_obs, space_info
-from .hyperparams import merge
+from .algorithms import Algorithm, register_algorithm
+from .hyperparams import HyperParams, hp
 from .mixed import MixedPrecision, count_columns, default_plan, ps_forward
 from .optim import clip_grad_norm, make_optimizer
 
-__all__ = ["CLEANRL_DEFAULTS", "EXPERIMENTS", "PHASES", "PRECISIONS", "GAE_CALL", "RunningMeanStd",
+__all__ = ["PPOArgs", "batch_size", "EXPERIMENTS", "PHASES", "PRECISIONS", "GAE_CALL", "RunningMeanStd",
            "gae_reference", "gae_stage", "ppo_loss", "resolve_hyperparams", "PPO"]
 
-CLEANRL_DEFAULTS = {
-    "num_envs": 1, "num_steps": 2048, "learning_rate": 3e-4, "anneal_lr": True, "gamma": 0.99,
-    "gae_lambda": 0.95, "num_minibatches": 32, "update_epochs": 10, "norm_adv": True, "clip_coef": 0.2,
-    "clip_vloss": True, "ent_coef": 0.0, "vf_coef": 0.5, "max_grad_norm": 0.5, "target_kl": None,
-    "adam_eps": 1e-5, "optimizer": "adam", "log_std_init": 0.0, "obs_norm": True, "obs_clip": 10.0,
-    "reward_clip": 10.0, "quant_bits": 8, "experiment": 5, "gae_lookahead": 2,
-    "precision": "fp64", "loss_scale_init": 2.0 ** 15, "loss_scale_growth_interval": 2000, "quantization_delay": 0,
-}
-_INTS = ("num_envs", "num_steps", "num_minibatches", "update_epochs", "experiment", "quant_bits",
-         "loss_scale_growth_interval", "quantization_delay")
 PRECISIONS = ("fp64", "fp32", "mixed")
+LOSS_SCALING = "AP-DRL mixed precision (fp32 / mixed): "
+
+
+@dataclass
+class PPOArgs(HyperParams):
+    """PPO's hyperparameters: CleanRL ppo_continuous_action.py's defaults, HEPPO-GAE's additions."""
+
+    algorithm = "PPO"
+    num_envs: int = hp(1, "parallel sub-environments (CleanRL num_envs)", low=1)
+    num_steps: int = hp(2048, "steps per sub-environment per rollout (CleanRL num_steps)", low=1)
+    learning_rate: float = hp(3e-4, "Adam step size", low=0.0)
+    anneal_lr: bool = hp(True, "anneal the learning rate linearly to 0 over the run")
+    gamma: float = hp(0.99, "discount factor", low=0.0, high=1.0)
+    gae_lambda: float = hp(0.95, "GAE lambda", low=0.0, high=1.0)
+    num_minibatches: int = hp(32, "minibatches per epoch (batch = num_envs x num_steps / num_minibatches)", low=1)
+    update_epochs: int = hp(10, "epochs over the rollout per update", low=1)
+    norm_adv: bool = hp(True, "normalize advantages per minibatch")
+    clip_coef: float = hp(0.2, "surrogate clipping coefficient", above=0.0)
+    clip_vloss: bool = hp(True, "clip the value loss as CleanRL")
+    ent_coef: float = hp(0.0, "entropy bonus coefficient", low=0.0)
+    vf_coef: float = hp(0.5, "value loss coefficient", low=0.0)
+    max_grad_norm: float = hp(0.5, "global gradient-norm clip", above=0.0)
+    target_kl: float | None = hp(None, "stop an update's epochs early above this approximate KL (None: never)",
+                                 above=0.0)
+    adam_eps: float = hp(1e-5, "Adam epsilon (CleanRL's PPO: 1e-5)", above=0.0)
+    optimizer: str = hp("adam", "optimizer of actor, critic and log-std", choices=("adam", "rmsprop", "sgd"))
+    log_std_init: float = hp(0.0, "initial log standard deviation of the Gaussian policy")
+    obs_norm: bool = hp(True, "normalize observations with running statistics (vector observations)")
+    obs_clip: float = hp(10.0, "clip normalized observations to +-obs_clip", above=0.0)
+    reward_clip: float = hp(10.0, "clip normalized rewards to +-reward_clip (experiment 1)", above=0.0)
+    quant_bits: int = hp(8, "HEPPO-GAE codeword bits of rewards and values (Fig. 8-9)", low=3, high=10)
+    experiment: int = hp(5, "HEPPO-GAE Table III configuration 1..5 (0 = raw rewards, CleanRL ppo_atari)",
+                         low=0, high=5)
+    gae_lookahead: int = hp(2, "lookahead k of the GAE unit", low=1, high=4)
+    precision: str = hp("fp64", "fp64 (HEPPO's float64 path), fp32 (all on the PS) or mixed (the plan's units)",
+                        choices=PRECISIONS)
+    loss_scale_init: float = hp(2.0 ** 15, LOSS_SCALING + "initial dynamic loss scale (a power of two)", low=1.0)
+    loss_scale_growth_interval: int = hp(2000, LOSS_SCALING + "good steps before the loss scale doubles", low=1)
+    quantization_delay: int = hp(0, LOSS_SCALING + "gradient steps in FP32 before FP16/BF16 start", low=0)
+
+    def check(self, design):
+        if self.num_envs * self.num_steps < self.num_minibatches:
+            raise RlhlsError(f"PPO hyperparameters: num_envs x num_steps = {self.num_envs * self.num_steps} is "
+                             f"smaller than num_minibatches = {self.num_minibatches}")
+
+
+def batch_size(hp: dict) -> int:
+    """The training batch a plan is solved at: one minibatch."""
+    return hp["num_envs"] * hp["num_steps"] // hp["num_minibatches"]
 
 EXPERIMENTS = {
     0: {"reward": "raw", "value": "float", "quant": False},
@@ -183,19 +224,9 @@ class RunningMeanStd:
         self.mean, self.var, self.count = np.array(s["mean"]), np.array(s["var"]), float(s["count"])
 
 
-def resolve_hyperparams(design, overrides: dict | None = None) -> dict:
-    """CleanRL defaults <- the design's PPO hyperparameters <- overrides ('key': value or text)."""
-    hp = merge(CLEANRL_DEFAULTS, design, overrides, "PPO", ints=_INTS, zero_ok=("experiment", "quantization_delay"),
-               choices={"precision": PRECISIONS})
-    exp = hp["experiment"]
-    if exp not in EXPERIMENTS:
-        raise RlhlsError(f"experiment {exp!r}: expected one of 0..5 (0 = raw rewards; 1..5 HEPPO-GAE Table III)")
-    if not (isinstance(hp["quant_bits"], int) and 3 <= hp["quant_bits"] <= 10):
-        raise RlhlsError(f"quant_bits {hp['quant_bits']!r}: expected an integer in 3..10 (HEPPO-GAE Fig. 8-9)")
-    if hp["num_envs"] * hp["num_steps"] < hp["num_minibatches"]:
-        raise RlhlsError(f"num_envs x num_steps = {hp['num_envs'] * hp['num_steps']} is smaller than "
-                         f"num_minibatches = {hp['num_minibatches']}")
-    return hp
+def resolve_hyperparams(design, overrides: dict | None = None, config: dict | None = None) -> dict:
+    """PPOArgs: CleanRL's defaults <- the design's hyperparameters <- config <- overrides."""
+    return PPOArgs.resolve(design, overrides, config)
 
 
 def gae_reference(rewards, values, dones, bootstrap, gamma: float, lam: float, trunc_values=None):
@@ -745,3 +776,7 @@ def _finite_mean(xs) -> float:
     xs = np.asarray(xs, dtype=np.float64)
     ok = np.isfinite(xs)
     return float(np.mean(xs[ok])) if ok.any() else float("nan")
+
+
+register_algorithm(Algorithm("ppo", PPO, PPOArgs, batch_size, resolve=resolve_hyperparams,
+                             summary="PPO (CleanRL) with HEPPO-GAE's standardization, quantization and GAE unit"))

@@ -1,10 +1,16 @@
-"""Plots and the Markdown report of `rlhls run` (host/pipeline.py) and `rlhls experiment`.
+"""The report of a flow run (``rlhls run``, ``rlhls.Flow.report``) and its plots.
 
-* ``phase_totals(metrics)`` / ``plot_phases`` — the per-update phase times of a run folder's
-  metrics.csv (``t_<phase>`` columns of host/ppo.py) under HEPPO-GAE Table I's names: stacked
-  bars per update plus the share of the whole run (Table I / Fig. 1 style).
-* ``plot_csim`` — one bar per kernel component: csim seconds, green pass / red fail.
-* ``write_report`` — report.md from the pipeline's record (stages, plan, build, csim, training).
+* ``phase_totals(metrics)`` / ``phases_figure`` — the per-update phase times (``t_<phase>``
+  columns of metrics.csv; each algorithm times its own phases) as stacked bars per update, plus
+  each phase's share beside the seed's own per-phase figures where the design keeps them
+  (``seed_figures['phase_shares']``: HEPPO-GAE Table I).
+* ``csim_figure`` — one bar per checked component (PL kernels, hls4ml projects, AIE kernels):
+  seconds, green pass / red fail.
+* ``write_report(path, record)`` — report.md from a flow's record: the design and its seed, the
+  training graph, the plan (Gantt), build and checks, training (reward curve, phases).
+
+Figures are matplotlib ``Figure`` objects (the object API: a notebook's backend is left alone);
+``save_png`` writes one atomically.
 """
 
 from __future__ import annotations
@@ -14,21 +20,9 @@ import math
 
 import numpy as np
 
-from .runner import atomic_write_bytes, atomic_write_text
+from rlhls.partition.fileio import atomic_write_bytes, atomic_write_text
 
-__all__ = ["TABLE_I", "phase_totals", "plot_phases", "plot_csim", "write_report", "markdown_table"]
-
-# host/ppo.py phase -> (Table I sub-phase, the seed's CPU-only share in %; None where it has none)
-TABLE_I = {
-    "dnn_inference": ("DNN Inference", 10.46),
-    "env_run": ("Trajectory Environment Run", 60.71),
-    "storing_trajectories": ("Storing Trajectories", 4.75),
-    "gae_fetch": ("GAE Memory Fetch", 3.49),
-    "gae_compute": ("GAE Computation", 11.23),
-    "gae_write": ("GAE Memory Write", 0.32),
-    "update_forward": ("Network Update (forward + losses)", 6.10),
-    "backprop": ("Backpropagation", 2.95),
-}
+__all__ = ["phase_totals", "phases_figure", "csim_figure", "save_png", "write_report", "markdown_table"]
 
 
 def _float(v) -> float:
@@ -38,75 +32,71 @@ def _float(v) -> float:
         return float("nan")
 
 
+def _phases(metrics: list[dict]) -> list[str]:
+    return [k[2:] for k in (metrics[0] if metrics else {}) if k.startswith("t_")]
+
+
 def phase_totals(metrics: list[dict]) -> dict:
-    """Seconds per phase summed over all updates (phases absent from the rows are skipped)."""
-    out = {}
-    for p in TABLE_I:
-        col = f"t_{p}"
-        if metrics and col in metrics[0]:
-            out[p] = float(np.nansum([_float(r[col]) for r in metrics]))
-    return out
+    """Seconds per phase summed over all updates."""
+    return {p: float(np.nansum([_float(r[f"t_{p}"]) for r in metrics])) for p in _phases(metrics)}
 
 
-def _save(fig, path) -> None:
-    import matplotlib.pyplot as plt
-
+def save_png(fig, path) -> None:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
     atomic_write_bytes(path, buf.getvalue())
 
 
-def _plt():
-    import matplotlib
+def phases_figure(metrics: list[dict], title: str = "", seed_shares: dict | None = None):
+    """Stacked phase seconds per update; shares of the run (beside the seed's, when given:
+    {phase: [label, percent]})."""
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def plot_phases(metrics: list[dict], path, title: str = "") -> None:
-    plt = _plt()
-    phases = [p for p in TABLE_I if metrics and f"t_{p}" in metrics[0]]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5), gridspec_kw={"width_ratios": [3, 2]})
+    fig = Figure(figsize=(12, 4.5))
+    ax1, ax2 = fig.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]})
+    phases = _phases(metrics)
+    label = {p: (seed_shares or {}).get(p, [p])[0] for p in phases}
     if not phases:
         ax1.text(0.5, 0.5, "no update yet", ha="center", va="center", transform=ax1.transAxes)
     else:
+        import matplotlib
+
+        colors = matplotlib.colormaps["tab10"].colors
         x = np.array([int(_float(r["update"])) for r in metrics])
         bottom = np.zeros(len(metrics))
-        colors = plt.get_cmap("tab10").colors
         for i, p in enumerate(phases):
             y = np.array([_float(r[f"t_{p}"]) for r in metrics])
-            ax1.bar(x, y, bottom=bottom, color=colors[i % 10], label=TABLE_I[p][0])
+            ax1.bar(x, y, bottom=bottom, color=colors[i % 10], label=label[p])
             bottom += y
         ax1.set_xlabel("update")
         ax1.set_ylabel("seconds")
-        ax1.set_title("time per PPO iteration by phase (Table I)")
+        ax1.set_title("time per update by phase")
         ax1.grid(alpha=0.3, axis="y")
+        ax1.legend(fontsize=7, loc="upper left")
         tot = phase_totals(metrics)
         s = sum(tot.values()) or 1.0
-        ours = [100 * tot[p] / s for p in phases]
-        seed = [TABLE_I[p][1] or 0.0 for p in phases]
         yy = np.arange(len(phases))
-        ax2.barh(yy - 0.2, ours, 0.4, color="tab:blue", label="this run")
-        ax2.barh(yy + 0.2, seed, 0.4, color="tab:gray", label="HEPPO-GAE Table I (CPU only)")
-        ax2.set_yticks(yy, [TABLE_I[p][0] for p in phases], fontsize=8)
+        ax2.barh(yy - 0.2, [100 * tot[p] / s for p in phases], 0.4, color="tab:blue", label="this run")
+        if seed_shares:
+            ax2.barh(yy + 0.2, [(seed_shares.get(p, [p, None])[1] or 0.0) for p in phases], 0.4, color="tab:gray",
+                     label="the seed's figure")
+        ax2.set_yticks(yy, [label[p] for p in phases], fontsize=8)
         ax2.invert_yaxis()
-        ax2.set_xlabel("% of iteration time")
+        ax2.set_xlabel("% of update time")
         ax2.legend(fontsize=8, loc="lower right")
         ax2.grid(alpha=0.3, axis="x")
-        ax1.legend(fontsize=7, loc="upper left")
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    _save(fig, path)
+    return fig
 
 
-def plot_csim(results: list[dict], path, title: str = "kernel C simulation") -> None:
+def csim_figure(results: list[dict], title: str = "C simulation"):
     """results: [{'name', 'kernel', 'passed', 'seconds', 'cached'}]."""
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(8, 0.45 * max(3, len(results)) + 1))
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(8, 0.45 * max(3, len(results)) + 1))
+    ax = fig.add_subplot()
     if results:
         y = np.arange(len(results))
         secs = [max(float(r.get("seconds") or 0.0), 1e-3) for r in results]
@@ -118,10 +108,10 @@ def plot_csim(results: list[dict], path, title: str = "kernel C simulation") -> 
                     va="center", fontsize=8)
         ax.set_xlabel("seconds (g++ build + testbench; green = pass, red = fail)")
     else:
-        ax.text(0.5, 0.5, "no kernel simulated", ha="center", va="center", transform=ax.transAxes)
+        ax.text(0.5, 0.5, "nothing simulated", ha="center", va="center", transform=ax.transAxes)
     ax.set_title(title)
     fig.tight_layout()
-    _save(fig, path)
+    return fig
 
 
 def markdown_table(header: list[str], rows: list[list]) -> str:
@@ -137,22 +127,26 @@ def _g(x, spec=".4g") -> str:
 
 
 def write_report(path, rec: dict) -> None:
-    """report.md from the pipeline record (host/pipeline.py ``run_pipeline``)."""
-    d = rec["design"]
-    L = [f"# rlhls run: {d}", "",
-         f"{rec.get('seed_title', '')}  ", f"device {rec['device']}, training batch {rec['batch']}, "
-         f"environment {rec['env']}, experiment {rec['experiment']} of HEPPO-GAE Table III, "
-         f"backend `{rec['backend']}`, seed {rec['seed']}.", "",
-         f"**Result: {'all kernel C simulations passed' if rec['ok'] else 'FAILED: ' + '; '.join(rec['failures'])}**",
-         "", "## Stages", ""]
-    L.append(markdown_table(["stage", "seconds", "status", "output"],
-                            [[s["stage"], f"{s['seconds']:.1f}", s["status"], f"`{s['output']}`"]
-                             for s in rec["stages"]]))
+    """report.md from a flow record (rlhls/api.py ``Flow.record``)."""
+    ok = not rec.get("failures")
+    L = [f"# rlhls run: {rec['design']}", "",
+         f"Seed: *{rec.get('seed_title', '')}* (`{rec.get('seed_file', '')}`).  ",
+         f"Algorithm {rec.get('algorithm', '').upper()}, device {rec['device']}, training batch {rec['batch']}, "
+         f"environment {rec.get('env', '-')}, backend `{rec.get('backend', 'emu')}`, seed {rec.get('seed', 0)}"
+         + (f", precision {rec['precision']}" if rec.get("precision") else "")
+         + (f", {rec['experiment_text']}" if rec.get("experiment_text") else "") + ".", "",
+         f"**Result: {'every check passed' if ok else 'FAILED: ' + '; '.join(rec['failures'])}**", ""]
+    for n in rec.get("notes", []):
+        L.append(f"- {n}")
+    L += ["", "## Stages", "",
+          markdown_table(["stage", "seconds", "status", "output"],
+                         [[s["stage"], f"{s['seconds']:.1f}", s["status"], f"`{s['output']}`"]
+                          for s in rec.get("stages", [])])]
     g = rec.get("graph")
     if g:
         L += ["## Training graph", "",
               f"{g['nodes']} nodes, {g['edges']} edges, {g['mm_nodes']} matrix-multiply nodes; "
-              f"{g['flops'] / 1e6:.2f} MFLOPs per training step (`graph.csv`, profile rows in `profile.csv`).", ""]
+              f"{g['flops'] / 1e6:.2f} MFLOPs per training step (`graph.csv`; profile rows in `profile.csv`).", ""]
     p = rec.get("plan")
     if p:
         L += ["## Partition (ILP)", "",
@@ -163,38 +157,44 @@ def write_report(path, rec: dict) -> None:
                  "" if v is None or not p["makespan_us"] else f"x{v / p['makespan_us']:.2f}"]
                 for k, v in p["baselines"].items()]
         L.append(markdown_table(["baseline", "makespan (us)", "vs plan"], rows))
+        own = p.get("own_units") or {}
+        if own:
+            L += ["", "The design's own units: " + "; ".join(f"`{k}` ({', '.join(v)})" for k, v in own.items())
+                  + " (rows on that unit only: the seed's accelerator is the design)."]
         L += ["", "![Gantt of the plan](plan/gantt.png)", ""]
     b = rec.get("build")
     if b:
-        L += ["## Build and C simulation", ""]
+        L += ["## Build and checks", ""]
         if b.get("error"):
             L += [f"The build failed: {b['error']}", ""]
         else:
             L += [f"{len(b['components'])} PL component(s) in `build/` (part {b['part']}), "
                   f"{len(b['aie'])} AIE node(s), {len(b['host'])} node(s) on the PS.", ""]
-        rows = [[c["name"], c.get("kernel") or "hls4ml", ", ".join(c.get("nodes", [])) or "-",
+        rows = [[c["name"], c.get("kernel") or "hls4ml", c.get("unit", "PL"), ", ".join(c.get("nodes", [])) or "-",
                  "-" if c.get("passed") is None else ("pass" if c["passed"] else "**FAIL**"),
                  _g(c.get("seconds"), ".1f"), (c.get("detail") or "").replace("|", "\\|")[:120]]
                 for c in rec.get("csim", [])]
         if rows:
-            L.append(markdown_table(["component", "kernel", "graph nodes", "csim", "s", "detail"], rows))
-            L += ["", "![csim results](csim.png)", ""]
+            L.append(markdown_table(["component", "kernel", "unit", "graph nodes", "check", "s", "detail"], rows))
+            L += ["", "![checks](csim.png)", ""]
         for w in b.get("notes", []):
             L.append(f"- {w}")
         L.append("")
     t = rec.get("train")
     if t:
         L += ["## Training", "",
-              f"{t['updates']} update(s), {t['env_steps']} environment steps "
-              f"({t['rollout']}), {t['episodes']} finished episode(s); final rolling-average return "
-              f"**{_g(t['final_return'], '.2f')}**. Run folder `train/` (metrics.csv, episodes.csv, checkpoint; "
-              "`rlhls train ... --out <this>/train --resume` continues it).", "",
-              "![reward curve](train/reward.png)", "", "### Per-phase time (Table I)", ""]
+              f"{t['updates']} update(s), {t['env_steps']} environment steps, {t['episodes']} finished episode(s); "
+              f"final rolling-average return **{_g(t['final_return'], '.2f')}**. Run folder `train/` (metrics.csv, "
+              "episodes.csv, checkpoint; `rlhls train ... --out <this>/train --resume` continues it).", ""]
+        for n in t.get("notes", []):
+            L.append(f"- {n}")
+        L += ["", "![reward curve](train/reward.png)", "", "### Time per phase", ""]
         tot = t.get("phases", {})
         s = sum(tot.values()) or 1.0
-        L.append(markdown_table(["phase (Table I)", "seconds", "% this run", "% seed, CPU only"],
-                                [[TABLE_I[k][0], f"{v:.2f}", f"{100 * v / s:.1f}",
-                                  "-" if TABLE_I[k][1] is None else f"{TABLE_I[k][1]:.2f}"]
-                                 for k, v in tot.items()]))
+        shares = rec.get("seed_phase_shares") or {}
+        head = ["phase", "seconds", "% this run"] + (["% seed's figure"] if shares else [])
+        L.append(markdown_table(head, [[shares.get(k, [k])[0], f"{v:.2f}", f"{100 * v / s:.1f}"]
+                                       + ([_g(shares.get(k, [k, None])[1], ".2f")] if shares else [])
+                                       for k, v in tot.items()]))
         L += ["", "![phases](phases.png)", ""]
     atomic_write_text(path, "\n".join(L).rstrip() + "\n")

@@ -50,7 +50,7 @@ __all__ = ["train", "csv_text", "atomic_write_bytes", "atomic_write_text", "read
 
 CHECKPOINT = "checkpoint.pkl"
 RUN_FILES = ["config.json", "metrics.csv", "episodes.csv", CHECKPOINT, "reward.png"]
-_IGNORED_ON_RESUME = ("steps",)
+_IGNORED_ON_RESUME = ("steps", "steps_trained")
 PLOT_EVERY_S = 30.0  # reward.png costs ~0.5-1.5 s: redrawn at most this often and after the last update
 
 
@@ -137,11 +137,14 @@ class _Progress:
 
 
 def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, progress: bool = True,
-          title: str = "", on_update=None) -> dict:
-    """Run (or resume) a training run in folder `out`; returns {'updates', 'env_steps', 'out'}.
+          title: str = "", on_update=None, notes: list | None = None) -> dict:
+    """Run (or resume) a training run in folder `out`; returns {'updates', 'env_steps', 'out',
+    'config', 'metrics', 'episodes'}.
 
     `make_trainer()` builds a fresh trainer; `config` (JSON-able) is written to config.json.
-    `on_update(update)` is called before each update (tests use it to simulate a kill)."""
+    `on_update(update)` is called before each update (tests use it to simulate a kill); `notes`
+    collects what the user should be told (steps rounded up to whole updates)."""
+    notes = [] if notes is None else notes
     out = Path(out)
     ckpt_path = out / CHECKPOINT
     config = dict(config, steps=int(steps))
@@ -160,6 +163,8 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
                              "or choose another --out")
         check_out(out, ours=lambda d: (d / "config.json").is_file() and (d / "metrics.csv").is_file())
     trainer = make_trainer()  # bad environments and parameters fail here, before anything is written
+    per = trainer.steps_per_update
+    config["steps_trained"] = max(1, math.ceil(steps / per)) * per  # whole updates
     if not resume:
         make_dirs(out)
         write_json(out / OWNER, {"command": "train", "files": RUN_FILES})
@@ -171,8 +176,10 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
                 ck = pickle.load(f)
             trainer.load_state_dict(ck["trainer"])
             update, env_steps, metrics, episodes = ck["update"], ck["env_steps"], ck["metrics"], ck["episodes"]
-        per = trainer.steps_per_update
         total_updates = max(1, math.ceil(steps / per))
+        if total_updates * per != steps:
+            notes.append(f"{steps} steps are {total_updates} whole updates of {per} steps: training "
+                         f"{total_updates * per} steps")
         bar = _Progress(total_updates * per, env_steps, progress)
         last_plot = time.perf_counter()
         try:
@@ -198,7 +205,8 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
             bar.close()
         if not metrics or not (out / "metrics.csv").exists():
             _write_outputs(out, metrics, episodes, title)
-        return {"updates": update, "env_steps": env_steps, "out": str(out)}
+        return {"updates": update, "env_steps": env_steps, "out": str(out), "config": config, "metrics": metrics,
+                "episodes": episodes}
     finally:
         trainer.close()
 

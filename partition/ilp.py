@@ -66,11 +66,9 @@ and never below the model's own lower bound (critical path with least latencies;
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import re
-import sys
 import tempfile
 import time
 import warnings
@@ -78,6 +76,7 @@ import pulp
 
 from rlhls.designs.errors import RlhlsError
 
+from .fileio import library_output
 from .heft import EPS, Problem, Schedule, baselines, heft, local_search, semi_active
 from .plan import Plan, utilisation
 
@@ -289,22 +288,6 @@ def solve(rows, edges, capacity=None, links=None, *, ps_cores=None, solver="cbc"
     return plan
 
 
-@contextlib.contextmanager
-def _native_stdout_to(path):
-    """Send what native code writes to file descriptor 1 to `path` (stdout stays ours: --json)."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    try:
-        with open(path, "wb") as f:
-            os.dup2(f.fileno(), 1)
-            try:
-                yield
-            finally:
-                os.dup2(saved, 1)
-    finally:
-        os.close(saved)
-
-
 def _run(problem: Problem, H: float, solver: str, time_limit, start: Schedule | None, ps_pairs: bool):
     """One solver run on the model at horizon H: (status, proven, schedule, bound, var)."""
     prob, var = _build(problem, H, ps_pairs=ps_pairs)
@@ -312,7 +295,7 @@ def _run(problem: Problem, H: float, solver: str, time_limit, start: Schedule | 
         _set_start(problem, var, start)
     with tempfile.TemporaryDirectory(prefix="rlhls-ilp-") as tmp:
         log = os.path.join(tmp, "cbc.log") if solver == "cbc" else None
-        with _native_stdout_to(os.path.join(tmp, "solver.out")):  # HiGHS prints a banner from C++
+        with library_output(os.path.join(tmp, "solver.out"), fds=(1,)):  # HiGHS prints a banner from C++
             prob.solve(_solver(solver, time_limit, log))
         if solver == "cbc":
             bound = _cbc_bound(log)

@@ -204,7 +204,7 @@ def gantt_png(plan: Plan, edges=()) -> bytes:
 PLAN_FILES = ("plan.json", "plan.csv", "gantt.png")
 
 
-def _plan_folder(folder: Path) -> bool:
+def plan_folder(folder: Path) -> bool:
     """A folder written by an rlhls before the ownership record: plan files only, a valid plan.json."""
     if not all(p.name in PLAN_FILES for p in folder.iterdir()):
         return False
@@ -220,8 +220,8 @@ def write_plan(plan: Plan, out_dir, rows=None, edges=(), *, force: bool = False)
     then published; a folder rlhls did not write is refused unless ``force``, which still deletes
     nothing of the user's)."""
     out_dir = Path(out_dir)
-    check_out(out_dir, force=force, ours=_plan_folder)
-    with staged_folder(out_dir, command="partition", ours=_plan_folder) as tmp:
+    check_out(out_dir, force=force, ours=plan_folder)
+    with staged_folder(out_dir, command="partition", ours=plan_folder) as tmp:
         atomic_write_text(tmp / "plan.json", json.dumps(plan.to_json(), indent=1) + "\n")
         atomic_write_text(tmp / "plan.csv", plan_csv(plan))
         atomic_write_bytes(tmp / "gantt.png", gantt_png(plan, edges))

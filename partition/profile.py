@@ -49,9 +49,9 @@ from rlhls.designs.kernels import KernelContext, kernels_for, unit_formats
 from rlhls.designs.kernels.dense import gemm_points
 from rlhls.designs.kernels.cost import aie_plio_pairs, pl_elementwise, ps_cost
 
-from .profile_io import RESOURCES, ProfileRow
+from .profile_io import RESOURCES, ProfileRow, write_profile
 
-__all__ = ["profile_design", "device_capacity", "device_links", "unit_formats", "PL_EW_POINTS"]
+__all__ = ["Profile", "profile_design", "device_capacity", "device_links", "unit_formats", "PL_EW_POINTS"]
 
 PL_EW_POINTS = (1, 4, 16, 64)
 ACT_KINDS = ("ReLU", "Tanh", "Sigmoid", "Softmax", "Identity")
@@ -96,17 +96,31 @@ def _generic_points(node, ctx):
             for pf in PL_EW_POINTS if pf == 1 or pf <= n_el]
 
 
-def profile_design(design, device=None, batch: int | None = None, *, graph=None) -> list[ProfileRow]:
+class Profile(list):
+    """ProfileRows of one design on one device (a list), with what the partitioner's reader needs
+    to know: ``design``, ``device`` and ``own`` ({node: unit} of nodes its own units implement)."""
+
+    def __init__(self, rows=(), design=None, device=None, own=None):
+        super().__init__(rows)
+        self.design, self.device, self.own = design, device, dict(own or {})
+
+    def write_csv(self, path) -> None:
+        write_profile(self, path)
+
+
+def profile_design(design, device=None, batch: int | None = None, *, graph=None) -> Profile:
     """Rows for every node x unit (x design point) of ``design``'s training graph at ``batch``
     (or of `graph`, that graph built already)."""
     design = _resolve_design(design)
     device = device if isinstance(device, Device) else get_device(device or design.device)
     graph = graph if graph is not None else build_graph(design, batch)
     ctx = KernelContext(design, graph, device)
-    rows: list[ProfileRow] = []
+    rows = Profile(design=design.name, device=device.id)
     for node in graph.nodes:
         chosen = {u: kernels_for(node, ctx, u) for u in ("PL", "AIE") if u in device.units}
         own = [u for u, ks in chosen.items() if any(not k.generic and ctx.spec(k.name, u) for k, _ in ks)]
+        if own:
+            rows.own[node.name] = own[0]
         if not own:
             rows.append(_row(node, "PS", ps_cost(node.flops, device, nbytes=node.bytes), "0"))
         for unit, ks in chosen.items():

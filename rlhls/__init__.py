@@ -1,3 +1,17 @@
-"""rlhls: an HLS design flow for training deep-RL agents on AMD/Xilinx SoCs."""
+"""rlhls: an HLS design flow for training deep-RL agents on AMD/Xilinx SoCs.
+
+``rlhls.Flow(design, out=...)`` carries one design through graph, profile, partition, build,
+train and report (rlhls/api.py); ``import rlhls.envs`` registers the environments.
+"""
 
 __version__ = "0.1.0"
+__all__ = ["Flow", "__version__"]
+
+
+def __getattr__(name):
+    # lazy: the subpackages (designs, partition, flow, host) import this package first
+    if name == "Flow":
+        from .api import Flow
+
+        return Flow
+    raise AttributeError(f"module 'rlhls' has no attribute {name!r}")

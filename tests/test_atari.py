@@ -1,4 +1,4 @@
-"""Atari (host/atari.py): CleanRL's wrapper stack, unclipped episodic returns, exact resume of
+"""Atari (host/envs/atari.py): CleanRL's wrapper stack, unclipped episodic returns, exact resume of
 DQN-Breakout and PPO-MsPacman, and --precision mixed smoke on both designs."""
 
 import json
@@ -12,7 +12,7 @@ from rlhls.designs.formats import parse_format
 from rlhls.designs.graph import build_graph
 from rlhls.designs.registry import get_design
 from rlhls.host.dqn import DQN, resolve_hyperparams as dqn_hyperparams
-from rlhls.host.atari import ATARI_BUFFER_CAP, is_atari, make_atari, replay_bytes
+from rlhls.host.envs.atari import ATARI_BUFFER_CAP, is_atari, make_atari, replay_bytes
 from rlhls.host.envs import EpisodeTracker, ReplayableVecEnv
 from rlhls.host.ppo import PPO
 from rlhls.host.runner import read_metrics, train

@@ -65,7 +65,7 @@ def test_cli_smoke(tmp_path, precision, monkeypatch):
 
 def test_cli_errors(tmp_path, capsys):
     assert cli_main(["train", *_args(tmp_path / "a", "fp32"), "--set", "noise=pink"]) == 2
-    assert "noise 'pink'" in capsys.readouterr().err
+    assert "noise = 'pink'" in capsys.readouterr().err
     assert cli_main(["train", *_args(tmp_path / "b", "fp32"), "--plan", str(tmp_path / "none.json")]) == 2
     assert cli_main(["train", *_args(tmp_path / "c", "fp32"), "--set", "policy_frequency=0"]) == 2
     assert cli_main(["train", *_args(tmp_path / "d", "fp32"), "--env", "CartPole-v1"]) == 2

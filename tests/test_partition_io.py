@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import pytest
 
 from rlhls.designs.errors import RlhlsError
-from rlhls.partition.cli_partition import add_partition_arguments, run_partition
+from rlhls.cli import build_parser
 from rlhls.partition.plan import read_plan
 from rlhls.partition.profile_io import (
     ProfileRow, check_inputs, read_capacity, read_graph, read_links, read_profile, write_profile,
@@ -35,15 +34,17 @@ def _write(tmp_path, name, text):
 
 
 def _args(tmp_path, *extra, profile=PROFILE, graph=GRAPH, capacity=CAPACITY, links=LINKS):
-    parser = argparse.ArgumentParser()
-    add_partition_arguments(parser)
-    argv = [str(_write(tmp_path, "p.csv", profile)), "--graph", str(_write(tmp_path, "g.csv", graph))]
+    argv = ["partition", str(_write(tmp_path, "p.csv", profile)), "--graph", str(_write(tmp_path, "g.csv", graph))]
     if capacity is not None:
         argv += ["--capacity", str(_write(tmp_path, "cap.csv", capacity))]
     if links is not None:
         argv += ["--links", str(_write(tmp_path, "l.csv", links))]
     argv += ["--out", str(tmp_path / "out"), *extra]
-    return parser.parse_args(argv)
+    return build_parser().parse_args(argv)
+
+
+def run_partition(args):
+    return args.func(args)
 
 
 def test_readers_and_roundtrip(tmp_path):

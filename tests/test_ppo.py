@@ -211,7 +211,7 @@ def test_pad_obs_and_hyperparameter_resolution():
         resolve_hyperparams(d, {"bogus": 1})
     with pytest.raises(RlhlsError, match="3..10"):
         resolve_hyperparams(d, {"quant_bits": "12"})
-    with pytest.raises(RlhlsError, match="1..5"):
+    with pytest.raises(RlhlsError, match="experiment = 7: expected 0..5"):
         resolve_hyperparams(d, {"experiment": "7"})
 
 

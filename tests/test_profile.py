@@ -1,6 +1,5 @@
 """Profiles of the registered designs, the `rlhls profile` command, and AP-DRL's partitioning trends."""
 
-import argparse
 import json
 import math
 
@@ -11,7 +10,7 @@ from rlhls.designs.errors import RlhlsError
 from rlhls.designs.graph import build_graph
 from rlhls.designs.registry import design_names, get_design
 from rlhls.partition.check import check_schedule
-from rlhls.partition.cli_profile import add_profile_arguments, run_profile
+from rlhls.cli import build_parser
 from rlhls.designs.kernels import KernelContext, kernels_for
 from rlhls.partition.profile import device_capacity, device_links, profile_design, unit_formats
 from rlhls.partition.profile_io import RESOURCES, read_profile
@@ -76,9 +75,11 @@ def test_capacity_and_links():
 
 
 def _args(argv):
-    p = argparse.ArgumentParser()
-    add_profile_arguments(p)
-    return p.parse_args(argv)
+    return build_parser().parse_args(["profile", *argv])
+
+
+def run_profile(args):
+    return args.func(args)
 
 
 def test_cli_writes_csv_read_back(tmp_path, capsys):

@@ -2,6 +2,10 @@
 
 import json
 
+import pytest
+
+from rlhls.designs.registry import get_design
+
 from rlhls.cli import main
 
 TINY = ["--steps", "128", "--env", "InvertedPendulum-v5", "--set", "num_envs=2", "--set", "num_steps=64",
@@ -20,8 +24,8 @@ def test_run_smoke_writes_the_whole_folder_and_never_clobbers(tmp_path, capsys):
     assert csim["gae"]["passed"] and all(c["passed"] for c in csim.values())
     assert json.loads((out / "plan" / "plan.json").read_text())["assignment"]["gae"] == "PL"  # HEPPO's GAE unit
     report = (out / "report.md").read_text()
-    for text in ("## Partition (ILP)", "## Build and C simulation", "| gae | gae |", "GAE Computation",
-                 "plan/gantt.png", "train/reward.png", "all kernel C simulations passed"):
+    for text in ("## Partition (ILP)", "## Build and checks", "| gae | gae | PL |", "GAE Computation",
+                 "plan/gantt.png", "train/reward.png", "every check passed", "experiment 5 of HEPPO-GAE Table III"):
         assert text in report, text
     assert rec["train"]["env_steps"] == 128 and rec["train"]["phases"]["env_run"] > 0
     # an existing run folder is refused without --resume; --resume continues it
@@ -37,3 +41,19 @@ def test_run_bad_input_writes_nothing(tmp_path, capsys):
     assert main(["run", "heppo-ppo", "--out", str(out), "--set", "quant_bits=12"]) == 2
     assert "quant_bits" in capsys.readouterr().err and not out.exists()
     assert main(["run", "cpp-trpo-ant", "--out", str(out)]) == 2 and not out.exists()
+
+
+@pytest.mark.parametrize("design,extra", [
+    ("apdrl-dqn-cartpole", ["--steps", "600", "--set", "learning_starts=300", "--set", "steps_per_update=300",
+                            "--set", "train_frequency=20"]),
+    ("apdrl-a2c-invpendulum", ["--steps", "80", "--set", "rollouts_per_update=1"]),
+])
+def test_run_every_algorithm(tmp_path, design, extra):
+    """`rlhls run` is the flow for every registered algorithm; the report speaks of the design's own seed."""
+    out = tmp_path / "run"
+    assert main(["run", design, "--out", str(out), "--quiet", *extra]) == 0
+    rec = json.loads((out / "run.json").read_text())
+    assert rec["ok"] and rec["algorithm"] == get_design(design).algorithm and rec["train"]["updates"] >= 2
+    report = (out / "report.md").read_text()
+    assert "AP-DRL" in report and "HEPPO" not in report and "every check passed" in report
+    assert (out / "train" / "metrics.csv").is_file() and (out / "build" / "manifest.json").is_file()

@@ -1,12 +1,11 @@
 """The training runner: run folder, checkpoints, exact resume after a kill, CLI, Humanoid smoke."""
 
-import argparse
 import json
 
 import pytest
 
 from rlhls.designs.errors import RlhlsError
-from rlhls.host.cli_train import add_train_arguments, run_train
+from rlhls.cli import build_parser
 from rlhls.host.runner import read_metrics
 from rlhls.partition.fileio import OWNER
 
@@ -15,9 +14,11 @@ TINY = ["--env", "InvertedPendulum-v5", "--num-envs", "2", "--num-steps", "64",
 
 
 def _args(*argv):
-    p = argparse.ArgumentParser()
-    add_train_arguments(p)
-    return p.parse_args(list(argv))
+    return build_parser().parse_args(["train", *argv])
+
+
+def run_train(args):
+    return args.func(args)
 
 
 def _spanning(episodes_csv, num_envs, boundary):
@@ -37,19 +38,19 @@ def test_killed_run_resumes_to_the_same_metrics(tmp_path):
     tiny = ["--env", "InvertedPendulum-v5", "--num-envs", "2", "--num-steps", "8", "--set", "num_minibatches=4",
             "--set", "update_epochs=2", "--quiet"]
     assert run_train(_args("heppo-ppo", "--steps", "64", "--out", str(full), *tiny)) == 0
-    from rlhls.host import cli_train, runner
+    from rlhls.host import train as T
 
     def kill(update):
         if update == 3:
             raise KeyboardInterrupt  # killed during update 3: updates 1-2 are checkpointed
 
-    orig = runner.train
+    orig = T.train
     try:
-        runner.train = lambda *a, **k: orig(*a, **k, on_update=kill)
+        T.train = lambda *a, **k: orig(*a, **{**k, "on_update": kill})
         with pytest.raises(KeyboardInterrupt):
-            cli_train.run_train(_args("heppo-ppo", "--steps", "64", "--out", str(cut), *tiny))
+            run_train(_args("heppo-ppo", "--steps", "64", "--out", str(cut), *tiny))
     finally:
-        runner.train = orig
+        T.train = orig
     assert len(read_metrics(cut / "metrics.csv")) == 2
     with pytest.raises(RlhlsError, match="--resume"):
         run_train(_args("heppo-ppo", "--steps", "64", "--out", str(cut), *tiny))
@@ -78,7 +79,7 @@ def test_run_folder_contents_and_bad_input(tmp_path):
     assert not [p for p in out.iterdir() if p.name.startswith(".") and p.name != OWNER]  # no temp files left
     with pytest.raises(RlhlsError, match="unknown PPO hyperparameter"):
         run_train(_args("heppo-ppo", "--out", str(tmp_path / "x"), "--set", "nope=1", *TINY))
-    with pytest.raises(RlhlsError, match="rlhls train runs PPO"):
+    with pytest.raises(RlhlsError, match="algorithm .trpo. has no trainer yet"):
         run_train(_args("cpp-trpo-ant", "--out", str(tmp_path / "y")))
     with pytest.raises(RlhlsError, match="no checkpoint"):
         run_train(_args("heppo-ppo", "--out", str(tmp_path / "z"), "--resume", *TINY))

@@ -15,8 +15,9 @@ one is an RlhlsError naming the package.
 2. ``EpisodicLife`` (CleanRL's / SB3's ``EpisodicLifeEnv``, chosen over gymnasium's
    ``terminal_on_life_loss``, which ends the *game* at the first lost life): a lost life returns
    ``terminated=True`` (the learner bootstraps nothing past it) but the game goes on; the
-   following ``reset()`` takes one no-op step instead of restarting. Every step sets
-   ``info['game_over']`` (the real end: ALE terminal or its frame limit).
+   following seedless ``reset()`` takes one no-op step instead of restarting. A reset with a
+   seed always starts a fresh game (``reset(seed=s)`` is deterministic, as gymnasium asks).
+   Every step sets ``info['game_over']`` (the real end: ALE terminal or its frame limit).
 3. ``FireReset`` where the game's action meanings include FIRE (Breakout; not MsPacman): after
    every reset (game or life) press FIRE then action 2, as SB3's ``FireResetEnv``.
 4. ``ClipReward``: the reward is ``sign(r)`` for learning; ``info['raw_reward']`` keeps the game
@@ -24,14 +25,19 @@ one is an RlhlsError naming the package.
 5. ``FrameStackObservation(4)``: observations ``uint8 (4, 84, 84)``, the stack refilled with
    the first frame on every reset.
 
-``envs.EpisodeTracker.step(rewards, dones, infos)`` uses ``raw_reward`` and ``game_over``:
-an episode in metrics.csv / episodes.csv is one game (all lives), its return the sum of raw
-scores, its length in agent steps (4 frames each; CleanRL's RecordEpisodeStatistics, below the
-frame skip, counts frames).
+Every wrapper records its constructor arguments (gymnasium's ``RecordConstructorArgs``), so
+``env.spec`` lists the whole stack in ``additional_wrappers`` and ``env.spec.make()`` (or
+``gym.make(env.spec)``) rebuilds it: same wrappers, same seeded rollouts.
 
-Resume: ``envs.ReplayableVecEnv`` keeps, per sub-env, the game's seed and every action since the
-game began, with the positions of life resets; ``restore`` replays the game (calling ``reset()``
-without a seed at each life reset, as the run did), at most 27 000 agent steps per sub-env.
+``EpisodeTracker.step(rewards, dones, infos)`` (host/envs/vector.py) uses ``raw_reward`` and
+``game_over``: an episode in metrics.csv / episodes.csv is one game (all lives), its return the
+sum of raw scores, its length in agent steps (4 frames each; CleanRL's RecordEpisodeStatistics,
+below the frame skip, counts frames).
+
+Resume: ``ReplayableVecEnv`` (host/envs/vector.py) keeps, per sub-env, the game's seed and every
+action since the game began, with the positions of life resets; ``restore`` replays the game
+(calling ``reset()`` without a seed at each life reset, as the run did), at most 27 000 agent
+steps per sub-env.
 ALE is deterministic given (seed, actions) with sticky actions off (v4 ids).
 
 Replay memory (DQN-Breakout's design asks CleanRL's ``buffer_size`` 1 000 000): host/dqn.py's
@@ -86,12 +92,13 @@ def is_atari(env_id: str) -> bool:
     return str(spec.entry_point) == _ALE_ENTRY
 
 
-class EpisodicLife(gym.Wrapper):
-    """Lost life -> terminated, game continues (one no-op step on the next reset); sets
-    ``info['game_over']``."""
+class EpisodicLife(gym.Wrapper, gym.utils.RecordConstructorArgs):
+    """Lost life -> terminated, game continues (one no-op step on the next seedless reset); sets
+    ``info['game_over']``. A seeded reset starts a fresh game."""
 
     def __init__(self, env):
-        super().__init__(env)
+        gym.utils.RecordConstructorArgs.__init__(self)
+        gym.Wrapper.__init__(self, env)
         self.lives = 0
         self.real_done = True
 
@@ -106,7 +113,8 @@ class EpisodicLife(gym.Wrapper):
         return obs, r, term, trunc, info
 
     def reset(self, **kwargs):
-        if self.real_done:
+        # a seed asks for that seed's game; without one (ReplayableVecEnv after a lost life) the game goes on
+        if self.real_done or kwargs.get("seed") is not None:
             obs, info = self.env.reset(**kwargs)
         else:  # lost a life: continue the game from where it is
             obs, _, term, trunc, info = self.env.step(0)
@@ -117,11 +125,12 @@ class EpisodicLife(gym.Wrapper):
         return obs, info
 
 
-class FireReset(gym.Wrapper):
+class FireReset(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Press FIRE (then action 2) after every reset: games that wait for it to start."""
 
     def __init__(self, env):
-        super().__init__(env)
+        gym.utils.RecordConstructorArgs.__init__(self)
+        gym.Wrapper.__init__(self, env)
         meanings = env.unwrapped.get_action_meanings()
         if len(meanings) < 3 or meanings[1] != "FIRE":
             raise RlhlsError(f"FireReset: action 1 of {env.spec.id if env.spec else env} is not FIRE")
@@ -137,8 +146,12 @@ class FireReset(gym.Wrapper):
         return obs, info
 
 
-class ClipReward(gym.Wrapper):
+class ClipReward(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """sign(reward) for learning; the game score in ``info['raw_reward']``."""
+
+    def __init__(self, env):
+        gym.utils.RecordConstructorArgs.__init__(self)
+        gym.Wrapper.__init__(self, env)
 
     def step(self, action):
         obs, r, term, trunc, info = self.env.step(action)

@@ -1,8 +1,10 @@
 """Gymnasium 1.x vector environments for the designs' env ids.
 
-``make_vec_env(env_id, num_envs, obs_size=None)`` builds a ``SyncVectorEnv`` of
-``gym.make(env_id)`` copies in **SAME_STEP autoreset mode**: when a sub-environment ends
-(terminated or truncated) in a step, that same step returns the first observation of the next
+``make_env(env_id)`` builds one environment as rlhls trains on it: the rlhls environments
+(host/envs/*.py, ``rlhls/...`` ids) registered first, Atari ids through CleanRL's wrapper stack
+(host/envs/atari.py), any other id through ``gym.make``. ``make_vec_env(env_id, num_envs)`` builds
+a ``SyncVectorEnv`` of ``make_env(env_id)`` copies in **SAME_STEP autoreset mode**: when a
+sub-environment ends (terminated or truncated) in a step, that same step returns the first observation of the next
 episode and puts the last observation in ``infos['final_obs']``. Every returned step is then a
 real transition, as CleanRL's loop expects (gymnasium 0.29 semantics). The gymnasium 1.x default,
 NEXT_STEP, instead returns the reset observation one step *later* with reward 0 and
@@ -27,7 +29,7 @@ records the seed of the current episode and the actions taken since its reset; `
 returns them (with the current observations) and ``restore(state)`` rebuilds the exact simulator
 state, TimeLimit counter and RNG by resetting each sub-env with its seed and replaying its actions
 (at most max_episode_steps per env; observations and rewards of the replay are discarded). Atari ids get CleanRL's wrapper stack
-(host/atari.py); there a lost life ends the *episode* (terminated) but not the game
+(host/envs/atari.py); there a lost life ends the *episode* (terminated) but not the game
 (``infos['game_over']`` False): the sub-env keeps its seed and action list and records the
 position in ``life_resets``, and ``restore`` replays the whole game, calling a seedless ``reset()``
 at those positions as the run did. This
@@ -47,15 +49,38 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from rlhls.designs.errors import RlhlsError
 
-__all__ = ["make_vec_env", "pad_obs", "NextStepFilter", "EpisodeTracker", "ReplayableVecEnv", "space_info"]
+__all__ = ["make_env", "make_vec_env", "pad_obs", "NextStepFilter", "EpisodeTracker", "ReplayableVecEnv",
+           "space_info"]
 
 
-def _make(env_id: str, kwargs: dict):
-    from .atari import is_atari, make_atari
+def _known(env_id: str) -> bool:
+    """Register what `env_id` may need (rlhls's environments, ale-py's ids); True for an Atari id."""
+    from .atari import is_atari
+    from .registry import register_environments
 
-    if is_atari(env_id):  # CleanRL's Atari wrapper stack (host/atari.py)
+    register_environments()
+    if not isinstance(env_id, str):
+        raise RlhlsError(f"environment id {env_id!r} is not a string")
+    try:
+        atari = is_atari(env_id)
+        gym.spec(env_id)
+    except RlhlsError:
+        raise
+    except Exception:
+        raise RlhlsError(f"unknown environment '{env_id}' (not registered with gymnasium)") from None
+    return atari
+
+
+def make_env(env_id: str, **kwargs):
+    """One environment as rlhls trains on it (a sub-env of ``make_vec_env``)."""
+    if _known(env_id):  # CleanRL's Atari wrapper stack (host/envs/atari.py)
+        from .atari import make_atari
+
         return make_atari(env_id, **kwargs)
-    return gym.make(env_id, **kwargs)
+    try:
+        return gym.make(env_id, **kwargs)
+    except gym.error.DependencyNotInstalled as e:
+        raise RlhlsError(f"environment '{env_id}': {str(e).splitlines()[0]}") from None
 
 
 def make_vec_env(env_id: str, num_envs: int, *, autoreset: str = "same_step", env_kwargs: dict | None = None):
@@ -63,20 +88,14 @@ def make_vec_env(env_id: str, num_envs: int, *, autoreset: str = "same_step", en
     'next_step', or 'disabled' = the caller resets ended sub-envs)."""
     if num_envs < 1:
         raise RlhlsError(f"environment '{env_id}': num_envs {num_envs} must be >= 1")
-    mode = {"same_step": AutoresetMode.SAME_STEP, "next_step": AutoresetMode.NEXT_STEP,
-            "disabled": AutoresetMode.DISABLED}[autoreset]
-    from .atari import is_atari
-
+    modes = {"same_step": AutoresetMode.SAME_STEP, "next_step": AutoresetMode.NEXT_STEP,
+             "disabled": AutoresetMode.DISABLED}
+    if autoreset not in modes:
+        raise RlhlsError(f"autoreset '{autoreset}' is not one of {', '.join(modes)}")
+    _known(env_id)
+    fns = [functools.partial(make_env, env_id, **dict(env_kwargs or {})) for _ in range(num_envs)]
     try:
-        is_atari(env_id)  # registers ale-py's ids when the id needs them
-        gym.spec(env_id)
-    except RlhlsError:
-        raise
-    except Exception:
-        raise RlhlsError(f"unknown environment '{env_id}' (not registered with gymnasium)") from None
-    fns = [functools.partial(_make, env_id, dict(env_kwargs or {})) for _ in range(num_envs)]
-    try:
-        return SyncVectorEnv(fns, autoreset_mode=mode)
+        return SyncVectorEnv(fns, autoreset_mode=modes[autoreset])
     except gym.error.DependencyNotInstalled as e:
         raise RlhlsError(f"environment '{env_id}': {str(e).splitlines()[0]}") from None
 
@@ -125,7 +144,7 @@ class NextStepFilter:
 class EpisodeTracker:
     """Raw episodic return and length per sub-env; ``step`` returns the episodes that ended.
 
-    With the vector env's ``infos`` (Atari, host/atari.py) it adds ``infos['raw_reward']`` (the
+    With the vector env's ``infos`` (Atari, host/envs/atari.py) it adds ``infos['raw_reward']`` (the
     unclipped score) and ends an episode only where ``infos['game_over']`` (not at a lost life)."""
 
     def __init__(self, num_envs: int):
@@ -185,7 +204,7 @@ class ReplayableVecEnv:
         obs, rew, term, trunc, info = self.envs.step(actions)
         obs = np.array(obs)
         done = np.logical_or(term, trunc)
-        # Atari lost life (host/atari.py EpisodicLife): the episode ends, the game goes on; its
+        # Atari lost life (host/envs/atari.py EpisodicLife): the episode ends, the game goes on; its
         # replay continues through a seedless reset() at this point
         cont = done & ~np.asarray(info["game_over"], dtype=bool) if "game_over" in info else np.zeros_like(done)
         acts = np.asarray(actions)

@@ -1,0 +1,10 @@
+"""Environments: the vector-env plumbing the trainers use (``vector``), CleanRL's Atari wrapper
+stack (``atari``), and rlhls's own gymnasium environments, one module each (``registry``
+registers them as ``rlhls/<Name>-v<k>``; ``import rlhls.envs`` or any ``make_env`` /
+``make_vec_env`` does it)."""
+
+from .registry import PLUMBING, environment_modules, register_environments, register_module
+from .vector import EpisodeTracker, NextStepFilter, ReplayableVecEnv, make_env, make_vec_env, pad_obs, space_info
+
+__all__ = ["make_env", "make_vec_env", "pad_obs", "NextStepFilter", "EpisodeTracker", "ReplayableVecEnv",
+           "space_info", "register_environments", "register_module", "environment_modules", "PLUMBING"]

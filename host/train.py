@@ -1,0 +1,136 @@
+"""Training a design: ``train_design(design, ...) -> Run``, for every registered algorithm.
+
+The design's algorithm comes from the registry (host/algorithms.py); its hyperparameters are
+resolved and validated first (defaults <- design <- ``config`` (YAML) <- ``overrides``), then the
+plan: with ``precision='mixed'`` every training-graph node computes in the format of the unit
+the plan gives it (host/mixed.py) — the ``plan`` given (a Plan or {node: unit}, checked against
+the design's graph at the algorithm's batch), the plan a resumed run recorded, or the design's
+plan solved in-process (``partition.partition_design`` at the algorithm's batch: DQN's and DDPG's
+batch size, A2C's num_envs x n_steps, PPO's minibatch). ``fp32`` runs every node on the PS;
+``fp64`` is PPO's float64 HEPPO path (no plan).
+
+The run folder (host/runner.py) defaults to ``runs/<design>-<env>-s<seed>[-e<experiment>]
+[-<precision>]`` (PPO's fp64 path has no precision part). ``steps`` defaults to the design's
+``total_timesteps`` (else 1e6) and is rounded up to whole updates, which the run says once.
+Everything is checked before anything is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rlhls.designs.errors import RlhlsError
+from rlhls.designs.graph import build_graph
+from rlhls.partition.fileio import library_output
+
+from .algorithms import get_algorithm
+from .runner import train
+
+__all__ = ["Run", "train_design", "check_seed", "default_out"]
+
+DEFAULT_STEPS = 1_000_000
+
+
+@dataclass
+class Run:
+    """A finished (or resumed and finished) training run."""
+
+    folder: Path
+    config: dict
+    metrics: list = field(default_factory=list)    # one dict per update
+    episodes: list = field(default_factory=list)   # (env_step, return, length)
+    updates: int = 0
+    env_steps: int = 0
+    notes: list = field(default_factory=list)      # what the user should know (rounded steps, no learning yet)
+
+    def to_json(self) -> dict:
+        rets = [e[1] for e in self.episodes]
+        w = min(1000, max(1, len(rets) // 10))
+        return {"folder": str(self.folder), "design": self.config.get("design"), "updates": self.updates,
+                "env_steps": self.env_steps, "episodes": len(rets),
+                "final_return": (sum(rets[-w:]) / w) if rets else None, "notes": list(self.notes)}
+
+
+def check_seed(seed) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2 ** 32:
+        raise RlhlsError(f"--seed {seed!r}: expected an integer 0 <= seed < 2**32")
+    return seed
+
+
+def default_out(design, env_id: str, seed: int, hp: dict) -> str:
+    parts = [f"{design.name}-{env_id.replace('/', '_')}-s{seed}"]
+    if "experiment" in hp:
+        parts.append(f"e{hp['experiment']}")
+    if hp.get("precision") and hp["precision"] != "fp64":
+        parts.append(hp["precision"])
+    return "runs/" + "-".join(parts)
+
+
+def train_design(design, *, out=None, steps: int | None = None, seed: int = 0, env_id: str | None = None,
+                 backend: str = "emu", precision: str | None = None, plan=None, overrides: dict | None = None,
+                 config: dict | None = None, resume: bool = False, progress: bool = True, say=None,
+                 on_update=None, plan_time_limit: float | None = 60.0, log=None) -> Run:
+    """Train `design` (a Design) into the run folder `out`; see the module docstring. `log`: a file
+    that takes what libraries print while the trainer builds its environments (the ALE's banner)."""
+    say = say or (lambda msg: None)
+    alg = get_algorithm(design.algorithm)
+    seed = check_seed(seed)
+    overrides = dict(overrides or {})
+    if precision is not None:
+        overrides["precision"] = precision
+    hp = alg.hyperparams(design, overrides, config)
+    env_id = env_id or design.env_id
+    out = Path(out or default_out(design, env_id, seed, hp))
+    mixed = hp.get("precision") == "mixed"
+    if plan is not None and not mixed:
+        raise RlhlsError(f"--plan: only with --precision mixed (this run is {hp.get('precision', 'fp32')}: "
+                         "no node follows a plan)")
+    assignment, plan_src = None, None
+    if mixed:
+        batch = alg.batch(hp)
+        old = out / "config.json"
+        if plan is not None:
+            from rlhls.partition.plan import check_plan
+
+            assignment = check_plan(plan, build_graph(design, batch))
+            plan_src = getattr(plan, "source", "") or "given"
+        elif resume and old.is_file():
+            try:
+                rec = json.loads(old.read_text())
+            except (OSError, ValueError):
+                rec = {}
+            if rec.get("plan_source") == "ilp" and isinstance(rec.get("plan"), dict):
+                assignment, plan_src = rec["plan"], "ilp"
+        if assignment is None:
+            from rlhls.partition.design_plan import partition_design
+
+            say(f"partitioning {design.name} at batch {batch} (profile + ILP) for mixed precision ...")
+            assignment, plan_src = dict(partition_design(design, batch=batch, time_limit=plan_time_limit).assignment), "ilp"
+    steps = int(steps or design.hyperparams.get("total_timesteps", DEFAULT_STEPS))
+    run_config = {"design": design.name, "algorithm": design.algorithm, "env": env_id, "seed": seed,
+                  "backend": backend, "hyperparams": hp}
+    if hp.get("precision", "fp64") != "fp64":  # PPO's float64 HEPPO path follows no plan
+        run_config.update(precision=hp["precision"], plan=assignment, plan_source=plan_src)
+    if "experiment" in hp:
+        run_config["experiment"] = hp["experiment"]
+    tag = "-".join(p for p in (f"e{hp['experiment']}" if "experiment" in hp else "",
+                               hp.get("precision", "") if hp.get("precision") != "fp64" else "") if p)
+
+    def make():
+        with library_output(log) if log is not None else contextlib.nullcontext():
+            return alg.trainer(design, env_id=env_id, seed=seed, backend=backend, hyperparams=hp,
+                               assignment=assignment)
+
+    notes = []
+    if hp.get("learning_starts", 0) >= steps:
+        notes.append(f"{steps} steps do not pass learning_starts = {hp['learning_starts']}: this run takes no "
+                     "gradient step (its returns are an untrained agent's)")
+    res = train(make, run_config, out, steps=steps, resume=resume, progress=progress, on_update=on_update,
+                title=f"{design.name} on {env_id} ({tag + ', ' if tag else ''}seed {seed})", notes=notes)
+    for n in notes:
+        say(n)
+    return Run(Path(res["out"]), res["config"], res["metrics"], res["episodes"], res["updates"], res["env_steps"],
+               notes)

@@ -1,0 +1,291 @@
+"""``rlhls.Flow``: one design through graph -> profile -> partition -> build (+ checks) -> train
+-> report, in memory.
+
+    import rlhls
+    flow = rlhls.Flow("apdrl-dqn-cartpole", out="runs/nb")
+    plan = flow.partition()             # Plan: .assignment, .makespan_us, .status, .gantt() -> Figure
+    build = flow.build(csim=True)       # .components [{name, kernel, unit, csim}], .passed
+    run = flow.train(steps=20_000)      # .metrics (one dict per update), .folder
+    flow.report()                       # report.md in out/
+
+Each step computes what it needs from the steps before it (once), returns an object
+(TrainingGraph, Profile, Plan, BuildResult, Run) and writes its files once into ``out``, never
+reading them back: ``graph.csv``, ``profile.csv``, ``plan/`` (plan.json, plan.csv, gantt.png),
+``build/`` (Vitis HLS components, ``aie/``, manifest.json), ``train/`` (the run folder),
+``report.md`` with ``phases.png`` and ``csim.png``, and ``run.json`` (the record of every step).
+What libraries print (hls4ml, the ALE, solvers) goes to ``flow.log`` unless ``verbose``.
+
+The plan is solved at the design's batch (the accelerator it sizes); a mixed-precision run
+trains under it. ``demo=True`` (``rlhls run`` without ``--full``) takes the design's demonstration
+budget (``Design.demo``: steps and hyperparameters that finish in minutes on 2 cores).
+
+``resume=True`` continues a flow folder (``run.json``): the graph and profile are recomputed,
+a finished partition is taken from its plan.json, the build is redone (its C simulations come
+from the cache) and training continues from its checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from datetime import datetime
+from pathlib import Path
+
+from rlhls.designs.devices import get_device
+from rlhls.designs.errors import RlhlsError
+from rlhls.designs.graph import build_graph
+from rlhls.designs.registry import get_design
+from rlhls.partition.fileio import OWNER, atomic_write_text, check_out, library_output, make_dirs, write_json
+
+__all__ = ["Flow", "RECORD"]
+
+RECORD = "run.json"
+DEMO_STEPS = 10_000  # a design without its own demonstration budget
+FULL_STEPS = 1_000_000
+
+
+class Flow:
+    """The design flow of one design, step by step or all at once (``run``); see the module docstring."""
+
+    def __init__(self, design, out=None, *, device=None, seed: int = 0, env_id: str | None = None,
+                 backend: str = "emu", precision: str | None = None, overrides: dict | None = None,
+                 config: dict | None = None, demo: bool = True, resume: bool = False, verbose: bool = False,
+                 quiet: bool = False, solver: str = "cbc", time_limit: float | None = 60.0):
+        from rlhls.host.algorithms import get_algorithm
+        from rlhls.host.backends import BACKENDS
+        from rlhls.host.train import check_seed
+
+        self.design = get_design(design) if isinstance(design, str) else design
+        self.device = get_device(device or self.design.device)
+        self.seed = check_seed(seed)
+        if backend not in BACKENDS:
+            raise RlhlsError(f"--backend {backend!r}: expected one of {', '.join(BACKENDS)}")
+        if time_limit is not None and not time_limit > 0:
+            raise RlhlsError(f"--time-limit {time_limit:g} must be > 0 seconds")
+        self.backend, self.env_id, self.verbose, self.quiet = backend, env_id, verbose, quiet
+        self.solver, self.time_limit = solver, time_limit
+        d = self.design.demo if demo else {}
+        self.overrides = {**d.get("set", {}), **(overrides or {})}
+        if precision is not None:
+            self.overrides["precision"] = precision
+        self.config = config
+        self.default_steps = int(d.get("steps", DEMO_STEPS) if demo else
+                                 self.design.hyperparams.get("total_timesteps", FULL_STEPS))
+        try:
+            self.algorithm = get_algorithm(self.design.algorithm)
+        except RlhlsError:
+            self.algorithm = None  # graph, profile, partition and build still work; train says why
+        # every hyperparameter is checked before anything is written
+        self.hyperparams = self.algorithm.hyperparams(self.design, self.overrides, config) if self.algorithm else {}
+        self.out = Path(out or f"runs/{self.design.name}-{datetime.now().strftime('%Y%m%d-%H%M%S')}").absolute()
+        self.resume = resume
+        self._check_out()
+        self._console = os.fdopen(os.dup(2), "w", buffering=1)  # progress stays on the console
+        self._graph = self._profile = self._plan = self._build = self._run = None
+        self.record = {"design": self.design.name, "seed_file": self.design.seed_file,
+                       "seed_title": self.design.seed_title, "algorithm": self.design.algorithm,
+                       "device": self.device.id, "batch": self.design.batch_size,
+                       "env": env_id or self.design.env_id, "backend": backend, "seed": self.seed,
+                       "precision": self.hyperparams.get("precision"), "demo": demo,
+                       "overrides": {k: str(v) for k, v in self.overrides.items()}, "stages": [], "failures": [],
+                       "notes": [], "ok": True}
+        if self.hyperparams.get("experiment") is not None and self.design.seed_figures.get("phase_shares"):
+            self.record["experiment_text"] = f"experiment {self.hyperparams['experiment']} of HEPPO-GAE Table III"
+        if self.design.seed_figures.get("phase_shares"):
+            self.record["seed_phase_shares"] = self.design.seed_figures["phase_shares"]
+        self._old = self._old_record() if resume else {}
+
+    # -- files
+    def _check_out(self) -> None:
+        rec = self.out / RECORD
+        if self.resume:
+            if not rec.is_file():
+                raise RlhlsError(f"--resume: '{self.out}' has no {RECORD} (not a folder written by rlhls run)")
+            return
+        if rec.is_file():
+            raise RlhlsError(f"--out '{self.out}' holds a run already: pass --resume to continue it, or choose "
+                             "another --out")
+        check_out(self.out, hint="choose another --out")
+
+    def _old_record(self) -> dict:
+        try:
+            old = json.loads((self.out / RECORD).read_text())
+        except (OSError, ValueError):
+            raise RlhlsError(f"--resume: '{self.out / RECORD}' is not a run record (not JSON)") from None
+        for k in ("design", "env", "backend", "seed", "demo", "overrides"):
+            if old.get(k) != self.record.get(k):
+                raise RlhlsError(f"--resume: '{self.out}' was run with a different {k} ({old.get(k)!r}, now "
+                                 f"{self.record.get(k)!r})")
+        return old
+
+    def _ensure_out(self) -> None:
+        if not (self.out / OWNER).is_file():
+            make_dirs(self.out)
+            write_json(self.out / OWNER, {"command": "run", "files": []})
+        self._save()
+
+    def _save(self) -> None:
+        write_json(self.out / RECORD, self.record)
+
+    def say(self, msg: str) -> None:
+        if not self.quiet:
+            print(msg, file=self._console, flush=True)
+
+    def _libraries(self):
+        return library_output(None if self.verbose else self.out / "flow.log", fds=() if self.verbose else (1, 2))
+
+    def _stage(self, name: str, output: str, fn):
+        self._ensure_out()
+        self.say(f"[{len(self.record['stages']) + 1}] {name} ...")
+        t0 = time.perf_counter()
+        result, status = fn()
+        dt = time.perf_counter() - t0
+        self.record["stages"] = [s for s in self.record["stages"] if s["stage"] != name]
+        self.record["stages"].append({"stage": name, "seconds": dt, "status": status, "output": output})
+        self.say(f"    {name}: {status} ({dt:.1f} s)")
+        self.record["ok"] = not self.record["failures"]
+        self._save()
+        return result
+
+    # -- the steps
+    def graph(self):
+        """The TrainingGraph of one step at the design's batch (``graph.csv``)."""
+        if self._graph is None:
+            def step():
+                g = build_graph(self.design)
+                atomic_write_text(self.out / "graph.csv", g.edges_csv(carry=True))
+                s = g.summary()
+                self.record["graph"] = {k: s[k] for k in ("nodes", "edges", "mm_nodes", "flops")}
+                return g, f"{s['nodes']} nodes, {s['edges']} edges"
+            self._graph = self._stage("training graph", "graph.csv", step)
+        return self._graph
+
+    def profile(self):
+        """Every node on every unit it may run on (a Profile of ProfileRows; ``profile.csv``)."""
+        if self._profile is None:
+            from rlhls.partition.profile import profile_design
+
+            graph = self.graph()
+
+            def step():
+                rows = profile_design(self.design, self.device, graph=graph)
+                rows.write_csv(self.out / "profile.csv")
+                return rows, f"{len(rows)} rows"
+            self._profile = self._stage("profile", "profile.csv", step)
+        return self._profile
+
+    def partition(self, *, solver: str | None = None, time_limit: float | None = None):
+        """The Plan (ILP; ``plan/``): a resumed flow takes the plan it solved."""
+        if self._plan is None:
+            from rlhls.partition.design_plan import partition_design
+            from rlhls.partition.plan import load_plan, write_plan
+
+            graph, rows = self.graph(), self.profile()
+
+            def step():
+                done = any(s["stage"] == "partition" for s in self._old.get("stages", []))
+                if done and (self.out / "plan" / "plan.json").is_file():
+                    plan = load_plan(self.out / "plan")
+                else:
+                    with self._libraries():
+                        plan = partition_design(self.design, self.device, graph=graph, rows=rows,
+                                                solver=solver or self.solver,
+                                                time_limit=time_limit if time_limit is not None else self.time_limit)
+                    write_plan(plan, self.out / "plan", edges=graph.all_edges())
+                own = {}
+                for node, unit in rows.own.items():
+                    own.setdefault(", ".join(k.name for k, _ in _kernels(self.design, graph, node, unit)), []).append(node)
+                self.record["plan"] = {"makespan_us": plan.makespan_us, "status": plan.status, "gap": plan.gap,
+                                       "solve_seconds": plan.solve_seconds, "units": plan.units,
+                                       "baselines": dict(plan.baselines), "own_units": own}
+                return plan, (f"makespan {plan.makespan_us:.6g} us ({plan.status}); "
+                              + ", ".join(f"{u} {n}" for u, n in plan.units.items()))
+            self._plan = self._stage("partition", "plan/", step)
+        return self._plan
+
+    def build(self, *, csim: bool = True, hls4ml: bool = True, part: str | None = None):
+        """The plan's components in ``build/`` with their checks (BuildResult)."""
+        from rlhls.flow.build import build_design
+
+        plan, graph = self.partition(), self.graph()
+
+        def step():
+            b = self.record["build"] = {"components": [], "aie": [], "host": [], "notes": [], "part": ""}
+            rows = self.record["csim"] = []
+            with self._libraries():
+                res = build_design(self.design, self.out / "build", plan=plan, graph=graph, csim=csim, part=part,
+                                   hls4ml=hls4ml, progress=lambda m: self.say(f"    {m}"))
+            b.update(components=[c.name for c in res.components], aie=list(res.aie["nodes"]), host=list(res.host),
+                     part=res.part, unmapped=dict(res.unmapped), notes=list(res.warnings))
+            for c in res.components:
+                cs = c.csim or {}
+                rows.append({"name": c.name, "kernel": c.kernel, "unit": c.unit, "nodes": list(c.nodes),
+                             "passed": cs.get("passed"), "seconds": cs.get("seconds"), "cached": cs.get("cached"),
+                             "detail": cs.get("detail", "")})
+            for a in res.aie.get("csim") or []:
+                rows.append({"name": a["kernel"], "kernel": "mm_aie", "unit": "AIE", "nodes": [a["node"]],
+                             "passed": a["passed"], "seconds": a.get("seconds"), "cached": a.get("cached"),
+                             "detail": a.get("detail", "")})
+            for r in rows:
+                if csim and not r["passed"]:
+                    self.record["failures"].append(f"check {r['name']}: {r['detail'] or 'not run'}")
+            checks = f", checks {'pass' if res.ok and all(r['passed'] for r in rows) else 'FAIL'}" if csim else ""
+            return res, f"{len(res.components)} PL component(s), {len(res.aie['nodes'])} AIE node(s){checks}"
+        self._build = self._stage("build --csim" if csim else "build", "build/", step)
+        return self._build
+
+    def train(self, *, steps: int | None = None, backend: str | None = None):
+        """Train on the host in ``train/`` (Run); continues its checkpoint when there is one."""
+        from rlhls.host.report import phase_totals, phases_figure, save_png
+        from rlhls.host.train import train_design
+
+        if self.algorithm is None:
+            raise RlhlsError(f"design '{self.design.name}': algorithm '{self.design.algorithm}' has no trainer yet")
+        plan = self.partition() if self.hyperparams.get("precision") == "mixed" else None
+        run_dir = self.out / "train"
+
+        def step():
+            run = train_design(self.design, out=run_dir, steps=steps or self.default_steps, seed=self.seed,
+                               env_id=self.env_id, backend=backend or self.backend, plan=plan,
+                               overrides=self.overrides, config=self.config,
+                               resume=(run_dir / "checkpoint.pkl").is_file(), progress=not self.quiet,
+                               say=lambda m: self.say(f"    {m}"),
+                               log=None if self.verbose else self.out / "flow.log")
+            self.record["train"] = {**run.to_json(), "phases": phase_totals(run.metrics), "notes": run.notes}
+            save_png(phases_figure(run.metrics, f"{self.design.name}: time per phase",
+                                   self.record.get("seed_phase_shares")), self.out / "phases.png")
+            return run, f"{run.updates} updates, {run.env_steps} steps"
+        self._run = self._stage("train", "train/", step)
+        return self._run
+
+    def report(self) -> Path:
+        """report.md (with csim.png) from what the flow did so far."""
+        from rlhls.host.report import csim_figure, save_png, write_report
+
+        def step():
+            save_png(csim_figure(self.record.get("csim", []), f"{self.design.name}: checks"), self.out / "csim.png")
+            write_report(self.out / "report.md", self.record)
+            return self.out / "report.md", "ok"
+        path = self._stage("report", "report.md", step)
+        write_report(path, self.record)  # again, with the report stage's own time
+        return path
+
+    def run(self, *, steps: int | None = None):
+        """Every step (``rlhls run``); returns the record."""
+        if self.algorithm is None:
+            raise RlhlsError(f"design '{self.design.name}': algorithm '{self.design.algorithm}' has no trainer yet; "
+                             "rlhls graph / profile / partition / build work for it")
+        self.graph()
+        self.profile()
+        self.partition()
+        self.build(csim=True)
+        self.train(steps=steps)
+        self.report()
+        return self.record
+
+
+def _kernels(design, graph, node: str, unit: str):
+    from rlhls.designs.kernels import KernelContext, kernels_for
+
+    return kernels_for(graph.node(node), KernelContext(design, graph), unit)

@@ -1,0 +1,3 @@
+from rlhls.cli import main
+
+raise SystemExit(main())

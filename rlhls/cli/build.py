@@ -1,0 +1,75 @@
+"""How it becomes hardware: ``build``."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from pathlib import Path
+
+from .common import print_json
+
+
+def register(sub) -> None:
+    s = sub.add_parser("build", help="emit Vitis HLS projects and AIE graph stubs; csim/synth/cosim",
+                       description="Emit the design's plan as Vitis HLS components (PL), an ADF graph (AIE), "
+                                   "system.cfg and manifest.json; --csim checks every component with g++ (and the "
+                                   "AIE kernels under the shim); --synth/--cosim run Vitis when it is on PATH. Exit "
+                                   "0 built (every check passed), 1 a check failed, 2 bad input.")
+    s.add_argument("design", metavar="DESIGN", help="a registered design (rlhls designs)")
+    s.add_argument("--out", metavar="DIR", help="build folder (default: build/<DESIGN>)")
+    s.add_argument("--plan", metavar="PLAN.json",
+                   help="partition plan (rlhls partition): PL nodes become HLS components, AIE nodes the AIE graph, "
+                        "PS nodes nothing (default: every node on PL)")
+    s.add_argument("--part", metavar="PART", help="AMD/Xilinx part (default: the design's device)")
+    s.add_argument("--clock", metavar="NS", type=float, help="PL clock period in ns (default: the design's)")
+    s.add_argument("--csim", action="store_true", help="compile and run every kernel's testbench with g++ and "
+                                                       "check the AIE kernels under the shim")
+    s.add_argument("--synth", action="store_true", help="run Vitis HLS synthesis (v++ or vitis_hls on PATH)")
+    s.add_argument("--cosim", action="store_true", help="run Vitis C/RTL co-simulation (implies synthesis)")
+    s.add_argument("--force", action="store_true",
+                   help="write into a non-empty --out that rlhls did not write (no file of yours is deleted)")
+    s.add_argument("--verbose", action="store_true", help="show what hls4ml and the compilers print")
+    s.add_argument("--json", action="store_true", help="print the result as JSON (no progress lines)")
+    s.set_defaults(func=cmd_build)
+
+
+def cmd_build(args) -> int:
+    from rlhls.flow.build import build_design
+    from rlhls.partition.fileio import library_output
+    from rlhls.partition.plan import load_plan
+
+    out = Path(args.out) if args.out else Path("build") / args.design
+    plan = load_plan(args.plan) if args.plan else None
+    console = os.fdopen(os.dup(2), "w", buffering=1)  # progress stays on the console
+    progress = None if args.json else (lambda msg: print(msg, file=console, flush=True))
+    with contextlib.nullcontext() if args.verbose else library_output(None):  # hls4ml's banners
+        res = build_design(args.design, out, plan=plan, part=args.part, clock_ns=args.clock, csim=args.csim,
+                           synth=args.synth, cosim=args.cosim, force=args.force, progress=progress)
+    if args.json:
+        print_json(res.to_json())
+        return 0 if res.ok else 1
+    for w in res.warnings:
+        print(f"rlhls: warning: {w}", file=sys.stderr)
+    print(f"{res.design}: {len(res.components)} PL component(s), {len(res.aie['nodes'])} AIE node(s), "
+          f"{len(res.host)} host node(s) -> {res.out}  (part {res.part}, clock {res.clock_ns} ns, "
+          f"{res.seconds:.1f} s)")
+    for c in res.components:
+        what = c.kernel or "hls4ml"
+        line = f"  {c.name:<28} {what:<16} top {c.top:<24} {len(c.nodes)} node(s)"
+        if c.folded:
+            line += f" + {len(c.folded)} folded"
+        if c.csim is not None:
+            line += f"  csim {'pass' if c.csim['passed'] else 'FAIL'}{' (cached)' if c.csim['cached'] else ''}"
+            if not c.csim["passed"]:
+                line += f": {c.csim['detail'].splitlines()[0] if c.csim['detail'] else ''}"
+        for s in c.vitis:
+            line += f"  {s['step']} {'pass' if s['passed'] else 'FAIL (see ' + s['log'] + ')'}"
+        print(line)
+    if res.aie["nodes"]:
+        print(f"  aie: {', '.join(res.aie['nodes'])}")
+        for a in res.aie.get("csim") or []:
+            print(f"    {a['kernel']:<40} check {'pass' if a['passed'] else 'FAIL'}: {a.get('detail', '')}")
+    if res.unmapped:
+        print(f"  unmapped (host): {', '.join(res.unmapped)}")
+    return 0 if res.ok else 1

@@ -1,0 +1,219 @@
+"""What rlhls knows: ``designs``, ``devices``, ``format``, ``kernels``, ``kernel``, ``algorithms``."""
+
+from __future__ import annotations
+
+from rlhls.designs.errors import RlhlsError
+
+from .common import print_json
+
+RESOURCE_KEYS = ("lut", "ff", "dsp", "bram36", "uram", "aie_tiles")
+
+
+def register(sub) -> None:
+    s = sub.add_parser("designs", help="list the registered designs",
+                       description="List registered designs: seed, algorithm, environment, networks layer by layer, "
+                                   "kernels, formats, parallelism and target device.")
+    s.add_argument("names", nargs="*", metavar="DESIGN", help="only these designs")
+    s.add_argument("--json", action="store_true", help="print JSON")
+    s.set_defaults(func=cmd_designs)
+
+    s = sub.add_parser("devices", help="list the device catalogue",
+                       description="Device catalogue: per unit (PS, PL, AIE) resources and clocks, each with its source.")
+    s.add_argument("names", nargs="*", metavar="DEVICE", help="only these devices (id, board or part)")
+    s.add_argument("--json", action="store_true", help="print JSON with the source of every figure")
+    s.set_defaults(func=cmd_devices)
+
+    s = sub.add_parser("format", help="parse numeric formats and show their C++ types",
+                       description="Parse formats: fixed<W,I[,Q[,O]]>, ufixed<W,I[,Q[,O]]>, fp32, fp16, bf16, uq<n>.")
+    s.add_argument("formats", nargs="+", metavar="FORMAT")
+    s.add_argument("--json", action="store_true", help="print JSON")
+    s.set_defaults(func=cmd_format)
+
+    s = sub.add_parser("kernels", help="list the kernels, their parameters and the graph nodes they implement",
+                       description="The kernel registry: every kernel's parameters, units and node kinds.")
+    s.add_argument("--json", action="store_true", help="print JSON")
+    s.set_defaults(func=cmd_kernels)
+
+    s = sub.add_parser("kernel", help="print one kernel's cycle/resource model",
+                       description="One kernel's cycle and resource model. With --design the parameters are the "
+                                   "design's (its KernelSpec, else the first graph node the kernel implements); "
+                                   "--set overrides them.")
+    s.add_argument("name", help="kernel (rlhls kernels)")
+    s.add_argument("--design", help="take the parameters, device and unit from this design")
+    s.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a parameter (repeatable), e.g. --set pf=4 --set storage=fp16")
+    s.add_argument("--unit", choices=("PS", "PL", "AIE"), help="unit to cost (default: the kernel's first)")
+    s.add_argument("--device", help="device id, board or part (default: the design's, else zcu106)")
+    s.add_argument("--json", action="store_true", help="print JSON")
+    s.set_defaults(func=cmd_kernel)
+
+    s = sub.add_parser("algorithms", help="list the training algorithms and their hyperparameters",
+                       description="The algorithm registry: per algorithm its hyperparameters (what --set and "
+                                   "--config take) with defaults, ranges and documentation.")
+    s.add_argument("names", nargs="*", metavar="ALGORITHM", help="only these algorithms")
+    s.add_argument("--json", action="store_true", help="print JSON")
+    s.set_defaults(func=cmd_algorithms)
+
+
+def cmd_designs(args) -> int:
+    from rlhls.designs.registry import design_names, get_design
+
+    names = args.names or design_names()
+    described = [get_design(n).describe() for n in names]
+    if args.json:
+        print_json(described)
+        return 0
+    for d in described:
+        print(f"{d['name']}  [{d['algorithm'].upper()}]  seed {d['seed_file']}")
+        print(f"  {d['seed_title']}")
+        print(f"  env        {d['env_id']}  obs {tuple(d['obs_shape'])}  actions {d['action_dim']} ({d['action_space']})")
+        clocks = ", ".join(f"{u} {c:g} MHz" for u, c in d["clocks_mhz"].items())
+        print(f"  device     {d['device']}  ({clocks})   batch {d['batch_size']}")
+        print("  formats    " + ", ".join(f"{k}={v}" for k, v in d["formats"].items()))
+        for net in d["networks"]:
+            extra = []
+            if net["target"]:
+                extra.append("target copy")
+            if net["input_from"]:
+                extra.append(f"input from {net['input_from']}")
+            extra.append(f"optimizer {net['optimizer']}")
+            print(f"  network    {net['name']} ({net['role']}): input {tuple(net['input_shape'])}, "
+                  f"{net['n_params']:,} params; {'; '.join(extra)}")
+            for layer in net["layers"]:
+                shape = f"{tuple(layer['in_shape'])} -> {tuple(layer['out_shape'])}"
+                detail = {k: v for k, v in layer.items() if k not in ("name", "kind", "in_shape", "out_shape", "params")}
+                detail_s = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in detail.items())
+                print(f"    {layer['name']:<14} {layer['kind']:<8} {shape:<28} {layer['params']:>9,} params  {detail_s}")
+        for k in d["kernels"]:
+            params = " ".join(f"{p}={v}" for p, v in {**k["params"], **k["notes"]}.items())
+            print(f"  kernel     {k['name']} on {k['unit']}: storage {k['storage']}, acc {k['acc']}; {params}")
+        for c in d["choices"]:
+            print(f"  choice     {c}")
+        print()
+    return 0
+
+
+def cmd_devices(args) -> int:
+    from rlhls.designs.devices import DEVICES, get_device
+
+    devices = [get_device(n) for n in args.names] if args.names else list(DEVICES.values())
+    if args.json:
+        print_json([d.describe() for d in devices])
+        return 0
+    for d in devices:
+        print(f"{d.id}  {d.board}  {d.part}  ({d.family})")
+        for unit in d.units.values():
+            res = ", ".join(f"{k} {v.value:,.0f}" for k, v in unit.resources.items())
+            print(f"  {unit.name:<4} {unit.description}; {unit.clock_mhz.value:g} MHz; {res}")
+        for note in d.notes:
+            print(f"  note: {note}")
+        print()
+    return 0
+
+
+def cmd_format(args) -> int:
+    from rlhls.designs.formats import parse_format
+
+    rows = []
+    for text in args.formats:
+        f = parse_format(text)
+        rows.append({"format": str(f), "kind": f.kind, "bits": f.bits, "cpp_type": f.cpp_type})
+    if args.json:
+        print_json(rows)
+    else:
+        for r in rows:
+            print(f"{r['format']:<28} {r['kind']:<8} {r['bits']:>3} bits  {r['cpp_type']}")
+    return 0
+
+
+def cmd_kernels(args) -> int:
+    from rlhls.designs.kernels import KERNELS
+
+    desc = [k.describe() for k in KERNELS.values()]
+    if args.json:
+        print_json(desc)
+        return 0
+    for d in desc:
+        print(f"{d['name']}: {d['summary']}")
+        print(f"  on {', '.join(d['units'])}; implements {', '.join(d['implements']) or '-'}"
+              f"{' (generic)' if d['generic'] else ''}; in {', '.join(d['inputs'])} -> out {', '.join(d['outputs'])}"
+              f"   [{d['source']}]")
+        for q in d["params"]:
+            extra = f" ({'|'.join(map(str, q['choices']))})" if q.get("choices") else ""
+            print(f"    {q['name']:<12} {q['kind']:<7} default {q['default']!s:<22} {q['doc']}{extra}")
+    return 0
+
+
+def kernel_report(name: str, sets=(), unit: str | None = None, device: str | None = None,
+                  design: str | None = None) -> dict:
+    """The kernel's parameters (the design's, then --set) and its cost on a unit of a device."""
+    from rlhls.designs.devices import get_device
+    from rlhls.designs.kernels import KernelContext, get_kernel
+    from rlhls.designs.kernels.base import Kernel
+
+    k = get_kernel(name)
+    params, source = {}, "the kernel's defaults"
+    if design is not None:
+        from rlhls.designs.registry import get_design
+
+        d = get_design(design)
+        ctx = KernelContext(d)
+        spec = next((s for s in d.kernels if s.name == name), None)
+        if spec is not None:
+            params, source = k.spec_params(spec), f"design {d.name}'s kernel spec"
+        else:
+            node = next((n for n in ctx.graph.nodes if n.kind in k.implements
+                         and k.node_params(n, ctx) is not None), None)
+            if node is None:
+                raise RlhlsError(f"--design {d.name}: kernel '{name}' implements no node of its training graph and "
+                                 "the design does not name it")
+            params, source = k.node_params(node, ctx), f"node {node.name} of design {d.name}"
+        device = device or d.device
+    params.update(Kernel.parse_assignments(sets))
+    p = k.resolve(params)
+    dev = get_device(device or "zcu106")
+    unit = unit or k.units[0]
+    c = k.cost(p, unit=unit, device=dev)
+    return {"kernel": name, "unit": unit, "device": dev.id, "params": p, "params_from": source, **c}
+
+
+def cmd_kernel(args) -> int:
+    rep = kernel_report(args.name, args.sets, args.unit, args.device, args.design)
+    if args.json:
+        print_json(rep)
+        return 0
+    print(f"{rep['kernel']} on {rep['unit']} of {rep['device']} (parameters: {rep['params_from']})")
+    print("  params      " + ", ".join(f"{k}={v}" for k, v in rep["params"].items()))
+    print(f"  cycles      {rep['cycles']:.0f}" if rep.get("cycles") is not None else "  cycles      -")
+    print(f"  latency     {rep['latency_us']:.3f} us")
+    if "throughput_el_per_s" in rep:
+        print(f"  throughput  {rep['throughput_el_per_s']:.4g} elements/s")
+    print(f"  memory      {rep['memory_bytes']} bytes")
+    print("  resources   " + "  ".join(f"{k} {rep['resources'].get(k, 0):.0f}" for k in RESOURCE_KEYS))
+    for st in rep.get("stages") or []:
+        print(f"  stage       {st}")
+    return 0
+
+
+def cmd_algorithms(args) -> int:
+    from rlhls.host.algorithms import algorithm_names, get_algorithm
+
+    algs = [get_algorithm(n) for n in (args.names or algorithm_names())]
+    desc = [{"name": a.name, "summary": a.summary, "trainer": a.trainer.__name__, "hyperparams": a.args.describe()}
+            for a in algs]
+    if args.json:
+        print_json(desc)
+        return 0
+    for d in desc:
+        print(f"{d['name']}: {d['summary']}")
+        for f in d["hyperparams"]:
+            rng = ""
+            if "low" in f or "high" in f:
+                rng = f" [{f.get('low', '')}..{f.get('high', '')}]"
+            for key, sym in (("above", ">"), ("below", "<")):
+                if key in f:
+                    rng += f" ({sym} {f[key]})"
+            ch = f" ({'|'.join(map(str, f['choices']))})" if f.get("choices") else ""
+            print(f"    {f['name']:<28} {f['type']:<12} default {f['default']!s:<10} {f['doc']}{rng}{ch}")
+        print()
+    return 0

@@ -1,0 +1,68 @@
+"""What every command shares: the one-line-error parser, count arguments, JSON output, --set /
+--config, progress on stderr."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from rlhls.designs.errors import RlhlsError
+
+EXIT_BAD_INPUT = 2
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error as one line (no usage dump) and exit code 2."""
+
+    def error(self, message):
+        # a subcommand names itself ("rlhls train: ..."); the root's errors are already "rlhls: ..."
+        raise RlhlsError(f"{self.prog}: {message}" if " " in self.prog else message)
+
+
+def positive_int(text: str) -> int:
+    """argparse type of every count option (batch, steps, seeds, jobs)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be >= 1")
+    return value
+
+
+def seed_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+    if not 0 <= value < 2 ** 32:
+        raise argparse.ArgumentTypeError(f"{value} must be an integer 0 <= seed < 2**32")
+    return value
+
+
+def print_json(obj) -> None:
+    json.dump(obj, sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")
+
+
+def say(quiet: bool = False):
+    if quiet:
+        return lambda msg: None
+    return lambda msg: print(msg, file=sys.stderr, flush=True)
+
+
+def add_hyperparams(parser) -> None:
+    """--set KEY=VALUE (repeatable) and --config FILE.yaml."""
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="sets",
+                        help="set a hyperparameter of the algorithm (repeatable; `rlhls algorithms` lists them)")
+    parser.add_argument("--config", metavar="FILE.yaml",
+                        help="hyperparameters from a YAML file (a mapping, or RL Zoo's {design: mapping}); --set wins")
+
+
+def hyperparams(args, design_name: str | None = None) -> tuple[dict, dict | None]:
+    """(overrides from --set, config from --config)."""
+    from rlhls.host.hyperparams import parse_sets, read_config
+
+    config = read_config(args.config, design_name) if getattr(args, "config", None) else None
+    return parse_sets(args.sets), config

@@ -1,0 +1,63 @@
+"""Many runs: ``experiment``."""
+
+from __future__ import annotations
+
+import argparse
+
+from rlhls.designs.errors import RlhlsError
+
+from .common import add_hyperparams, positive_int
+
+
+def _sizes(text):
+    from rlhls.host.apdrl_experiments import parse_sizes
+
+    try:
+        return parse_sizes(text)
+    except RlhlsError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def register(sub) -> None:
+    from rlhls.host.experiments import DEMO_SEEDS, DEMO_STEPS, EXPERIMENT_SETS
+
+    s = sub.add_parser("experiment", help="experiments: HEPPO-GAE Table III and bit sweep, AP-DRL Tables III and IV",
+                       description="Experiments of several runs (settings x seeds), each a run folder of its own, "
+                                   "summarised in tables and plots.")
+    s.add_argument("name", metavar="NAME", help=f"one of {', '.join(EXPERIMENT_SETS)}")
+    s.add_argument("--design", action="append", default=None,
+                   help="heppo-*: the PPO design (default heppo-ppo); apdrl-table3: a benchmark to run "
+                        "(repeatable; default all six)")
+    s.add_argument("--steps", type=positive_int, default=None,
+                   help=f"environment steps per run (default {DEMO_STEPS}, a demonstration)")
+    s.add_argument("--seeds", type=positive_int, default=None,
+                   help=f"seeds 0..K-1 (default {DEMO_SEEDS} for heppo-*, 3 for apdrl-table3)")
+    s.add_argument("--env", help="gymnasium env id (default: the design's)")
+    s.add_argument("--out", help="experiment folder (default runs/<name>)")
+    s.add_argument("--jobs", type=positive_int, default=1, help="training processes at once (default 1)")
+    s.add_argument("--backend", choices=("emu", "csim"), default="emu", help="kernel backend (default emu)")
+    s.add_argument("--full", action="store_true", help="the design's own rollout (heppo-ppo: 64 x 1024)")
+    add_hyperparams(s)
+    s.add_argument("--sizes", type=_sizes, default=None,
+                   help="apdrl-table4: hidden sizes H1xH2,... (default 64x64,400x300,4096x3072)")
+    s.add_argument("--repeats", type=positive_int, default=3,
+                   help="apdrl-table4: host timing repeats, best of (default 3)")
+    s.add_argument("--report", action="store_true",
+                   help="apdrl-table3: summarize the run folders in --out as they are (unfinished runs at "
+                        "their last episode) and train nothing")
+    s.add_argument("--quiet", action="store_true", help="no progress output")
+    s.add_argument("--json", action="store_true", help="print the summary rows as JSON at the end")
+    s.set_defaults(func=cmd_experiment)
+
+
+def cmd_experiment(args) -> int:
+    from rlhls.host.experiments import ExperimentOptions, run_experiment
+    from rlhls.host.hyperparams import parse_sets, read_config
+
+    overrides = read_config(args.config) if args.config else {}
+    overrides.update(parse_sets(args.sets))
+    opts = ExperimentOptions(name=args.name, design=args.design, steps=args.steps, seeds=args.seeds, env=args.env,
+                             out=args.out, jobs=args.jobs, backend=args.backend, full=args.full, overrides=overrides,
+                             sizes=args.sizes, repeats=args.repeats, report=args.report, quiet=args.quiet,
+                             json=args.json)
+    return run_experiment(opts)

@@ -1,0 +1,146 @@
+"""Where each piece runs: ``graph``, ``profile``, ``partition``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rlhls.designs.errors import RlhlsError
+
+from .common import positive_int, print_json
+
+
+def register(sub) -> None:
+    s = sub.add_parser("graph", help="print the training graph of a design",
+                       description="Print the DAG of one training step: per layer forward, target forward, backward "
+                                   "and update nodes, plus loss/GAE nodes, with FLOPs and bytes.")
+    s.add_argument("design", metavar="DESIGN")
+    s.add_argument("--batch", type=positive_int, default=None, help="batch size (default: the design's)")
+    s.add_argument("--json", action="store_true",
+                   help='print {"nodes": [...], "edges": [...]}; loop-carried edges have "carry": true')
+    s.add_argument("--csv", metavar="FILE",
+                   help="write the edges as src,dst,bytes,carry (the partitioner's graph CSV)")
+    s.set_defaults(func=cmd_graph)
+
+    s = sub.add_parser("profile", help="profile every training-graph node on every unit",
+                       description="Cost every training-graph node on every unit it may run on (the kernel that "
+                                   "implements it, else the generic models) and write the profile CSV.")
+    s.add_argument("design", help="registered design name (see `rlhls designs`)")
+    s.add_argument("--device", default=None, help="catalogue device (default: the design's)")
+    s.add_argument("--batch", type=positive_int, default=None, help="batch size (default: the design's)")
+    s.add_argument("--out", required=True, help="profile CSV to write")
+    s.add_argument("--json", action="store_true", help="print the rows as JSON")
+    s.set_defaults(func=cmd_profile)
+
+    s = sub.add_parser("partition", help="solve the PS/PL/AIE partition (ILP) of a profile",
+                       description="Solve the PS/PL/AIE partition (ILP) of a profile; write plan.json, plan.csv and "
+                                   "gantt.png into --out.")
+    s.add_argument("profile", help="profile CSV: node,unit,latency_us[,point][,lut,ff,dsp,bram36,uram,aie_tiles]")
+    s.add_argument("--graph", required=True, help="graph CSV: src,dst,bytes[,carry]")
+    src = s.add_mutually_exclusive_group(required=True)
+    src.add_argument("--device", help="take capacities and links from this device of the catalogue")
+    src.add_argument("--capacity", help="capacity CSV: unit,resource,capacity (PS cores as resource 'cores')")
+    s.add_argument("--links", help="links CSV: src_unit,dst_unit,latency_us,bytes_per_us (overrides the device's)")
+    s.add_argument("--solver", choices=("cbc", "highs"), default="cbc", help="MILP solver (default cbc)")
+    s.add_argument("--time-limit", type=float, default=None, help="solver time limit in seconds")
+    s.add_argument("--out", default="plan", help="output folder (default ./plan)")
+    s.add_argument("--force", action="store_true",
+                   help="write into a non-empty --out that rlhls did not write (no file of yours is deleted)")
+    s.add_argument("--json", action="store_true", help="print the plan as JSON")
+    s.set_defaults(func=cmd_partition)
+
+
+def _si(x: float) -> str:
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(x) >= scale:
+            return f"{x / scale:.2f} {unit}"
+    return f"{x:.0f} "
+
+
+def cmd_graph(args) -> int:
+    from rlhls.designs.graph import build_graph
+    from rlhls.designs.registry import get_design
+    from rlhls.partition.fileio import atomic_write_text
+
+    g = build_graph(get_design(args.design), args.batch)
+    if args.csv:
+        atomic_write_text(args.csv, g.edges_csv(carry=True))
+    if args.json:
+        data = g.to_json()
+        print_json({"nodes": data["nodes"], "edges": data["edges"]})
+        return 0
+    s = g.summary()
+    print(f"training graph of {g.design} at batch {g.batch}: {s['nodes']} nodes, {s['edges']} edges, "
+          f"{s['carry_edges']} loop-carried edges (weights to the next step)")
+    print(f"{'node':<34} {'kind':<10} {'FLOPs':>12} {'bytes':>12}  mm")
+    for n in g.nodes:
+        print(f"{n.name:<34} {n.kind:<10} {_si(n.flops) + 'FLOP':>12} {_si(n.bytes) + 'B':>12}  {'yes' if n.mm else ''}")
+    print(f"matrix-multiply nodes: {s['mm_nodes']}, {_si(s['mm_flops'])}FLOPs in all "
+          f"(smallest {_si(s['min_mm_flops'])}FLOPs, largest {_si(s['max_mm_flops'])}FLOPs); "
+          f"all nodes {_si(s['flops'])}FLOPs")
+    if args.csv:
+        print(f"edges written to {args.csv}")
+    return 0
+
+
+def cmd_profile(args) -> int:
+    from rlhls.designs.devices import get_device
+    from rlhls.designs.registry import get_design
+    from rlhls.partition.profile import profile_design
+
+    design = get_design(args.design)
+    device = get_device(args.device if args.device else design.device)
+    out = Path(args.out)
+    if out.is_dir():
+        raise RlhlsError(f"--out '{out}' is a folder; expected a CSV file path")
+    if not out.parent.exists():
+        raise RlhlsError(f"--out '{out}': folder '{out.parent}' does not exist")
+    rows = profile_design(design, device, args.batch)
+    rows.write_csv(out)
+    if args.json:
+        print_json([{"node": r.node, "unit": r.unit, "latency_us": r.latency_us, "point": r.point,
+                     "resources": dict(r.resources), "cycles": r.cycles, "flops": r.flops} for r in rows])
+    else:
+        nodes = len({r.node for r in rows})
+        units = sorted({r.unit for r in rows})
+        print(f"{design.name} on {device.id}: {len(rows)} rows for {nodes} nodes on {', '.join(units)} -> {out}")
+    return 0
+
+
+def cmd_partition(args) -> int:
+    from rlhls.partition.design_plan import device_inputs
+    from rlhls.partition.fileio import check_out
+    from rlhls.partition.ilp import solve
+    from rlhls.partition.plan import plan_folder, write_plan
+    from rlhls.partition.profile_io import check_inputs, read_capacity, read_graph, read_links, read_profile
+
+    if args.time_limit is not None and not args.time_limit > 0:
+        raise RlhlsError(f"--time-limit {args.time_limit:g} must be > 0 seconds")
+    check_out(Path(args.out), force=args.force, ours=plan_folder)  # before the solve
+    rows = read_profile(args.profile)
+    edges = read_graph(args.graph)
+    check_inputs(rows, edges, profile_name=str(args.profile), graph_name=str(args.graph))
+    if args.device:
+        capacity, links = device_inputs(args.device)
+        source = f"device {args.device}"
+    else:
+        capacity, links = read_capacity(args.capacity), {}
+        source = str(args.capacity)
+    if args.links:
+        links = read_links(args.links)
+    cores = capacity.get(("PS", "cores"))
+    plan = solve(rows, edges, capacity, links, ps_cores=int(cores) if cores else 1, solver=args.solver,
+                 time_limit=args.time_limit, source=source)
+    out = write_plan(plan, Path(args.out), edges=edges, force=args.force)
+    if args.json:
+        print_json(plan.to_json())
+        return 0
+    print(f"makespan {plan.makespan_us:.6g} us  status {plan.status}  gap {plan.gap:.2%}  "
+          f"solver {plan.solver} {plan.solve_seconds:.2f} s  PS cores {plan.ps_cores}")
+    for unit, u in plan.utilisation.items():
+        res = "  ".join(f"{k} {v:.1%}" for k, v in u.items() if k not in ("busy", "nodes"))
+        print(f"  {unit:<4} {u['nodes']:>3} nodes  busy {u['busy']:.1%}  {res}".rstrip())
+    for name, v in plan.baselines.items():
+        ratio = "" if v is None or plan.makespan_us <= 0 else f"  (x{v / plan.makespan_us:.2f})"
+        print(f"  baseline {name:<8} {'n/a' if v is None else f'{v:.6g} us'}{ratio}")
+    print(f"wrote {out / 'plan.json'}, {out / 'plan.csv'}, {out / 'gantt.png'}")
+    return 0

@@ -1,0 +1,55 @@
+"""The whole flow: ``run`` (``rlhls.Flow`` from the command line)."""
+
+from __future__ import annotations
+
+import time
+
+from .common import add_hyperparams, hyperparams, positive_int, print_json, seed_int
+
+
+def register(sub) -> None:
+    s = sub.add_parser("run", help="the whole flow: graph, profile, partition, build --csim, train, report",
+                       description="The whole flow of one design (any registered algorithm): training graph -> "
+                                   "profile -> ILP partition -> build with C simulation of every component -> "
+                                   "training -> report.md, in one run folder. Without --full a demonstration "
+                                   "budget that finishes in minutes. Exit 0 when every check passed, 1 when one "
+                                   "failed (the report names it), 2 for bad input.")
+    s.add_argument("design", help="design name (rlhls designs)")
+    s.add_argument("--steps", type=positive_int,
+                   help="environment steps (default: the design's demonstration budget; with --full its "
+                        "total_timesteps, else 1e6)")
+    s.add_argument("--out", help="run folder (default runs/<design>-<timestamp>)")
+    s.add_argument("--seed", type=seed_int, default=0)
+    s.add_argument("--env", help="gymnasium env id (default: the design's)")
+    s.add_argument("--backend", choices=("emu", "csim"), default="emu",
+                   help="what runs the plan's PL and AIE nodes in training (default emu)")
+    s.add_argument("--full", action="store_true",
+                   help="the design's own hyperparameters instead of the demonstration's")
+    add_hyperparams(s)
+    s.add_argument("--time-limit", type=float, default=60.0, help="ILP solver time limit in s (default 60)")
+    s.add_argument("--resume", action="store_true", help="continue the run in --out")
+    s.add_argument("--quiet", action="store_true", help="no progress output")
+    s.add_argument("--verbose", action="store_true", help="show what hls4ml, the ALE and the solvers print")
+    s.add_argument("--json", action="store_true", help="print the run's record as JSON at the end")
+    s.set_defaults(func=cmd_run)
+
+
+def cmd_run(args) -> int:
+    from rlhls.api import Flow
+    from rlhls.designs.registry import get_design
+
+    design = get_design(args.design)
+    overrides, config = hyperparams(args, design.name)
+    t0 = time.perf_counter()
+    flow = Flow(design, args.out, seed=args.seed, env_id=args.env, backend=args.backend, overrides=overrides,
+                config=config, demo=not args.full, resume=args.resume, verbose=args.verbose,
+                quiet=args.quiet or args.json, time_limit=args.time_limit)
+    rec = flow.run(steps=args.steps)
+    if args.json:
+        print_json(rec)
+    else:
+        print(f"{rec['design']}: {'ok' if rec['ok'] else 'FAILED'} in {time.perf_counter() - t0:.0f} s -> "
+              f"{flow.out / 'report.md'}")
+        for f in rec["failures"]:
+            print(f"  {f}")
+    return 0 if rec["ok"] else 1
