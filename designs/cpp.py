@@ -46,8 +46,9 @@ def _design(case: str, c: dict) -> Design:
         ),
         kernels=(
             KernelSpec("fvp", "PL", "fixed<27,4,RND,SAT>", "fixed<48,16,RND,SAT>",
-                       {"layers": [obs, *hidden, act], "parallelism": c["parallelism"], "blocks": "A-B-A-B"},
-                       "§III-E Fig. 2: odd layers Type A forward / Type B backward, even layers the reverse; Table I parallelism"),
+                       {"layers": [obs, *hidden, act], "parallelism": c["parallelism"]},
+                       "§III-E Fig. 2: odd layers Type A forward / Type B backward, even layers the reverse; Table I parallelism",
+                       notes={"blocks": "A-B-A-B"}),
         ),
         formats={"storage": "fixed<27,4,RND,SAT>", "acc": "fixed<48,16,RND,SAT>"},
         device="max4-5sgsd8",

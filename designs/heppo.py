@@ -34,8 +34,12 @@ def designs():
                            {"pes": 64, "lookahead": 2, "bits": 8, "trajectories": 64, "steps": 1024},
                            "§III-B/C, §V-D: 64 PEs, 2-step lookahead, 8-bit codewords, 64 trajectories x 1024 steps"),
                 KernelSpec("standardizer", "PL", "fp32", "fp32",
-                           {"rewards": "dynamic", "values": "block", "bits": 8},
-                           "§II-A/B: Welford dynamic standardization of rewards, block standardization of values"),
+                           {"rewards": "dynamic", "values": "block", "bits": 8, "lanes": 8},
+                           "§II-A/B/C: Welford dynamic standardization of rewards, block standardization of values, "
+                           "8-bit uniform codes",
+                           notes={"where": "the seed standardizes on the PS before the BRAM hand-off (§III-A); "
+                                           "here a PL unit (fp32 words, float64 statistics, fp32 per-element "
+                                           "standardization), 8 lanes per stream as our choice"}),
                 KernelSpec("dense_forward", "PL", "fp32", "fp32", {},
                            "§V-D: DNN inference on the systolic array of Meng et al. (FCCM 2020) at 285 MHz",
                            notes={"array": "systolic", "clock_mhz": 285}),

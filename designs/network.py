@@ -509,8 +509,10 @@ class Conv2d(_MMLayer):
             if p is None:
                 dx = col2im(dy2 @ w2.T, x.shape, kh, kw, self.stride)
             else:
-                dcols = dense(dy2, w2.T, in_fmt=p.storage, w_fmt=p.storage, acc_fmt=p.acc, out_fmt=p.acc)
-                dx = _q(p.storage, _q(p.acc, col2im(dcols, x.shape, kh, kw, self.stride)))
+                # the input-gradient kernel's patches (dense_backward: stored in p.storage), summed
+                # back into the image by the data mover (float64, one rounding to p.storage)
+                dcols = dense(dy2, w2.T, in_fmt=p.storage, w_fmt=p.storage, acc_fmt=p.acc, out_fmt=p.storage)
+                dx = _q(p.storage, col2im(dcols, x.shape, kh, kw, self.stride))
         return dx
 
 

@@ -14,6 +14,7 @@ def _registry() -> dict:
     out = {}
     for module in (heppo, cpp, fddpg, apdrl, traffic):
         for d in module.designs():
+            d.check_kernels()  # every kernel it names is registered and takes the parameters it gives
             out[d.name] = d
     return out
 

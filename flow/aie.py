@@ -1,19 +1,23 @@
 """AIE emission: an ADF project (graph, kernels, aie.cfg, Makefile) for the matrix-multiply nodes
-a plan places on the AI Engines, and a host check of the exact kernel sources under g++.
+a plan places on the AI Engines, at the plan's design points, and a host check of the exact kernel
+sources under g++; the same sources serve the csim backend of AIE nodes (``aie_gemm``).
 
-``emit_aie(design, nodes, out_dir, *, batch=None) -> list[Path]`` writes ``out_dir/aie/``:
+``emit_aie(design, nodes, out_dir, *, batch=None, graph=None, points=None) -> list[Path]`` writes
+``out_dir/aie/``:
 
-    graph.h            one ``adf::graph`` subclass per node (kernels, ``input_plio`` /
-                       ``output_plio``, ``connect<>`` nets, ``runtime<ratio>``, ``source()``)
-                       and a top graph ``rlhls_top`` holding them all
+    graph.h            one ``adf::graph`` subclass per node (kernel objects, ``input_plio`` /
+                       ``output_plio``, ``pktsplit`` / ``pktmerge``, ``connect<>`` nets,
+                       ``runtime<ratio>``, ``repetition_count``) and a top graph ``rlhls_top``
     graph.cpp          the top graph instance and ``main()`` (init / run / end) for x86sim / aiesim
-    kernels/mm_bf16.h  the bf16 ``aie::mmul<4, 8, 4>`` core every kernel calls
-    kernels/<node>.h/.cc   the node's kernel functions (``input_buffer`` / ``output_buffer`` with
-                       ``adf::extents``, cascade ports between K chunks)
+    kernels/mm_bf16.h  the bf16 ``aie::mmul<4, 8, 4>`` core: one K chunk of one output block
+    kernels/<node>.h/.cc   the node's kernel class (one object per tile; ``input_buffer`` packet in,
+                       ``output_async_buffer`` out, fp32 partial sums kept in the tile)
     aie.cfg, Makefile  ``v++ -c --mode aie`` compile (hw / x86sim) and the simulators
-    manifest.json      what was generated from what: shapes, chunks, grid, PLIO names and layouts
+    manifest.json      what was generated from what: per node its point, tiles, PLIOs, products
+                       (shape, chunk, grid), kernels (blocks, chunks per kernel); the totals and
+                       the device's capacity
 
-What a node computes (one kernel source per node; C = A . B [+ bias], all in bf16 with fp32
+What a node computes (one kernel class per node; C = A . B [+ bias], all in bf16 with fp32
 accumulation, AP-DRL §II-B: AIE-ML computes BF16):
 
     fwd / tfwd   y  = x . W + b                     A = x (batch x in), B = W (in x out)
@@ -23,42 +27,65 @@ accumulation, AP-DRL §II-B: AIE-ML computes BF16):
     / col2im and the bias gradient (a sum over the batch) stay with the data mover on PL / PS.
     Other nodes (activations, losses, updates, TRPO's fvp passes) raise RlhlsError.
 
+Design points (AP-DRL §IV-B/D; the profiler's ``mm_aie`` points ``t<tiles>p<plios>``, the ILP
+keeps their sum within the device). A node planned at ``tTpP`` gets at most T tiles and at most P
+PL->AIE plus P AIE->PL PLIOs (``points``; a node without one gets the smallest point, t1p1):
+
+* Chunks. Each product is cut into equal chunks (multiples of the 4x8x4 mmul block) whose tile
+  memory fits ``TILE_BUFFER_BYTES``: the packet (A, B, bias chunk) and the C block, both
+  double-buffered bf16, plus the block's fp32 partial sums. While the node has fewer output blocks
+  than T, the largest block is halved along M or N (so a point's tiles have work).
+* Time sharing. Output block j of the node (products in order, then row block, column block) goes
+  to tile j % T; a tile's kernel object computes its blocks one K chunk per invocation
+  (``repetition_count`` = its chunks per graph iteration): chunk 0 starts the fp32 accumulators at
+  the bias (or +0), later chunks continue from the partial sums kept in the tile's memory, and the
+  block's last chunk rounds to bf16 into the async output buffer (``async_repetition`` = its blocks).
+  No cascade: the K chunks of a block meet in one tile, in k order, so every bit is the same as a
+  single pass over k = 0 .. K-1. A bwd node's two products may share a tile (one class, both shapes).
+* Streams. The tiles use min(P, tiles) PLIO pairs: tile t on pair t * P // tiles; a pair serving
+  several tiles goes through ``pktsplit<n>`` / ``pktmerge<n>`` (n <= 32, so a node uses at most
+  32 x P tiles), one packet per chunk, the PL data mover sending each tile's chunks in turn.
+* Fit. The sums of tiles and PLIO pairs over the nodes must stay within the device
+  (``aie_tiles``, ``cost.aie_plio_pairs``); ``aie_fit`` (and ``emit_aie``) refuse a graph that does
+  not, with one RlhlsError line naming the node, the resource and the capacity.
+
 Accumulation order (kernels/mm_bf16.h, the shim ``vitis/aie_shim`` and ``aie_dense_reference`` agree
 on it bit for bit): acc = bf16 bias (or +0); for k = 0 .. K-1 in order: acc = fp32(acc + fp32(a*b));
 out = bf16(acc) (round to nearest even). Inside the kernel that is: per 4x4 output block, one
-``mac`` per 4x8x4 block over k in order (the shim's mac takes its 8 products in order); a layer split
-over several tiles along K passes the fp32 partial sums down a cascade chain, so the order is still
-k = 0 .. K-1. This is exactly ``arith.dense(x, w, b, in_fmt=BF16, acc_fmt=FP32, out_fmt=BF16)``
-(bias as the first accumulator value, one rounding per product and per add), so the two agree bit
-for bit on every input, signed zeros included: the K padding is -0.0 in A and +0.0 in B, and
-(-0)*(+0) = -0 leaves every IEEE sum unchanged. Caveat: real AIE-ML hardware sums the products of
-one mac in its own adder tree and flushes fp32 subnormals, so silicon may differ in the last bits;
-the shim defines the reference semantics (documented in vitis/aie_shim/aie_api/aie.hpp).
-
-Large layers. One AIE-ML tile has 64 KB of data memory; each kernel's buffers (A, B, bias, C chunks,
-double-buffered) are kept within ``TILE_BUFFER_BYTES``. A product that does not fit is split into a
-grid of equal chunks: rows of A (grid_m), columns of B (grid_n) and K (grid_k). The K chunks of one
-output block form a cascade chain (first: starts at the bias, mid: continues, last: rounds to bf16).
-An A chunk is broadcast from one PLIO to every column kernel, a B chunk to every row kernel. Not done
-(documented limitation): packing the many PLIOs of a big grid (e.g. 3136x512) into memory-tile DMAs
-or packet switching; the emitted graph is functionally complete but may exceed the device's PLIO
-count, which ``manifest.json`` reports.
+``mac`` per 4x8x4 block over k in order (the shim's mac takes its 8 products in order), chunk after
+chunk through the fp32 partial sums. This is exactly ``arith.dense(x, w, b, in_fmt=BF16,
+acc_fmt=FP32, out_fmt=BF16)`` (bias as the first accumulator value, one rounding per product and per
+add), so the two agree bit for bit on every input, signed zeros and subnormals included: the K
+padding is -0.0 in A and +0.0 in B, and (-0)*(+0) = -0 leaves every IEEE sum unchanged. Caveat: real
+AIE-ML hardware sums the products of one mac in its own adder tree and flushes fp32 subnormals, so
+silicon may differ in the last bits; the shim defines the reference semantics (documented in
+vitis/aie_shim/aie_api/aie.hpp). Not compiled here: graph.h (only the AIE compiler reads it).
 
 ``check_aie(out_dir) -> list[dict]`` compiles each node's kernel source with g++ against the shim
 (``rlhls.flow.toolchain.compile_cpp``, content-hash cache) together with a generated harness that
-plays the data mover (chunking, padding, cascade FIFOs), feeds random bf16 data and compares the
-result with ``aie_dense_reference`` bit for bit: one dict per kernel function.
+plays the time-shared data mover (chunking, padding, the tiles' turns on the shared PLIOs, the
+release of each block at its last chunk), feeds random bf16 data and compares the result with
+``aie_dense_reference`` bit for bit: one dict per product.
+
+``aie_gemm(a, b, bias=None, *, a_transposed=False, b_transposed=False, point=None, cache_dir=None)``
+runs one product through the same kernel sources (rendered for that shape as ``emit_aie`` renders
+a node) and the same harness, built as a shared library (C ABI ``rlhls_aie_run``) and called
+through ctypes: compiled once per shape (content-hash cache under ``cache_dir``, else
+``flow.paths.cache_dir()/aie``), loaded once per shape per process. The csim backend of AIE nodes.
 """
 
 from __future__ import annotations
 
+import ctypes
+import hashlib
 import json
 import os
 import re
 import shutil
 import subprocess
 import tempfile
-from dataclasses import asdict, dataclass, field
+import threading
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -67,14 +94,15 @@ from rlhls.designs.errors import RlhlsError
 from rlhls.designs.formats import BF16, FP32, parse_format
 from rlhls.designs.graph import build_graph
 
-__all__ = ["emit_aie", "aie_fit", "check_aie", "aie_dense_reference", "plan_chunks", "node_gemms", "GemmSpec",
-           "TILE_BUFFER_BYTES", "MMUL_SHAPE", "random_bf16",
+__all__ = ["emit_aie", "aie_fit", "check_aie", "aie_gemm", "aie_dense_reference", "plan_chunks", "node_gemms",
+           "GemmSpec", "TILE_BUFFER_BYTES", "MMUL_SHAPE", "MAX_PKT_FANOUT", "random_bf16",
            "order_sensitive_operands"]
 
 MMUL_SHAPE = (4, 8, 4)  # aie::mmul<M, K, N, bfloat16, bfloat16> on AIE-ML
-TILE_BUFFER_BYTES = 48 * 1024  # of a tile's 64 KB: all buffers x2 (ping-pong); rest stack / heap
+TILE_BUFFER_BYTES = 48 * 1024  # of a tile's 64 KB: buffers (x2, ping-pong) + fp32 partial sums; rest stack / heap
 RUNTIME_RATIO = 0.9  # one kernel per tile
 PLIO_WIDTH = "adf::plio_64_bits"  # 4 bf16 per beat
+MAX_PKT_FANOUT = 32  # pktsplit<n> / pktmerge<n>: n <= 32 (UG1079)
 
 
 def _vitis_dir() -> Path:
@@ -103,30 +131,50 @@ class GemmSpec:
     grid_m: int = 1
     grid_k: int = 1
     grid_n: int = 1
-    roles: list = field(default_factory=list)
 
     @property
-    def kernels(self) -> int:
-        return self.grid_m * self.grid_k * self.grid_n
+    def tag(self) -> str:  # y, dx, dw, c: the product's name inside its node
+        return self.fn.rsplit("_", 1)[-1]
+
+    @property
+    def blocks(self) -> int:
+        return self.grid_m * self.grid_n
+
+    @property
+    def chunks(self) -> int:
+        return self.blocks * self.grid_k
+
+    @property
+    def packet_words(self) -> int:
+        return self.mc * self.kc + self.kc * self.nc + (self.nc if self.bias else 0)
+
+    def to_json(self) -> dict:
+        return dict(asdict(self), tag=self.tag, blocks=self.blocks, chunks=self.chunks,
+                    packet_words=self.packet_words)
 
 
 def _ceil_to(v: int, unit: int) -> int:
     return max(unit, -(-v // unit) * unit)
 
 
-def plan_chunks(M: int, K: int, N: int, bias: bool, budget_bytes: int = TILE_BUFFER_BYTES):
-    """Chunk (mc, kc, nc), multiples of the 4x8x4 mmul block, whose buffers fit one tile.
+def _tile_bytes(packet_words: int, out_words: int) -> int:
+    """Tile data memory of a kernel: packet and C block double-buffered in bf16, fp32 partial sums."""
+    return 2 * 2 * packet_words + 2 * 2 * out_words + 4 * out_words
 
-    Halves, one at a time, the dimension whose halving saves the most buffer bytes (ties: N, M, K,
-    so cascades are the last resort) until 2 x 2 bytes x (A + B + bias + C) <= budget.
+
+def plan_chunks(M: int, K: int, N: int, bias: bool, budget_bytes: int = TILE_BUFFER_BYTES):
+    """Chunk (mc, kc, nc), multiples of the 4x8x4 mmul block, whose tile memory fits the budget:
+    2 x 2 bytes x (A + B + bias + C) + 4 bytes x C (the fp32 partial sums).
+
+    Halves, one at a time, the dimension whose halving saves the most bytes (ties: N, M, K) until
+    the chunk fits.
     """
     um, uk, un = MMUL_SHAPE
     c = {"m": _ceil_to(M, um), "k": _ceil_to(K, uk), "n": _ceil_to(N, un)}
     unit = {"m": um, "k": uk, "n": un}
 
     def nbytes(d):
-        e = d["m"] * d["k"] + d["k"] * d["n"] + (d["n"] if bias else 0) + d["m"] * d["n"]
-        return 2 * 2 * e
+        return _tile_bytes(d["m"] * d["k"] + d["k"] * d["n"] + (d["n"] if bias else 0), d["m"] * d["n"])
 
     while nbytes(c) > budget_bytes:
         best = None
@@ -138,10 +186,40 @@ def plan_chunks(M: int, K: int, N: int, bias: bool, budget_bytes: int = TILE_BUF
             saved = nbytes(c) - nbytes(trial)
             if best is None or saved > best[0]:
                 best = (saved, trial)
-        if best is None:  # cannot happen: a single 4x8x4 block is tiny
+        if best is None:
             raise RlhlsError(f"AIE chunking: {M}x{K}x{N} does not fit {budget_bytes} bytes per tile")
         c = best[1]
     return c["m"], c["k"], c["n"]
+
+
+def _set_grid(g: GemmSpec) -> None:
+    g.grid_m, g.grid_k, g.grid_n = -(-g.M // g.mc), -(-g.K // g.kc), -(-g.N // g.nc)
+
+
+def _chunk_node(gemms: list, tiles: int) -> None:
+    """Chunks of a node's products: one kernel class serves them all, so its packet and block
+    buffers are the largest of them and must fit together; then blocks are split (M or N) until
+    the node has `tiles` output blocks or they are single 4x4 blocks."""
+    budget = TILE_BUFFER_BYTES
+    while True:
+        for g in gemms:
+            g.mc, g.kc, g.nc = plan_chunks(g.M, g.K, g.N, g.bias, budget)
+        if _tile_bytes(max(g.packet_words for g in gemms), max(g.mc * g.nc for g in gemms)) <= TILE_BUFFER_BYTES:
+            break
+        budget = budget * 3 // 4
+    for g in gemms:
+        _set_grid(g)
+    um, _, un = MMUL_SHAPE
+    while sum(g.blocks for g in gemms) < tiles:
+        cands = [g for g in gemms if g.mc > um or g.nc > un]
+        if not cands:
+            break
+        g = max(cands, key=lambda s: s.mc * s.nc)
+        if g.nc >= g.mc and g.nc > un:
+            g.nc = _ceil_to(-(-g.nc // 2), un)
+        else:
+            g.mc = _ceil_to(-(-g.mc // 2), um)
+        _set_grid(g)
 
 
 def _cname(node: str) -> str:
@@ -204,66 +282,111 @@ def node_gemms(design, graph, node_name: str, nets=None) -> list[GemmSpec]:
     return out
 
 
-def _plan(g: GemmSpec) -> GemmSpec:
-    g.mc, g.kc, g.nc = plan_chunks(g.M, g.K, g.N, g.bias)
-    g.grid_m, g.grid_k, g.grid_n = (-(-g.M // g.mc), -(-g.K // g.kc), -(-g.N // g.nc))
-    g.roles = ["single"] if g.grid_k == 1 else (["first", "last"] + (["mid"] if g.grid_k > 2 else []))
-    return g
+# ------------------------------------------------------------------ design points and the fit
+
+_POINT = re.compile(r"t(\d+)p(\d+)")
 
 
-def _role(ki: int, nk: int) -> str:
-    if nk == 1:
-        return "single"
-    return "first" if ki == 0 else ("last" if ki == nk - 1 else "mid")
+def _smallest_point() -> str:
+    from rlhls.designs.kernels.mm_aie import AIE_PLIO_POINTS, AIE_TILE_POINTS
+    return f"t{AIE_TILE_POINTS[0]}p{AIE_PLIO_POINTS[0]}"
 
 
-def _graph_of(node_name: str, gemms: list) -> dict:
-    """Kernels, PLIOs and nets of one node's subgraph (all names global: prefixed by the node)."""
-    kernels, inputs, outputs, nets = [], [], [], []
-    idx = {}
-    for g in gemms:
-        for mi in range(g.grid_m):
-            for ni in range(g.grid_n):
-                for ki in range(g.grid_k):
-                    idx[(g.fn, mi, ni, ki)] = len(kernels)
-                    kernels.append({"fn": f"{g.fn}_{_role(ki, g.grid_k)}", "gemm": g.fn, "mi": mi, "ni": ni,
-                                    "ki": ki})
-        a_ports, b_ports, bias_ports = {}, {}, {}
-        for mi in range(g.grid_m):
-            for ki in range(g.grid_k):
-                a_ports[(mi, ki)] = len(inputs)
-                inputs.append({"name": f"{g.fn}_a_m{mi}_k{ki}", "what": "A chunk"})
-        for ki in range(g.grid_k):
-            for ni in range(g.grid_n):
-                b_ports[(ki, ni)] = len(inputs)
-                inputs.append({"name": f"{g.fn}_b_k{ki}_n{ni}", "what": "B chunk"})
-        if g.bias:
-            for ni in range(g.grid_n):
-                bias_ports[ni] = len(inputs)
-                inputs.append({"name": f"{g.fn}_bias_n{ni}", "what": "bias chunk"})
-        for mi in range(g.grid_m):
-            for ni in range(g.grid_n):
-                o = len(outputs)
-                outputs.append({"name": f"{g.fn}_c_m{mi}_n{ni}", "what": "C chunk"})
-                for ki in range(g.grid_k):
-                    k = idx[(g.fn, mi, ni, ki)]
-                    # kernel ports in signature order: in: a, b, [bias | cin]; out: c | cout
-                    nets.append((f"in[{a_ports[(mi, ki)]}].out[0]", f"k[{k}].in[0]"))
-                    nets.append((f"in[{b_ports[(ki, ni)]}].out[0]", f"k[{k}].in[1]"))
-                    if ki == 0 and g.bias:
-                        nets.append((f"in[{bias_ports[ni]}].out[0]", f"k[{k}].in[2]"))
-                    if ki > 0:
-                        nets.append((f"k[{idx[(g.fn, mi, ni, ki - 1)]}].out[0]", f"k[{k}].in[2]"))
-                    if ki == g.grid_k - 1:
-                        nets.append((f"k[{k}].out[0]", f"out[{o}].in[0]"))
-    return {"kernels": kernels, "inputs": inputs, "outputs": outputs, "nets": nets}
+def _parse_point(node: str, point, caps: dict | None, dev_id: str = "") -> tuple[int, int]:
+    m = _POINT.fullmatch(str(point).strip())
+    if m is None or int(m.group(1)) < 1 or int(m.group(2)) < 1:
+        raise RlhlsError(f"AIE emission: node '{node}': design point {point!r} is not of the form "
+                         f"t<tiles>p<plios> with both >= 1 (e.g. t16p8)")
+    t, p = int(m.group(1)), int(m.group(2))
+    if p > 2 * t:
+        raise RlhlsError(f"AIE emission: node '{node}': design point {point} asks for {p} PL<->AIE stream pairs "
+                         f"for {t} tile(s); at most two per tile ({2 * t})")
+    if caps is not None:
+        if t > caps["tiles"]:
+            raise RlhlsError(f"AIE emission: node '{node}': design point {point} asks for {t} AIE tiles, over the "
+                             f"{caps['tiles']} of {dev_id}")
+        if p > caps["plio"]:
+            raise RlhlsError(f"AIE emission: node '{node}': design point {point} asks for {p} PL<->AIE stream pairs "
+                             f"(PLIOs), over the {caps['plio']} of {dev_id}")
+    return t, p
 
 
-def _env():
-    import jinja2
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(_vitis_dir() / "aie")),
-                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                              trim_blocks=False, lstrip_blocks=False)
+def _node_json(name: str, gemms: list, point: str, t: int, p: int) -> dict:
+    """One node's layout on the AIE (the manifest entry; every template renders from it)."""
+    cname = _cname(name)
+    _chunk_node(gemms, t)
+    jobs = sum(g.blocks for g in gemms)
+    tiles = min(t, jobs, MAX_PKT_FANOUT * p)
+    pairs = min(p, tiles)
+    kernels = []
+    for i in range(tiles):
+        blocks, j0 = [], 0
+        for g in gemms:  # blocks j0 .. j0 + g.blocks - 1 of the node; tile i takes those with j % tiles == i
+            blocks.append(len(range((i - j0) % tiles + j0, j0 + g.blocks, tiles)))
+            j0 += g.blocks
+        kernels.append({"tile": i, "plio": i * pairs // tiles, "blocks": blocks,
+                        "chunks": sum(n * g.grid_k for n, g in zip(blocks, gemms))})
+    groups = [{"plio": q, "tiles": [k["tile"] for k in kernels if k["plio"] == q]} for q in range(pairs)]
+    packet = max(g.packet_words for g in gemms)
+    out = max(g.mc * g.nc for g in gemms)
+    chunks = [k["chunks"] for k in kernels]
+    return {
+        "name": name, "cname": cname, "cls": f"{cname}_tile", "point": point,
+        "tiles": tiles, "plio_pairs": pairs,
+        "summary": "; ".join(g.what for g in gemms),
+        "gemms": [g.to_json() for g in gemms],
+        "packet_words": packet, "out_words": out, "tile_bytes": _tile_bytes(packet, out),
+        "chunks_per_kernel": {"min": min(chunks), "max": max(chunks)},
+        "kernels": kernels, "groups": groups,
+        "plio_inputs": [f"{cname}_in{q}" for q in range(pairs)],
+        "plio_outputs": [f"{cname}_out{q}" for q in range(pairs)],
+    }
+
+
+def _aie_caps(design, device=None, nodes=()):
+    from rlhls.designs.devices import get_device
+    from rlhls.designs.kernels.cost import aie_plio_pairs
+
+    dev = get_device(device or design.device)
+    if "AIE" not in dev.units:
+        raise RlhlsError(f"AIE emission: device {dev.id} of design '{design.name}' has no AI Engines "
+                         f"(nodes {', '.join(list(nodes)[:3])} are planned there)")
+    return dev, {"tiles": int(dev.units["AIE"].resources["aie_tiles"].value), "plio": aie_plio_pairs(dev)}
+
+
+def _layout(design, nodes, graph, points, device=None) -> tuple[list, dict]:
+    """Every node's layout at its point, refused when the sum does not fit the device."""
+    if isinstance(nodes, str):
+        nodes = [nodes]
+    nodes = list(nodes)
+    if not nodes:
+        raise RlhlsError("AIE emission: no nodes given (expected the names of mm nodes placed on AIE)")
+    if len(set(nodes)) != len(nodes):
+        raise RlhlsError(f"AIE emission: node names repeat: {nodes}")
+    if points is not None and not isinstance(points, dict):
+        raise RlhlsError(f"AIE emission: points must be a {{node: 't<tiles>p<plios>'}} dict, "
+                         f"not {type(points).__name__}")
+    dev, caps = _aie_caps(design, device, nodes)
+    nets = design.build_networks()
+    used = {"tiles": 0, "plio": 0}
+    out = []
+    for name in nodes:
+        gemms = node_gemms(design, graph, name, nets)
+        if not gemms:
+            raise RlhlsError(f"AIE emission: node '{name}' computes no matrix product")
+        point = (points or {}).get(name) or _smallest_point()
+        t, p = _parse_point(name, point, caps, dev.id)
+        node = _node_json(name, gemms, str(point).strip(), t, p)
+        used["tiles"] += node["tiles"]
+        used["plio"] += node["plio_pairs"]
+        for res, cap in caps.items():
+            if used[res] > cap:
+                what = "AIE tiles" if res == "tiles" else "PL<->AIE stream pairs (PLIOs)"
+                raise RlhlsError(f"AIE emission: node '{name}' (at {node['point']}) brings the graph of design "
+                                 f"'{design.name}' to {used[res]} {what}, over the {cap} of {dev.id}; plan fewer "
+                                 f"nodes on the AIE or smaller design points")
+        out.append(node)
+    return out, {"device": dev.id, "tiles": caps["tiles"], "plio_pairs": caps["plio"]}
 
 
 def _check_formats(design):
@@ -274,59 +397,39 @@ def _check_formats(design):
                              f"kernels compute bf16 x bf16 with fp32 accumulation (expected '{want}')")
 
 
-def aie_fit(design, nodes: list[str], graph, device=None) -> list[str]:
-    """Check that the AIE graph of `nodes` fits the device's tiles and PL<->AIE streams; raises
+def aie_fit(design, nodes: list[str], graph, device=None, points=None) -> list[str]:
+    """Check that the AIE graph of `nodes` at their design points (`points`: {node: 't<T>p<P>'},
+    missing = the smallest point) fits the device's tiles and PL<->AIE stream pairs; raises
     RlhlsError naming the first node that does not fit, the resource and the capacity. Returns
-    warnings (none so far)."""
-    from rlhls.designs.devices import get_device
-    from rlhls.designs.kernels.cost import aie_plio_pairs
-
-    dev = get_device(device or design.device)
-    if "AIE" not in dev.units:
-        raise RlhlsError(f"AIE emission: device {dev.id} of design '{design.name}' has no AI Engines "
-                         f"(nodes {', '.join(nodes[:3])} are planned there)")
-    caps = {"tiles": int(dev.units["AIE"].resources["aie_tiles"].value), "plio": aie_plio_pairs(dev)}
-    used = {"tiles": 0, "plio": 0}
-    nets = design.build_networks()
-    for name in nodes:
-        sub = _graph_of(name, [_plan(g) for g in node_gemms(design, graph, name, nets)])
-        used["tiles"] += len(sub["kernels"])
-        used["plio"] += max(len(sub["inputs"]), len(sub["outputs"]))
-        for res, cap in caps.items():
-            if used[res] > cap:
-                what = "AIE tiles" if res == "tiles" else "PL<->AIE stream pairs (PLIOs)"
-                raise RlhlsError(f"AIE emission: node '{name}' brings the graph of design '{design.name}' to "
-                                 f"{used[res]} {what}, over the {cap} of {dev.id}; plan fewer nodes on the AIE")
+    warnings (a node without a design point)."""
+    _layout(design, nodes, graph, points, device)
+    missing = [n for n in ([nodes] if isinstance(nodes, str) else nodes) if not (points or {}).get(n)]
+    if missing:
+        return [f"AIE graph: no design point for {len(missing)} node(s) (e.g. '{missing[0]}'): they run at the "
+                f"smallest point {_smallest_point()} (pass the plan's points)"]
     return []
 
 
-def emit_aie(design, nodes: list[str], out_dir, *, batch: int | None = None, graph=None) -> list[Path]:
-    """Write ``out_dir/aie/`` for the given mm nodes (module docstring); returns the files written."""
-    if isinstance(nodes, str):
-        nodes = [nodes]
-    nodes = list(nodes)
-    if not nodes:
-        raise RlhlsError("AIE emission: no nodes given (expected the names of mm nodes placed on AIE)")
-    if len(set(nodes)) != len(nodes):
-        raise RlhlsError(f"AIE emission: node names repeat: {nodes}")
+def _env():
+    import jinja2
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(_vitis_dir() / "aie")),
+                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                              trim_blocks=False, lstrip_blocks=False)
+
+
+def emit_aie(design, nodes: list[str], out_dir, *, batch: int | None = None, graph=None,
+             points: dict | None = None) -> list[Path]:
+    """Write ``out_dir/aie/`` for the given mm nodes at their design points (module docstring);
+    refuses a graph over the device's tiles / PLIOs (as ``aie_fit``). Returns the files written."""
     _check_formats(design)
     graph = graph if graph is not None else build_graph(design, batch)
-    nets = design.build_networks()
+    node_ctx, caps = _layout(design, nodes, graph, points)
     env = _env()
-    node_ctx = []
-    for name in nodes:
-        gemms = [_plan(g) for g in node_gemms(design, graph, name, nets)]
-        if not gemms:
-            raise RlhlsError(f"AIE emission: node '{name}' computes no matrix product")
-        sub = _graph_of(name, gemms)
-        node_ctx.append({"name": name, "cname": _cname(name), "gemms": gemms, **sub,
-                         "summary": "; ".join(g.what for g in gemms)})
-    n_tiles = sum(len(n["kernels"]) for n in node_ctx)
-    n_plio_in = sum(len(n["inputs"]) for n in node_ctx)
-    n_plio_out = sum(len(n["outputs"]) for n in node_ctx)
+    n_tiles = sum(n["tiles"] for n in node_ctx)
+    n_pairs = sum(n["plio_pairs"] for n in node_ctx)
     ctx = {"design": design, "batch": graph.batch, "nodes": node_ctx, "ratio": RUNTIME_RATIO,
-           "plio_width": PLIO_WIDTH, "pl_freq": design.clocks_mhz.get("PL", 300.0),
-           "platform": f"xilinx_{design.device}_base_202420_1", "tiles": n_tiles}
+           "plio_width": PLIO_WIDTH, "pl_freq": design.clocks_mhz.get("PL", 300.0), "device": caps["device"],
+           "platform": f"xilinx_{design.device}_base_202420_1", "tiles": n_tiles, "plio_pairs": n_pairs}
     files = {
         "graph.h": env.get_template("graph.h.j2").render(**ctx),
         "graph.cpp": env.get_template("graph.cpp.j2").render(**ctx),
@@ -340,13 +443,14 @@ def emit_aie(design, nodes: list[str], out_dir, *, batch: int | None = None, gra
     manifest = {
         "design": design.name, "batch": graph.batch, "device": design.device,
         "order": "acc = bf16 bias (or +0); for k in 0..K-1: acc = fp32(acc + fp32(a*b)); out = bf16 RNE; "
-                 "K padding -0.0 in A, +0.0 in B; K chunks chained by cascade in k order",
+                 "K padding -0.0 in A, +0.0 in B; the K chunks of a block in k order on one tile, fp32 "
+                 "partial sums kept in the tile between chunks",
+        "schedule": "output block j of a node (products in order, row block, column block) on tile j % tiles, "
+                    "one K chunk per invocation; tile t on PLIO pair t * plio_pairs // tiles (pktsplit / pktmerge)",
         "mmul": list(MMUL_SHAPE), "tile_buffer_bytes": TILE_BUFFER_BYTES,
-        "tiles": n_tiles, "plio_inputs": n_plio_in, "plio_outputs": n_plio_out,
-        "nodes": [{"name": n["name"], "cname": n["cname"],
-                   "gemms": [dict(asdict(g), kernels=g.kernels) for g in n["gemms"]],
-                   "plio_inputs": [p["name"] for p in n["inputs"]],
-                   "plio_outputs": [p["name"] for p in n["outputs"]]} for n in node_ctx],
+        "tiles": n_tiles, "plio_pairs": n_pairs, "plio_inputs": n_pairs, "plio_outputs": n_pairs,
+        "capacity": caps,
+        "nodes": [{k: v for k, v in n.items() if k != "groups"} for n in node_ctx],
     }
     files["manifest.json"] = json.dumps(manifest, indent=1) + "\n"
     return _write_folder(Path(out_dir) / "aie", files)
@@ -406,6 +510,23 @@ def _from_bits(u: np.ndarray) -> np.ndarray:
     return (u.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
 
 
+def _to_bf16_bits(x) -> np.ndarray:
+    """BF16.quantize(x) as bf16 bit patterns (uint16), fast for values float32 holds exactly (one
+    RNE from float32 is then one rounding of x); other values go through BF16.quantize."""
+    x = np.asarray(x)
+    x32 = x.astype(np.float32)
+    if x.dtype != np.float32:
+        with np.errstate(invalid="ignore"):
+            inexact = (x32.astype(x.dtype) != x) & ~np.isnan(x)
+        if inexact.any():  # not a float32: round once from x, not twice through float32
+            x32 = np.where(inexact, BF16.quantize(np.asarray(x, dtype=np.float64)).astype(np.float32), x32)
+    u = x32.view(np.uint32)
+    nan = np.isnan(x32)
+    r = (u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
+    r = np.where(nan, (u >> np.uint32(16)) | np.uint32(0x0040), r)
+    return np.ascontiguousarray(r.astype(np.uint16))
+
+
 def random_bf16(rng, shape, *, zeros: float = 0.05, spread: int = 6) -> np.ndarray:
     """bf16 values with magnitudes about 2**-spread .. 2**spread and some +-0."""
     v = rng.standard_normal(shape) * np.exp2(rng.integers(-spread, spread + 1, size=shape))
@@ -434,53 +555,29 @@ def order_sensitive_operands(rng, M: int, K: int, N: int):
     return A, B
 
 
-def _pad(a, rows, cols, fill):
-    out = np.full((rows, cols), fill)
-    out[: a.shape[0], : a.shape[1]] = a
-    return out
-
-
-def _inputs_blob(g: dict, A, B, bias) -> bytes:
-    """Chunks in the harness's order: gemm -> mi -> ni -> ki: A(mi,ki), B(ki,ni), [bias(ni) at ki=0]."""
-    mc, kc, nc = g["mc"], g["kc"], g["nc"]
-    Ap = _pad(A, g["grid_m"] * mc, g["grid_k"] * kc, -0.0)  # K padding must be -0.0 (see docstring)
-    Bp = _pad(B, g["grid_k"] * kc, g["grid_n"] * nc, 0.0)
-    bp = _pad(bias[None, :], 1, g["grid_n"] * nc, 0.0)[0] if bias is not None else None
-    parts = []
-    for mi in range(g["grid_m"]):
-        for ni in range(g["grid_n"]):
-            for ki in range(g["grid_k"]):
-                a = Ap[mi * mc:(mi + 1) * mc, ki * kc:(ki + 1) * kc]
-                bb = Bp[ki * kc:(ki + 1) * kc, ni * nc:(ni + 1) * nc]
-                parts.append(_bf16_bits(a.T if g["at"] else a).ravel())
-                parts.append(_bf16_bits(bb.T if g["bt"] else bb).ravel())
-                if bp is not None and ki == 0:
-                    parts.append(_bf16_bits(bp[ni * nc:(ni + 1) * nc]))
-    return np.concatenate(parts).astype("<u2").tobytes()
-
-
-def _assemble(g: dict, words: np.ndarray) -> np.ndarray:
-    mc, nc = g["mc"], g["nc"]
-    C = np.zeros((g["grid_m"] * mc, g["grid_n"] * nc), dtype=np.uint16)
-    pos = 0
-    for mi in range(g["grid_m"]):
-        for ni in range(g["grid_n"]):
-            C[mi * mc:(mi + 1) * mc, ni * nc:(ni + 1) * nc] = words[pos:pos + mc * nc].reshape(mc, nc)
-            pos += mc * nc
-    return C[: g["M"], : g["N"]]
-
-
 def _render_harness(node: dict) -> str:
     return _env().get_template("harness.cpp.j2").render(node=node)
 
 
-def check_aie(out_dir, *, seed: int = 0, cache_dir=None) -> list[dict]:
-    """Compile every emitted node's kernels with g++ against the shim, run them on random bf16 data
-    and compare with ``aie_dense_reference`` bit for bit.
+def _write_if_changed(path: Path, text: str) -> None:
+    """Atomic write, skipped when the content is already there (keeps the compile cache warm)."""
+    if path.is_file() and path.read_text() == text:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}.{threading.get_ident()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
-    Returns one dict per kernel function: {'node', 'kernel', 'shape' (M, K, N), 'chunk', 'grid',
-    'passed', 'mismatches', 'max_abs_err', 'detail'}. Build products go to ``out_dir/aie/shim_test/``
-    (or ``cache_dir``), cached by content hash.
+
+def check_aie(out_dir, *, seed: int = 0, cache_dir=None) -> list[dict]:
+    """Compile every emitted node's kernel with g++ against the shim, run it on random bf16 data
+    through the harness (the time-shared data mover) and compare with ``aie_dense_reference`` bit
+    for bit.
+
+    Returns one dict per product: {'node', 'kernel' (the product's name), 'shape' (M, K, N),
+    'chunk', 'grid', 'tiles', 'chunks_per_kernel', 'passed', 'mismatches', 'max_abs_err',
+    'detail'}. Build products go to ``out_dir/aie/shim_test/`` (or ``cache_dir``), cached by
+    content hash.
     """
     from rlhls.flow.toolchain import compile_cpp
 
@@ -496,31 +593,33 @@ def check_aie(out_dir, *, seed: int = 0, cache_dir=None) -> list[dict]:
     for node in manifest["nodes"]:
         cname = node["cname"]
         src = work / f"{cname}_harness.cpp"
-        text = _render_harness(node)
-        if not src.is_file() or src.read_text() != text:
-            src.write_text(text)
+        _write_if_changed(src, _render_harness(node))
         exe = compile_cpp([aie / "kernels" / f"{cname}.cc", src], work / f"{cname}_harness",
-                          include_dirs=[shim_dir(), aie / "kernels"])
+                          include_dirs=[shim_dir(), aie / "kernels"], flags=("-DRLHLS_AIE_MAIN",))
         data, refs = [], []
         for g in node["gemms"]:
             A, B = order_sensitive_operands(rng, g["M"], g["K"], g["N"])
             bias = random_bf16(rng, (g["N"],)) if g["bias"] else None
-            data.append(_inputs_blob(g, A, B, bias))
+            data += [_bf16_bits(A.T if g["at"] else A).ravel(), _bf16_bits(B.T if g["bt"] else B).ravel()]
+            if bias is not None:
+                data.append(_bf16_bits(bias))
             refs.append(aie_dense_reference(A, B, bias, k_pad=g["grid_k"] * g["kc"] - g["K"]))
         fin, fout = work / f"{cname}.in.bin", work / f"{cname}.out.bin"
-        fin.write_bytes(b"".join(data))
+        fin.write_bytes(np.concatenate(data).astype("<u2").tobytes())
+        fout.unlink(missing_ok=True)
         run = subprocess.run([str(exe), str(fin), str(fout)], capture_output=True, text=True, check=False)
         words = np.frombuffer(fout.read_bytes(), dtype="<u2") if run.returncode == 0 and fout.is_file() else None
         pos = 0
         for g, ref in zip(node["gemms"], refs):
             r = {"node": node["name"], "kernel": g["fn"], "shape": (g["M"], g["K"], g["N"]),
-                 "chunk": (g["mc"], g["kc"], g["nc"]), "grid": (g["grid_m"], g["grid_k"], g["grid_n"])}
-            n = g["grid_m"] * g["grid_n"] * g["mc"] * g["nc"]
+                 "chunk": (g["mc"], g["kc"], g["nc"]), "grid": (g["grid_m"], g["grid_k"], g["grid_n"]),
+                 "tiles": node["tiles"], "chunks_per_kernel": node["chunks_per_kernel"]["max"]}
+            n = g["M"] * g["N"]
             if words is None or words.size < pos + n:
                 r.update(passed=False, mismatches=None, max_abs_err=None,
                          detail=f"harness failed (exit {run.returncode}): {(run.stderr or run.stdout).strip()[:300]}")
             else:
-                got = _assemble(g, words[pos:pos + n])
+                got = words[pos:pos + n].reshape(g["M"], g["N"])
                 want = _bf16_bits(ref)
                 bad = int(np.count_nonzero(got != want))
                 err = float(np.nanmax(np.abs(_from_bits(got) - ref))) if ref.size else 0.0
@@ -529,3 +628,95 @@ def check_aie(out_dir, *, seed: int = 0, cache_dir=None) -> list[dict]:
             pos += n
             results.append(r)
     return results
+
+
+# ------------------------------------------------------------------ csim backend: one product through the shim
+
+_GEMM_LOCK = threading.Lock()
+_GEMM_FNS: dict = {}  # (shape, flags, point, cache) -> ctypes function; one load per shape per process
+_U16P = ctypes.POINTER(ctypes.c_void_p)
+
+
+def _gemm_node(M: int, K: int, N: int, at: bool, bt: bool, bias: bool, point: str) -> dict:
+    cname = f"mm_{M}x{K}x{N}" + ("_at" if at else "") + ("_bt" if bt else "") + ("_bias" if bias else "")
+    t, p = _parse_point(cname, point, None)
+    g = GemmSpec(f"{cname}_c", f"C = A{'^T' if at else ''} . B{'^T' if bt else ''}{' + bias' if bias else ''}  "
+                 f"({M} x {K} x {N})", M, K, N, at, bt, bias)
+    return _node_json(cname, [g], str(point).strip(), t, p)
+
+
+def _gemm_fn(M, K, N, at, bt, bias, point, cache_dir):
+    key = (M, K, N, at, bt, bias, point, str(cache_dir))
+    fn = _GEMM_FNS.get(key)
+    if fn is not None:
+        return fn
+    with _GEMM_LOCK:
+        fn = _GEMM_FNS.get(key)
+        if fn is not None:
+            return fn
+        from rlhls.flow.paths import cache_dir as default_cache
+        from rlhls.flow.toolchain import compile_cpp
+
+        node = _gemm_node(M, K, N, at, bt, bias, point)
+        env = _env()
+        texts = {f"{node['cname']}.h": env.get_template("kernel.h.j2").render(node=node),
+                 f"{node['cname']}.cc": env.get_template("kernel.cc.j2").render(node=node),
+                 "mm_bf16.h": env.get_template("mm_bf16.h.j2").render(),
+                 "harness.cpp": _render_harness(node)}
+        h = hashlib.sha256()
+        for name, text in sorted(texts.items()):
+            h.update(name.encode() + b"\0" + text.encode() + b"\0")
+        for f in sorted(shim_dir().rglob("*")):
+            if f.is_file():
+                h.update(f.relative_to(shim_dir()).as_posix().encode() + b"\0" + f.read_bytes())
+        # a library's path names its content: a rebuilt library never hides behind one dlopen already did
+        folder = Path(cache_dir) if cache_dir is not None else default_cache() / "aie"
+        folder = folder / f"{node['cname']}_{point}_{h.hexdigest()[:16]}"
+        for name, text in texts.items():
+            _write_if_changed(folder / name, text)
+        lib = compile_cpp([folder / f"{node['cname']}.cc", folder / "harness.cpp"], folder / "libaie_gemm.so",
+                          include_dirs=[shim_dir(), folder], flags=("-shared", "-fPIC"))
+        fn = ctypes.CDLL(str(lib)).rlhls_aie_run
+        fn.argtypes = [_U16P, _U16P, _U16P, _U16P, ctypes.c_char_p, ctypes.c_uint]
+        fn.restype = ctypes.c_int
+        _GEMM_FNS[key] = fn
+        return fn
+
+
+def aie_gemm(a, b, bias=None, *, a_transposed: bool = False, b_transposed: bool = False, point: str | None = None,
+             cache_dir=None) -> np.ndarray:
+    """C = A . B [+ bias] through the g++-compiled AIE kernel sources (the csim backend of AIE nodes).
+
+    `a` is A (M x K), or A^T (K x M) with a_transposed; `b` is B (K x N), or B^T (N x K) with
+    b_transposed; `bias` (N,) or None. Inputs are rounded to bf16 (as ``aie_dense_reference``); the
+    result (float64, M x N, bf16 values) equals ``aie_dense_reference(A, B, bias)`` and
+    ``arith.dense(A, B, bias, in_fmt=BF16, acc_fmt=FP32, out_fmt=BF16)`` bit for bit. `point`: the
+    node's design point (the result does not depend on it; default t1p1). Compiled once per shape
+    and point (``cache_dir``, else ``flow.paths.cache_dir()/aie``), loaded once per process.
+    """
+    a, b = np.asarray(a), np.asarray(b)
+    if a.ndim != 2 or b.ndim != 2 or a.size == 0 or b.size == 0:
+        raise RlhlsError(f"aie_gemm: operands must be non-empty 2-D arrays, got shapes {a.shape} and {b.shape}")
+    M, K = (a.shape[1], a.shape[0]) if a_transposed else a.shape
+    K2, N = (b.shape[1], b.shape[0]) if b_transposed else b.shape
+    if K != K2:
+        raise RlhlsError(f"aie_gemm: A{'^T' if a_transposed else ''} {a.shape} and B{'^T' if b_transposed else ''} "
+                         f"{b.shape} do not multiply (K = {K} vs {K2})")
+    if bias is not None:
+        bias = np.asarray(bias)
+        if bias.shape != (N,):
+            raise RlhlsError(f"aie_gemm: bias has shape {bias.shape}, expected ({N},)")
+    fn = _gemm_fn(int(M), int(K), int(N), bool(a_transposed), bool(b_transposed), bias is not None,
+                  str(point or _smallest_point()).strip(), cache_dir)
+    ab, bb = _to_bf16_bits(a), _to_bf16_bits(b)
+    biasb = _to_bf16_bits(bias) if bias is not None else None
+    c = np.empty((M, N), dtype=np.uint16)
+
+    def ptrs(x):
+        return (ctypes.c_void_p * 1)(x.ctypes.data if x is not None else None)
+
+    err = ctypes.create_string_buffer(512)
+    if fn(ptrs(ab), ptrs(bb), ptrs(biasb), ptrs(c), err, len(err)) != 0:
+        raise RlhlsError(f"aie_gemm: the AIE kernel harness failed for {M}x{K}x{N}: "
+                         f"{err.value.decode(errors='replace')}")
+    return _from_bits(c)

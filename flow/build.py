@@ -288,8 +288,10 @@ def build_design(design, out, *, plan=None, graph=None, part=None, clock_ns=None
     check_out(out, force=force, ours=_ours)
     mapping = map_design(design, graph, assignment, hls4ml=hls4ml)
     warnings = ([note] if note else []) + mapping.warnings
+    points = ({n: plan.point[n] for n in mapping.aie_nodes if n in plan.point}
+              if getattr(plan, "point", None) else None)  # the AIE graph follows the plan's design points
     if mapping.aie_nodes:
-        warnings += aie_fit(design, mapping.aie_nodes, graph)  # refuses what cannot fit the device
+        warnings += aie_fit(design, mapping.aie_nodes, graph, points=points)  # refuses what cannot fit
     comps = mapping.components
     nets = design.build_networks()
 
@@ -305,7 +307,7 @@ def build_design(design, out, *, plan=None, graph=None, part=None, clock_ns=None
         aie = {"nodes": list(mapping.aie_nodes), "files": [], "csim": None}
         if mapping.aie_nodes:
             say(f"AIE graph for {len(mapping.aie_nodes)} node(s)")
-            paths = emit_aie(design, list(mapping.aie_nodes), tmp, graph=graph)  # writes <root>/aie/
+            paths = emit_aie(design, list(mapping.aie_nodes), tmp, graph=graph, points=points)  # <root>/aie/
             aie["files"] = sorted(Path(p).resolve().relative_to(tmp.resolve()).as_posix() for p in paths)
         for c in comps:
             c.cu = f"{c.top}_1"

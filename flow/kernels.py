@@ -60,16 +60,17 @@ class KernelSources:
         return h.hexdigest()
 
 
-_env = None
+_envs: dict = {}
 
 
-def _jinja() -> jinja2.Environment:
-    global _env
-    if _env is None:
-        _env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir())),
-                                  undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                                  autoescape=False)
-    return _env
+def _jinja(extra_dir=None) -> jinja2.Environment:
+    """Our templates; a user's kernel's own folder first (ours stay includable from it)."""
+    key = str(extra_dir) if extra_dir else ""
+    if key not in _envs:
+        dirs = ([key] if key else []) + [str(templates_dir())]
+        _envs[key] = jinja2.Environment(loader=jinja2.FileSystemLoader(dirs), undefined=jinja2.StrictUndefined,
+                                        keep_trailing_newline=True, autoescape=False)
+    return _envs[key]
 
 
 def _literal(v: float) -> str:
@@ -98,7 +99,7 @@ def render_kernel(name: str, params: dict | None = None, *, seed: int = 0, compo
         has_n=k.rows_param is not None, n_max=k.max_rows(p), optimizer=p.get("optimizer", ""),
         params_text=json.dumps(p, sort_keys=True), p=p,
     )
-    env = _jinja()
+    env = _jinja(k.template_dir)
     try:
         files = {f"{top}.h": env.get_template("kernel.h.j2").render(ctx),
                  f"{top}.cpp": env.get_template(k.template).render(ctx)}

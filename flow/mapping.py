@@ -143,6 +143,8 @@ class _Mapper:
             mm = [n for n in self.graph.nodes if n.mm and n.phase in _FWD and n.layer.startswith(name + ".")]
             if not mm or not all(self.unit[n.name] == "PL" for n in mm):
                 continue
+            if any(not k.generic for n in mm for k, _ in kernels_for(n, self.ctx, "PL")):
+                continue  # the design's own unit computes these forward passes (the traffic seed's MAC array)
             try:
                 hls4ml_precision_config(net, p)
             except RlhlsError as e:

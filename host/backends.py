@@ -240,3 +240,89 @@ def get_backend(name: str = "emu", **kwargs) -> Backend:
     if name == "cosim":
         return CosimBackend(**kwargs)
     raise RlhlsError(f"backend {name!r}: unknown (expected one of: {', '.join(BACKENDS)})")
+
+
+class PlanKernels:
+    """The nodes a plan puts on the PL and the AIE, run through a backend inside the training loop.
+
+    Every matrix-multiply node on the PL runs through the dense kernels the build emits for it
+    (``dense_forward``; a backward's ``dense_backward`` and ``weight_gradient``), with the
+    parameters the kernel derives from that node at the training batch (``Kernel.node_params``,
+    as ``flow.mapping``); every update node on the PL through ``weight_update``; every AIE node's
+    products through the AIE kernel sources compiled with g++ against the shim
+    (``flow.aie.aie_gemm``). Conv2d layers go through im2col (and col2im on the host, the data
+    mover's job). ``compiled`` is False for ``emu``: the layers' own numpy arithmetic is then the
+    kernels' model (the same bits), and only the update kernel's model is called.
+    """
+
+    def __init__(self, design, batch: int, backend: Backend):
+        from rlhls.designs.graph import build_graph
+        from rlhls.designs.kernels import KernelContext
+
+        self.ctx = KernelContext(design, build_graph(design, batch))
+        self.backend = backend
+        self.compiled = backend.name != "emu"
+        self._params: dict = {}
+
+    def params(self, kernel: str, node: str, **given) -> dict:
+        """The kernel's parameters for `node` (its formats, parallelism) at the sizes of the arrays
+        it gets (``given``: n, k, m; a run on another environment resizes the networks)."""
+        key = (kernel, node, tuple(sorted(given.items())))
+        if key not in self._params:
+            k = get_kernel(kernel)
+            gnode = self.ctx.graph.node(node)
+            p = k.node_params(gnode, self.ctx)
+            if p is None:  # an input gradient the graph's node does not need: the forward's rule
+                p = get_kernel("dense_forward").node_params(gnode, self.ctx)
+            p = {**p, **given}
+            pf_dim = getattr(k, "pf_dim", "n")
+            if "pf" in p and pf_dim in p:
+                p["pf"] = min(p["pf"], p[pf_dim])
+            self._params[key] = k.resolve(p)
+        return self._params[key]
+
+    def _pl(self, kernel: str, node: str, sizes: dict, **arrays) -> dict:
+        return self.backend.call(kernel, self.params(kernel, node, **sizes), **arrays)
+
+    def dense(self, node: str, unit: str, x, w, b=None):
+        """y = x . w (+ b) of the node's forward."""
+        if unit == "AIE":
+            from rlhls.flow.aie import aie_gemm
+
+            return aie_gemm(x, w, b)
+        n, k = x.shape
+        return self._pl("dense_forward", node, {"n": n, "k": k, "m": w.shape[1]}, x=x, w=w,
+                        b=np.zeros(w.shape[1]) if b is None else b)["y"]
+
+    def input_grad(self, node: str, unit: str, dy, w):
+        """dx = dy . w^T of the node's backward."""
+        if unit == "AIE":
+            from rlhls.flow.aie import aie_gemm
+
+            return aie_gemm(dy, w.T)
+        return self._pl("dense_backward", node, {"n": dy.shape[0], "k": w.shape[0], "m": w.shape[1]},
+                        dy=dy, w=w)["dx"]
+
+    def weight_grad(self, node: str, unit: str, x, dy):
+        """(dW = x^T . dy, db = column sums of dy) of the node's backward; AIE: dW only."""
+        if unit == "AIE":
+            from rlhls.flow.aie import aie_gemm
+
+            return aie_gemm(x.T, dy), None
+        out = self._pl("weight_gradient", node, {"n": x.shape[0], "k": x.shape[1], "m": dy.shape[1]}, x=x, dy=dy)
+        return out["dw"], out["db"]
+
+    def update(self, node: str, opt, w, g, state: dict, alpha: float) -> dict:
+        """One optimizer step of a PL update node through ``weight_update``: flat float64 arrays
+        ``w``, ``g`` and the state (``m``, ``v``) in; {w_new, m_new, v_new} out."""
+        # the run's optimizer; its step size comes at run time (alpha): an annealed rate needs no other library
+        extra = {"optimizer": opt.kind}
+        if opt.kind == "adam":
+            extra.update(beta1=opt.b1, beta2=opt.b2, eps=opt.eps)
+        elif opt.kind == "rmsprop":
+            extra.update(rho=opt.alpha, eps=opt.eps)
+        p = self.params("weight_update", node, n=int(w.size), **extra)
+        k = get_kernel("weight_update")
+        ins, _ = k.arrays(p)
+        arrays = {"w": w, "g": g, "alpha": np.array([alpha]), **state}
+        return self.backend.call("weight_update", p, **{a.name: arrays[a.name] for a in ins})

@@ -90,7 +90,8 @@ import numpy as np
 
 from rlhls.designs.errors import RlhlsError
 from rlhls.designs.formats import parse_format
-from rlhls.designs.network import Precision
+from rlhls.designs.arith import col2im, im2col
+from rlhls.designs.network import Precision, _sum_rows
 
 __all__ = ["COUNTS", "count_columns", "ps_forward", "UNITS", "PRECISIONS", "LossScaler", "MixedPrecision", "unit_precisions",
            "default_plan"]
@@ -212,8 +213,10 @@ class MixedPrecision:
 
     def __init__(self, design, net, inst: str, assignment: dict | None, *, loss_node: str = "loss",
                  loss_scale_init: float = 2.0 ** 15, growth_interval: int = 2000, quantization_delay: int = 0,
-                 target: bool = True, update: bool = True, master_of: "MixedPrecision | None" = None):
+                 target: bool = True, update: bool = True, master_of: "MixedPrecision | None" = None,
+                 kernels=None):
         self.net, self.inst, self.loss_node = net, inst, loss_node
+        self.kernels = kernels  # backends.PlanKernels: PL/AIE nodes through a backend (None: emu models)
         self.prec = unit_precisions(design)
         self.fp32 = parse_format("fp32")
         self.layers = [l for l in net.layers]
@@ -365,7 +368,9 @@ class MixedPrecision:
             return y
         return _fp32(y)
 
-    def _layer_fwd(self, layer, x, unit):
+    def _layer_fwd(self, layer, x, unit, node=None):
+        if unit != "PS" and layer.is_mm and self.kernels is not None and self.kernels.compiled:
+            return self._kernel_fwd(layer, x, unit, node)
         if unit == "PS":  # FP32 tensors, float64 BLAS sums (see the module docstring)
             saved = layer.params
             layer.params = self._ps_params(layer)
@@ -376,7 +381,50 @@ class MixedPrecision:
         # x is already in the unit's storage: converted at the boundary or made by a layer there
         return layer.forward(x, self.precision(unit), stored=True)
 
-    def _layer_bwd(self, layer, dy, unit, need_dx, need_dw=True):
+    def _kernel_fwd(self, layer, x, unit, node):
+        """A PL / AIE matrix multiply through the backend's compiled kernel (the same bits as
+        ``layer.forward(x, precision, stored=True)``); the layer keeps what its backward needs."""
+        p = self.precision(unit)
+        b = layer._b(p)
+        if layer.kind == "Conv2d":
+            kh, kw = layer.kernel
+            cols = im2col(x, kh, kw, layer.stride)
+            y = self.kernels.dense(node, unit, cols, layer._w2(), b)
+            y = np.ascontiguousarray(y.reshape(x.shape[0], *layer.out_shape[1:], layer.out_channels)
+                                     .transpose(0, 3, 1, 2))
+        else:
+            y = self.kernels.dense(node, unit, x, layer.params["W"], b)
+        layer._cache, layer._batch, layer._xfmt, layer._cols = x, x.shape[0], p.storage, None
+        return y
+
+    def _kernel_bwd(self, layer, dy, unit, node, need_dx, need_dw):
+        """The backward of a PL / AIE matrix multiply through the backend's compiled kernels: input
+        gradient (dense_backward; Conv2d: col2im on the host) and weight gradient (weight_gradient;
+        the AIE's bias gradient, a column sum, on the host as its data mover)."""
+        p = self.precision(unit)
+        x = layer._cache
+        layer.grads = {}
+        conv = layer.kind == "Conv2d"
+        if conv:
+            kh, kw = layer.kernel
+            dy2 = dy.transpose(0, 2, 3, 1).reshape(-1, layer.out_channels)
+            w = layer._w2()
+        else:
+            dy2, w = dy, layer.params["W"]
+        if need_dw:
+            xx = im2col(x, kh, kw, layer.stride) if conv else x
+            dw, db = self.kernels.weight_grad(node, unit, xx, dy2)
+            layer.grads["W"] = np.ascontiguousarray(dw.T.reshape(layer.params["W"].shape)) if conv else dw
+            if layer.bias:
+                layer.grads["b"] = db if db is not None else _sum_rows(dy2, p)
+        if not need_dx:
+            return None
+        dx = self.kernels.input_grad(node, unit, dy2, w)
+        return p.storage.quantize(col2im(dx, x.shape, kh, kw, layer.stride)) if conv else dx
+
+    def _layer_bwd(self, layer, dy, unit, need_dx, need_dw=True, node=None):
+        if unit != "PS" and layer.is_mm and self.kernels is not None and self.kernels.compiled:
+            return self._kernel_bwd(layer, dy, unit, node, need_dx, need_dw)
         if unit == "PS":
             saved = layer.params
             layer.params = self._ps_params(layer)
@@ -402,7 +450,7 @@ class MixedPrecision:
         for layer in net.layers:
             u = self.unit_of(layer.name, phase)
             x = self.convert(x, src, u)
-            x = self._layer_fwd(layer, x, u)
+            x = self._layer_fwd(layer, x, u, f"{self.inst}.{layer.name}.{phase}")
             src = u
         return x, src
 
@@ -428,7 +476,8 @@ class MixedPrecision:
             layer = layers[i]
             u = self.unit_of(layer.name, "bwd")
             dy = self.convert(dy, src, u, "grad")
-            dy = self._layer_bwd(layer, dy, u, need_dx=need_input_grad or i > stop, need_dw=param_grads)
+            dy = self._layer_bwd(layer, dy, u, need_dx=need_input_grad or i > stop, need_dw=param_grads,
+                                 node=f"{self.inst}.{layer.name}.bwd")
             src = u
         for l in layers[:stop]:
             l.grads = {k: np.zeros_like(v) for k, v in l.params.items()}
@@ -467,13 +516,48 @@ class MixedPrecision:
 
             g32 = {k: g.copy() if g is grads[k] else g for k, g in g32.items()}  # clipped in place
             self.grad_norm = float(clip_grad_norm(g32, max_grad_norm))
-        params = {k: a for k, (_, a) in param_views.items()}
-        opt.step(params, g32)
+        on_pl = self._pl_updates(param_views) if (quantized and self.kernels is not None) else {}
+        pl_keys = {k for keys in on_pl.values() for k in keys}
+        params = {k: a for k, (_, a) in param_views.items() if k not in pl_keys}
+        opt.step(params, {k: g32[k] for k in params})  # the host's optimizer (counts the step for all)
         for kind in opt.slots.values():  # FP32 optimizer state, as the update kernel keeps it
             for a in kind.values():
                 _fp32_inplace(a)
+        for node, keys in on_pl.items():  # the PL's update kernel
+            self._kernel_update(opt, node, keys, param_views, g32)
         self.round_masters(param_views)  # after the delay: into their master formats
         return event
+
+    def _pl_updates(self, param_views: dict) -> dict:
+        """{update node on the PL: [view keys of its parameters]} (keys '<inst>.<layer>.<param>')."""
+        out = {}
+        for key in param_views:
+            if key.count(".") < 2:
+                continue  # not a layer's parameter (A2C's and PPO's log-std: the PS's)
+            node = key.rsplit(".", 1)[0] + ".upd"
+            if self.assignment is not None and self.assignment.get(node) == "PL":
+                out.setdefault(node, []).append(key)
+        return out
+
+    def _kernel_update(self, opt, node: str, keys: list, param_views: dict, g32: dict) -> None:
+        """One layer's optimizer step through the weight_update kernel: its parameters as one flat
+        vector (the build's component updates ``n_params`` elements), state from the optimizer's
+        slots, the step size of this step (Adam: bias-corrected)."""
+        if opt.kind == "sgd" and getattr(opt, "momentum", 0.0):
+            raise RlhlsError(f"plan: update node '{node}' on the PL: the update kernel's SGD has no momentum")
+        arrays = [param_views[k][1] for k in keys]
+        flat = lambda xs: np.concatenate([np.asarray(x, dtype=np.float64).ravel() for x in xs])  # noqa: E731
+        names = {"adam": ("m", "v"), "rmsprop": ("v",), "sgd": ()}[opt.kind]
+        slots = {n: [opt._slot(n, k, a) for k, a in zip(keys, arrays)] for n in names}
+        out = self.kernels.update(node, opt, flat(arrays), flat(g32[k] for k in keys),
+                                  {n: flat(v) for n, v in slots.items()}, opt.step_size())
+        off = 0
+        for i, a in enumerate(arrays):
+            n = a.size
+            a[...] = out["w_new"][off:off + n].reshape(a.shape)
+            for name in names:
+                slots[name][i][...] = out[f"{name}_new"][off:off + n].reshape(a.shape)
+            off += n
 
     def _master(self, layer: str):
         """Master format of a view's layer key: own layer name, or '<inst>.<layer>' of a linked

@@ -33,6 +33,8 @@ def clip_grad_norm(grads: dict, max_norm: float) -> float:
 
 
 class Optimizer:
+    kind = ""
+
     def __init__(self, lr: float):
         self.lr = float(lr)
         self.t = 0
@@ -74,6 +76,12 @@ class Optimizer:
 
 
 class Adam(Optimizer):
+    kind = "adam"
+
+    def step_size(self) -> float:
+        """The bias-corrected step size of step t (the update kernel's alpha): lr sqrt(1-b2^t)/(1-b1^t)."""
+        return self.lr * np.sqrt(1.0 - self.b2 ** self.t) / (1.0 - self.b1 ** self.t)
+
     def __init__(self, lr: float, betas=(0.9, 0.999), eps: float = 1e-8):
         super().__init__(lr)
         self.b1, self.b2 = map(float, betas)
@@ -101,6 +109,11 @@ class Adam(Optimizer):
 
 
 class RMSprop(Optimizer):
+    kind = "rmsprop"
+
+    def step_size(self) -> float:
+        return self.lr
+
     def __init__(self, lr: float, alpha: float = 0.99, eps: float = 1e-8):
         super().__init__(lr)
         self.alpha, self.eps = float(alpha), float(eps)
@@ -119,6 +132,11 @@ class RMSprop(Optimizer):
 
 
 class SGD(Optimizer):
+    kind = "sgd"
+
+    def step_size(self) -> float:
+        return self.lr
+
     def __init__(self, lr: float, momentum: float = 0.0):
         super().__init__(lr)
         self.momentum = float(momentum)

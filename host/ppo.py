@@ -254,20 +254,6 @@ def gae_reference(rewards, values, dones, bootstrap, gamma: float, lam: float, t
     return adv, adv + values
 
 
-def _backend_gae(name: str):
-    """The backend object if host/backends.py and the gae kernel exist, else None (emu) / error."""
-    try:
-        from rlhls.host.backends import get_backend  # KERNELS stream
-        from rlhls.designs.kernels import get_kernel
-        get_kernel("gae")
-    except (ImportError, AttributeError, RlhlsError):
-        if name != "emu":
-            raise RlhlsError(f"backend '{name}': needs rlhls.host.backends and the 'gae' kernel, "
-                             "which are not available in this checkout (use --backend emu)") from None
-        return None
-    return get_backend(name)
-
-
 def _kernel_arrays(a: dict, fmt, v_codes_all, boot_codes) -> dict:
     """Map the GAE memory image onto designs/kernels/gae.py's inputs: rewards stay standardized
     (mu 0, sigma 1), done 0/1/2 = continue/terminated/truncated, bootstrap_codes = value codes of
@@ -445,8 +431,11 @@ class PPO:
         self.env_id = env_id or design.env_id
         self.seed = int(seed)
         self.mode = EXPERIMENTS[hp["experiment"]]
+        from .backends import get_backend
+
         self.backend_name = backend
-        self.backend = _backend_gae(backend) if self.mode["quant"] else None
+        self.kernel_backend = get_backend(backend)  # cosim without Vitis fails here
+        self.backend = self.kernel_backend if self.mode["quant"] else None  # the GAE unit's
         self.envs = ReplayableVecEnv(self.env_id, hp["num_envs"], self.seed)
         self.space = sp = space_info(self.envs)
         nets = design.build_networks(self.seed)
@@ -501,12 +490,17 @@ class PPO:
         self.assignment, self.mp_p = None, None
         if self.precision == "fp64":
             return
+        kernels = None
         if self.precision == "mixed":
+            from .backends import PlanKernels
+
+            batch = batch_size(hp)
             if assignment is None:
-                assignment = default_plan(design, self.steps_per_update // hp["num_minibatches"])
+                assignment = default_plan(design, batch)
             self.assignment = dict(assignment)
+            kernels = PlanKernels(design, batch, self.kernel_backend)
         kw = dict(loss_scale_init=hp["loss_scale_init"], growth_interval=hp["loss_scale_growth_interval"],
-                  quantization_delay=hp["quantization_delay"], target=False)  # PPO has no target copy
+                  quantization_delay=hp["quantization_delay"], target=False, kernels=kernels)  # no target copy
         self.mp_p = MixedPrecision(design, self.nets["policy"], "policy", self.assignment, **kw)
         self.mp_v = MixedPrecision(design, self.nets["value"], "value", self.assignment, **kw)
         # one loss: one scale and one step count; the policy's instance applies the joint step

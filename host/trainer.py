@@ -47,8 +47,9 @@ class TrainerBase:
     def _start(self, design, env_id, seed, backend, hyperparams) -> dict:
         """Set design, hp, env_id, seed, envs; return the design's fresh networks (``networks`` must be there)."""
         name = self.algorithm.upper()
-        if backend != "emu":
-            raise RlhlsError(f"backend '{backend}': {name} runs its layers through the emulator only so far (use emu)")
+        from .backends import get_backend
+
+        self.backend = get_backend(backend)  # cosim without Vitis fails here, before anything is written
         self.design = design
         self.hp = self.resolve_hyperparams(design, hyperparams)
         self.env_id = env_id or design.env_id
@@ -82,14 +83,18 @@ class TrainerBase:
         self.envs.close()
 
     def _take_plan(self, assignment, batch: int) -> None:
-        """``self.assignment``: the plan for mixed precision (solved here when None), else None."""
+        """``self.assignment``: the plan for mixed precision (solved here when None), else None;
+        ``self.kernels``: its PL and AIE nodes through the backend (backends.PlanKernels)."""
+        from .backends import PlanKernels
+
         mixed = self.hp["precision"] == "mixed"
         if mixed and assignment is None:
             assignment = default_plan(self.design, batch)
         self.assignment = dict(assignment) if mixed else None
+        self.kernels = PlanKernels(self.design, batch, self.backend) if mixed else None
 
     def _scaling(self, **extra) -> dict:
         """MixedPrecision keyword arguments from the loss-scaling hyperparameters."""
         hp = self.hp
         return dict(loss_scale_init=hp["loss_scale_init"], growth_interval=hp["loss_scale_growth_interval"],
-                    quantization_delay=hp["quantization_delay"], **extra)
+                    quantization_delay=hp["quantization_delay"], kernels=self.kernels, **extra)

@@ -5,7 +5,8 @@
 
 * **PS** — one row (point ``"0"``): ``ps_cost(flops, nbytes=node bytes)`` on one core: the Arm
   cores run the host software, no kernel.
-* **PL, AIE** — the kernels that implement the node on that unit (``designs.kernels.kernels_for``:
+* **PL, AIE** — the kernels that implement the node on that unit (several units of the design's
+  own that run in turn on one node add their latencies and resources) (``designs.kernels.kernels_for``:
   the design's own kernels first, then the generic ones) give its design points
   (``Kernel.node_points``): the dense kernels a matrix-multiply node as one GEMM at ``pf`` = 1, 4,
   16, ... 1024 MAC lanes (TAPCA's DSE, AP-DRL §IV-B, Table I), the optimizer kernel an update
@@ -108,6 +109,21 @@ class Profile(list):
         write_profile(self, path)
 
 
+def _in_sequence(parts: list) -> list:
+    """One design point of units that run one after the other on a node: latencies and cycles add,
+    resources add (each unit is its own hardware). Each part must offer one point."""
+    if any(len(p) != 1 for p in parts):
+        return parts[0]
+    names = [p[0][0] for p in parts]
+    costs = [p[0][1] for p in parts]
+    res = {}
+    for c in costs:
+        for r, v in c["resources"].items():
+            res[r] = res.get(r, 0) + (v or 0)
+    return [("+".join(names), {"latency_us": sum(c["latency_us"] for c in costs),
+                               "cycles": sum(c.get("cycles") or 0 for c in costs), "resources": res})]
+
+
 def profile_design(design, device=None, batch: int | None = None, *, graph=None) -> Profile:
     """Rows for every node x unit (x design point) of ``design``'s training graph at ``batch``
     (or of `graph`, that graph built already)."""
@@ -126,7 +142,10 @@ def profile_design(design, device=None, batch: int | None = None, *, graph=None)
         for unit, ks in chosen.items():
             if own and unit not in own:
                 continue
-            if ks:
+            owns = [k for k, _ in ks if not k.generic and ctx.spec(k.name, unit)]
+            if len(owns) > 1:  # several units of the design's own in turn (HEPPO: standardizer, then GAE)
+                points = _in_sequence([k.node_points(node, ctx, unit) for k in owns])
+            elif ks:
                 points = ks[0][0].node_points(node, ctx, unit)
             elif unit == "PL":
                 points = _generic_points(node, ctx)

@@ -162,7 +162,7 @@ def test_cosim_backend_reports_tool_failure_in_one_line(tmp_path):
     (bindir / "vitis-run").write_text("#!/bin/sh\nexit 4\n")
     cos = get_backend("cosim", cache_dir=tmp_path / "cosim", path=str(bindir))
     with pytest.raises(RlhlsError) as e:
-        cos.call("weight_update", {"optimizer": "sgd", "n": 4}, w=np.zeros(4), g=np.ones(4))
+        cos.call("weight_update", {"optimizer": "sgd", "n": 4}, w=np.zeros(4), g=np.ones(4), alpha=np.array([1e-3]))
     assert "vitis-run (cosim) exited with code 4 (log: " in str(e.value) and "\n" not in str(e.value)
 
 

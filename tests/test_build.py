@@ -24,8 +24,9 @@ def _plan(path: Path, design: str, unit_of):
     """A plan.json for `design` with unit_of(node) per node, read back as the command line does."""
     g = build_graph(get_design(design))
     asg = {n.name: unit_of(n) for n in g.nodes}
+    point = {n: "t1p1" if u == "AIE" else "0" for n, u in asg.items()}  # AIE: 1 tile, 1 stream pair
     path.write_text(json.dumps({"status": "Optimal", "makespan_us": 1.0, "gap": 0.0, "assignment": asg,
-                                "start_us": {n: 0.0 for n in asg}, "point": {n: "0" for n in asg}}))
+                                "start_us": {n: 0.0 for n in asg}, "point": point}))
     return load_plan(path)
 
 

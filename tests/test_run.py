@@ -47,6 +47,8 @@ def test_run_bad_input_writes_nothing(tmp_path, capsys):
     ("apdrl-dqn-cartpole", ["--steps", "600", "--set", "learning_starts=300", "--set", "steps_per_update=300",
                             "--set", "train_frequency=20"]),
     ("apdrl-a2c-invpendulum", ["--steps", "80", "--set", "rollouts_per_update=1"]),
+    ("apdrl-ddpg-mntncarcont", ["--steps", "60", "--set", "learning_starts=40", "--set", "steps_per_update=20",
+                                "--set", "batch_size=16"]),
 ])
 def test_run_every_algorithm(tmp_path, design, extra):
     """`rlhls run` is the flow for every registered algorithm; the report speaks of the design's own seed."""

@@ -59,7 +59,7 @@ def kernels_for(node, ctx: KernelContext, unit: str = "PL") -> list[tuple[Kernel
 
     Among the kernels whose ``implements`` holds the node's kind on that unit: the ones the design
     names (a KernelSpec on that unit), then the generic ones (``Kernel.generic``: the dense layers,
-    the optimizer, the AIE matrix multiply) that no chosen named kernel ``replaces``; of these,
+    the optimizer, the AIE matrix multiply), leaving out those a chosen named kernel ``replaces``; of these,
     those that give parameters for the node (``Kernel.node_params`` not None). Several kernels may
     share one node (a backward's input gradient and weight gradient); the first one costs the node
     in the profile. An empty list: no kernel implements the node on that unit."""
@@ -67,6 +67,7 @@ def kernels_for(node, ctx: KernelContext, unit: str = "PL") -> list[tuple[Kernel
     named = [k for k in cands if ctx.spec(k.name, unit) is not None]
     chosen = [(k, p) for k in named if (p := k.node_params(node, ctx)) is not None]
     replaced = {r for k, _ in chosen for r in k.replaces}
+    chosen = [(k, p) for k, p in chosen if k.name not in replaced]
     chosen += [(k, p) for k in cands if k.generic and k not in named and k.name not in replaced
                and (p := k.node_params(node, ctx)) is not None]
     return chosen

@@ -7,11 +7,14 @@ fixed point from the exact product / sum (ap_fixed assignment), floats from the 
 with one RNE; sqrt and division from the correctly rounded float64 result for every format.
 
 Constants (compile-time, each rounded once to A from float64):
-  LR = A(lr), B1 = A(beta1), C1 = A(1 - beta1), B2 = A(beta2), C2 = A(1 - beta2),
+  B1 = A(beta1), C1 = A(1 - beta1), B2 = A(beta2), C2 = A(1 - beta2),
   RHO = A(rho), CR = A(1 - rho), EPS = A(eps)       (lr and eps must not round to 0)
+The step size ``alpha`` comes at run time as a one-element array in A, so one component serves
+a whole run whose learning rate is annealed: SGD and RMSprop take alpha = A(lr) of the step,
+Adam the bias-corrected step size below. ``lr`` is the nominal rate (the testbench's alpha).
 
-SGD      inputs w, g                    outputs w_new
-    t  = A(LR * g);   w_new = S(A(w - t))
+SGD      inputs w, g, alpha             outputs w_new
+    t  = A(alpha * g);   w_new = S(A(w - t))
 Adam     inputs w, g, m, v, alpha       outputs w_new, m_new, v_new
     m_new = A(A(B1 * m) + A(C1 * g))
     v_new = A(A(B2 * v) + A(A(C2 * g) * g))
@@ -21,10 +24,10 @@ Adam     inputs w, g, m, v, alpha       outputs w_new, m_new, v_new
     alpha is the bias-corrected step size of step t >= 1, computed on the host in float64 and
     passed as a one-element array in A: alpha = A(lr * sqrt(1 - beta2**t) / (1 - beta1**t))
     (``adam_alpha``). EPS is then Kingma & Ba's "epsilon hat" (added to sqrt(v), not sqrt(v_hat)).
-RMSprop  inputs w, g, v                 outputs w_new, v_new
+RMSprop  inputs w, g, v, alpha          outputs w_new, v_new
     v_new = A(A(RHO * v) + A(A(CR * g) * g))
     d     = A(A(sqrt(v_new)) + EPS)
-    w_new = S(A(w - A(A(LR * g) / d)))
+    w_new = S(A(w - A(A(alpha * g) / d)))
 
 Runtime length: parameter ``n`` is N_MAX; the HLS top takes the element count as the
 ``s_axilite`` scalar ``n`` (1 <= n <= N_MAX), so one component updates any slice of up to
@@ -45,7 +48,7 @@ from .base import Array, Kernel, Param, check_formats, finish_cost, get_dev, op
 
 __all__ = ["WeightUpdate", "adam_alpha", "OPTIMIZER_INPUTS"]
 
-OPTIMIZER_INPUTS = {"sgd": ("w", "g"), "adam": ("w", "g", "m", "v", "alpha"), "rmsprop": ("w", "g", "v")}
+OPTIMIZER_INPUTS = {"sgd": ("w", "g", "alpha"), "adam": ("w", "g", "m", "v", "alpha"), "rmsprop": ("w", "g", "v", "alpha")}
 OPTIMIZER_OUTPUTS = {"sgd": ("w_new",), "adam": ("w_new", "m_new", "v_new"), "rmsprop": ("w_new", "v_new")}
 OPS_PER_ELEMENT = {"sgd": 2, "adam": 12, "rmsprop": 9}  # multiplies, adds, sqrt, divide as counted above
 
@@ -121,7 +124,7 @@ class WeightUpdate(Kernel):
     def constants(self, p) -> dict[str, float]:
         a = self.formats(p)["acc"]
         q = lambda v: float(a.quantize(v))  # noqa: E731
-        return {"LR": q(p["lr"]), "B1": q(p["beta1"]), "C1": q(1.0 - p["beta1"]),
+        return {"B1": q(p["beta1"]), "C1": q(1.0 - p["beta1"]),
                 "B2": q(p["beta2"]), "C2": q(1.0 - p["beta2"]), "RHO": q(p["rho"]),
                 "CR": q(1.0 - p["rho"]), "EPS": q(p["eps"])}
 
@@ -143,20 +146,21 @@ class WeightUpdate(Kernel):
         c = self.constants(p)
         w, g = a["w"], a["g"]
         out = {}
+        step = a["alpha"][0]
         if p["optimizer"] == "sgd":
-            t = op(A, "mul", c["LR"], A, g, S)
+            t = op(A, "mul", step, A, g, S)
             out["w_new"] = op(S, "cast", op(A, "sub", w, S, t, A), A)
             return out
         if p["optimizer"] == "adam":
             m1 = op(A, "add", op(A, "mul", c["B1"], A, a["m"], A), A, op(A, "mul", c["C1"], A, g, S), A)
             v1 = _second_moment(A, S, c["B2"], c["C2"], a["v"], g)
             d = op(A, "add", op(A, "sqrt", v1, A), A, c["EPS"], A)
-            u = op(A, "div", op(A, "mul", a["alpha"][0], A, m1, A), A, d, A)
+            u = op(A, "div", op(A, "mul", step, A, m1, A), A, d, A)
             out["m_new"] = m1
         else:
             v1 = _second_moment(A, S, c["RHO"], c["CR"], a["v"], g)
             d = op(A, "add", op(A, "sqrt", v1, A), A, c["EPS"], A)
-            u = op(A, "div", op(A, "mul", c["LR"], A, g, S), A, d, A)
+            u = op(A, "div", op(A, "mul", step, A, g, S), A, d, A)
         out["w_new"] = op(S, "cast", op(A, "sub", w, S, u, A), A)
         out["v_new"] = v1
         return {k: out[k] for k in OPTIMIZER_OUTPUTS[p["optimizer"]]}
@@ -167,7 +171,8 @@ class WeightUpdate(Kernel):
         n = rows or p["n"]
         arrs = {"w": S.quantize(rng.standard_normal(n) * 0.5), "g": S.quantize(rng.standard_normal(n) * 0.5),
                 "m": A.quantize(rng.standard_normal(n) * 0.05), "v": A.quantize(rng.random(n) * 0.05),
-                "alpha": A.quantize(np.array([adam_alpha(p, t if t is not None else int(rng.integers(1, 20)))]))}
+                "alpha": A.quantize(np.array([adam_alpha(p, t if t is not None else int(rng.integers(1, 20)))
+                                              if p["optimizer"] == "adam" else p["lr"]]))}
         return {k: arrs[k] for k in OPTIMIZER_INPUTS[p["optimizer"]]}
 
     def cost(self, p, unit="PL", device=None):

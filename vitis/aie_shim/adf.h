@@ -1,13 +1,15 @@
 // rlhls host shim of the ADF kernel-side API: just what the generated AIE kernels use, so that
 // g++ compiles and runs exactly those kernel sources on the host (see rlhls/flow/aie.py).
-// Our own code, not AMD's header. Graph classes (adf::graph, plio, connect) are not modelled:
-// graph.h is only ever compiled by the AIE compiler.
+// Our own code, not AMD's header. Graph classes (adf::graph, plio, pktsplit, connect) are not
+// modelled: graph.h is only ever compiled by the AIE compiler.
 #pragma once
 #include <cstddef>
-#include <deque>
 #include <stdexcept>
 
 #include "aie_api/aie.hpp"
+
+// Kernel classes register their run function for the AIE compiler; nothing to do on the host.
+#define REGISTER_FUNCTION(f)
 
 namespace adf {
 
@@ -41,36 +43,33 @@ class output_buffer {
     T* p_;
 };
 
-// Cascade ports: both ends of one cascade share a FIFO of accumulator lanes (fp32 for accfloat).
-template <typename T>
-struct output_cascade {
-    explicit output_cascade(std::deque<float>* q) : q(q) {}
-    std::deque<float>* q;
-};
-template <typename T>
-struct input_cascade {
-    explicit input_cascade(std::deque<float>* q) : q(q) {}
-    std::deque<float>* q;
+// Asynchronous output buffer: the kernel acquires it, writes, and releases it, on the invocations
+// it chooses. The harness reads the caller-owned memory after a release; releases() and held() are
+// host-only accessors for it (the AIE API has neither). Misuse throws, so the harness reports it.
+template <typename T, typename Extents = extents<>>
+class output_async_buffer {
+ public:
+    explicit output_async_buffer(T* p) : p_(p) {}
+    void acquire() {
+        if (held_) throw std::runtime_error("output_async_buffer: acquire() while already acquired");
+        held_ = true;
+    }
+    void release() {
+        if (!held_) throw std::runtime_error("output_async_buffer: release() without acquire()");
+        held_ = false;
+        ++releases_;
+    }
+    T* data() {
+        if (!held_) throw std::runtime_error("output_async_buffer: data() outside acquire() / release()");
+        return p_;
+    }
+    static constexpr std::size_t size() { return Extents::size(); }
+    std::size_t releases() const { return releases_; }
+    bool held() const { return held_; }
+ private:
+    T* p_;
+    bool held_ = false;
+    std::size_t releases_ = 0;
 };
 
 }  // namespace adf
-
-using adf::input_cascade;
-using adf::output_cascade;
-
-// aie_adf.hpp-style stream access on cascades.
-template <unsigned N, typename T>
-aie::accum<accfloat, N> readincr_v(adf::input_cascade<T>* in) {
-    aie::accum<accfloat, N> a;
-    for (unsigned i = 0; i < N; ++i) {
-        if (in->q->empty()) throw std::runtime_error("readincr_v: cascade FIFO is empty");
-        a.v[i] = in->q->front();
-        in->q->pop_front();
-    }
-    return a;
-}
-
-template <typename T, unsigned N>
-void writeincr(adf::output_cascade<T>* out, const aie::accum<accfloat, N>& a) {
-    for (unsigned i = 0; i < N; ++i) out->q->push_back(a.v[i]);
-}

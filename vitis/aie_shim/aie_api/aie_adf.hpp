@@ -1,3 +1,3 @@
-// rlhls shim: the stream/cascade helpers of aie_adf.hpp live in adf.h here.
+// rlhls shim: the buffer-port types of aie_adf.hpp live in adf.h here.
 #pragma once
 #include "../adf.h"
