@@ -33,7 +33,7 @@ not normalized (SB3's default; RL Zoo's MuJoCo configs wrap VecNormalize, not do
 Episode ends: ``envs.ReplayableVecEnv`` (SAME_STEP autoreset). A termination cuts the return
 (next value 0); a truncation (time limit) bootstraps with V(final observation) -- SB3 adds
 ``gamma * V(terminal_observation)`` to that step's reward, which is the same recurrence as
-``ppo.gae_reference`` with done code 2. ``dones``: 0 continue / 1 terminated / 2 truncated.
+``gae.gae_reference`` with done code 2. ``dones``: 0 continue / 1 terminated / 2 truncated.
 
 Updates and resume: one runner update = ``rollouts_per_update`` rollouts (default 25 = 1000 env
 steps with 8 x 5; one metrics row and one checkpoint each; SB3 logs every 100 rollouts). The
@@ -60,13 +60,12 @@ and phase seconds ``t_<phase>`` for ``PHASES``.
 from __future__ import annotations
 
 import copy
-import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
 from rlhls.designs.errors import RlhlsError
+from rlhls.partition.fileio import timed
 from rlhls.designs.formats import parse_format
 
 from .distributions import Categorical, DiagGaussian, env_action, policy_distribution
@@ -75,7 +74,8 @@ from .mixed import PRECISIONS, MixedPrecision, count_columns, ps_forward
 from .algorithms import Algorithm, register_algorithm
 from .hyperparams import HyperParams, hp
 from .optim import make_optimizer
-from .ppo import adapt_network, gae_reference
+from .gae import gae_reference
+from .ppo import adapt_network
 from .trainer import TrainerBase, param_views
 
 __all__ = ["A2CArgs", "batch_size", "PHASES", "resolve_hyperparams", "a2c_loss", "A2C"]
@@ -123,15 +123,6 @@ PHASES = ("dnn_inference", "env_run", "storing_trajectories", "returns", "update
 def resolve_hyperparams(design, overrides: dict | None = None, config: dict | None = None) -> dict:
     """A2CArgs: SB3's A2C defaults <- the design's hyperparameters <- config <- overrides."""
     return A2CArgs.resolve(design, overrides, config)
-
-
-@contextmanager
-def _timed(times: dict, phase: str):
-    t0 = time.perf_counter()
-    try:
-        yield
-    finally:
-        times[phase] += time.perf_counter() - t0
 
 
 def a2c_loss(out, values, actions, advantages, returns, *, log_std=None, softmax: bool = False,
@@ -233,34 +224,34 @@ class A2C(TrainerBase):
         b_rew, b_val, b_done, b_tval = (np.zeros((T, N)) for _ in range(4))
         obs = self.obs
         for t in range(T):
-            with _timed(times, "dnn_inference"):
+            with timed(times, "dnn_inference"):
                 a = self._dist(ps_forward(self.pol, obs)).sample(self.rng)
                 v = ps_forward(self.val, obs)[:, 0]
-            with _timed(times, "env_run"):
+            with timed(times, "env_run"):
                 nxt, r, term, trunc, infos = self.envs.step(self._env_action(a))
                 term = np.asarray(term, dtype=bool)
                 trunc = np.asarray(trunc, dtype=bool) & ~term  # terminated wins when both are set
                 r = np.asarray(r, dtype=np.float64)
             if trunc.any():  # bootstrap time-limit ends with V(final observation), as SB3
-                with _timed(times, "dnn_inference"):
+                with timed(times, "dnn_inference"):
                     idx = np.flatnonzero(trunc)
                     final = np.stack([np.asarray(infos["final_obs"][i], dtype=np.float64) for i in idx])
                     b_tval[t, idx] = ps_forward(self.val, final)[:, 0]
-            with _timed(times, "storing_trajectories"):
+            with timed(times, "storing_trajectories"):
                 b_obs[t], b_act[t], b_val[t], b_rew[t] = obs, a, v, r
                 b_done[t] = term * 1 + trunc * 2
                 for ret, length in self.tracker.step(r, np.logical_or(term, trunc)):
                     episodes.append((step0 + (t + 1) * N, ret, length))
             obs = nxt
         self.obs = obs
-        with _timed(times, "dnn_inference"):
+        with timed(times, "dnn_inference"):
             boot = ps_forward(self.val, obs)[:, 0]
         return b_obs, b_act, b_rew, b_val, b_done, b_tval, boot
 
     def returns(self, rew, val, done, tval, boot, times: dict):
         """The ``returns`` node: (advantages, returns), (T, N), in its unit's storage format."""
         hp = self.hp
-        with _timed(times, "returns"):
+        with timed(times, "returns"):
             adv, ret = gae_reference(rew, val, done, boot, hp["gamma"], hp["gae_lambda"], tval)
             fmt = self.mp_p.precision(self.returns_unit).storage
             return fmt.quantize(adv), fmt.quantize(ret)
@@ -270,7 +261,7 @@ class A2C(TrainerBase):
         hp, mp, mv = self.hp, self.mp_p, self.mp_v
         loss_unit = mp.loss_unit if mp.quantized else "PS"
         ru = self.returns_unit if mp.quantized else "PS"
-        with _timed(times, "update_forward"):
+        with timed(times, "update_forward"):
             out, pu = mp.forward(obs, "fwd")
             out = mp.to_loss(out, pu)
             v, vu = mv.forward(obs, "fwd")
@@ -285,7 +276,7 @@ class A2C(TrainerBase):
                                                       softmax=self.softmax_out, ent_coef=hp["ent_coef"],
                                                       vf_coef=hp["vf_coef"])
                 g_out, g_v = F.quantize(g_out * scale), F.quantize(g_v * scale)
-        with _timed(times, "backprop"):
+        with timed(times, "backprop"):
             mp.backward(g_out)
             mv.backward(g_v[:, None])
             grads = {key: self.pol[key.split(".")[1]].grads[key.rsplit(".", 1)[1]]
@@ -294,7 +285,7 @@ class A2C(TrainerBase):
                           for key in self.views if key.startswith("value.")})
             if g_ls is not None:
                 grads["log_std"] = self.fp32.quantize(g_ls * scale)
-        with _timed(times, "weight_update"):
+        with timed(times, "weight_update"):
             event = mp.apply(self.opt, self.views, grads, max_grad_norm=hp["max_grad_norm"])
         return {**stats, "grad_norm": mp.grad_norm, "event": event}
 
@@ -303,7 +294,7 @@ class A2C(TrainerBase):
         hp, times = self.hp, {p: 0.0 for p in PHASES}
         T, N = hp["n_steps"], hp["num_envs"]
         if self.obs is None:
-            with _timed(times, "env_run"):
+            with timed(times, "env_run"):
                 self.obs, _ = self.envs.reset()
         episodes, acc, ev, truncs = [], {k: [] for k in ("pg_loss", "v_loss", "entropy", "grad_norm")}, [], 0
         for _ in range(hp["rollouts_per_update"]):

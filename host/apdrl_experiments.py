@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import io
 import json
 import math
 import os
@@ -111,6 +110,15 @@ def _episodes(run_dir: Path):
     return np.array([float(r["env_step"]) for r in rows]), np.array([float(r["return"]) for r in rows])
 
 
+def _untrained(run_dir: Path, steps: int) -> bool:
+    """A run that never passed its learning_starts: its returns are an untrained agent's."""
+    try:
+        cfg = json.loads((run_dir / "config.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return int(cfg.get("hyperparams", {}).get("learning_starts", 0) or 0) >= steps
+
+
 def _mean_std(v: list) -> tuple[float, float]:
     a = np.array([x for x in v if math.isfinite(x)])
     if not len(a):
@@ -121,7 +129,7 @@ def _mean_std(v: list) -> tuple[float, float]:
 def summarize_table3(out, designs: list[str], seeds: int, title: str = "") -> list[dict]:
     """table3.csv / table3.md / fig11.png from the run folders under `out`; returns the rows."""
     from .report import markdown_table
-    from .runner import atomic_write_bytes, atomic_write_text, csv_text
+    from .runner import atomic_write_text, csv_text
 
     out = Path(out)
     rows, curves = [], {}
@@ -141,11 +149,14 @@ def summarize_table3(out, designs: list[str], seeds: int, title: str = "") -> li
             r[f"{p}_steps"] = min(reached, default=0)  # the least-trained run: unfinished ones show here
             r[f"{p}_per_seed"] = " ".join(f"{f:.2f}" for f in finals)
             curves[(d, p)] = per_seed
-        r["reward_error_percent"] = reward_error(r["fp32_mean"], r["mixed_mean"])
+        r["untrained"] = any(_untrained(out / d / f"{p}-s{s}", r[f"{p}_steps"]) for p in PRECISIONS
+                             for s in range(seeds) if (out / d / f"{p}-s{s}").is_dir())
+        # no gradient step yet: both agents are the initial policy, their "error" means nothing
+        r["reward_error_percent"] = float("nan") if r["untrained"] else reward_error(r["fp32_mean"], r["mixed_mean"])
         rows.append(r)
 
     cols = ["design", "fp32_mean", "fp32_std", "fp32_seeds", "fp32_steps", "fp32_per_seed", "mixed_mean",
-            "mixed_std", "mixed_seeds", "mixed_steps", "mixed_per_seed", "reward_error_percent"]
+            "mixed_std", "mixed_seeds", "mixed_steps", "mixed_per_seed", "reward_error_percent", "untrained"]
     atomic_write_text(out / "table3.csv", csv_text(rows, cols))
 
     from rlhls.designs.registry import get_design
@@ -162,31 +173,25 @@ def summarize_table3(out, designs: list[str], seeds: int, title: str = "") -> li
                          [[r["design"], f"{r['fp32_mean']:.2f} ± {r['fp32_std']:.2f}",
                            f"{r['mixed_mean']:.2f} ± {r['mixed_std']:.2f}", f"{r['fp32_seeds']}/{r['mixed_seeds']}",
                            f"{r['fp32_steps']}/{r['mixed_steps']}",
-                           f"{r['reward_error_percent']:.2f}", seed_err(r["design"])] for r in rows]),
+                           "untrained (no gradient step yet)" if r["untrained"] else f"{r['reward_error_percent']:.2f}",
+                           seed_err(r["design"])] for r in rows]),
           "", "![Fig. 11](fig11.png)", ""]
     atomic_write_text(out / "table3.md", "\n".join(md))
 
     import matplotlib
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from .report import mean_std_band, save_png
 
     n = len(designs)
     ncol = min(3, n)
     nrow = math.ceil(n / ncol)
-    fig, axes = plt.subplots(nrow, ncol, figsize=(4.2 * ncol, 3.2 * nrow), squeeze=False)
+    fig = Figure(figsize=(4.2 * ncol, 3.2 * nrow))
+    axes = fig.subplots(nrow, ncol, squeeze=False)
     for i, d in enumerate(designs):
         ax = axes[i // ncol][i % ncol]
         for p, col in zip(PRECISIONS, ("tab:blue", "tab:orange")):
-            per_seed = [(x, y) for x, y in curves[(d, p)] if len(x)]
-            if not per_seed:
-                continue
-            lo, hi = max(x[0] for x, _ in per_seed), min(x[-1] for x, _ in per_seed)
-            grid = np.linspace(lo, hi, 200) if hi > lo else np.array([lo])
-            ys = np.array([np.interp(grid, x, y) for x, y in per_seed])
-            m, sd = ys.mean(axis=0), ys.std(axis=0)
-            ax.plot(grid, m, color=col, label=f"{p} (n={len(per_seed)})", marker="." if len(grid) == 1 else None)
-            ax.fill_between(grid, m - sd, m + sd, color=col, alpha=0.2)
+            mean_std_band(ax, curves[(d, p)], col, p, points=200)
         ax.set_title(d.replace("apdrl-", ""), fontsize=9)
         ax.set_xlabel("environment steps", fontsize=8)
         ax.xaxis.set_major_formatter(matplotlib.ticker.EngFormatter(sep=""))  # 400k, not 400000 run together
@@ -200,10 +205,7 @@ def summarize_table3(out, designs: list[str], seeds: int, title: str = "") -> li
     for j in range(n, nrow * ncol):
         axes[j // ncol][j % ncol].axis("off")
     fig.tight_layout()
-    b = io.BytesIO()
-    fig.savefig(b, format="png", dpi=110)
-    plt.close(fig)
-    atomic_write_bytes(out / "fig11.png", b.getvalue())
+    save_png(fig, out / "fig11.png")
     return rows
 
 
@@ -295,6 +297,14 @@ def run_apdrl_table3(args) -> int:
             if j["design"] == d and j["precision"] == "mixed":
                 j["plan"] = str(plan)
         say(f"{d}: plan -> {plan}")
+    from .algorithms import get_algorithm
+
+    for j in {j["design"]: j for j in jobs}.values():
+        d = get_design(j["design"])
+        hp = get_algorithm(d.algorithm).hyperparams(d, j["overrides"])
+        if hp.get("learning_starts", 0) >= j["steps"]:
+            say(f"rlhls: warning: {d.name}: {j['steps']} steps do not pass learning_starts = {hp['learning_starts']}; "
+                "its runs take no gradient step and its row is marked untrained")
     say(f"{args.name}: {len(designs)} benchmark(s) x 2 precisions x {args.seeds} seed(s) = {len(jobs)} run(s), "
         f"{args.jobs} at a time -> {out}")
     t0 = time.perf_counter()
@@ -315,9 +325,10 @@ def _print_rows(rows, as_json: bool = False) -> None:
         print(json.dumps(rows, indent=2, default=str))
         return
     for r in rows:
+        err = ("untrained: no gradient step yet" if r["untrained"] else
+               f"reward error {r['reward_error_percent']:.2f} %")
         print(f"{r['design']:<24} fp32 {r['fp32_mean']:9.2f} ± {r['fp32_std']:<8.2f} mixed {r['mixed_mean']:9.2f} "
-              f"± {r['mixed_std']:<8.2f} reward error {r['reward_error_percent']:.2f} %  "
-              f"(least-trained run: {r['fp32_steps']} / {r['mixed_steps']} steps)")
+              f"± {r['mixed_std']:<8.2f} {err}  (least-trained run: {r['fp32_steps']} / {r['mixed_steps']} steps)")
 
 
 def _report_table3(args, designs) -> int:

@@ -325,4 +325,7 @@ class PlanKernels:
         k = get_kernel("weight_update")
         ins, _ = k.arrays(p)
         arrays = {"w": w, "g": g, "alpha": np.array([alpha]), **state}
-        return self.backend.call("weight_update", p, **{a.name: arrays[a.name] for a in ins})
+        arrays = {a.name: arrays[a.name] for a in ins}
+        if not self.compiled:  # the model with the parameters resolved once (a call per layer and step)
+            return k.model(p, **arrays)
+        return self.backend.call("weight_update", p, **arrays)

@@ -58,9 +58,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlhls.designs.errors import RlhlsError
+from rlhls.partition.fileio import timed
 from rlhls.designs.formats import parse_format
 
-from .dqn import ReplayBuffer, _timed
+from .dqn import ReplayBuffer
 from .envs import EpisodeTracker, space_info
 from .algorithms import Algorithm, register_algorithm
 from .hyperparams import HyperParams, hp
@@ -229,12 +230,12 @@ class DDPG(TrainerBase):
 
     def critic_step(self, s, s2, a, r, d, times: dict) -> dict:
         hp, mp, B = self.hp, self.mp_c, s.shape[0]
-        with _timed(times, "target_forward"):
+        with timed(times, "target_forward"):
             a2, ua = self._act_fwd(s2, "tfwd", net=self.target_actor)
             x2, u0 = self._critic_input(mp, s2, a2, ua, "tfwd")
             qt, uq = mp.forward(x2, "tfwd", net=self.target_critic, src=u0)
             qt = mp.to_loss(qt, uq)[:, 0]
-        with _timed(times, "update_forward"):
+        with timed(times, "update_forward"):
             qv, u = mp.forward(np.concatenate([s, a], axis=1), "fwd")
             qv = mp.to_loss(qv, u)[:, 0]
             F = mp.precision(mp.loss_unit).storage  # the loss node computes in its unit's format
@@ -243,16 +244,16 @@ class DDPG(TrainerBase):
             with np.errstate(invalid="ignore", over="ignore"):
                 loss = float(np.mean(delta * delta))
                 g = F.quantize(2.0 * delta * (mp.loss_scale() / B))[:, None]
-        with _timed(times, "backprop"):
+        with timed(times, "backprop"):
             mp.backward(g)
             grads = {k: self.critic[layer].grads[k.rsplit(".", 1)[1]] for k, (layer, _) in self.views_c.items()}
-        with _timed(times, "weight_update"):
+        with timed(times, "weight_update"):
             event = mp.apply(self.opt_c, self.views_c, grads)
         return {"qf_loss": loss, "qf_values": float(np.mean(qv)), "event": event}
 
     def actor_step(self, s, times: dict) -> dict:
         mp, pi, B = self.mp_a, self.mp_pi, s.shape[0]
-        with _timed(times, "update_forward"):
+        with timed(times, "update_forward"):
             a, ua = self._act_fwd(s, "fwd")
             x, u0 = self._critic_input(pi, s, a, ua, "fwd")
             qpi, u = pi.forward(x, "fwd", src=u0)
@@ -260,7 +261,7 @@ class DDPG(TrainerBase):
             F = pi.precision(pi.loss_unit).storage
             loss = -float(np.mean(qpi))
             g = F.quantize(np.full((B, 1), -mp.loss_scale() / B))  # d(-mean Q)/dQ, scaled
-        with _timed(times, "backprop"):
+        with timed(times, "backprop"):
             dx = pi.backward(g, need_input_grad=True, param_grads=False)  # dQ/d(obs, a), scaled
             src = pi.unit_of(self.critic.layers[0].name, "bwd")
             last = self.actor.layers[-1].name
@@ -270,7 +271,7 @@ class DDPG(TrainerBase):
                 da = mp.precision(ul).storage.quantize(da * self.action_scale)  # through a = scale * tanh + bias
             mp.backward(da, ul)
             grads = {k: self.actor[layer].grads[k.rsplit(".", 1)[1]] for k, (layer, _) in self.views_a.items()}
-        with _timed(times, "weight_update"):
+        with timed(times, "weight_update"):
             event = mp.apply(self.opt_a, self.views_a, grads)
         return {"actor_loss": loss, "event": event}
 
@@ -287,22 +288,22 @@ class DDPG(TrainerBase):
         hp, times = self.hp, {p: 0.0 for p in PHASES}
         N = hp["num_envs"]
         if self.obs is None:
-            with _timed(times, "env_run"):
+            with timed(times, "env_run"):
                 self.obs, _ = self.envs.reset()
         episodes, qf_losses, a_losses, qs = [], [], [], []
         n_critic = n_actor = skip_c = skip_a = 0
         for _ in range(self.steps_per_update // N):
             g = self.global_step
-            with _timed(times, "dnn_inference"):
+            with timed(times, "dnn_inference"):
                 if g < hp["learning_starts"]:
                     actions = self.rng.uniform(self.low, self.high, size=(N, self.act_dim))
                 else:
                     actions = np.clip(self.policy(self.obs) + self._noise(), self.low, self.high)
                 actions = actions.astype(self.envs.single_action_space.dtype)
-            with _timed(times, "env_run"):
+            with timed(times, "env_run"):
                 next_obs, r, term, trunc, infos = self.envs.step(actions)
                 done = np.logical_or(term, trunc)
-            with _timed(times, "storing_transitions"):
+            with timed(times, "storing_transitions"):
                 real_next = next_obs.copy()
                 for i in np.flatnonzero(done):
                     real_next[i] = infos["final_obs"][i]
@@ -313,7 +314,7 @@ class DDPG(TrainerBase):
             self.obs = next_obs
             if g > hp["learning_starts"]:
                 k = self.mp_c.steps  # quantization delay counted in training iterations, for all three
-                with _timed(times, "sample"):
+                with timed(times, "sample"):
                     s, s2, a, rew, d = self.rb.sample(self.rng, hp["batch_size"])
                     a = a.astype(np.float64)
                 st = self.critic_step(s, s2, a, rew, d, times)
@@ -327,7 +328,7 @@ class DDPG(TrainerBase):
                     a_losses.append(st["actor_loss"])
                     skip_a += st["event"] in ("skip", "skip_shrink")
                     n_actor += 1
-                    with _timed(times, "soft_update"):
+                    with timed(times, "soft_update"):
                         self.update_targets()
             self.global_step += 1
         c = {}

@@ -26,7 +26,7 @@ ends an episode returns the next episode's first observation and the last one in
 ``real_next_obs``) and ``terminated`` (not truncated) as the done flag, so time-limit ends
 bootstrap. Observations are not normalized (CleanRL).
 
-Atari (DQN-Breakout; host/atari.py: CleanRL's wrappers, rewards clipped to their sign for
+Atari (DQN-Breakout; host/envs/atari.py: CleanRL's wrappers, rewards clipped to their sign for
 learning): observations stay uint8 (4 x 84 x 84 frame stacks) in the replay buffer and the Q
 network reads ``x / 255`` in acting and training (CleanRL's ``q_network(x / 255.0)``; raw 0-255
 pixels make the FP16 gradients of PL layers overflow). The recorded episodic return / length
@@ -60,13 +60,12 @@ overflowed a unit-boundary conversion), and phase seconds ``t_<phase>`` for ``PH
 from __future__ import annotations
 
 import copy
-import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
 from rlhls.designs.errors import RlhlsError
+from rlhls.partition.fileio import timed
 from rlhls.designs.formats import parse_format
 
 from .envs.atari import ATARI_BUFFER_CAP, is_atari
@@ -142,15 +141,6 @@ def linear_schedule(start_e: float, end_e: float, duration: float, t: int) -> fl
     """CleanRL's linear_schedule."""
     slope = (end_e - start_e) / duration
     return max(slope * t + start_e, end_e)
-
-
-@contextmanager
-def _timed(times: dict, phase: str):
-    t0 = time.perf_counter()
-    try:
-        yield
-    finally:
-        times[phase] += time.perf_counter() - t0
 
 
 class ReplayBuffer:
@@ -290,10 +280,10 @@ class DQN(TrainerBase):
         """One minibatch (observations as stored: raw frames for Atari)."""
         hp, mp, B = self.hp, self.mp, s.shape[0]
         s, s2 = self._net_in(s), self._net_in(s2)
-        with _timed(times, "target_forward"):
+        with timed(times, "target_forward"):
             tq, tu = mp.forward(s2, "tfwd", net=self.target)
             tq = mp.to_loss(tq, tu)
-        with _timed(times, "update_forward"):
+        with timed(times, "update_forward"):
             qv, qu = mp.forward(s, "fwd")
             qv = mp.to_loss(qv, qu)
             F = self.loss_fmt()  # the loss node computes in its unit's format
@@ -311,10 +301,10 @@ class DQN(TrainerBase):
                     dl = 2.0 * delta
                 g = np.zeros_like(qv)
                 g[rows, a] = F.quantize(dl * (mp.loss_scale() / B))
-        with _timed(times, "backprop"):
+        with timed(times, "backprop"):
             mp.backward(g)
             grads = {key: self.q[layer].grads[key.rsplit(".", 1)[1]] for key, (layer, _) in self.views.items()}
-        with _timed(times, "weight_update"):
+        with timed(times, "weight_update"):
             event = mp.apply(self.opt, self.views, grads)
         return {"td_loss": loss, "q_values": float(np.mean(q_sa)), "event": event}
 
@@ -334,40 +324,40 @@ class DQN(TrainerBase):
         iters = self.steps_per_update // N
         duration = hp["exploration_fraction"] * total_updates * iters
         if self.obs is None:
-            with _timed(times, "env_run"):
+            with timed(times, "env_run"):
                 self.obs, _ = self.envs.reset()
         episodes, losses, qs, n_train = [], [], [], 0
         eps = hp["start_e"]
         for _ in range(iters):
             g = self.global_step
             eps = linear_schedule(hp["start_e"], hp["end_e"], duration, g)
-            with _timed(times, "dnn_inference"):
+            with timed(times, "dnn_inference"):
                 if self.rng.random() < eps:
                     actions = self.rng.integers(0, self.n_actions, size=N)
                 else:
                     actions = np.argmax(self.q_values(self.obs), axis=1)
-            with _timed(times, "env_run"):
+            with timed(times, "env_run"):
                 next_obs, r, term, trunc, infos = self.envs.step(actions)
                 done = np.logical_or(term, trunc)
-            with _timed(times, "storing_transitions"):
+            with timed(times, "storing_transitions"):
                 real_next = next_obs.copy()
                 for i in np.flatnonzero(done):
                     real_next[i] = infos["final_obs"][i]
                 self.rb.add(self.obs, real_next, actions, r, term)
-                # Atari: the unclipped score, one episode per game (host/atari.py)
+                # Atari: the unclipped score, one episode per game (host/envs/atari.py)
                 for ret, length in self.tracker.step(np.asarray(r, dtype=np.float64), done, infos):
                     episodes.append(((g + 1) * N, ret, length))
             self.obs = next_obs
             if g > hp["learning_starts"]:
                 if g % hp["train_frequency"] == 0:
-                    with _timed(times, "sample"):
+                    with timed(times, "sample"):
                         batch = self.rb.sample(self.rng, hp["batch_size"])
                     st = self.train_step(*batch, times)
                     losses.append(st["td_loss"])
                     qs.append(st["q_values"])
                     n_train += 1
                 if g % hp["target_network_frequency"] == 0:
-                    with _timed(times, "weight_update"):
+                    with timed(times, "weight_update"):
                         self.update_target()
             self.global_step += 1
         c = self.mp.take_counts()

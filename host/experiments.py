@@ -4,7 +4,7 @@
     rlhls experiment heppo-table3|heppo-bits [--steps N] [--seeds K] [--env ID] [--out DIR]
                      [--jobs J] [--backend emu|csim] [--full] [--set key=value ...] [--quiet]
 
-* ``heppo-table3`` — Table III's experiments 1-5 (host/ppo.py ``EXPERIMENTS``), 8-bit codes.
+* ``heppo-table3`` — Table III's experiments 1-5 (host/gae.py ``EXPERIMENTS``), 8-bit codes.
 * ``heppo-bits`` — Fig. 8-9: experiment 5 (dynamic reward + block value standardization,
   n-bit uniform quantization) for n = 3..10, against the float baseline "PPO + DS"
   (experiment 2).
@@ -32,7 +32,6 @@ settings (then it is continued), else it is refused.
 from __future__ import annotations
 
 import csv
-import io
 import json
 import math
 import sys
@@ -133,7 +132,7 @@ def _rolling(y: np.ndarray) -> np.ndarray:
 def summarize(out, configs: list[dict], seeds: int, title: str = "") -> list[dict]:
     """summary.csv, summary.md and comparison.png of the run folders in `out`; returns the rows."""
     from .report import markdown_table
-    from .runner import atomic_write_bytes, atomic_write_text, csv_text, rolling_window
+    from .runner import atomic_write_text, csv_text, rolling_window
 
     out = Path(out)
     rows, curves = [], {}
@@ -168,25 +167,15 @@ def summarize(out, configs: list[dict], seeds: int, title: str = "") -> list[dic
     atomic_write_text(out / "summary.md", "\n".join(md))
 
     import matplotlib
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from .report import mean_std_band, save_png
 
-    fig, ax = plt.subplots(figsize=(9, 5))
-    colors = plt.get_cmap("tab10").colors
+    fig = Figure(figsize=(9, 5))
+    ax = fig.add_subplot()
+    colors = matplotlib.colormaps["tab10"].colors
     for i, c in enumerate(configs):
-        per_seed, max_step = curves[c["name"]]
-        per_seed = [(x, y) for x, y in per_seed if len(x)]
-        if not per_seed:
-            continue
-        lo = max(x[0] for x, _ in per_seed)
-        hi = min(x[-1] for x, _ in per_seed)
-        grid = np.linspace(lo, hi, 100) if hi > lo else np.array([lo])
-        ys = np.array([np.interp(grid, x, y) for x, y in per_seed])
-        m, sd = ys.mean(axis=0), ys.std(axis=0)
-        col = colors[i % 10]
-        ax.plot(grid, m, color=col, label=f"{c['label']} (n={len(per_seed)})", marker="." if len(grid) == 1 else None)
-        ax.fill_between(grid, m - sd, m + sd, color=col, alpha=0.2)
+        mean_std_band(ax, curves[c["name"]][0], colors[i % 10], c["label"])
     ax.set_xlabel("environment steps")
     ax.xaxis.set_major_formatter(matplotlib.ticker.EngFormatter(sep=""))
     ax.set_ylabel("rolling-average episodic return")
@@ -197,10 +186,7 @@ def summarize(out, configs: list[dict], seeds: int, title: str = "") -> list[dic
     else:
         ax.text(0.5, 0.5, "no finished episode yet", ha="center", va="center", transform=ax.transAxes)
     fig.tight_layout()
-    b = io.BytesIO()
-    fig.savefig(b, format="png", dpi=110)
-    plt.close(fig)
-    atomic_write_bytes(out / "comparison.png", b.getvalue())
+    save_png(fig, out / "comparison.png")
     return rows
 
 

@@ -34,65 +34,11 @@ episode return / length and exp 1's discounted return; ``load_state_dict`` reset
 with its seed and replays its actions (checked against the recorded observations), so a resumed
 run reproduces an uninterrupted one exactly, episodes spanning updates included.
 
-Table III mapping (``EXPERIMENTS``; ``experiment`` hyperparameter, default 5 for heppo-ppo):
+HEPPO-GAE's GAE stage (reward/value standardization, uq<n> quantization, the GAE unit through
+the backend, Table III's experiments) is host/gae.py; AP-DRL's fp32 / mixed precision of the
+networks is host/ppo_mixed.py (``precision`` fp32 / mixed; fp64 = the float64 numpy networks).
 
-=====  ==========================================================  =====================  =====
-exp    rewards into GAE                                            values into GAE        quant
-=====  ==========================================================  =====================  =====
-1      CleanRL NormalizeReward: r / sqrt(Var[discounted return]    float                  none
-       + 1e-8), clip +-10 (the baseline)
-2      dynamic standardization (Welford over every reward of the    float                  none
-       run, eq. 6-9), kept standardized
-3      block std per rollout -> uq<n> -> de-standardized           block std -> uq<n> ->  uq<n>
-                                                                   de-std                 both
-4      block std per rollout -> uq<n>, kept standardized           block std/de-std uq<n> both
-5      dynamic std (Welford, whole run) -> uq<n>, kept std.        block std/de-std uq<n> both
-=====  ==========================================================  =====================  =====
-
-Raw env rewards feed experiments 2-5 (CleanRL's reward normalization is replaced). A block is
-one rollout (all T x N values, plus the N bootstrap values for the values block); (mu, sigma)
-are population statistics (quantizer.block_stats). n = ``quant_bits`` in 3..10 (default 8).
-The returns (value targets) are the GAE unit's rewards-to-go ``V + A`` with V as the unit saw it.
-
-GAE stage: ``gae_stage(backend, ...)`` builds the GAE memory image (``gae_fetch``: codes and
-(mu, sigma)), runs the unit (``gae_compute``) and writes advantages / RTGs back into the
-minibatch buffers (``gae_write``). Quantized experiments call
-``backend.call('gae', params, **arrays)`` (``GAE_CALL`` documents it) when
-``rlhls.host.backends`` and the ``gae`` kernel exist; until then (and for the float
-experiments 1-2) the numpy reference ``gae_reference`` computes the same recurrence (eq. 4),
-done_t convention "episode ended at step t": delta_t = r_t + gamma V'_{t+1} - V_t with V' = 0
-on termination, V(final obs) on truncation, else V_{t+1} (V_T = bootstrap);
-A_t = delta_t + gamma lambda [d_t = 0] A_{t+1}. Backends: experiments 4-5 run the ``gae`` kernel
-through ``--backend`` (emu = numpy model, csim = the compiled HLS C++, bit-identical);
-experiments 1-2 (float) and 3 (rewards de-standardized, which the kernel's datapath does not do)
-always use ``gae_reference`` in numpy, whatever the backend.
-
-Experiment 0 (not in HEPPO-GAE's table): raw env rewards into the float GAE, no normalization --
-CleanRL's ``ppo_atari.py`` (whose env already clips rewards to their sign, host/atari.py); the
-AP-DRL MsPacman design sets it.
-
-Precision (``precision`` hyperparameter): ``fp64`` (default; HEPPO designs) = the float64 numpy
-path above, unchanged. ``fp32`` / ``mixed`` = AP-DRL (seed 003 §IV-D, as host/a2c.py and
-host/dqn.py): one ``MixedPrecision`` per network (``policy``, ``value``); ``fp32`` runs every node
-on the PS in FP32, ``mixed`` each node (``policy.<layer>.fwd/bwd/upd``, ``value.<layer>...``,
-``loss``, ``gae``) in its unit's format under ``assignment`` (the plan; None = profile + ILP
-in-process at the minibatch size). Acting (policy, V, V of truncated final observations, the
-bootstrap V) runs on the PS in FP32 (Fig. 10); its log-probs and values reach the loss node
-converted PS -> loss unit. The float GAE's outputs are rounded to the ``gae`` node's storage
-format (the ``returns`` node for an A2C design's plan; PS if neither), HEPPO's uq<n> GAE keeps its
-own. One dynamic loss scale serves both networks (one loss, as PyTorch's GradScaler;
-``MixedPrecision.link``): the loss gradients of the policy output, V and log-std are scaled; a
-non-finite gradient anywhere skips the whole minibatch step (weights and Adam untouched, scale
-halved). Gradients are unscaled in FP32, clipped to the global norm (``apply(...,
-max_grad_norm=)``), then Adam steps and weights are rounded to their master formats (BF16 for
-AIE layers, else FP32). Extra metrics columns (fp32 / mixed): loss_scale, quantized,
-skipped_steps, scale_shrinks, scale_grows, grad_overflows, conv_overflows; grad_norm is the mean
-over the applied steps. The checkpoint adds the scaler state and the assignment (a checkpoint of
-another precision or plan is refused). ``rlhls train`` runs a PPO design in fp32 / mixed when its
-precision (the design's, ``--precision`` or ``--set precision=``) is not fp64, with the plan from
-``--plan`` or the ILP at the minibatch size, recorded in config.json (host/cli_train.py).
-
-Image observations: uint8 frames (Atari, host/atari.py) stay uint8 in the rollout buffer
+Image observations: uint8 frames (Atari, host/envs/atari.py) stay uint8 in the rollout buffer
 (8 x 128 x 4 x 84 x 84 = 29 MB) and the networks read ``x / 255`` (CleanRL's ppo_atari scales in
 the network). Episodic return / length come from ``EpisodeTracker`` with the env infos: the
 unclipped game score over all lives.
@@ -104,29 +50,29 @@ gae_fetch, gae_compute, gae_write, update_forward (minibatch forward + losses), 
 (backward + clipping + optimizer step). Seconds, in the metrics row as ``t_<phase>``.
 """
 
+
 from __future__ import annotations
 
 import copy
-import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
 from rlhls.designs.errors import RlhlsError
+from rlhls.partition.fileio import timed
 from rlhls.designs.network import Network
-from rlhls.designs.quantizer import RunningStats, quantize_blocks, quantize_standardized
-from rlhls.designs.formats import parse_format
+from rlhls.designs.quantizer import RunningStats
+
+from gymnasium.wrappers.utils import RunningMeanStd
 
 from .distributions import DiagGaussian, env_action, policy_distribution
 from .envs import EpisodeTracker, ReplayableVecEnv, pad_obs, space_info
 from .algorithms import Algorithm, register_algorithm
+from .gae import EXPERIMENTS, gae_stage
 from .hyperparams import HyperParams, hp
-from .mixed import MixedPrecision, count_columns, default_plan, ps_forward
 from .optim import clip_grad_norm, make_optimizer
 
-__all__ = ["PPOArgs", "batch_size", "EXPERIMENTS", "PHASES", "PRECISIONS", "GAE_CALL", "RunningMeanStd",
-           "gae_reference", "gae_stage", "ppo_loss", "resolve_hyperparams", "PPO"]
+__all__ = ["PPOArgs", "batch_size", "PHASES", "PRECISIONS", "ppo_loss", "resolve_hyperparams", "PPO"]
 
 PRECISIONS = ("fp64", "fp32", "mixed")
 LOSS_SCALING = "AP-DRL mixed precision (fp32 / mixed): "
@@ -179,174 +125,12 @@ def batch_size(hp: dict) -> int:
     """The training batch a plan is solved at: one minibatch."""
     return hp["num_envs"] * hp["num_steps"] // hp["num_minibatches"]
 
-EXPERIMENTS = {
-    0: {"reward": "raw", "value": "float", "quant": False},
-    1: {"reward": "cleanrl", "value": "float", "quant": False},
-    2: {"reward": "dynamic", "value": "float", "quant": False},
-    3: {"reward": "block_destd", "value": "block", "quant": True},
-    4: {"reward": "block_keep", "value": "block", "quant": True},
-    5: {"reward": "dynamic", "value": "block", "quant": True},
-}
-
 PHASES = ("dnn_inference", "env_run", "storing_trajectories", "gae_fetch", "gae_compute", "gae_write",
           "update_forward", "backprop")
-
-GAE_CALL = """backend.call('gae', {'gamma': g, 'lam': l, 'bits': n, 'lookahead': k, 'steps': T, 'trajectories': N},
-    reward_codes=uint16 (T, N), reward_mu=float64 (), reward_sigma=float64 (),
-    value_codes=uint16 (T, N), value_mu=float64 (), value_sigma=float64 (),
-    dones=uint8 (T, N) [1 = episode ended at step t], bootstrap=float64 (N,) [V(s_T), de-quantized])
- -> {'advantages': (T, N), 'rtgs': (T, N)}   reward = decode(code)*reward_sigma + reward_mu
-    (mu=0, sigma=1 when rewards stay standardized), value = decode(code)*value_sigma + value_mu"""
-
-
-class RunningMeanStd:
-    """gymnasium's RunningMeanStd (parallel mean/var update, initial count epsilon)."""
-
-    def __init__(self, shape=(), epsilon: float = 1e-4):
-        self.mean = np.zeros(shape)
-        self.var = np.ones(shape)
-        self.count = float(epsilon)
-
-    def update(self, x):
-        x = np.asarray(x, dtype=np.float64)
-        bm, bv, bc = x.mean(axis=0), x.var(axis=0), x.shape[0]
-        delta = bm - self.mean
-        tot = self.count + bc
-        self.mean = self.mean + delta * bc / tot
-        m2 = self.var * self.count + bv * bc + delta * delta * self.count * bc / tot
-        self.var = m2 / tot
-        self.count = tot
-
-    def state(self):
-        return {"mean": self.mean.copy(), "var": self.var.copy(), "count": self.count}
-
-    def load(self, s):
-        self.mean, self.var, self.count = np.array(s["mean"]), np.array(s["var"]), float(s["count"])
-
 
 def resolve_hyperparams(design, overrides: dict | None = None, config: dict | None = None) -> dict:
     """PPOArgs: CleanRL's defaults <- the design's hyperparameters <- config <- overrides."""
     return PPOArgs.resolve(design, overrides, config)
-
-
-def gae_reference(rewards, values, dones, bootstrap, gamma: float, lam: float, trunc_values=None):
-    """Eq. 2-5 backwards over t; arrays (T, N); returns (advantages, rewards-to-go).
-
-    ``dones``: 0 = the episode continues after step t, 1 (or True) = terminated at t (next value
-    0), 2 = truncated at t (next value ``trunc_values[t]``, V of the final observation). Either
-    end cuts the recursion; the GAE kernel uses the same codes."""
-    rewards = np.asarray(rewards, dtype=np.float64)
-    values = np.asarray(values, dtype=np.float64)
-    d = np.asarray(dones).astype(np.int64)
-    if np.any(d == 2) and trunc_values is None:
-        raise RlhlsError("gae_reference: dones mark truncations (2) but no trunc_values were given")
-    tv = np.zeros_like(rewards) if trunc_values is None else np.asarray(trunc_values, dtype=np.float64)
-    cont = (d == 0).astype(np.float64)
-    T = rewards.shape[0]
-    adv = np.zeros_like(rewards)
-    last = np.zeros(rewards.shape[1:])
-    for t in range(T - 1, -1, -1):
-        nv = bootstrap if t == T - 1 else values[t + 1]
-        nv = np.where(d[t] == 1, 0.0, np.where(d[t] == 2, tv[t], nv))
-        delta = rewards[t] + gamma * nv - values[t]
-        last = delta + gamma * lam * cont[t] * last
-        adv[t] = last
-    return adv, adv + values
-
-
-def _kernel_arrays(a: dict, fmt, v_codes_all, boot_codes) -> dict:
-    """Map the GAE memory image onto designs/kernels/gae.py's inputs: rewards stay standardized
-    (mu 0, sigma 1), done 0/1/2 = continue/terminated/truncated, bootstrap_codes = value codes of
-    the final observations (read where done = 2), value_stats = [mu, sigma] of the one value
-    block, last_value_codes = the bootstrap row."""
-    T = a["reward_codes"].shape[0]
-    return {"reward_codes": a["reward_codes"].astype(np.float64), "value_codes": a["value_codes"].astype(np.float64),
-            "done": a["dones"].astype(np.float64), "bootstrap_codes": boot_codes.astype(np.float64),
-            "last_value_codes": v_codes_all[T].astype(np.float64),
-            "value_stats": np.array([float(a["value_mu"]), float(a["value_sigma"])])}
-
-
-@contextmanager
-def _timed(times: dict, phase: str):
-    t0 = time.perf_counter()
-    try:
-        yield
-    finally:
-        times[phase] = times.get(phase, 0.0) + time.perf_counter() - t0
-
-
-def gae_stage(backend, rewards, values, dones, bootstrap, *, gamma, lam, mode: dict, bits: int,
-              reward_stats: RunningStats, lookahead: int = 2, times: dict | None = None, trunc_values=None):
-    """HEPPO's GAE stage for one rollout; (T, N) arrays. Returns (adv, rtg, info).
-
-    ``dones`` 0/1/2 (continue / terminated / truncated, see gae_reference); ``trunc_values``
-    (T, N): V(final observation) where dones == 2 (else ignored). In the quantized experiments
-    they join the rollout's value block (one (mu, sigma) for V(s_t), the bootstrap row and them).
-
-    `rewards` are what the experiment feeds (raw env rewards for exp 2-5, CleanRL-normalized
-    for exp 1). `backend` is a Backend object or None (numpy reference)."""
-    times = {} if times is None else times
-    fmt = parse_format(f"uq<{bits}>")
-    T, N = rewards.shape
-    info = {}
-    with _timed(times, "gae_fetch"):
-        r_mode, quant = mode["reward"], mode["quant"]
-        r_mu, r_sigma = 0.0, 1.0
-        if r_mode == "dynamic":
-            if quant:
-                r_codes, r_ovf = quantize_standardized(rewards, reward_stats, fmt, update=True, return_overflow=True)
-                info["reward_overflow"] = int(r_ovf)
-            else:
-                reward_stats.update(rewards)
-                r_in = reward_stats.standardize(rewards)
-        elif r_mode in ("block_destd", "block_keep"):
-            q = quantize_blocks(rewards.reshape(1, -1), fmt)
-            r_codes = q.codes.reshape(T, N)
-            info["reward_overflow"] = int(q.overflow)
-            if r_mode == "block_destd":
-                r_mu, r_sigma = float(q.mu[0]), float(q.sigma[0]) if q.sigma[0] > 0 else 1.0
-        else:
-            r_in = rewards
-        d = np.asarray(dones).astype(np.uint8)
-        trunc = d == 2
-        if trunc.any() and trunc_values is None:
-            raise RlhlsError("gae_stage: dones mark truncations (2) but no trunc_values were given")
-        tv = np.zeros((T, N)) if trunc_values is None else np.asarray(trunc_values, dtype=np.float64)
-        if mode["value"] == "block":
-            n_tr = int(trunc.sum())
-            q = quantize_blocks(np.concatenate([values.reshape(-1), bootstrap, tv[trunc]])[None], fmt)
-            c = q.codes.reshape(-1)
-            v_codes_all = c[:(T + 1) * N].reshape(T + 1, N)
-            boot_codes = np.zeros((T, N), dtype=c.dtype)
-            boot_codes[trunc] = c[(T + 1) * N:(T + 1) * N + n_tr]
-            v_mu, v_sigma = float(q.mu[0]), float(q.sigma[0]) if q.sigma[0] > 0 else 1.0
-            v_codes = v_codes_all[:T]
-            boot_in = fmt.decode(v_codes_all[T]) * v_sigma + v_mu
-            tv_in = np.where(trunc, fmt.decode(boot_codes) * v_sigma + v_mu, 0.0)
-            info["value_overflow"] = int(q.overflow)
-            info["value_mu"], info["value_sigma"] = v_mu, v_sigma
-        else:
-            v_in, boot_in, tv_in = values, bootstrap, tv
-    with _timed(times, "gae_compute"):
-        if quant:
-            arrays = dict(reward_codes=r_codes, reward_mu=np.float64(r_mu), reward_sigma=np.float64(r_sigma),
-                          value_codes=v_codes, value_mu=np.float64(v_mu), value_sigma=np.float64(v_sigma),
-                          dones=d, bootstrap=boot_in)
-            params = {"gamma": gamma, "lam": lam, "bits": bits, "lookahead": lookahead, "steps": T, "trajectories": N}
-            if backend is not None and r_mode != "block_destd":
-                out = backend.call("gae", params, **_kernel_arrays(arrays, fmt, v_codes_all, boot_codes))
-                adv, rtg = np.asarray(out["advantages"], np.float64), np.asarray(out["returns"], np.float64)
-            else:
-                r = fmt.decode(r_codes) * r_sigma + r_mu
-                v = fmt.decode(v_codes) * v_sigma + v_mu
-                adv, rtg = gae_reference(r, v, d, boot_in, gamma, lam, tv_in)
-        else:
-            adv, rtg = gae_reference(r_in, v_in, d, boot_in, gamma, lam, tv_in)
-    with _timed(times, "gae_write"):
-        adv, rtg = adv.reshape(-1).copy(), rtg.reshape(-1).copy()
-    if r_mode == "dynamic":
-        info["reward_mu"], info["reward_sigma"] = reward_stats.mean, reward_stats.std
-    return adv, rtg, info
 
 
 # ---------------------------------------------------------------------------- networks
@@ -470,8 +254,9 @@ class PPO:
         self.obs_scale = 1.0 / 255.0 if (self.image and self.obs_dtype == np.uint8) else None
         opt_kw = {"eps": hp["adam_eps"]} if hp["optimizer"] == "adam" else {}
         self.opt = make_optimizer(hp["optimizer"], hp["learning_rate"], **opt_kw)
-        self.obs_rms = RunningMeanStd(obs_shape) if (hp["obs_norm"] and not self.image) else None
-        self.ret_rms = RunningMeanStd(())  # exp 1's NormalizeReward
+        # gymnasium's (NormalizeObservation / NormalizeReward): epsilon count 1e-4, float64
+        self.obs_rms = RunningMeanStd(shape=obs_shape) if (hp["obs_norm"] and not self.image) else None
+        self.ret_rms = RunningMeanStd(shape=())  # exp 1's NormalizeReward
         self.reward_stats = RunningStats()  # exp 2 / 5 dynamic standardization, whole run
         self.rng = np.random.default_rng(self.seed)
         self.steps_per_update = hp["num_envs"] * hp["num_steps"]
@@ -482,43 +267,13 @@ class PPO:
         self.ret_acc = np.zeros(hp["num_envs"])  # exp 1's discounted return (NormalizeReward)
 
     def _setup_precision(self, design, assignment):
-        """fp64: float64 numpy, no MixedPrecision (HEPPO designs). fp32 / mixed: one MixedPrecision
-        per network (host/mixed.py), one loss scale for both (one loss, as PyTorch's GradScaler)."""
-        hp = self.hp
-        self.precision = hp["precision"]
-        self.fp32 = parse_format("fp32")
-        self.assignment, self.mp_p = None, None
-        if self.precision == "fp64":
-            return
-        kernels = None
-        if self.precision == "mixed":
-            from .backends import PlanKernels
+        """fp64: the float64 numpy networks (HEPPO). fp32 / mixed: AP-DRL's (host/ppo_mixed.py)."""
+        from .ppo_mixed import MixedPPO
 
-            batch = batch_size(hp)
-            if assignment is None:
-                assignment = default_plan(design, batch)
-            self.assignment = dict(assignment)
-            kernels = PlanKernels(design, batch, self.kernel_backend)
-        kw = dict(loss_scale_init=hp["loss_scale_init"], growth_interval=hp["loss_scale_growth_interval"],
-                  quantization_delay=hp["quantization_delay"], target=False, kernels=kernels)  # no target copy
-        self.mp_p = MixedPrecision(design, self.nets["policy"], "policy", self.assignment, **kw)
-        self.mp_v = MixedPrecision(design, self.nets["value"], "value", self.assignment, **kw)
-        # one loss: one scale and one step count; the policy's instance applies the joint step
-        MixedPrecision.link(self.mp_p, self.mp_v)
-        # the plan's advantage node: 'gae' (a PPO graph), 'returns' (an A2C design's graph), else the PS
-        gae = next((n for n in ("gae", "returns") if self.assignment and n in self.assignment), None)
-        self.gae_unit = self.mp_p._unit(self.assignment, gae) if gae else "PS"
-        self._make_views()
-        self.mp_p.round_masters(self.views)
-
-    def _make_views(self):
-        """{grad key: (master-format key, array)} for MixedPrecision.apply / round_masters."""
-        pol, val = self.nets["policy"], self.nets["value"]
-        v = {f"policy.{l.name}.{k}": (l.name, a) for l in pol.layers for k, a in l.params.items()}
-        v.update({f"value.{l.name}.{k}": (f"value.{l.name}", a) for l in val.layers for k, a in l.params.items()})
-        if self.log_std is not None:
-            v["log_std"] = ("log_std", self.log_std)  # no layer: FP32 master (PS)
-        self.views = v
+        self.precision = self.hp["precision"]
+        self.mixed = (None if self.precision == "fp64" else
+                      MixedPPO(self, design, assignment, batch_size(self.hp), self.kernel_backend))
+        self.assignment = None if self.mixed is None else self.mixed.assignment
 
     # -- helpers
     def _obs(self, raw, update_stats: bool):
@@ -540,7 +295,7 @@ class PPO:
     def _act(self, net, obs):
         """Acting (rollout) forward: float64 (fp64), else on the PS in FP32 (AP-DRL Fig. 10)."""
         x = self._net_in(obs)
-        return net.forward(x) if self.mp_p is None else ps_forward(net, x)
+        return net.forward(x) if self.mixed is None else self.mixed.act(net, x)
 
     def _dist(self, out):
         return policy_distribution(out, self.log_std, self.softmax_out)
@@ -556,7 +311,7 @@ class PPO:
         if hp["anneal_lr"]:
             self.opt.lr = (1.0 - (update - 1.0) / total_updates) * hp["learning_rate"]
         if self.next_obs is None:
-            with _timed(times, "env_run"):
+            with timed(times, "env_run"):
                 raw, _ = self.envs.reset()
                 self.next_obs = self._obs(raw, True)
         obs, tracker = self.next_obs, self.tracker
@@ -566,12 +321,12 @@ class PPO:
         b_logp, b_rew, b_val, b_done, b_tval = (np.zeros((T, N)) for _ in range(5))
         episodes = []
         for t in range(T):
-            with _timed(times, "dnn_inference"):
+            with timed(times, "dnn_inference"):
                 dist = self._dist(self._act(pol, obs))
                 a = dist.sample(self.rng)
                 logp = dist.log_prob(a)
                 v = self._act(val, obs)[:, 0]
-            with _timed(times, "env_run"):
+            with timed(times, "env_run"):
                 raw, r, term, trunc, infos = self.envs.step(self._env_action(a))
                 term = np.asarray(term, dtype=bool)
                 trunc = np.asarray(trunc, dtype=bool) & ~term  # terminated wins when both are set
@@ -579,36 +334,33 @@ class PPO:
                 r = np.asarray(r, dtype=np.float64)
                 next_obs = self._obs(raw, True)
             if trunc.any():  # SAME_STEP semantics: the truncated episode's last observation
-                with _timed(times, "dnn_inference"):
+                with timed(times, "dnn_inference"):
                     idx = np.flatnonzero(trunc)
                     final = np.stack([np.asarray(infos["final_obs"][i]) for i in idx])
                     b_tval[t, idx] = self._act(val, self._obs(final, False))[:, 0]
-            with _timed(times, "env_run"):
+            with timed(times, "env_run"):
                 if self.mode["reward"] == "cleanrl":
                     self.ret_acc = self.ret_acc * hp["gamma"] * (1.0 - term) + r
                     self.ret_rms.update(self.ret_acc)
                     r_used = np.clip(r / np.sqrt(self.ret_rms.var + 1e-8), -hp["reward_clip"], hp["reward_clip"])
                 else:
                     r_used = r
-            with _timed(times, "storing_trajectories"):
+            with timed(times, "storing_trajectories"):
                 b_obs[t], b_act[t], b_logp[t], b_val[t] = obs, a, logp, v
                 b_rew[t], b_done[t] = r_used, term * 1 + trunc * 2  # 0 / 1 terminated / 2 truncated
-                # Atari: the unclipped score, one episode per game (host/atari.py)
+                # Atari: the unclipped score, one episode per game (host/envs/atari.py)
                 for ret, length in tracker.step(r, done, infos):
                     episodes.append(((update - 1) * T * N + (t + 1) * N, ret, length))
             obs = next_obs
         self.next_obs = obs
-        with _timed(times, "dnn_inference"):
+        with timed(times, "dnn_inference"):
             boot = self._act(val, obs)[:, 0]
         adv, rtg, ginfo = gae_stage(self.backend, b_rew, b_val, b_done, boot, gamma=hp["gamma"],
                                     lam=hp["gae_lambda"], mode=self.mode, bits=hp["quant_bits"],
                                     reward_stats=self.reward_stats, lookahead=hp["gae_lookahead"], times=times,
                                     trunc_values=b_tval)
-        if self.mp_p is not None and not self.mode["quant"]:
-            # the float GAE node's outputs in its unit's storage format (HEPPO's uq<n> modes keep theirs)
-            with _timed(times, "gae_write"):
-                fmt = self.mp_p.precision(self.gae_unit).storage  # PS during the quantization delay
-                adv, rtg = fmt.quantize(adv), fmt.quantize(rtg)
+        if self.mixed is not None and not self.mode["quant"]:  # HEPPO's uq<n> modes keep their formats
+            adv, rtg = self.mixed.round_gae(adv, rtg, times)
         stats = self._learn(b_obs.reshape((T * N,) + b_obs.shape[2:]), b_act.reshape((T * N,) + act_shape),
                             b_logp.reshape(-1), b_val.reshape(-1), adv, rtg, times)
         y, pred = rtg, b_val.reshape(-1)
@@ -626,12 +378,8 @@ class PPO:
             "value_mu": ginfo.get("value_mu", float("nan")), "value_sigma": ginfo.get("value_sigma", float("nan")),
             "reward_overflow": ginfo.get("reward_overflow", 0), "value_overflow": ginfo.get("value_overflow", 0),
         }
-        if self.mp_p is not None:  # DQN's / A2C's loss-scaling columns
-            c = self.mp_p.take_counts()
-            for k, n in self.mp_v.take_counts().items():
-                c[k] = c.get(k, 0) + n
-            row.update({"loss_scale": self.mp_p.loss_scale(), "quantized": int(self.mp_p.quantized),
-                        **count_columns(c)})
+        if self.mixed is not None:  # DQN's / A2C's loss-scaling columns
+            row.update(self.mixed.columns())
         row.update({f"t_{p}": times[p] for p in PHASES})
         row["_episodes"] = episodes  # (env_step, return, length); the runner stores them apart
         return row
@@ -641,16 +389,17 @@ class PPO:
 
         loss = pg_loss - ent_coef * mean(entropy) + vf_coef * v_loss, as CleanRL. With precision
         fp32 / mixed the gradients are multiplied by the loss scale (MixedPrecision.apply unscales)."""
-        if self.mp_p is not None:
-            return self._minibatch_mixed(obs, act, old_logp, old_val, adv, rtg, {} if times is None else times)
+        if self.mixed is not None:
+            return self.mixed.minibatch(obs, act, old_logp, old_val, adv, rtg, {} if times is None else times,
+                                        ppo_loss)
         times = {} if times is None else times
         pol, val = self.nets["policy"], self.nets["value"]
         x = self._net_in(obs)
-        with _timed(times, "update_forward"):
+        with timed(times, "update_forward"):
             dist = self._dist(pol.forward(x))
             newv = val.forward(x)[:, 0]
             loss, g_out, g_v, g_ls, stats = ppo_loss(dist, newv, act, old_logp, old_val, adv, rtg, self.hp)
-        with _timed(times, "backprop"):
+        with timed(times, "backprop"):
             grads = {}
             if g_ls is not None:
                 grads["log_std"] = g_ls
@@ -659,35 +408,6 @@ class PPO:
             for n, net in self.nets.items():
                 for k, g in net.grads.items():
                     grads[f"{n}.{k}"] = g.copy()
-        return loss, grads, stats
-
-    def _minibatch_mixed(self, obs, act, old_logp, old_val, adv, rtg, times):
-        """Every node in its unit's format (host/mixed.py); acting's values come from the PS."""
-        mp, mv = self.mp_p, self.mp_v
-        lu = mp.loss_unit if mp.quantized else "PS"
-        gu = self.gae_unit if mp.quantized else "PS"
-        with _timed(times, "update_forward"):
-            x = self._net_in(obs)
-            out, pu = mp.forward(x, "fwd")
-            out = mp.to_loss(out, pu)
-            v, vu = mv.forward(x, "fwd")
-            v = mv.to_loss(v, vu)[:, 0]
-            adv, rtg = mp.convert(adv, gu, lu), mp.convert(rtg, gu, lu)
-            old_logp, old_val = mp.convert(old_logp, "PS", lu), mp.convert(old_val, "PS", lu)
-            F = mp.precision(lu).storage  # the loss node computes in its unit's format
-            scale = mp.loss_scale()
-            with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-                loss, g_out, g_v, g_ls, stats = ppo_loss(self._dist(out), v, act, old_logp, old_val, adv, rtg,
-                                                         self.hp)
-                g_out, g_v = F.quantize(g_out * scale), F.quantize(g_v * scale)
-        with _timed(times, "backprop"):
-            mp.backward(g_out)
-            mv.backward(g_v[:, None])
-            pol, val = self.nets["policy"], self.nets["value"]
-            grads = {key: (pol if key.startswith("policy.") else val)[key.split(".")[1]].grads[key.rsplit(".", 1)[1]]
-                     for key in self.views if key != "log_std"}
-            if g_ls is not None:
-                grads["log_std"] = self.fp32.quantize(g_ls * scale)
         return loss, grads, stats
 
     def _learn(self, obs, act, old_logp, old_val, adv, rtg, times):
@@ -701,19 +421,18 @@ class PPO:
                 idx = perm[s:s + mb]
                 _, grads, st = self.minibatch_step(obs[idx], act[idx], old_logp[idx], old_val[idx], adv[idx],
                                                    rtg[idx], times)
-                with _timed(times, "backprop"):
-                    if self.mp_p is None:
+                with timed(times, "backprop"):
+                    if self.mixed is None:
                         st["grad_norm"] = clip_grad_norm(grads, hp["max_grad_norm"])
                         self.opt.step(self.param_views(), grads)
-                    else:  # unscale, check, clip, step, round to the master formats
-                        self.mp_p.apply(self.opt, self.views, grads, max_grad_norm=hp["max_grad_norm"])
-                        st["grad_norm"] = self.mp_p.grad_norm
+                    else:
+                        st["grad_norm"] = self.mixed.step(self.opt, grads, hp["max_grad_norm"])
                 for k, v in st.items():
                     acc[k].append(v)
             if hp["target_kl"] is not None and st["approx_kl"] > hp["target_kl"]:
                 break
         # CleanRL logs the last minibatch's losses; the means over the update are steadier
-        mean = np.mean if self.mp_p is None else _finite_mean
+        mean = np.mean if self.mixed is None else _finite_mean
         return {k: float(mean(v)) for k, v in acc.items()}
 
     def param_views(self) -> dict:
@@ -726,12 +445,12 @@ class PPO:
             "params": {n: net.get_params() for n, net in self.nets.items()},
             "log_std": None if self.log_std is None else self.log_std.copy(),
             "opt": self.opt.state_dict(),
-            "obs_rms": None if self.obs_rms is None else self.obs_rms.state(),
-            "ret_rms": self.ret_rms.state(),
+            "obs_rms": None if self.obs_rms is None else _rms_state(self.obs_rms),
+            "ret_rms": _rms_state(self.ret_rms),
             "reward_stats": (self.reward_stats.n, self.reward_stats.m, self.reward_stats.s),
             "rng": copy.deepcopy(self.rng.bit_generator.state),
             "precision": self.precision, "assignment": self.assignment,
-            "mixed": None if self.mp_p is None else self.mp_p.state(),
+            "mixed": None if self.mixed is None else self.mixed.state(),
             "env": None if self.next_obs is None else {
                 "replay": self.envs.state(), "next_obs": self.next_obs.copy(), "ret_acc": self.ret_acc.copy(),
                 "ep_ret": self.tracker.ret.copy(), "ep_len": self.tracker.len.copy()},
@@ -747,13 +466,12 @@ class PPO:
             self.log_std = np.array(s["log_std"])
         self.opt.load_state_dict(s["opt"])
         if self.obs_rms is not None:
-            self.obs_rms.load(s["obs_rms"])
-        self.ret_rms.load(s["ret_rms"])
+            _rms_load(self.obs_rms, s["obs_rms"])
+        _rms_load(self.ret_rms, s["ret_rms"])
         self.reward_stats = RunningStats(*s["reward_stats"])
         self.rng.bit_generator.state = s["rng"]
-        if self.mp_p is not None:
-            self._make_views()  # set_params may have replaced the arrays
-            self.mp_p.load(s["mixed"])  # scaler and step count are shared with mp_v (linked)
+        if self.mixed is not None:
+            self.mixed.load(s["mixed"])
         env = s.get("env")
         if env is not None:
             self.envs.restore(env["replay"])  # reset + replay: simulator, TimeLimit and RNG as they were
@@ -763,6 +481,14 @@ class PPO:
 
     def close(self):
         self.envs.close()
+
+
+def _rms_state(rms) -> dict:
+    return {"mean": np.array(rms.mean, copy=True), "var": np.array(rms.var, copy=True), "count": float(rms.count)}
+
+
+def _rms_load(rms, s: dict) -> None:
+    rms.mean, rms.var, rms.count = np.array(s["mean"]), np.array(s["var"]), float(s["count"])
 
 
 def _finite_mean(xs) -> float:

@@ -22,7 +22,8 @@ import numpy as np
 
 from rlhls.partition.fileio import atomic_write_bytes, atomic_write_text
 
-__all__ = ["phase_totals", "phases_figure", "csim_figure", "save_png", "write_report", "markdown_table"]
+__all__ = ["phase_totals", "phases_figure", "csim_figure", "save_png", "write_report", "markdown_table",
+           "mean_std_band"]
 
 
 def _float(v) -> float:
@@ -112,6 +113,20 @@ def csim_figure(results: list[dict], title: str = "C simulation"):
     ax.set_title(title)
     fig.tight_layout()
     return fig
+
+
+def mean_std_band(ax, per_seed: list, color, label: str, points: int = 100) -> bool:
+    """Mean +- std over seeds of curves [(x, y)], on the x range they share; False when none has a point."""
+    per_seed = [(x, y) for x, y in per_seed if len(x)]
+    if not per_seed:
+        return False
+    lo, hi = max(x[0] for x, _ in per_seed), min(x[-1] for x, _ in per_seed)
+    grid = np.linspace(lo, hi, points) if hi > lo else np.array([lo])
+    ys = np.array([np.interp(grid, x, y) for x, y in per_seed])
+    m, sd = ys.mean(axis=0), ys.std(axis=0)
+    ax.plot(grid, m, color=color, label=f"{label} (n={len(per_seed)})", marker="." if len(grid) == 1 else None)
+    ax.fill_between(grid, m - sd, m + sd, color=color, alpha=0.2)
+    return True
 
 
 def markdown_table(header: list[str], rows: list[list]) -> str:

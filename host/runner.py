@@ -14,7 +14,7 @@ Run folder (``out``):
 * ``episodes.csv`` — every finished episode: ``env_step, return, length``.
 * ``checkpoint.pkl`` — trainer state (parameters, optimizer, normalizers, RNG states; PPO adds
   the environments' state: per sub-env its episode seed and actions since the reset, replayed on
-  resume, see host/envs.py ``ReplayableVecEnv``), update index, env steps, all metrics and
+  resume, see host/envs/vector.py ``ReplayableVecEnv``), update index, env steps, all metrics and
   episodes so far. Written after **every** update to a temp
   file in the folder and ``os.replace``d, then the CSVs are rewritten from it the same way (the
   PNG at most every ``PLOT_EVERY_S`` seconds and after the last update): a killed run loses at
@@ -79,13 +79,12 @@ def rolling_window(n: int) -> int:
     return min(1000, max(1, n // 10))
 
 
-def plot_rewards(episodes: list, path, title: str) -> None:
-    import matplotlib
+def reward_figure(episodes: list, title: str):
+    """Episodic return per episode and its rolling average (a matplotlib Figure)."""
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig = Figure(figsize=(7, 4))
+    ax = fig.add_subplot()
     if episodes:
         x = np.array([e[0] for e in episodes], dtype=float)
         y = np.array([e[1] for e in episodes], dtype=float)
@@ -102,9 +101,12 @@ def plot_rewards(episodes: list, path, title: str) -> None:
     ax.set_title(title)
     ax.grid(alpha=0.3)
     fig.tight_layout()
+    return fig
+
+
+def plot_rewards(episodes: list, path, title: str) -> None:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
+    reward_figure(episodes, title).savefig(buf, format="png", dpi=110)
     atomic_write_bytes(path, buf.getvalue())
 
 

@@ -12,7 +12,7 @@ from rlhls.designs.errors import RlhlsError
 from rlhls.designs.network import Dense, Network, Tanh
 from rlhls.designs.registry import get_design
 from rlhls.host.a2c import A2C, a2c_loss, resolve_hyperparams
-from rlhls.host.ppo import gae_reference
+from rlhls.host.gae import gae_reference
 from rlhls.host.runner import read_metrics, train
 
 DESIGN = get_design("apdrl-a2c-invpendulum")

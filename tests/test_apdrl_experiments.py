@@ -112,3 +112,16 @@ def test_sizes_argument(capsys):
         with pytest.raises(RlhlsError):
             parse_sizes(bad)
     assert main(["experiment", "apdrl-table4", "--sizes", "64"]) == 2
+
+
+def test_table3_marks_untrained_rows(tmp_path, capsys):
+    """Runs that never pass learning_starts: a warning at launch, the row marked, no 'reward error'."""
+    out = tmp_path / "t3"
+    assert main(["experiment", "apdrl-table3", "--design", "apdrl-dqn-cartpole", "--steps", "200", "--seeds", "1",
+                 "--set", "steps_per_update=200", "--out", str(out)]) == 0
+    cap = capsys.readouterr()
+    assert "do not pass learning_starts = 10000" in cap.err
+    assert "untrained: no gradient step yet" in cap.out and "reward error" not in cap.out
+    rows = list(csv.DictReader(open(out / "table3.csv")))
+    assert rows[0]["untrained"] == "True" and rows[0]["reward_error_percent"] == ""
+    assert "untrained (no gradient step yet)" in (out / "table3.md").read_text()

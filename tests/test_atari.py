@@ -169,7 +169,7 @@ def test_ppo_mspacman_mixed_smoke(tmp_path):
                     "loss": "PL", "gae": "PL"})
     hp = dict(PPO_SHORT, precision="mixed")
     ppo = PPO(d, seed=0, hyperparams=hp, assignment=asg)
-    assert ppo.mp_p.unit_of("fc1", "bwd") == "AIE" and ppo.mp_v.unit_of("fc2", "fwd") == "PL"
+    assert ppo.mixed.mp_p.unit_of("fc1", "bwd") == "AIE" and ppo.mixed.mp_v.unit_of("fc2", "fwd") == "PL"
     row = ppo.train_update(1, 2)
     assert row["loss_scale"] == 2.0 ** 15 and row["quantized"] == 1 and row["skipped_steps"] == 0
     assert np.isfinite(row["pg_loss"]) and np.isfinite(row["v_loss"]) and np.isfinite(row["grad_norm"])

@@ -131,3 +131,23 @@ def test_cost_shapes_and_scaling():
     with pytest.raises(RlhlsError, match="no cost model"):
         u.cost(u.resolve({}), "AIE", "vek280")
     assert get_kernel("dense_forward").cost(get_kernel("dense_forward").resolve({}), "AIE", "vek280")["resources"]["aie_tiles"] > 0
+
+
+@pytest.mark.parametrize("opt", ["sgd", "adam", "rmsprop"])
+def test_fp32_update_fast_path_equals_the_op_by_op_model(opt, monkeypatch):
+    """The fp32 update computes in binary32 directly; it equals the one-rounding-per-op model, on
+    edge values too (fp32 subnormals, overflow to inf)."""
+    from rlhls.designs.kernels.update import WeightUpdate
+
+    k = get_kernel("weight_update")
+    p = k.resolve({"optimizer": opt, "storage": "fp32", "acc": "fp32", "n": 4000, "lr": 0.003, "eps": 1e-8})
+    rng = np.random.default_rng(11)
+    a = k.random_inputs(p, rng, t=2) if opt == "adam" else k.random_inputs(p, rng)
+    a["g"] = rng.standard_normal(4000) * 10.0 ** rng.integers(-44, 38, 4000)  # subnormal .. near overflow
+    fast = k.model(p, **a)
+    monkeypatch.setattr(WeightUpdate, "fast_fp32", False)
+    slow = k.model(p, **a)
+    assert fast.keys() == slow.keys()
+    for key in fast:
+        np.testing.assert_array_equal(fast[key].view(np.uint64), slow[key].view(np.uint64))
+    assert np.isinf(fast["w_new"]).any() or opt == "sgd" or np.isinf(fast["v_new"]).any()

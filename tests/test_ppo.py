@@ -10,7 +10,8 @@ from rlhls.designs.registry import get_design
 from rlhls.host.distributions import Categorical, DiagGaussian
 from rlhls.host.envs import NextStepFilter, ReplayableVecEnv, make_vec_env, pad_obs
 from rlhls.host.optim import SGD, Adam, RMSprop, clip_grad_norm
-from rlhls.host.ppo import EXPERIMENTS, PPO, gae_reference, gae_stage, resolve_hyperparams
+from rlhls.host.gae import EXPERIMENTS, gae_reference, gae_stage
+from rlhls.host.ppo import PPO, resolve_hyperparams
 
 
 def _fd(f, x, eps=1e-6):

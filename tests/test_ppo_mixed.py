@@ -52,7 +52,7 @@ def test_mixed_formats_and_resume(tmp_path):
         return PPO(DESIGN, env_id="CartPole-v1", seed=2, hyperparams=hp, assignment=_plan())
 
     ppo = make()
-    assert ppo.mp_p.unit_of("fc1", "fwd") == "AIE" and ppo.mp_v.unit_of("fc1", "bwd") == "PL"
+    assert ppo.mixed.mp_p.unit_of("fc1", "fwd") == "AIE" and ppo.mixed.mp_v.unit_of("fc1", "bwd") == "PL"
     row = ppo.train_update(1, 3)
     bf16 = parse_format("bf16")
     w = ppo.nets["policy"]["fc1"].params["W"]
@@ -60,7 +60,7 @@ def test_mixed_formats_and_resume(tmp_path):
     v = ppo.nets["value"]["fc1"].params["W"]
     assert not np.array_equal(bf16.quantize(v), v)  # PL layer: FP32 master weights
     # 16 steps, growth interval 3: the shared scale grows until the FP16 value gradients overflow
-    assert ppo.mp_p.steps == ppo.mp_v.steps == 16 and row["scale_grows"] >= 1
+    assert ppo.mixed.mp_p.steps == ppo.mixed.mp_v.steps == 16 and row["scale_grows"] >= 1
     assert row["skipped_steps"] == row["scale_shrinks"] and row["grad_overflows"] >= row["skipped_steps"]
     assert row["loss_scale"] == 2.0 ** (15 + row["scale_grows"] - row["scale_shrinks"])
     ppo.close()
@@ -89,12 +89,12 @@ def test_loss_scale_skips_and_shrinks_on_overflow():
     ppo = PPO(DESIGN, env_id="CartPole-v1", seed=0, hyperparams=dict(FAST, precision="mixed", num_steps=32,
                                                                       loss_scale_init=2.0 ** 24),
               assignment=_plan())
-    before = {k: a.copy() for k, (_, a) in ppo.views.items()}
+    before = {k: a.copy() for k, (_, a) in ppo.mixed.views.items()}
     row = ppo.train_update(1, 2)
     # returns near 10-30 at scale 2^24: the FP16 value gradient overflows -> skip + halve, until it fits
     assert row["skipped_steps"] >= 1 and row["scale_shrinks"] == row["skipped_steps"]
     assert row["loss_scale"] == 2.0 ** (24 - row["scale_shrinks"]) and row["grad_overflows"] > 0
-    assert any(not np.array_equal(before[k], a) for k, (_, a) in ppo.views.items())  # later steps applied
+    assert any(not np.array_equal(before[k], a) for k, (_, a) in ppo.mixed.views.items())  # later steps applied
     ppo.close()
 
 
@@ -116,7 +116,7 @@ def test_mixed_learns_cartpole_like_fp32(seed):
     assert fp32 > 80 and mixed > 80 and mixed > 0.5 * fp32, (fp32, mixed)
 
 
-# ---------------------------------------------------------------- rlhls train (host/cli_train.py)
+# ---------------------------------------------------------------- rlhls train (rlhls/cli/train.py, host/train.py)
 
 TINY_CLI = ["--num-envs", "2", "--num-steps", "8", "--set", "num_minibatches=1", "--set", "update_epochs=1",
             "--quiet"]

@@ -20,7 +20,7 @@ from rlhls.designs.registry import get_design
 from rlhls.flow.csim import run_csim
 from rlhls.flow.kernels import render_kernel
 from rlhls.host.backends import CsimBackend, EmuBackend
-from rlhls.host.ppo import EXPERIMENTS, gae_stage
+from rlhls.host.gae import EXPERIMENTS, gae_stage
 
 from cpp_util import CACHE
 

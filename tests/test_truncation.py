@@ -7,7 +7,8 @@ from rlhls.designs.kernels.gae import textbook_gae
 from rlhls.designs.quantizer import RunningStats
 from rlhls.designs.registry import get_design
 from rlhls.host.backends import get_backend
-from rlhls.host.ppo import EXPERIMENTS, PPO, gae_reference, gae_stage
+from rlhls.host.gae import EXPERIMENTS, gae_reference, gae_stage
+from rlhls.host.ppo import PPO
 
 
 def _batch(rng, T=24, N=5):

@@ -39,11 +39,12 @@ pf <= n), ``ii`` the PIPELINE II of the element loop; neither changes any bit.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
-from ..formats import NumericFormat
+from ..formats import NumericFormat, parse_format
 from .base import Array, Kernel, Param, check_formats, finish_cost, get_dev, op
 
 __all__ = ["WeightUpdate", "adam_alpha", "OPTIMIZER_INPUTS"]
@@ -79,6 +80,7 @@ class WeightUpdate(Kernel):
     outputs = ("w_new", "m_new", "v_new")
     template = "weight_update.cpp.j2"
     rows_param = "n"
+    fast_fp32 = True  # fp32 formats: binary32 numpy arithmetic (the same bits as op by op, faster)
     implements = ("upd",)
     generic = True
     component_suffix = "upd"
@@ -122,11 +124,7 @@ class WeightUpdate(Kernel):
                                 f"in acc format {str(acc)!r} (expected a positive value; widen acc)")
 
     def constants(self, p) -> dict[str, float]:
-        a = self.formats(p)["acc"]
-        q = lambda v: float(a.quantize(v))  # noqa: E731
-        return {"B1": q(p["beta1"]), "C1": q(1.0 - p["beta1"]),
-                "B2": q(p["beta2"]), "C2": q(1.0 - p["beta2"]), "RHO": q(p["rho"]),
-                "CR": q(1.0 - p["rho"]), "EPS": q(p["eps"])}
+        return dict(_constants(p["acc"], p["beta1"], p["beta2"], p["rho"], p["eps"]))
 
     def cpp_constants(self, p):
         return {k: ("acc", v) for k, v in self.constants(p).items()}
@@ -140,10 +138,13 @@ class WeightUpdate(Kernel):
         return ins, outs
 
     def model(self, p, **arrays):
-        a = self.quantize_inputs(p, self.check_arrays(p, arrays))
+        a = self.check_arrays(p, arrays)
+        c = self.constants(p)
+        if self.fast_fp32 and p["storage"] == p["acc"] == "fp32":
+            return self._model_fp32(p, a, c)  # its cast to binary32 is the inputs' rounding to fp32
+        a = self.quantize_inputs(p, a)
         fm = self.formats(p)
         S, A = fm["storage"], fm["acc"]
-        c = self.constants(p)
         w, g = a["w"], a["g"]
         out = {}
         step = a["alpha"][0]
@@ -164,6 +165,27 @@ class WeightUpdate(Kernel):
         out["w_new"] = op(S, "cast", op(A, "sub", w, S, u, A), A)
         out["v_new"] = v1
         return {k: out[k] for k in OPTIMIZER_OUTPUTS[p["optimizer"]]}
+
+    @staticmethod
+    def _model_fp32(p, a, c):
+        """All formats fp32: every operation in IEEE binary32, which is the same single rounding
+        of the exact (or correctly rounded float64) result that ``op`` computes — binary64 has
+        more than 2 x 24 + 2 bits, so rounding twice never differs from rounding once."""
+        f = np.float32
+        w, g, step = a["w"].astype(f), a["g"].astype(f), f(a["alpha"][0])
+        k = {name: f(v) for name, v in c.items()}
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            if p["optimizer"] == "sgd":
+                return {"w_new": (w - step * g).astype(np.float64)}
+            if p["optimizer"] == "adam":
+                m1 = k["B1"] * a["m"].astype(f) + k["C1"] * g
+                v1 = k["B2"] * a["v"].astype(f) + (k["C2"] * g) * g
+                u = (step * m1) / (np.sqrt(v1) + k["EPS"])
+                return {"w_new": (w - u).astype(np.float64), "m_new": m1.astype(np.float64),
+                        "v_new": v1.astype(np.float64)}
+            v1 = k["RHO"] * a["v"].astype(f) + (k["CR"] * g) * g
+            u = (step * g) / (np.sqrt(v1) + k["EPS"])
+            return {"w_new": (w - u).astype(np.float64), "v_new": v1.astype(np.float64)}
 
     def random_inputs(self, p, rng, t: int | None = None, rows: int | None = None):
         fm = self.formats(p)
@@ -189,6 +211,16 @@ class WeightUpdate(Kernel):
         else:
             raise self._err(f"unit {unit!r} has no cost model for an elementwise update (expected PS or PL)")
         return finish_cost(self.name, c, elements=p["n"], memory_bytes=nbytes)
+
+
+@functools.lru_cache(maxsize=256)
+def _constants(acc: str, beta1: float, beta2: float, rho: float, eps: float) -> tuple:
+    """The compile-time constants, each rounded once to the accumulator format (cached: every
+    training step asks for them)."""
+    a = parse_format(acc)
+    q = lambda v: float(a.quantize(v))  # noqa: E731
+    return (("B1", q(beta1)), ("C1", q(1.0 - beta1)), ("B2", q(beta2)), ("C2", q(1.0 - beta2)), ("RHO", q(rho)),
+            ("CR", q(1.0 - rho)), ("EPS", q(eps)))
 
 
 def _second_moment(A: NumericFormat, S: NumericFormat, decay, one_minus, v, g):

@@ -1,0 +1,71 @@
+"""rlhls.Flow: the README's notebook example, run as written; each step returns its object and
+writes its files once; a resumed flow takes the plan it solved."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+import rlhls
+from rlhls.designs.errors import RlhlsError
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def _example() -> str:
+    text = README.read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    ex = next(b for b in blocks if "rlhls.Flow(" in b)
+    return ex
+
+
+def test_readme_example_runs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("RLHLS_CACHE_DIR", str(tmp_path / "cache"))
+    ns = {}
+    exec(compile(_example(), "README.md", "exec"), ns)  # noqa: S102  (the README's own code)
+    plan, build, run, flow = ns["plan"], ns["build"], ns["run"], ns["flow"]
+    out = Path(flow.out)
+    assert set(plan.assignment) == {n.name for n in flow.graph().nodes} and plan.status == "Optimal"
+    assert plan.makespan_us > 0 and type(plan.gantt()).__name__ == "Figure"
+    assert build.passed and build.components
+    for c in build.components:
+        assert c.name and c.unit in ("PL", "AIE") and c.csim["passed"]
+    assert run.metrics and run.folder == out / "train" and run.env_steps >= 20_000
+    assert {"update", "env_steps", "td_loss"} <= set(run.metrics[-1])
+    for f in ("graph.csv", "profile.csv", "plan/plan.json", "plan/gantt.png", "build/manifest.json", "report.md",
+              "train/metrics.csv", "run.json"):
+        assert (out / f).is_file(), f
+    manifest = json.loads((out / "build" / "manifest.json").read_text())
+    assert all(c["csim"]["passed"] for c in manifest["components"])  # the checks' results, written
+    assert "AP-DRL" in (out / "report.md").read_text()
+
+
+def test_steps_compute_once_and_resume_takes_the_plan(tmp_path, monkeypatch):
+    monkeypatch.setenv("RLHLS_CACHE_DIR", str(tmp_path / "cache"))
+    flow = rlhls.Flow("apdrl-a2c-invpendulum", out=tmp_path / "f", quiet=True)
+    g = flow.graph()
+    assert flow.graph() is g and flow.profile() is flow.profile()  # in memory, built once
+    plan = flow.partition()
+    stamp = (tmp_path / "f" / "plan" / "plan.json").stat().st_mtime_ns
+    assert flow.partition() is plan and (tmp_path / "f" / "plan" / "plan.json").stat().st_mtime_ns == stamp
+    with pytest.raises(RlhlsError, match="--resume"):
+        rlhls.Flow("apdrl-a2c-invpendulum", out=tmp_path / "f")
+    again = rlhls.Flow("apdrl-a2c-invpendulum", out=tmp_path / "f", resume=True, quiet=True)
+    assert again.partition().assignment == plan.assignment  # read from its plan.json, not solved again
+    assert (tmp_path / "f" / "plan" / "plan.json").stat().st_mtime_ns == stamp
+    with pytest.raises(RlhlsError, match="different seed"):
+        rlhls.Flow("apdrl-a2c-invpendulum", out=tmp_path / "f", resume=True, seed=3)
+
+
+def test_flow_refuses_bad_input_before_writing(tmp_path):
+    with pytest.raises(RlhlsError, match="learning_rate"):
+        rlhls.Flow("apdrl-dqn-cartpole", out=tmp_path / "x", overrides={"learning_rate": "-1"})
+    with pytest.raises(RlhlsError, match="seed"):
+        rlhls.Flow("apdrl-dqn-cartpole", out=tmp_path / "x", seed=-1)
+    flow = rlhls.Flow("cpp-trpo-ant", out=tmp_path / "cpp", quiet=True)
+    assert flow.partition().assignment  # graph, profile and partition work for TRPO designs
+    with pytest.raises(RlhlsError, match="no trainer yet"):
+        flow.train()
+    assert not (tmp_path / "x").exists()
