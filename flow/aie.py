@@ -81,9 +81,7 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import subprocess
-import tempfile
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -457,24 +455,14 @@ def emit_aie(design, nodes: list[str], out_dir, *, batch: int | None = None, gra
 
 
 def _write_folder(target: Path, files: dict) -> list[Path]:
-    """Build the folder beside the target, then swap it in (no half-written aie/)."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".aie.tmp", dir=target.parent))
-    try:
+    """aie/: built beside the target and published whole (fileio.staged_folder)."""
+    from rlhls.partition.fileio import staged_folder
+
+    with staged_folder(target, command="aie") as tmp:
         for rel, text in files.items():
             p = tmp / rel
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_text(text)
-        old = None
-        if target.exists():
-            old = target.with_name(f".aie.old{os.getpid()}")
-            os.replace(target, old)
-        os.replace(tmp, target)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return [target / rel for rel in files]
 
 

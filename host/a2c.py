@@ -70,9 +70,9 @@ from rlhls.designs.formats import parse_format
 
 from .distributions import Categorical, DiagGaussian, env_action, policy_distribution
 from .envs import EpisodeTracker, space_info
-from .mixed import PRECISIONS, MixedPrecision, count_columns, ps_forward
+from .mixed import PRECISIONS, MixedPrecision, MixedPrecisionArgs, count_columns, ps_forward
 from .algorithms import Algorithm, register_algorithm
-from .hyperparams import HyperParams, hp
+from .hyperparams import hp
 from .optim import make_optimizer
 from .gae import gae_reference
 from .ppo import adapt_network
@@ -81,11 +81,10 @@ from .trainer import TrainerBase, param_views
 __all__ = ["A2CArgs", "batch_size", "PHASES", "resolve_hyperparams", "a2c_loss", "A2C"]
 
 OPTIMIZERS = ("rmsprop", "adam")
-LOSS_SCALING = "AP-DRL mixed precision (mixed): "
 
 
 @dataclass
-class A2CArgs(HyperParams):
+class A2CArgs(MixedPrecisionArgs):
     """A2C's hyperparameters: Stable-Baselines3's A2C defaults."""
 
     algorithm = "A2C"
@@ -107,9 +106,6 @@ class A2CArgs(HyperParams):
     log_std_init: float = hp(0.0, "initial log standard deviation of the Gaussian policy")
     rollouts_per_update: int = hp(25, "rollouts per runner update (one metrics row and checkpoint)", low=1)
     precision: str = hp("fp32", "fp32 (all on the PS) or mixed (the plan's units)", choices=PRECISIONS)
-    loss_scale_init: float = hp(2.0 ** 15, LOSS_SCALING + "initial dynamic loss scale (a power of two)", low=1.0)
-    loss_scale_growth_interval: int = hp(2000, LOSS_SCALING + "good steps before the loss scale doubles", low=1)
-    quantization_delay: int = hp(0, LOSS_SCALING + "gradient steps in FP32 before FP16/BF16 start", low=0)
 
 
 def batch_size(hp: dict) -> int:

@@ -64,8 +64,8 @@ from rlhls.designs.formats import parse_format
 from .dqn import ReplayBuffer
 from .envs import EpisodeTracker, space_info
 from .algorithms import Algorithm, register_algorithm
-from .hyperparams import HyperParams, hp
-from .mixed import PRECISIONS, MixedPrecision, count_columns, ps_forward
+from .hyperparams import hp
+from .mixed import PRECISIONS, MixedPrecision, MixedPrecisionArgs, count_columns, ps_forward
 from .optim import make_optimizer
 from .trainer import TrainerBase, param_views
 
@@ -74,11 +74,10 @@ _FP32 = parse_format("fp32")
 __all__ = ["DDPGArgs", "batch_size", "PHASES", "NOISES", "resolve_hyperparams", "soft_update", "DDPG"]
 
 NOISES = ("gaussian", "ou")
-LOSS_SCALING = "AP-DRL mixed precision (mixed): "
 
 
 @dataclass
-class DDPGArgs(HyperParams):
+class DDPGArgs(MixedPrecisionArgs):
     """DDPG's hyperparameters: CleanRL ddpg_continuous_action.py's defaults (the design's batch size)."""
 
     algorithm = "DDPG"
@@ -99,9 +98,6 @@ class DDPGArgs(HyperParams):
     adam_eps: float = hp(1e-8, "Adam epsilon", above=0.0)
     steps_per_update: int = hp(1000, "env steps per runner update (one metrics row and checkpoint)", low=1)
     precision: str = hp("fp32", "fp32 (all on the PS) or mixed (the plan's units)", choices=PRECISIONS)
-    loss_scale_init: float = hp(2.0 ** 15, LOSS_SCALING + "initial dynamic loss scale (a power of two)", low=1.0)
-    loss_scale_growth_interval: int = hp(2000, LOSS_SCALING + "good steps before the loss scale doubles", low=1)
-    quantization_delay: int = hp(0, LOSS_SCALING + "gradient steps in FP32 before FP16/BF16 start", low=0)
 
     @classmethod
     def defaults_for(cls, design):

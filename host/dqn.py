@@ -70,20 +70,19 @@ from rlhls.designs.formats import parse_format
 
 from .envs.atari import ATARI_BUFFER_CAP, is_atari
 from .envs import EpisodeTracker, space_info
-from .mixed import PRECISIONS, MixedPrecision, count_columns, ps_forward
+from .mixed import PRECISIONS, MixedPrecision, MixedPrecisionArgs, count_columns, ps_forward
 from .algorithms import Algorithm, register_algorithm
-from .hyperparams import HyperParams, hp
+from .hyperparams import hp
 from .optim import make_optimizer
 from .trainer import TrainerBase, param_views
 
 __all__ = ["DQNArgs", "batch_size", "PHASES", "ReplayBuffer", "resolve_hyperparams", "linear_schedule", "DQN"]
 
 LOSSES = ("huber", "mse")
-LOSS_SCALING = "AP-DRL mixed precision (mixed): "
 
 
 @dataclass
-class DQNArgs(HyperParams):
+class DQNArgs(MixedPrecisionArgs):
     """DQN's hyperparameters: CleanRL dqn.py's defaults (the design's batch size)."""
 
     algorithm = "DQN"
@@ -104,9 +103,6 @@ class DQNArgs(HyperParams):
     adam_eps: float = hp(1e-8, "Adam epsilon", above=0.0)
     steps_per_update: int = hp(1000, "env steps per runner update (one metrics row and checkpoint)", low=1)
     precision: str = hp("fp32", "fp32 (all on the PS) or mixed (the plan's units)", choices=PRECISIONS)
-    loss_scale_init: float = hp(2.0 ** 15, LOSS_SCALING + "initial dynamic loss scale (a power of two)", low=1.0)
-    loss_scale_growth_interval: int = hp(2000, LOSS_SCALING + "good steps before the loss scale doubles", low=1)
-    quantization_delay: int = hp(0, LOSS_SCALING + "gradient steps in FP32 before FP16/BF16 start", low=0)
 
     @classmethod
     def defaults_for(cls, design):

@@ -20,24 +20,13 @@ from pathlib import Path
 
 from rlhls.designs.errors import RlhlsError
 
-__all__ = ["hp", "HyperParams", "read_config", "parse_sets"]
+__all__ = ["hp", "HyperParams", "read_config"]
 
 
 def hp(default, doc: str, *, low=None, high=None, above=None, below=None, choices=()):
     """A documented, validated hyperparameter field (see the module docstring)."""
     return dataclasses.field(default=default, metadata={"doc": doc, "low": low, "high": high, "above": above,
                                                         "below": below, "choices": tuple(choices)})
-
-
-def parse_sets(items) -> dict:
-    """``['gamma=0.9', ...]`` (``--set``) -> {'gamma': '0.9', ...}."""
-    out = {}
-    for item in items or ():
-        if "=" not in item:
-            raise RlhlsError(f"--set {item!r}: expected KEY=VALUE")
-        k, v = item.split("=", 1)
-        out[k.strip()] = v
-    return out
 
 
 def read_config(path, design_name: str | None = None) -> dict:

@@ -85,6 +85,7 @@ calls ``rlhls.flow.native.install()`` (the compiled sequential float32 sum of ``
 from __future__ import annotations
 
 import weakref
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -93,7 +94,9 @@ from rlhls.designs.formats import parse_format
 from rlhls.designs.arith import col2im, im2col
 from rlhls.designs.network import Precision, _sum_rows
 
-__all__ = ["COUNTS", "count_columns", "ps_forward", "UNITS", "PRECISIONS", "LossScaler", "MixedPrecision", "unit_precisions",
+from .hyperparams import HyperParams, hp
+
+__all__ = ["MixedPrecisionArgs", "COUNTS", "count_columns", "ps_forward", "UNITS", "PRECISIONS", "LossScaler", "MixedPrecision", "unit_precisions",
            "default_plan"]
 
 UNITS = ("PS", "PL", "AIE")
@@ -156,6 +159,15 @@ def ps_forward(net, x) -> np.ndarray:
     for layer in net.layers:
         x = q(layer.forward(x, None))
     return x
+
+
+@dataclass
+class MixedPrecisionArgs(HyperParams):
+    """The hyperparameters of AP-DRL's mixed precision every algorithm with a ``precision`` has."""
+
+    loss_scale_init: float = hp(2.0 ** 15, "mixed precision: initial dynamic loss scale (a power of two)", low=1.0)
+    loss_scale_growth_interval: int = hp(2000, "mixed precision: good steps before the loss scale doubles", low=1)
+    quantization_delay: int = hp(0, "mixed precision: gradient steps in FP32 before FP16/BF16 start", low=0)
 
 
 class LossScaler:

@@ -69,17 +69,17 @@ from .distributions import DiagGaussian, env_action, policy_distribution
 from .envs import EpisodeTracker, ReplayableVecEnv, pad_obs, space_info
 from .algorithms import Algorithm, register_algorithm
 from .gae import EXPERIMENTS, gae_stage
-from .hyperparams import HyperParams, hp
+from .hyperparams import hp
+from .mixed import MixedPrecisionArgs
 from .optim import clip_grad_norm, make_optimizer
 
 __all__ = ["PPOArgs", "batch_size", "PHASES", "PRECISIONS", "ppo_loss", "resolve_hyperparams", "PPO"]
 
 PRECISIONS = ("fp64", "fp32", "mixed")
-LOSS_SCALING = "AP-DRL mixed precision (fp32 / mixed): "
 
 
 @dataclass
-class PPOArgs(HyperParams):
+class PPOArgs(MixedPrecisionArgs):
     """PPO's hyperparameters: CleanRL ppo_continuous_action.py's defaults, HEPPO-GAE's additions."""
 
     algorithm = "PPO"
@@ -111,9 +111,6 @@ class PPOArgs(HyperParams):
     gae_lookahead: int = hp(2, "lookahead k of the GAE unit", low=1, high=4)
     precision: str = hp("fp64", "fp64 (HEPPO's float64 path), fp32 (all on the PS) or mixed (the plan's units)",
                         choices=PRECISIONS)
-    loss_scale_init: float = hp(2.0 ** 15, LOSS_SCALING + "initial dynamic loss scale (a power of two)", low=1.0)
-    loss_scale_growth_interval: int = hp(2000, LOSS_SCALING + "good steps before the loss scale doubles", low=1)
-    quantization_delay: int = hp(0, LOSS_SCALING + "gradient steps in FP32 before FP16/BF16 start", low=0)
 
     def check(self, design):
         if self.num_envs * self.num_steps < self.num_minibatches:

@@ -10,7 +10,8 @@ import pytest
 
 from rlhls.cli import main
 
-SUBCOMMANDS = ["designs", "graph", "devices", "format"]
+SUBCOMMANDS = ["designs", "graph", "devices", "format", "kernels", "kernel", "algorithms", "profile", "partition",
+               "build", "train", "run", "experiment"]
 
 
 def run(*args):
@@ -92,3 +93,44 @@ def test_failed_csv_writes_nothing(tmp_path):
     r = run("graph", "no-such-design", "--csv", str(target))
     assert r.returncode == 2
     assert list(tmp_path.iterdir()) == []
+
+
+def test_cpp_graphs_partition_from_the_command_line(tmp_path):
+    g, p = tmp_path / "g.csv", tmp_path / "p.csv"
+    assert run("graph", "cpp-trpo-ant", "--csv", str(g)).returncode == 0
+    assert run("profile", "cpp-trpo-ant", "--out", str(p)).returncode == 0
+    r = run("partition", str(p), "--graph", str(g), "--device", "max4-5sgsd8", "--out", str(tmp_path / "plan"),
+            "--solver", "highs", "--json")
+    assert r.returncode == 0, r.stderr
+    plan = json.loads(r.stdout)  # stdout is the JSON alone: no solver banner before it
+    assert plan["status"] == "Optimal" and all(plan["assignment"][n] == "PL" for n in plan["assignment"]
+                                               if n.endswith((".fvp_fwd", ".fvp_bwd")))  # CPP's FVP unit
+
+
+def test_train_json_and_steps_rounded_up_said_once(tmp_path):
+    r = run("train", "apdrl-a2c-invpendulum", "--steps", "300", "--set", "rollouts_per_update=2", "--out",
+            str(tmp_path / "a"), "--json")
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    assert summary["env_steps"] == 320 and summary["updates"] == 4
+    assert any("300 steps are 4 whole updates of 80 steps: training 320 steps" in n for n in summary["notes"])
+    cfg = json.loads((tmp_path / "a" / "config.json").read_text())
+    assert cfg["steps"] == 300 and cfg["steps_trained"] == 320
+
+
+def test_a_short_run_says_it_takes_no_gradient_step(tmp_path):
+    r = run("train", "apdrl-dqn-cartpole", "--steps", "1000", "--out", str(tmp_path / "d"), "--precision", "fp32")
+    assert r.returncode == 0 and "do not pass learning_starts = 10000" in r.stderr
+
+
+def test_library_banners_stay_off_the_console(tmp_path):
+    """hls4ml's and the ALE's banners: not on the console (unless --verbose)."""
+    b = run("build", "heppo-ppo", "--out", str(tmp_path / "b"))  # two hls4ml forward networks
+    assert b.returncode == 0, b.stderr
+    assert any(c["kind"] == "hls4ml" for c in json.loads((tmp_path / "b" / "manifest.json").read_text())["components"])
+    for banner in ("Interpreting", "Topology", "Creating HLS model", "Writing HLS project"):
+        assert banner not in b.stdout + b.stderr
+    t = run("train", "apdrl-dqn-breakout", "--steps", "40", "--set", "steps_per_update=40", "--set",
+            "buffer_size=100", "--precision", "fp32", "--out", str(tmp_path / "t"), "--quiet")
+    assert t.returncode == 0, t.stderr
+    assert "A.L.E" not in t.stdout + t.stderr and len((t.stdout + t.stderr).splitlines()) <= 2

@@ -38,7 +38,7 @@ def test_resolve_errors(over, msg):
 
 def test_resolve_parses_strings_and_canonicalises():
     k = get_kernel("dense_forward")
-    p = k.resolve(k.parse_assignments(["pf=4", "storage=ap_fixed<16,6,AP_RND,AP_SAT>", "ii=2"]))
+    p = k.resolve({"pf": "4", "storage": "ap_fixed<16,6,AP_RND,AP_SAT>", "ii": "2"})
     assert p["pf"] == 4 and p["ii"] == 2 and p["storage"] == "fixed<16,6,RND,SAT>"
     u = get_kernel("weight_update")
     with pytest.raises(RlhlsError, match="'optimizer' = 'lamb' is not one of"):

@@ -202,17 +202,6 @@ class Kernel:
         self.validate(p)
         return p
 
-    @staticmethod
-    def parse_assignments(items) -> dict:
-        """['pf=4', 'storage=fixed<16,6>'] -> {'pf': '4', 'storage': 'fixed<16,6>'}."""
-        out = {}
-        for item in items or ():
-            if "=" not in item:
-                raise RlhlsError(f"--set {item!r}: expected key=value")
-            k, v = item.split("=", 1)
-            out[k.strip()] = v
-        return out
-
     def validate(self, p: dict) -> None:  # kernel-specific checks (pf <= dimension, formats)
         pass
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rlhls.designs.errors import RlhlsError
 
-from .common import print_json
+from .common import parse_sets, print_json
 
 RESOURCE_KEYS = ("lut", "ff", "dsp", "bram36", "uram", "aie_tiles")
 
@@ -149,7 +149,6 @@ def kernel_report(name: str, sets=(), unit: str | None = None, device: str | Non
     """The kernel's parameters (the design's, then --set) and its cost on a unit of a device."""
     from rlhls.designs.devices import get_device
     from rlhls.designs.kernels import KernelContext, get_kernel
-    from rlhls.designs.kernels.base import Kernel
 
     k = get_kernel(name)
     params, source = {}, "the kernel's defaults"
@@ -169,7 +168,7 @@ def kernel_report(name: str, sets=(), unit: str | None = None, device: str | Non
                                  "the design does not name it")
             params, source = k.node_params(node, ctx), f"node {node.name} of design {d.name}"
         device = device or d.device
-    params.update(Kernel.parse_assignments(sets))
+    params.update(parse_sets(sets))
     p = k.resolve(params)
     dev = get_device(device or "zcu106")
     unit = unit or k.units[0]

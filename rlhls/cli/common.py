@@ -52,6 +52,17 @@ def say(quiet: bool = False):
     return lambda msg: print(msg, file=sys.stderr, flush=True)
 
 
+def parse_sets(items) -> dict:
+    """``['gamma=0.9', 'pf=4', ...]`` (``--set``) -> {'gamma': '0.9', 'pf': '4', ...}."""
+    out = {}
+    for item in items or ():
+        if "=" not in item:
+            raise RlhlsError(f"--set {item!r}: expected KEY=VALUE")
+        k, v = item.split("=", 1)
+        out[k.strip()] = v
+    return out
+
+
 def add_hyperparams(parser) -> None:
     """--set KEY=VALUE (repeatable) and --config FILE.yaml."""
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="sets",
@@ -62,7 +73,7 @@ def add_hyperparams(parser) -> None:
 
 def hyperparams(args, design_name: str | None = None) -> tuple[dict, dict | None]:
     """(overrides from --set, config from --config)."""
-    from rlhls.host.hyperparams import parse_sets, read_config
+    from rlhls.host.hyperparams import read_config
 
     config = read_config(args.config, design_name) if getattr(args, "config", None) else None
     return parse_sets(args.sets), config

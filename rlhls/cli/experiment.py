@@ -52,7 +52,9 @@ def register(sub) -> None:
 
 def cmd_experiment(args) -> int:
     from rlhls.host.experiments import ExperimentOptions, run_experiment
-    from rlhls.host.hyperparams import parse_sets, read_config
+    from rlhls.host.hyperparams import read_config
+
+    from .common import parse_sets
 
     overrides = read_config(args.config) if args.config else {}
     overrides.update(parse_sets(args.sets))
