@@ -58,6 +58,8 @@ import numpy as np
 
 from rlhls.designs.errors import RlhlsError
 
+from .experiments import register_experiment
+
 __all__ = ["BENCHMARKS", "TABLE4_SIZES", "run_apdrl_table3", "run_apdrl_table4", "summarize_table3",
            "moving_average", "reward_error", "cartpole_variant", "table4_rows"]
 
@@ -476,3 +478,13 @@ def parse_sizes(text: str) -> tuple:
             raise RlhlsError(f"--sizes {text!r}: hidden sizes must be >= 1")
         out.append((a, b))
     return tuple(out)
+
+
+def _run_table3(args) -> int:
+    if not args.report:  # --report takes the folder's own count
+        args.seeds = args.seeds or 3
+    return run_apdrl_table3(args)
+
+
+register_experiment("apdrl-table3", _run_table3, "AP-DRL Table III: fp32 vs mixed precision over seeds (Fig. 11)")
+register_experiment("apdrl-table4", run_apdrl_table4, "AP-DRL Table IV: modeled FP32 vs BF16 step time by network size")

@@ -1,71 +1,30 @@
-"""`rlhls experiment NAME`: HEPPO-GAE's experiments, several seeds each, with a summary.
-(AP-DRL's ``apdrl-table3`` / ``apdrl-table4`` live in host/apdrl_experiments.py and share this command.)
+"""``rlhls experiment NAME``: the experiment registry and what every experiment shares.
 
-    rlhls experiment heppo-table3|heppo-bits [--steps N] [--seeds K] [--env ID] [--out DIR]
-                     [--jobs J] [--backend emu|csim] [--full] [--set key=value ...] [--quiet]
-
-* ``heppo-table3`` — Table III's experiments 1-5 (host/gae.py ``EXPERIMENTS``), 8-bit codes.
-* ``heppo-bits`` — Fig. 8-9: experiment 5 (dynamic reward + block value standardization,
-  n-bit uniform quantization) for n = 3..10, against the float baseline "PPO + DS"
-  (experiment 2).
-
-Each (configuration, seed) is a normal ``rlhls train`` run folder ``<out>/<config>-s<seed>/``
-(resumable: running the same command again continues unfinished runs and skips finished
-ones). Seeds are 0..K-1. ``--jobs`` runs that many training processes at once (default 1).
-The summary: ``summary.csv`` and ``summary.md`` (per configuration: mean +- std over seeds of
-the *final return* = mean return of the last ``rolling_window(n)`` episodes of a run, the
-runner's rolling-average window) and ``comparison.png`` (per configuration the rolling-average
-return against environment steps, mean over seeds with a +-std band; Fig. 8-10 style).
-
-Budget. The defaults are a demonstration that finishes in minutes on 2 cores: the design's
-environment with the demo rollout of ``rlhls run`` (8 envs x 256 steps, 8 minibatches),
-``--steps 4096`` and 2 seeds -- far too short to separate the configurations. The seed's
-comparison needs millions of steps with its 64 x 1024 rollout; on a bigger machine:
-
-    rlhls experiment heppo-table3 --full --steps 10000000 --seeds 5 --jobs 25 --out runs/table3
-    rlhls experiment heppo-bits   --full --steps 10000000 --seeds 5 --jobs 45 --out runs/bits
+An experiment is many runs (settings x seeds), each a run folder of its own, summarised in
+tables and plots. One module per seed registers its experiments with
+``register_experiment(name, run, summary)`` (``run(ExperimentOptions) -> exit code``):
+host/heppo_experiments.py (heppo-table3, heppo-bits), host/apdrl_experiments.py (apdrl-table3,
+apdrl-table4). The built-in modules are imported on first use.
 
 Never clobbers: an existing non-empty ``--out`` must hold our ``experiment.json`` with the same
-settings (then it is continued), else it is refused.
+settings (then it is continued), else it is refused (``check_out``).
 """
 
 from __future__ import annotations
 
-import csv
+import importlib
 import json
-import math
-import sys
-import time
-from pathlib import Path
-
 from dataclasses import dataclass, field
-
-import numpy as np
+from pathlib import Path
+from typing import Callable
 
 from rlhls.designs.errors import RlhlsError
 from rlhls.partition import fileio
 
-__all__ = ["EXPERIMENT_SETS", "ExperimentOptions", "configurations", "run_experiment", "summarize"]
+__all__ = ["ExperimentOptions", "register_experiment", "experiment_names", "run_experiment", "check_out", "RECORD"]
 
-EXPERIMENT_SETS = ("heppo-table3", "heppo-bits", "apdrl-table3", "apdrl-table4")
-DEMO_STEPS = 4096
-DEMO_SEEDS = 2
 RECORD = "experiment.json"
-
-
-def configurations(name: str) -> list[dict]:
-    """[{'name', 'label', 'set': {hyperparameter: value}}] of an experiment set."""
-    if name == "heppo-table3":
-        labels = {1: "exp 1: CleanRL reward norm (baseline)", 2: "exp 2: dynamic std (PPO + DS)",
-                  3: "exp 3: block std, quantized, de-std", 4: "exp 4: block std, quantized",
-                  5: "exp 5: dynamic std + block values, quantized"}
-        return [{"name": f"exp{k}", "label": labels[k], "set": {"experiment": k}} for k in range(1, 6)]
-    if name == "heppo-bits":
-        out = [{"name": "ds", "label": "PPO + DS (exp 2, float)", "set": {"experiment": 2}}]
-        out += [{"name": f"bits{n}", "label": f"exp 5, {n}-bit", "set": {"experiment": 5, "quant_bits": n}}
-                for n in range(3, 11)]
-        return out
-    raise RlhlsError(f"experiment {name!r}: unknown (expected one of {', '.join(EXPERIMENT_SETS)})")
+_BUILTIN = ("heppo_experiments", "apdrl_experiments")  # modules of rlhls.host that register experiments
 
 
 @dataclass
@@ -73,20 +32,55 @@ class ExperimentOptions:
     """What ``rlhls experiment NAME`` takes (the command line fills it; Python callers too)."""
 
     name: str
-    design: list | None = None      # heppo-*: one PPO design (default heppo-ppo); apdrl-table3: benchmarks
+    design: list | None = None      # the designs it runs (each experiment says which it takes)
     steps: int | None = None        # environment steps per run (default: the experiment's demonstration)
     seeds: int | None = None        # seeds 0..K-1
     env: str | None = None          # environment id (default: the design's)
     out: str | None = None          # experiment folder (default runs/<name>)
     jobs: int = 1                   # runs at once
     backend: str = "emu"
-    full: bool = False              # the design's own rollout instead of the demonstration's
+    full: bool = False              # the design's own settings instead of the demonstration's
     overrides: dict = field(default_factory=dict)  # hyperparameters of every run
     sizes: tuple | None = None      # apdrl-table4: hidden sizes
     repeats: int = 3                # apdrl-table4: host timing repeats
     report: bool = False            # apdrl-table3: summarize the folders as they stand
     quiet: bool = False
     json: bool = False              # print the summary rows as JSON (stdout) instead of text
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    run: Callable
+    summary: str = ""
+
+
+EXPERIMENTS: dict[str, Experiment] = {}
+_loaded = False
+
+
+def register_experiment(name: str, run: Callable, summary: str = "") -> None:
+    EXPERIMENTS[name] = Experiment(name, run, summary)
+
+
+def _load() -> None:
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        for m in _BUILTIN:
+            importlib.import_module(f"rlhls.host.{m}")
+
+
+def experiment_names() -> list[str]:
+    _load()
+    return list(EXPERIMENTS)
+
+
+def run_experiment(opts: ExperimentOptions) -> int:
+    _load()
+    if opts.name not in EXPERIMENTS:
+        raise RlhlsError(f"experiment {opts.name!r}: unknown (expected one of {', '.join(EXPERIMENTS)})")
+    return EXPERIMENTS[opts.name].run(opts)
 
 
 def check_out(out: Path, settings: dict) -> None:
@@ -98,166 +92,3 @@ def check_out(out: Path, settings: dict) -> None:
         if diff:
             raise RlhlsError(f"--out '{out}' holds experiment runs with a different {diff[0]} "
                              f"({old.get(diff[0])!r}, now {settings[diff[0]]!r}); choose another --out")
-
-
-def _one_run(job: dict) -> dict:
-    """Train one (configuration, seed) run folder; runs in a worker process."""
-    from rlhls.designs.registry import get_design
-
-    from .train import train_design
-
-    out = Path(job["out"])
-    t0 = time.perf_counter()
-    run = train_design(get_design(job["design"]), out=out, steps=job["steps"], seed=job["seed"], env_id=job["env"],
-                       backend=job["backend"], overrides=job["overrides"],
-                       resume=(out / "checkpoint.pkl").exists(), progress=False)
-    return {"env_steps": run.env_steps, "seconds": time.perf_counter() - t0, "config": job["config"],
-            "seed": job["seed"]}
-
-
-def _episodes(run_dir: Path) -> tuple[np.ndarray, np.ndarray]:
-    with open(run_dir / "episodes.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
-    return (np.array([float(r["env_step"]) for r in rows]), np.array([float(r["return"]) for r in rows]))
-
-
-def _rolling(y: np.ndarray) -> np.ndarray:
-    from .runner import rolling_window
-
-    w = rolling_window(len(y))
-    c = np.cumsum(np.insert(y, 0, 0.0))
-    return np.concatenate([c[1:w] / np.arange(1, w), (c[w:] - c[:-w]) / w]) if len(y) else y
-
-
-def summarize(out, configs: list[dict], seeds: int, title: str = "") -> list[dict]:
-    """summary.csv, summary.md and comparison.png of the run folders in `out`; returns the rows."""
-    from .report import markdown_table
-    from .runner import atomic_write_text, csv_text, rolling_window
-
-    out = Path(out)
-    rows, curves = [], {}
-    for c in configs:
-        finals, per_seed, max_step = [], [], 0.0
-        for s in range(seeds):
-            d = out / f"{c['name']}-s{s}"
-            if not (d / "episodes.csv").exists():
-                continue
-            x, y = _episodes(d)
-            cfg = json.loads((d / "config.json").read_text())
-            max_step = max(max_step, float(cfg.get("steps", 0)))
-            f = float(np.mean(y[-rolling_window(len(y)):])) if len(y) else float("nan")
-            finals.append(f)
-            per_seed.append((x, _rolling(y)))
-        curves[c["name"]] = (per_seed, max_step)
-        v = np.array([f for f in finals if not math.isnan(f)])
-        rows.append({"config": c["name"], "label": c["label"], "settings": " ".join(f"{k}={x}" for k, x in c["set"].items()),
-                     "seeds": len(finals), "final_return_mean": float(v.mean()) if len(v) else float("nan"),
-                     "final_return_std": float(v.std(ddof=1)) if len(v) > 1 else (0.0 if len(v) else float("nan")),
-                     "per_seed": " ".join("nan" if math.isnan(f) else f"{f:.2f}" for f in finals)})
-    cols = ["config", "label", "settings", "seeds", "final_return_mean", "final_return_std", "per_seed"]
-    atomic_write_text(out / "summary.csv", csv_text(rows, cols))
-    md = [f"# {title}" if title else "# experiment summary", "",
-          "Final return = mean episodic return of the last rolling-average window of episodes of a run; "
-          "mean ± std (sample) over seeds.", "",
-          markdown_table(["config", "what", "settings", "seeds", "final return (mean ± std)", "per seed"],
-                         [[r["config"], r["label"], r["settings"], r["seeds"],
-                           f"{r['final_return_mean']:.2f} ± {r['final_return_std']:.2f}", r["per_seed"]]
-                          for r in rows]),
-          "", "![comparison](comparison.png)", ""]
-    atomic_write_text(out / "summary.md", "\n".join(md))
-
-    import matplotlib
-    from matplotlib.figure import Figure
-
-    from .report import mean_std_band, save_png
-
-    fig = Figure(figsize=(9, 5))
-    ax = fig.add_subplot()
-    colors = matplotlib.colormaps["tab10"].colors
-    for i, c in enumerate(configs):
-        mean_std_band(ax, curves[c["name"]][0], colors[i % 10], c["label"])
-    ax.set_xlabel("environment steps")
-    ax.xaxis.set_major_formatter(matplotlib.ticker.EngFormatter(sep=""))
-    ax.set_ylabel("rolling-average episodic return")
-    ax.set_title(title or "comparison")
-    ax.grid(alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7, loc="best")
-    else:
-        ax.text(0.5, 0.5, "no finished episode yet", ha="center", va="center", transform=ax.transAxes)
-    fig.tight_layout()
-    save_png(fig, out / "comparison.png")
-    return rows
-
-
-def run_experiment(opts: ExperimentOptions) -> int:
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    from rlhls.designs.registry import get_design
-
-    from .algorithms import get_algorithm
-    from .runner import atomic_write_text
-
-    args = opts
-    if args.report and args.name != "apdrl-table3":
-        raise RlhlsError(f"--report: only for apdrl-table3 (not {args.name})")
-    if args.name == "apdrl-table3":
-        from .apdrl_experiments import run_apdrl_table3
-
-        if not args.report:  # --report takes the folder's own count
-            args.seeds = args.seeds or 3
-        return run_apdrl_table3(args)
-    if args.name == "apdrl-table4":
-        from .apdrl_experiments import run_apdrl_table4
-
-        return run_apdrl_table4(args)
-    args.seeds = args.seeds or DEMO_SEEDS
-    configs = configurations(args.name)
-    if args.design and len(args.design) > 1:
-        raise RlhlsError(f"--design: {args.name} takes one PPO design")
-    design = get_design(args.design[0] if args.design else "heppo-ppo")
-    if design.algorithm != "ppo":
-        raise RlhlsError(f"design '{design.name}' uses {design.algorithm.upper()}; the HEPPO experiments train PPO")
-    base = {} if args.full else dict(design.demo.get("set", {}))
-    base.update(args.overrides)
-    alg = get_algorithm(design.algorithm)
-    for c in configs:
-        alg.hyperparams(design, {**base, **c["set"]})  # validate every configuration first
-    env = args.env or design.env_id
-    steps = args.steps or DEMO_STEPS
-    out = Path(args.out or f"runs/{args.name}")
-    settings = {"name": args.name, "design": design.name, "env": env, "backend": args.backend, "full": args.full,
-                "overrides": {k: str(v) for k, v in base.items()}}
-    check_out(out, settings)
-    fileio.make_dirs(out)
-    atomic_write_text(out / RECORD, json.dumps({**settings, "steps": steps, "seeds": args.seeds}, indent=1) + "\n")
-
-    jobs = [{"design": design.name, "env": env, "backend": args.backend, "steps": steps, "seed": s,
-             "config": c["name"], "label": c["label"], "overrides": {**base, **c["set"]},
-             "out": str(out / f"{c['name']}-s{s}")} for c in configs for s in range(args.seeds)]
-    say = (lambda m: None) if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
-    say(f"{args.name}: {len(configs)} configuration(s) x {args.seeds} seed(s) = {len(jobs)} run(s) of {steps} steps "
-        f"on {env}, {args.jobs} at a time -> {out}")
-    t0 = time.perf_counter()
-    done = 0
-    if args.jobs == 1:
-        results = (_one_run(j) for j in jobs)
-        for r in results:
-            done += 1
-            say(f"[{done}/{len(jobs)}] {r['config']} seed {r['seed']}: {r['env_steps']} steps in {r['seconds']:.0f} s")
-    else:
-        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-            futs = [pool.submit(_one_run, j) for j in jobs]
-            for f in as_completed(futs):
-                r = f.result()
-                done += 1
-                say(f"[{done}/{len(jobs)}] {r['config']} seed {r['seed']}: {r['env_steps']} steps in {r['seconds']:.0f} s")
-    rows = summarize(out, configs, args.seeds, f"{args.name}: {design.name} on {env}, {steps} steps per run")
-    if args.json:
-        print(json.dumps(rows, indent=2, default=str))
-        return 0
-    for r in rows:
-        print(f"{r['config']:<6} {r['label']:<46} {r['final_return_mean']:10.2f} ± {r['final_return_std']:.2f} "
-              f"({r['seeds']} seed(s))")
-    print(f"{len(jobs)} run(s) in {time.perf_counter() - t0:.0f} s -> {out / 'summary.md'}, {out / 'comparison.png'}")
-    return 0

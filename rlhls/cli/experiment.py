@@ -19,19 +19,21 @@ def _sizes(text):
 
 
 def register(sub) -> None:
-    from rlhls.host.experiments import DEMO_SEEDS, DEMO_STEPS, EXPERIMENT_SETS
+    from rlhls.host.experiments import EXPERIMENTS, experiment_names
 
-    s = sub.add_parser("experiment", help="experiments: HEPPO-GAE Table III and bit sweep, AP-DRL Tables III and IV",
+    names = experiment_names()
+    s = sub.add_parser("experiment", help="experiments that reproduce the seeds' tables and figures",
                        description="Experiments of several runs (settings x seeds), each a run folder of its own, "
-                                   "summarised in tables and plots.")
-    s.add_argument("name", metavar="NAME", help=f"one of {', '.join(EXPERIMENT_SETS)}")
+                                   "summarised in tables and plots: "
+                                   + "; ".join(f"{n}: {EXPERIMENTS[n].summary}" for n in names) + ".")
+    s.add_argument("name", metavar="NAME", help=f"one of {', '.join(names)}")
     s.add_argument("--design", action="append", default=None,
                    help="heppo-*: the PPO design (default heppo-ppo); apdrl-table3: a benchmark to run "
                         "(repeatable; default all six)")
     s.add_argument("--steps", type=positive_int, default=None,
-                   help=f"environment steps per run (default {DEMO_STEPS}, a demonstration)")
+                   help="environment steps per run (default: the experiment's demonstration budget)")
     s.add_argument("--seeds", type=positive_int, default=None,
-                   help=f"seeds 0..K-1 (default {DEMO_SEEDS} for heppo-*, 3 for apdrl-table3)")
+                   help="seeds 0..K-1 (default: the experiment's; 2 for heppo-*, 3 for apdrl-table3)")
     s.add_argument("--env", help="gymnasium env id (default: the design's)")
     s.add_argument("--out", help="experiment folder (default runs/<name>)")
     s.add_argument("--jobs", type=positive_int, default=1, help="training processes at once (default 1)")
