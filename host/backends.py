@@ -117,6 +117,10 @@ class CsimBackend(Backend):
         k = get_kernel(kernel_name)
         p = k.resolve(params)
         a = k.check_arrays(p, arrays)
+        if "AIE" in k.units:  # an AIE kernel: its sources compiled against the g++ shim
+            from rlhls.flow.aie import aie_gemm
+
+            return {"c": aie_gemm(a["a"], a["b"], a["bias"])}
         n = k.rows_of(p, a)
         lib = self.library(kernel_name, p)
         ins = [np.ascontiguousarray(a[s.name], dtype=np.float64).ravel() for s in lib.ins]
@@ -182,6 +186,9 @@ class CosimBackend(Backend):
         from rlhls.flow.vitis import Step, component_steps, run_step
 
         k = get_kernel(kernel_name)
+        if "PL" not in k.units:
+            raise RlhlsError(f"cosim backend: kernel {kernel_name!r} runs on the {', '.join(k.units)}: Vitis HLS "
+                             "co-simulation covers PL kernels (use --backend csim for the AIE's shim)")
         p = k.resolve(params)
         a = k.check_arrays(p, arrays)
         n = k.rows_of(p, a)
@@ -245,14 +252,16 @@ def get_backend(name: str = "emu", **kwargs) -> Backend:
 class PlanKernels:
     """The nodes a plan puts on the PL and the AIE, run through a backend inside the training loop.
 
-    Every matrix-multiply node on the PL runs through the dense kernels the build emits for it
-    (``dense_forward``; a backward's ``dense_backward`` and ``weight_gradient``), with the
-    parameters the kernel derives from that node at the training batch (``Kernel.node_params``,
-    as ``flow.mapping``); every update node on the PL through ``weight_update``; every AIE node's
-    products through the AIE kernel sources compiled with g++ against the shim
-    (``flow.aie.aie_gemm``). Conv2d layers go through im2col (and col2im on the host, the data
-    mover's job). ``compiled`` is False for ``emu``: the layers' own numpy arithmetic is then the
-    kernels' model (the same bits), and only the update kernel's model is called.
+    A layer node's operations (``forward``: y = x w + b; ``input_grad``: dx = dy w^T;
+    ``weight_grad``: dW = x^T dy and db) run through the kernels the build gives that node on its
+    unit (``designs.kernels.kernels_for``: the design's own units first, then the dense kernels on
+    the PL, the AIE matrix multiply on the AIE), each with the parameters it derives from the node
+    (``Kernel.node_params``) at the sizes of the arrays it gets; an operation no chosen kernel
+    computes (an input gradient the graph does not need) takes the unit's generic kernel for it.
+    Every update node on the PL runs through ``weight_update``. Conv2d layers go through im2col
+    (and col2im on the host: the data mover's job). ``compiled`` is False for ``emu``: the layers'
+    own numpy arithmetic is then the kernels' model (the same bits) and only the update kernel's
+    model is called.
     """
 
     def __init__(self, design, batch: int, backend: Backend):
@@ -263,54 +272,39 @@ class PlanKernels:
         self.backend = backend
         self.compiled = backend.name != "emu"
         self._params: dict = {}
+        self._kernels: dict = {}
 
-    def params(self, kernel: str, node: str, **given) -> dict:
-        """The kernel's parameters for `node` (its formats, parallelism) at the sizes of the arrays
-        it gets (``given``: n, k, m; a run on another environment resizes the networks)."""
-        key = (kernel, node, tuple(sorted(given.items())))
-        if key not in self._params:
-            k = get_kernel(kernel)
+    def _kernel(self, node: str, unit: str, op: str):
+        """(kernel, its parameters for the node) computing `op` of `node` on `unit`."""
+        key = (node, unit, op)
+        if key not in self._kernels:
+            from rlhls.designs.kernels import KERNELS, kernels_for
+
             gnode = self.ctx.graph.node(node)
-            p = k.node_params(gnode, self.ctx)
-            if p is None:  # an input gradient the graph's node does not need: the forward's rule
-                p = get_kernel("dense_forward").node_params(gnode, self.ctx)
-            p = {**p, **given}
-            pf_dim = getattr(k, "pf_dim", "n")
+            found = next(((k, p) for k, p in kernels_for(gnode, self.ctx, unit) if op in k.layer_ops), None)
+            if found is None:  # the unit's generic kernel for it, with the node's forward parameters
+                k = next(k for k in KERNELS.values() if k.generic and unit in k.units and op in k.layer_ops)
+                fwd = next(g for g in KERNELS.values() if g.generic and unit in g.units and "forward" in g.layer_ops)
+                found = (k, fwd.node_params(gnode, self.ctx))
+            self._kernels[key] = found
+        return self._kernels[key]
+
+    def params(self, kernel, node_params: dict, node: str, **given) -> dict:
+        """The kernel's parameters for a node at the sizes of the arrays it gets (``given``: a run on
+        another environment resizes the networks), its parallelism within the unrolled dimension."""
+        key = (kernel.name, node, tuple(sorted(given.items())))
+        if key not in self._params:
+            p = {**node_params, **given}
+            pf_dim = getattr(kernel, "pf_dim", "n")
             if "pf" in p and pf_dim in p:
                 p["pf"] = min(p["pf"], p[pf_dim])
-            self._params[key] = k.resolve(p)
+            self._params[key] = kernel.resolve(p)
         return self._params[key]
 
-    def _pl(self, kernel: str, node: str, sizes: dict, **arrays) -> dict:
-        return self.backend.call(kernel, self.params(kernel, node, **sizes), **arrays)
-
-    def dense(self, node: str, unit: str, x, w, b=None):
-        """y = x . w (+ b) of the node's forward."""
-        if unit == "AIE":
-            from rlhls.flow.aie import aie_gemm
-
-            return aie_gemm(x, w, b)
-        n, k = x.shape
-        return self._pl("dense_forward", node, {"n": n, "k": k, "m": w.shape[1]}, x=x, w=w,
-                        b=np.zeros(w.shape[1]) if b is None else b)["y"]
-
-    def input_grad(self, node: str, unit: str, dy, w):
-        """dx = dy . w^T of the node's backward."""
-        if unit == "AIE":
-            from rlhls.flow.aie import aie_gemm
-
-            return aie_gemm(dy, w.T)
-        return self._pl("dense_backward", node, {"n": dy.shape[0], "k": w.shape[0], "m": w.shape[1]},
-                        dy=dy, w=w)["dx"]
-
-    def weight_grad(self, node: str, unit: str, x, dy):
-        """(dW = x^T . dy, db = column sums of dy) of the node's backward; AIE: dW only."""
-        if unit == "AIE":
-            from rlhls.flow.aie import aie_gemm
-
-            return aie_gemm(x.T, dy), None
-        out = self._pl("weight_gradient", node, {"n": x.shape[0], "k": x.shape[1], "m": dy.shape[1]}, x=x, dy=dy)
-        return out["dw"], out["db"]
+    def op(self, node: str, unit: str, op: str, **arrays):
+        """One layer operation of `node` on `unit` through the backend's kernel."""
+        k, node_params = self._kernel(node, unit, op)
+        return k.run_op(op, self.backend, self.params(k, node_params, node, **k.op_sizes(op, **arrays)), **arrays)
 
     def update(self, node: str, opt, w, g, state: dict, alpha: float) -> dict:
         """One optimizer step of a PL update node through ``weight_update``: flat float64 arrays
@@ -321,8 +315,8 @@ class PlanKernels:
             extra.update(beta1=opt.b1, beta2=opt.b2, eps=opt.eps)
         elif opt.kind == "rmsprop":
             extra.update(rho=opt.alpha, eps=opt.eps)
-        p = self.params("weight_update", node, n=int(w.size), **extra)
         k = get_kernel("weight_update")
+        p = self.params(k, k.node_params(self.ctx.graph.node(node), self.ctx), node, n=int(w.size), **extra)
         ins, _ = k.arrays(p)
         arrays = {"w": w, "g": g, "alpha": np.array([alpha]), **state}
         arrays = {a.name: arrays[a.name] for a in ins}

@@ -401,11 +401,11 @@ class MixedPrecision:
         if layer.kind == "Conv2d":
             kh, kw = layer.kernel
             cols = im2col(x, kh, kw, layer.stride)
-            y = self.kernels.dense(node, unit, cols, layer._w2(), b)
+            y = self.kernels.op(node, unit, "forward", x=cols, w=layer._w2(), b=b)
             y = np.ascontiguousarray(y.reshape(x.shape[0], *layer.out_shape[1:], layer.out_channels)
                                      .transpose(0, 3, 1, 2))
         else:
-            y = self.kernels.dense(node, unit, x, layer.params["W"], b)
+            y = self.kernels.op(node, unit, "forward", x=x, w=layer.params["W"], b=b)
         layer._cache, layer._batch, layer._xfmt, layer._cols = x, x.shape[0], p.storage, None
         return y
 
@@ -425,13 +425,13 @@ class MixedPrecision:
             dy2, w = dy, layer.params["W"]
         if need_dw:
             xx = im2col(x, kh, kw, layer.stride) if conv else x
-            dw, db = self.kernels.weight_grad(node, unit, xx, dy2)
+            dw, db = self.kernels.op(node, unit, "weight_grad", x=xx, dy=dy2)
             layer.grads["W"] = np.ascontiguousarray(dw.T.reshape(layer.params["W"].shape)) if conv else dw
             if layer.bias:
                 layer.grads["b"] = db if db is not None else _sum_rows(dy2, p)
         if not need_dx:
             return None
-        dx = self.kernels.input_grad(node, unit, dy2, w)
+        dx = self.kernels.op(node, unit, "input_grad", dy=dy2, w=w)
         return p.storage.quantize(col2im(dx, x.shape, kh, kw, layer.stride)) if conv else dx
 
     def _layer_bwd(self, layer, dy, unit, need_dx, need_dw=True, node=None):

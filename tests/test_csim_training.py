@@ -72,13 +72,18 @@ def test_plan_kernels_follow_the_build(tmp_path):
     ctx = KernelContext(design, build_graph(design, 128))
     node = ctx.graph.node("q.fc2.bwd")
     built = {k.name: k.resolve(p) for k, p in kernels_for(node, ctx, "PL")}
-    assert pk.params("weight_gradient", "q.fc2.bwd", n=128, k=64, m=64) == built["weight_gradient"]
-    assert pk.params("dense_backward", "q.fc2.bwd", n=128, k=64, m=64) == built["dense_backward"]
+    for op, name in (("weight_grad", "weight_gradient"), ("input_grad", "dense_backward")):
+        k, node_params = pk._kernel("q.fc2.bwd", "PL", op)
+        sizes = k.op_sizes(op, x=np.zeros((128, 64)), dy=np.zeros((128, 64))) if op == "weight_grad" else \
+            k.op_sizes(op, dy=np.zeros((128, 64)), w=np.zeros((64, 64)))
+        assert k.name == name and pk.params(k, node_params, "q.fc2.bwd", **sizes) == built[name]
     assert built["dense_backward"]["pf"] == 8 and built["dense_backward"]["storage"] == "fp16"
-    w = np.random.default_rng(0).standard_normal((64, 64))
-    dy = np.random.default_rng(1).standard_normal((128, 64))
-    emu = pk.input_grad("q.fc2.bwd", "PL", dy, w) if pk.compiled else None
-    assert emu is None  # emu leaves the layers' arithmetic to the numpy models
+    assert not pk.compiled  # emu leaves the layers' arithmetic to the numpy models
+    # an input gradient the graph's node does not need (first layer): the PL's generic kernel for it
+    k, _ = pk._kernel("q.fc1.bwd", "PL", "input_grad")
+    assert k.name == "dense_backward"
+    k, _ = pk._kernel("q.fc1.fwd", "AIE", "forward")
+    assert k.name == "mm_aie"
 
 
 @pytest.mark.parametrize("name", ["apdrl-dqn-cartpole", "apdrl-ddpg-mntncarcont"])

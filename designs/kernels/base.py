@@ -126,6 +126,9 @@ class Kernel:
     generic: bool = False  # also for designs that do not name it (the dense library, the optimizer)
     replaces: tuple = ()  # generic kernels it stands in for where a design names it
     component_suffix: str = ""  # build component name: <instance>_<layer>_<suffix> (else the kernel name)
+    # -- in training (host/backends.py PlanKernels): the layer operations it computes for a node,
+    # of "forward" (x, w, b -> y), "input_grad" (dy, w -> dx), "weight_grad" (x, dy -> (dw, db | None))
+    layer_ops: tuple = ()
 
     # -- parameters
     def _err(self, text: str) -> RlhlsError:
@@ -312,6 +315,14 @@ class Kernel:
         rows). Default: the one instance ``node_params`` gives, costed by ``cost``."""
         p = self.resolve(self.node_params(node, ctx))
         return [("0", self.cost(p, unit=unit, device=ctx.device))]
+
+    def op_sizes(self, op: str, **arrays) -> dict:
+        """The parameters the arrays of a layer operation fix (the dense kernels: n, k, m)."""
+        raise NotImplementedError
+
+    def run_op(self, op: str, backend, p: dict, **arrays):
+        """One layer operation of ``layer_ops`` through a backend (``backend.call``)."""
+        raise NotImplementedError
 
     # -- cost
     def cost(self, p: dict, unit: str = "PL", device=None) -> dict:

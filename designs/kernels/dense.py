@@ -116,6 +116,13 @@ class DenseForward(_DenseBase):
     summary = "y = x @ W + b with products and sums rounded to acc, output to storage"
     implements = ("mm.fwd",)
     component_suffix = "fwd"
+    layer_ops = ("forward",)
+
+    def op_sizes(self, op, x, w, b=None):
+        return {"n": x.shape[0], "k": x.shape[1], "m": w.shape[1]}
+
+    def run_op(self, op, backend, p, x, w, b=None):
+        return backend.call(self.name, p, x=x, w=w, b=np.zeros(w.shape[1]) if b is None else b)["y"]
     params = _common_params("parallel MACs per cycle (output columns M unrolled)")
     inputs = ("x", "w", "b")
     outputs = ("y",)
@@ -151,6 +158,13 @@ class DenseBackward(_DenseBase):
     pf_dim = "k"
     implements = ("mm.bwd",)
     component_suffix = "dx"
+    layer_ops = ("input_grad",)
+
+    def op_sizes(self, op, dy, w):
+        return {"n": dy.shape[0], "k": w.shape[0], "m": w.shape[1]}
+
+    def run_op(self, op, backend, p, dy, w):
+        return backend.call(self.name, p, dy=dy, w=w)["dx"]
 
     def node_params(self, node, ctx):
         return super().node_params(node, ctx) if ctx.needs_input_grad(node) else None
@@ -183,6 +197,14 @@ class WeightGradient(_DenseBase):
     template = "weight_gradient.cpp.j2"
     implements = ("mm.bwd",)
     component_suffix = "dw"
+    layer_ops = ("weight_grad",)
+
+    def op_sizes(self, op, x, dy):
+        return {"n": x.shape[0], "k": x.shape[1], "m": dy.shape[1]}
+
+    def run_op(self, op, backend, p, x, dy):
+        out = backend.call(self.name, p, x=x, dy=dy)
+        return out["dw"], out["db"]
 
     def node_params(self, node, ctx):
         # an instance running another's weights (DDPG's critic@pi) computes no weight gradient

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 
 from ..arith import dense
+import numpy as np
+
 from .base import Array, Kernel, Param, check_formats, finish_cost, get_dev
 
 __all__ = ["MmAie", "AIE_TILE_POINTS", "AIE_PLIO_POINTS"]
@@ -43,6 +45,24 @@ class MmAie(Kernel):
     )
     inputs = ("a", "b", "bias")
     outputs = ("c",)
+    # a layer's products; its bias gradient (a column sum) is the data mover's (the host model's)
+    layer_ops = ("forward", "input_grad", "weight_grad")
+
+    def op_sizes(self, op, **arrays):
+        a, b = self._operands(op, **arrays)
+        return {"n": a.shape[0], "k": a.shape[1], "m": b.shape[1]}
+
+    @staticmethod
+    def _operands(op, x=None, w=None, b=None, dy=None):
+        if op == "forward":
+            return x, w
+        return (dy, w.T) if op == "input_grad" else (x.T, dy)
+
+    def run_op(self, op, backend, p, **arrays):
+        a, b = self._operands(op, **arrays)
+        bias = arrays.get("b") if op == "forward" else None
+        c = backend.call(self.name, p, a=a, b=b, bias=np.zeros(b.shape[1]) if bias is None else bias)["c"]
+        return (c, None) if op == "weight_grad" else c
 
     def validate(self, p):
         fm = check_formats(self.name, p)
