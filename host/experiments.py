@@ -1,10 +1,10 @@
 """``rlhls experiment NAME``: the experiment registry and what every experiment shares.
 
 An experiment is many runs (settings x seeds), each a run folder of its own, summarised in
-tables and plots. One module per seed registers its experiments with
-``register_experiment(name, run, summary)`` (``run(ExperimentOptions) -> exit code``):
+tables and plots. One module per seed, ``host/<seed>_experiments.py``, registers its experiments
+with ``register_experiment(name, run, summary)`` (``run(ExperimentOptions) -> exit code``):
 host/heppo_experiments.py (heppo-table3, heppo-bits), host/apdrl_experiments.py (apdrl-table3,
-apdrl-table4). The built-in modules are imported on first use.
+apdrl-table4). Every such module is imported on first use (adding one needs no other edit).
 
 Never clobbers: an existing non-empty ``--out`` must hold our ``experiment.json`` with the same
 settings (then it is continued), else it is refused (``check_out``).
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import pkgutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -24,7 +25,6 @@ from rlhls.partition import fileio
 __all__ = ["ExperimentOptions", "register_experiment", "experiment_names", "run_experiment", "check_out", "RECORD"]
 
 RECORD = "experiment.json"
-_BUILTIN = ("heppo_experiments", "apdrl_experiments")  # modules of rlhls.host that register experiments
 
 
 @dataclass
@@ -46,6 +46,7 @@ class ExperimentOptions:
     report: bool = False            # apdrl-table3: summarize the folders as they stand
     quiet: bool = False
     json: bool = False              # print the summary rows as JSON (stdout) instead of text
+    params: dict = field(default_factory=dict)  # an experiment's own settings (--param KEY=VALUE)
 
 
 @dataclass(frozen=True)
@@ -67,8 +68,11 @@ def _load() -> None:
     global _loaded
     if not _loaded:
         _loaded = True
-        for m in _BUILTIN:
-            importlib.import_module(f"rlhls.host.{m}")
+        import rlhls.host
+
+        for m in pkgutil.iter_modules(rlhls.host.__path__):
+            if m.name.endswith("_experiments"):
+                importlib.import_module(f"rlhls.host.{m.name}")
 
 
 def experiment_names() -> list[str]:

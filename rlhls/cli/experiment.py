@@ -47,6 +47,8 @@ def register(sub) -> None:
     s.add_argument("--report", action="store_true",
                    help="apdrl-table3: summarize the run folders in --out as they are (unfinished runs at "
                         "their last episode) and train nothing")
+    s.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", dest="params",
+                   help="a setting of the experiment itself (repeatable; each experiment documents its own)")
     s.add_argument("--quiet", action="store_true", help="no progress output")
     s.add_argument("--json", action="store_true", help="print the summary rows as JSON at the end")
     s.set_defaults(func=cmd_experiment)
@@ -63,5 +65,5 @@ def cmd_experiment(args) -> int:
     opts = ExperimentOptions(name=args.name, design=args.design, steps=args.steps, seeds=args.seeds, env=args.env,
                              out=args.out, jobs=args.jobs, backend=args.backend, full=args.full, overrides=overrides,
                              sizes=args.sizes, repeats=args.repeats, report=args.report, quiet=args.quiet,
-                             json=args.json)
+                             json=args.json, params=parse_sets(args.params))
     return run_experiment(opts)
