@@ -139,12 +139,11 @@ def _closed(layer) -> bool:
 
 
 def unit_precisions(design) -> dict:
-    """{'PS'|'PL'|'AIE': Precision(storage, acc)} from the design's formats (apdrl.FORMATS)."""
-    f = design.formats
-    ps = f.get("ps", f.get("storage", "fp32"))
-    return {"PS": Precision(ps, f.get("acc", ps)),
-            "PL": Precision(f.get("pl", ps), f.get("pl_acc", f.get("acc", ps))),
-            "AIE": Precision(f.get("aie", ps), f.get("aie_acc", f.get("acc", ps)))}
+    """{'PS'|'PL'|'AIE': Precision(storage, acc)}: the design's formats per unit
+    (designs.kernels.unit_formats)."""
+    from rlhls.designs.kernels import unit_formats
+
+    return {u: Precision(str(s), str(a)) for u, (s, a) in unit_formats(design).items()}
 
 
 def count_columns(counts: dict) -> dict:

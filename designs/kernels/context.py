@@ -5,10 +5,10 @@ The build and the profiler hand a kernel one ``KernelContext`` per design (and b
 the node's layer and network, the design's KernelSpec for a kernel, the formats a kernel computes
 in on a unit, the unit's clock and the design's hyperparameters.
 
-Formats per unit (AP-DRL §IV-D): a mixed-precision design (``formats`` has ``ps``, ``pl``,
-``aie``) computes on the PS in ``ps`` (fp32), on the PL in ``pl`` accumulating in ``pl_acc``,
-on the AIE in ``aie`` accumulating in ``aie_acc``; other designs in ``storage`` / ``acc``
-everywhere. A kernel the design names computes in its KernelSpec's formats.
+Formats per unit (AP-DRL §IV-D): a unit computes in the design's format of that unit where it has
+one — ``ps`` on the PS (accumulating in it too), ``pl`` / ``pl_acc`` on the PL, ``aie`` /
+``aie_acc`` on the AIE (AP-DRL: fp32, fp16/fp32, bf16/fp32) — else in ``storage`` / ``acc``.
+A kernel the design names computes in its KernelSpec's formats.
 """
 
 from __future__ import annotations
@@ -27,12 +27,10 @@ def unit_formats(design) -> dict:
     f = design.formats
     storage = f.get("storage", "fp32")
     acc = f.get("acc", storage)
-    if all(k in f for k in ("ps", "pl", "aie")):
-        return {"PS": (parse_format(f["ps"]), parse_format(f["ps"])),
-                "PL": (parse_format(f["pl"]), parse_format(f.get("pl_acc", acc))),
-                "AIE": (parse_format(f["aie"]), parse_format(f.get("aie_acc", acc)))}
-    s, a = parse_format(storage), parse_format(acc)
-    return {"PS": (s, a), "PL": (s, a), "AIE": (s, a)}
+    out = {"PS": (f["ps"], f["ps"]) if "ps" in f else (storage, acc)}
+    for unit, key in (("PL", "pl"), ("AIE", "aie")):
+        out[unit] = (f.get(key, storage), f.get(f"{key}_acc", acc))
+    return {u: (parse_format(s), parse_format(a)) for u, (s, a) in out.items()}
 
 
 def layer_dims(layer, batch: int) -> tuple[int, int, int]:
