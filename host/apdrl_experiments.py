@@ -59,6 +59,7 @@ import numpy as np
 from rlhls.designs.errors import RlhlsError
 
 from .experiments import register_experiment
+from .runner import CHECKPOINT
 
 __all__ = ["BENCHMARKS", "TABLE4_SIZES", "run_apdrl_table3", "run_apdrl_table4", "summarize_table3",
            "moving_average", "reward_error", "cartpole_variant", "table4_rows"]
@@ -232,7 +233,7 @@ def _train_command(job: dict) -> list[str]:
            "--seed", str(job["seed"]), "--steps", str(job["steps"]), "--out", job["out"], "--quiet"]
     if job["plan"]:
         cmd += ["--plan", job["plan"]]
-    if (Path(job["out"]) / "checkpoint.pkl").exists():
+    if (Path(job["out"]) / CHECKPOINT).exists():
         cmd.append("--resume")
     for k, v in job["overrides"].items():
         cmd += ["--set", f"{k}={v}"]
@@ -250,7 +251,7 @@ def _finished_steps(run: Path) -> int:
 
 def _run_job(job: dict) -> dict:
     t0 = time.perf_counter()
-    if _finished_steps(Path(job["out"])) >= job["steps"] and (Path(job["out"]) / "checkpoint.pkl").exists():
+    if _finished_steps(Path(job["out"])) >= job["steps"] and (Path(job["out"]) / CHECKPOINT).exists():
         return {**job, "seconds": 0.0}  # done: not even a process
     env = dict(os.environ, OPENBLAS_NUM_THREADS=os.environ.get("OPENBLAS_NUM_THREADS", "1"))
     p = subprocess.run(_train_command(job), capture_output=True, text=True, env=env)
@@ -435,13 +436,18 @@ def run_apdrl_table4(args) -> int:
     from .report import markdown_table
     from .runner import atomic_write_text, csv_text
 
+    from rlhls.partition.fileio import make_dirs
+
+    from .experiments import RECORD, check_out
+
     sizes = args.sizes or TABLE4_SIZES
     out = Path(args.out or "runs/apdrl-table4")
-    if out.exists() and not out.is_dir():
-        raise RlhlsError(f"--out '{out}' exists and is not a folder")
+    settings = {"name": args.name, "sizes": [list(s) for s in sizes]}
+    check_out(out, settings)
     say = (lambda m: None) if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
     rows = table4_rows(sizes, repeats=args.repeats, say=say)
-    out.mkdir(parents=True, exist_ok=True)
+    make_dirs(out)
+    atomic_write_text(out / RECORD, json.dumps(settings, indent=1) + "\n")
     atomic_write_text(out / "table4.csv", csv_text(rows, list(rows[0])))
     md = ["# AP-DRL Table IV: DQN-CartPole training time against network size", "",
           "Modeled = the ILP plan's makespan of one training step (batch 128) on the VEK280 with every unit in FP32 "

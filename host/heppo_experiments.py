@@ -43,6 +43,7 @@ from rlhls.designs.errors import RlhlsError
 from rlhls.partition import fileio
 
 from .experiments import register_experiment
+from .runner import CHECKPOINT
 
 __all__ = ["configurations", "run_heppo", "summarize"]
 
@@ -75,7 +76,7 @@ def _one_run(job: dict) -> dict:
     t0 = time.perf_counter()
     run = train_design(get_design(job["design"]), out=out, steps=job["steps"], seed=job["seed"], env_id=job["env"],
                        backend=job["backend"], overrides=job["overrides"],
-                       resume=(out / "checkpoint.pkl").exists(), progress=False)
+                       resume=(out / CHECKPOINT).exists(), progress=False)
     return {"env_steps": run.env_steps, "seconds": time.perf_counter() - t0, "config": job["config"],
             "seed": job["seed"]}
 

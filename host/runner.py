@@ -12,7 +12,7 @@ Run folder (``out``):
 * ``metrics.csv`` — one row per update: ``update, env_steps, wall_s`` then the trainer's row
   (episodic return, losses, ``t_<phase>`` seconds); a column set fixed by the first update.
 * ``episodes.csv`` — every finished episode: ``env_step, return, length``.
-* ``checkpoint.pkl`` — trainer state (parameters, optimizer, normalizers, RNG states; PPO adds
+* ``checkpoint.npz`` — trainer state (parameters, optimizer, normalizers, RNG states; PPO adds
   the environments' state: per sub-env its episode seed and actions since the reset, replayed on
   resume, see host/envs/vector.py ``ReplayableVecEnv``), update index, env steps, all metrics and
   episodes so far. Written after **every** update to a temp
@@ -22,9 +22,13 @@ Run folder (``out``):
 * ``reward.png`` — episodic return per episode and its rolling average (HEPPO-GAE Fig. 10 uses
   1000 readings; here ``min(1000, max(1, n // 10))`` so short runs still show a curve).
 
-``resume=True`` loads ``checkpoint.pkl`` of the folder and continues with update k+1; the
-config must match (except ``steps``, which may grow). Without ``resume`` a folder that already
-has a checkpoint is refused. Pickle checkpoints are trusted local files.
+``resume=True`` loads ``checkpoint.npz`` of the folder and continues with update k+1; the
+config must match (except ``steps``, which may grow). Everything is checked before anything is
+written: config.json (there, JSON, the same run), the checkpoint (host/checkpoint.py: arrays and
+JSON, never a pickle, so loading it runs no code; of this design and algorithm; its state taken
+by the trainer), else one ``RlhlsError`` line and the folder as it was. Without ``resume`` a
+folder that already has a checkpoint is refused. Temp files a killed write left behind
+(``.<file>.*.tmp`` of the run's own files) are removed when the folder is used again.
 
 Progress: a tqdm bar on stderr (steps, steps/s, latest return) when stderr is a TTY; otherwise
 one line per update on stderr.
@@ -36,7 +40,6 @@ import csv
 import io
 import json
 import math
-import pickle
 import sys
 import time
 from pathlib import Path
@@ -44,11 +47,14 @@ from pathlib import Path
 import numpy as np
 
 from rlhls.designs.errors import RlhlsError
-from rlhls.partition.fileio import OWNER, atomic_write_bytes, atomic_write_text, check_out, make_dirs, write_json
+from rlhls.partition.fileio import (OWNER, atomic_write_bytes, atomic_write_text, check_out, make_dirs, os_error,
+                                    write_json)
+
+from .checkpoint import load_checkpoint, save_checkpoint
 
 __all__ = ["train", "csv_text", "atomic_write_bytes", "atomic_write_text", "read_metrics", "rolling_window", "plot_rewards"]
 
-CHECKPOINT = "checkpoint.pkl"
+CHECKPOINT = "checkpoint.npz"
 RUN_FILES = ["config.json", "metrics.csv", "episodes.csv", CHECKPOINT, "reward.png"]
 _IGNORED_ON_RESUME = ("steps", "steps_trained")
 PLOT_EVERY_S = 30.0  # reward.png costs ~0.5-1.5 s: redrawn at most this often and after the last update
@@ -150,34 +156,43 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
     out = Path(out)
     ckpt_path = out / CHECKPOINT
     config = dict(config, steps=int(steps))
+    ck = None
     if resume:
         if not ckpt_path.exists():
             raise RlhlsError(f"--resume: no checkpoint in '{out}' (expected {ckpt_path})")
-        old = json.loads((out / "config.json").read_text())
+        old = _read_config(out / "config.json")
         diff = sorted(k for k in set(old) | set(config)
-                      if k not in _IGNORED_ON_RESUME and old.get(k) != json.loads(json.dumps(config.get(k))))
+                      if k not in _IGNORED_ON_RESUME and old.get(k) != json.loads(json.dumps(config.get(k), default=str)))
         if diff:
             raise RlhlsError(f"--resume: '{out}' was run with a different {diff[0]} "
                              f"({old.get(diff[0])!r}, now {config.get(diff[0])!r})")
+        ck = load_checkpoint(ckpt_path)
+        _check_checkpoint(ck, ckpt_path, config)
     else:
         if ckpt_path.exists():
             raise RlhlsError(f"run folder '{out}' already has a checkpoint: pass --resume to continue it "
                              "or choose another --out")
         check_out(out, ours=lambda d: (d / "config.json").is_file() and (d / "metrics.csv").is_file())
     trainer = make_trainer()  # bad environments and parameters fail here, before anything is written
-    per = trainer.steps_per_update
-    config["steps_trained"] = max(1, math.ceil(steps / per)) * per  # whole updates
-    if not resume:
-        make_dirs(out)
-        write_json(out / OWNER, {"command": "train", "files": RUN_FILES})
-    atomic_write_text(out / "config.json", json.dumps(config, indent=2, sort_keys=True, default=str) + "\n")
     try:
         update, env_steps, metrics, episodes = 0, 0, [], []
-        if resume:
-            with open(ckpt_path, "rb") as f:
-                ck = pickle.load(f)
-            trainer.load_state_dict(ck["trainer"])
-            update, env_steps, metrics, episodes = ck["update"], ck["env_steps"], ck["metrics"], ck["episodes"]
+        if ck is not None:  # the trainer takes the state before config.json is touched
+            try:
+                trainer.load_state_dict(ck["trainer"])
+            except RlhlsError:
+                raise
+            except (KeyError, ValueError, TypeError, IndexError, AttributeError) as e:
+                raise RlhlsError(f"--resume: checkpoint '{ckpt_path}' does not fit this run "
+                                 f"({type(e).__name__}: {e})") from None
+            update, env_steps = int(ck["update"]), int(ck["env_steps"])
+            metrics, episodes = list(ck["metrics"]), [tuple(e) for e in ck["episodes"]]
+        per = trainer.steps_per_update
+        config["steps_trained"] = max(1, math.ceil(steps / per)) * per  # whole updates
+        if not resume:
+            make_dirs(out)
+            write_json(out / OWNER, {"command": "train", "files": RUN_FILES})
+        _remove_stale_temps(out)
+        atomic_write_text(out / "config.json", json.dumps(config, indent=2, sort_keys=True, default=str) + "\n")
         total_updates = max(1, math.ceil(steps / per))
         if total_updates * per != steps:
             notes.append(f"{steps} steps are {total_updates} whole updates of {per} steps: training "
@@ -195,9 +210,9 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
                 new_eps = row.pop("_episodes", [])
                 episodes.extend(new_eps)
                 metrics.append({"update": update, "env_steps": env_steps, "wall_s": time.perf_counter() - t0, **row})
-                ck = {"trainer": trainer.state_dict(), "update": update, "env_steps": env_steps,
-                      "metrics": metrics, "episodes": episodes}
-                atomic_write_bytes(ckpt_path, pickle.dumps(ck, protocol=pickle.HIGHEST_PROTOCOL))
+                save_checkpoint(ckpt_path, {"design": config.get("design"), "algorithm": config.get("algorithm"),
+                                            "trainer": trainer.state_dict(), "update": update,
+                                            "env_steps": env_steps, "metrics": metrics, "episodes": episodes})
                 plot = update == total_updates or time.perf_counter() - last_plot >= PLOT_EVERY_S
                 _write_outputs(out, metrics, episodes, title, plot=plot)
                 if plot:
@@ -211,6 +226,39 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
                 "episodes": episodes}
     finally:
         trainer.close()
+
+
+def _read_config(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise RlhlsError(f"--resume: '{path}' is missing (not a run folder, or a damaged one)") from None
+    except OSError as e:
+        raise os_error(path, e, "read") from None
+    except (ValueError, UnicodeDecodeError):
+        raise RlhlsError(f"--resume: '{path}' is not JSON") from None
+    if not isinstance(data, dict):
+        raise RlhlsError(f"--resume: '{path}' is not a run's config (expected a JSON object)")
+    return data
+
+
+def _check_checkpoint(ck, path: Path, config: dict) -> None:
+    if not isinstance(ck, dict) or not {"trainer", "update", "env_steps", "metrics", "episodes"} <= set(ck):
+        raise RlhlsError(f"--resume: '{path}' is not a run's checkpoint (missing its state)")
+    for key in ("design", "algorithm"):
+        if ck.get(key) != config.get(key):
+            raise RlhlsError(f"--resume: checkpoint '{path}' is of {key} {ck.get(key)!r}, this run of "
+                             f"{config.get(key)!r}")
+
+
+def _remove_stale_temps(out: Path) -> None:
+    """Temp files of this folder's own writes that a killed process left (``.<file>.*.tmp``)."""
+    for name in RUN_FILES:
+        for p in out.glob(f".{name}.*.tmp"):
+            try:
+                p.unlink()
+            except OSError:
+                pass
 
 
 def _write_outputs(out: Path, metrics: list, episodes: list, title: str, plot: bool = True) -> None:

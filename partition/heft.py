@@ -14,6 +14,8 @@ cannot run there or the unit's capacity cannot hold them) and HEFT itself.
 
 from __future__ import annotations
 
+import time
+
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -376,12 +378,14 @@ def baselines(problem: Problem, heft_schedule: Schedule | None = None) -> dict:
     return out
 
 
-def local_search(problem: Problem, sched: Schedule | None, max_evals: int = 20000) -> Schedule | None:
+def local_search(problem: Problem, sched: Schedule | None, max_evals: int = 20000,
+                 deadline: float | None = None) -> Schedule | None:
     """Improve a schedule by moving one node at a time to another option (and PS core), or two
     nodes together (one faster, one cheaper to make room in a capacity), each move re-evaluated
     exactly (:func:`semi_active`: transfers, PS core sequences, carry edges). A move is taken when
     it shortens the makespan, or keeps it and frees capacity (so later moves have room); first
-    improvement, until a sweep over all nodes finds none or ``max_evals`` evaluations are spent.
+    improvement, until a sweep over all nodes finds none, ``max_evals`` evaluations are spent or
+    ``time.perf_counter()`` passes ``deadline``.
     The result is never worse than ``sched``; it is the incumbent the ILP starts from.
     """
     if sched is None:
@@ -446,11 +450,14 @@ def local_search(problem: Problem, sched: Schedule | None, max_evals: int = 2000
         return [c for c in range(C) if not (cur.option[v].unit == "PS" and cur.core.get(v) == c and o is cur.option[v])]
 
     improved = True
-    while improved and evals < max_evals:
+    def spent() -> bool:
+        return evals >= max_evals or (deadline is not None and time.perf_counter() > deadline)
+
+    while improved and not spent():
         improved = False
         slack = _slack(problem, cur)
         for v in nodes:
-            if evals >= max_evals:
+            if spent():
                 break
             for o in problem.options[v]:
                 for c in core_choices(v, o):
@@ -495,7 +502,7 @@ def local_search(problem: Problem, sched: Schedule | None, max_evals: int = 2000
                                 used = load_of(cur.option)
                                 improved = done = True
                                 break
-                        if done or evals >= max_evals:
+                        if done or spent():
                             break
     return cur
 

@@ -69,7 +69,9 @@ from __future__ import annotations
 import math
 import os
 import re
+import subprocess
 import tempfile
+import threading
 import time
 import warnings
 import pulp
@@ -88,7 +90,10 @@ OPTIMAL, FEASIBLE, INFEASIBLE = "Optimal", "Feasible (time limit)", "Infeasible"
 
 
 class _HiGHSWarm(pulp.HiGHS):
-    """pulp.HiGHS that hands the variables' initial values to HiGHS as a start solution."""
+    """pulp.HiGHS that hands the variables' initial values to HiGHS as a start solution, and is
+    cancelled at ``deadline`` (perf_counter) should HiGHS run past its own time limit."""
+
+    deadline: float | None = None
 
     def callSolver(self, lp):
         import highspy
@@ -99,21 +104,78 @@ class _HiGHSWarm(pulp.HiGHS):
             sol.col_value = [float(v.varValue) if v.varValue is not None else 0.0 for v in vs]
             sol.value_valid = True
             lp.solverModel.setSolution(sol)
-        super().callSolver(lp)
+        timer = None
+        if self.deadline is not None:  # the model's transfer to HiGHS took some of the time
+            lp.solverModel.setOptionValue("time_limit", max(self.deadline - time.perf_counter(), 0.05))
+        if self.deadline is not None and hasattr(lp.solverModel, "cancelSolve"):
+            lp.solverModel.HandleUserInterrupt = True
+            timer = threading.Timer(max(self.deadline - time.perf_counter(), 0.0), lp.solverModel.cancelSolve)
+            timer.daemon = True
+            timer.start()
+        try:
+            super().callSolver(lp)
+        finally:
+            if timer is not None:
+                timer.cancel()
 
 
-def _solver(name: str, time_limit, log_path=None):
+class _CbcDeadline(pulp.PULP_CBC_CMD):
+    """pulp's bundled CBC, stopped at ``deadline`` (perf_counter): CBC checks its own time limit
+    only between phases (its feasibility pump ran 8 s past a 2 s limit on a 120-node graph), and
+    it answers SIGINT as late. Past the deadline the process is killed and the run counts as not
+    solved; the caller keeps the plan it had."""
+
+    deadline: float | None = None
+
+    def solve_CBC(self, lp, use_mps=True):
+        if self.deadline is None:
+            return super().solve_CBC(lp, use_mps)
+        tmp_mps, tmp_sol = self.create_tmp_files(lp.name, "mps", "sol")
+        vs, var_names, con_names, _ = lp.writeMPS(tmp_mps, rename=1)
+        left = max(self.deadline - time.perf_counter(), 0.05)
+        args = [self.path, tmp_mps, "-sec", f"{left:.3f}", *("-" + o for o in self.options + self.getOptions()
+                                                           if not o.startswith("sec")),
+                "-solve", "-printingOptions", "all", "-solution", tmp_sol]
+        with open(self.optionsDict.get("logPath") or os.devnull, "w") as log:
+            proc = subprocess.Popen(args, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+            try:
+                rc = proc.wait(timeout=max(self.deadline - time.perf_counter(), 0.05))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                rc = None
+        try:
+            if rc != 0 or not os.path.exists(tmp_sol):
+                lp.assignStatus(pulp.LpStatusNotSolved, pulp.LpSolutionNoSolutionFound)
+                return pulp.LpStatusNotSolved
+            status, values, dj, pi, slacks, sol_status = self.readsol_MPS(tmp_sol, lp, vs, var_names, con_names)
+            lp.assignVarsVals(values)
+            lp.assignVarsDj(dj)
+            lp.assignConsPi(pi)
+            lp.assignConsSlack(slacks, activity=True)
+            lp.assignStatus(status, sol_status)
+            return status
+        finally:
+            self.delete_tmp_files(tmp_mps, tmp_sol)
+
+
+def _solver(name: str, deadline, log_path=None):
+    """The solver, its time limit the time left to ``deadline`` (perf_counter; None: no limit)."""
+    time_limit = None if deadline is None else max(deadline - time.perf_counter(), 0.05)
     if name == "cbc":
         # no MIP start (module docstring); one thread: CBC's parallel search gives other tied plans
         # run to run, and its repeatable mode (threads 100 + n) crashed on DQN-Breakout; one round
         # of root cuts, then branch: on the AP-DRL graphs more rounds cost more than they prune
         with warnings.catch_warnings():  # PuLP 3.x deprecates the bundled CBC; it is still the one installed
             warnings.simplefilter("ignore", DeprecationWarning)
-            return pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit, logPath=log_path, threads=1,
-                                     options=["passC 1"])
+            cmd = _CbcDeadline(msg=False, timeLimit=time_limit, logPath=log_path, threads=1, options=["passC 1"])
+        cmd.deadline = deadline
+        return cmd
     if name == "highs":
         # HiGHS stops at a 1e-4 relative gap by default; "Optimal" here means proven
-        return _HiGHSWarm(msg=False, timeLimit=time_limit, threads=1, gapRel=1e-9)
+        cmd = _HiGHSWarm(msg=False, timeLimit=time_limit, threads=1, gapRel=1e-9)
+        cmd.deadline = deadline
+        return cmd
     raise RlhlsError(f"solver '{name}' is not known; expected one of {', '.join(SOLVERS)}")
 
 
@@ -143,28 +205,38 @@ def _assignable(problem: Problem, keys, solver: str) -> bool:
                  if o.unit == u and o.usage(r) > 0]
         if terms:
             prob += pulp.lpSum(terms) <= problem.capacity[(u, r)]
-    prob.solve(_solver(solver, 30))
+    prob.solve(_solver(solver, time.perf_counter() + 30))
     return pulp.LpStatus[prob.status] == "Optimal"
 
 
 def check_capacity(problem: Problem, *, source: str = "capacity", solver: str = "cbc",
-                   feasible_known: bool = False) -> None:
-    """RlhlsError naming the resource and unit when no assignment meets the capacities.
+                   feasible_known: bool = False, rows: dict | None = None) -> None:
+    """RlhlsError naming the resource and unit (and the capacity file's row, ``rows``) when no
+    assignment meets the capacities.
     ``feasible_known``: a schedule within the capacities exists already (skip the assignment ILP)."""
     keys = problem.constrained()
+    rows = rows or {}
+
+    def where(key):
+        return f"{source}: row {rows[key]}" if key in rows else source
+
     for key in keys:
         need = _min_need(problem, key)
         if need > problem.capacity[key] + EPS:
+            u, r = key
+            worst = max(problem.nodes, key=lambda v: min(o.usage(r) if o.unit == u else 0.0
+                                                         for o in problem.options[v]))
             raise RlhlsError(
-                f"{source}: {key[0]} {key[1]} capacity {problem.capacity[key]:g} is below the {need:g} the nodes "
-                f"need at least (each node at its least use of {key[1]} on {key[0]}); no assignment fits"
+                f"{where(key)}: {u} {r} capacity {problem.capacity[key]:g} is below the {need:g} the nodes "
+                f"need at least (each node at its least use of {r} on {u}; node '{worst}' alone needs "
+                f"{min(o.usage(r) if o.unit == u else 0.0 for o in problem.options[worst]):g}); no assignment fits"
             )
     if feasible_known or len(keys) < 2 or _assignable(problem, keys, solver):
         return
     for key in keys:
         if _assignable(problem, [k for k in keys if k != key], solver):
             raise RlhlsError(
-                f"{source}: {key[0]} {key[1]} capacity {problem.capacity[key]:g} cannot be met together with "
+                f"{where(key)}: {key[0]} {key[1]} capacity {problem.capacity[key]:g} cannot be met together with "
                 "the other capacities (without it an assignment exists)"
             )
     key = max(keys, key=lambda k: _min_need(problem, k) / problem.capacity[k])
@@ -223,14 +295,16 @@ def solve(rows, edges, capacity=None, links=None, *, ps_cores=None, solver="cbc"
     t0 = time.perf_counter()
     problem = Problem(rows, edges, capacity, links, ps_cores)
     start_sched = heft(problem)
-    check_capacity(problem, source=source, solver=solver, feasible_known=start_sched is not None)
+    check_capacity(problem, source=source, solver=solver, feasible_known=start_sched is not None,
+                   rows=getattr(capacity, "rows", None))
     base = baselines(problem, start_sched)
     horizon = start_sched.makespan if start_sched else problem.serial_horizon()
     horizon = horizon * (1 + 1e-9) + 1e-9
 
     # first without the PS pair rows; that optimum is the model's when its plan keeps the cores
     ts = time.perf_counter()
-    status, proven, sched, bound, var = _run(problem, horizon, solver, time_limit, start_sched if warm_start else None,
+    deadline = None if time_limit is None else t0 + time_limit  # a limit is a limit: the steps after it too
+    status, proven, sched, bound, var = _run(problem, horizon, solver, deadline, start_sched if warm_start else None,
                                              ps_pairs=False)
     if var["relaxed"] and proven:
         relaxed_opt = var["T"].varValue
@@ -238,10 +312,10 @@ def solve(rows, edges, capacity=None, links=None, *, ps_cores=None, solver="cbc"
         if sched is None or sched.makespan > relaxed_opt * (1 + 1e-7) + 1e-9:
             proven, bound = False, relaxed_opt  # the PS cores bind: the whole model, below the best plan yet
             best = min((s for s in (sched, start_sched) if s is not None), key=lambda s: s.makespan, default=None)
-            left = None if time_limit is None else time_limit - (time.perf_counter() - ts)
+            left = None if deadline is None else deadline - time.perf_counter()
             if left is None or left > 0:
                 h = horizon if best is None else min(horizon, best.makespan * (1 + 1e-9) + 1e-9)
-                status, proven, full, full_bound, var = _run(problem, h, solver, left,
+                status, proven, full, full_bound, var = _run(problem, h, solver, deadline,
                                                              best if warm_start else None, ps_pairs=True)
                 if full_bound is not None and math.isfinite(full_bound):
                     bound = max(bound, full_bound)
@@ -255,9 +329,9 @@ def solve(rows, edges, capacity=None, links=None, *, ps_cores=None, solver="cbc"
                 raise RlhlsError(f"{source}: the ILP is infeasible although each capacity alone can be met")
             raise RlhlsError(f"solver {solver} found no schedule within {time_limit} s and HEFT cannot meet the capacities; raise --time-limit")
         sched = start_sched
-    if not proven:  # stopped by the time limit: improve the plan it leaves
-        sched = local_search(problem, sched, max_evals=LS_EVALS)
-    sched = _polish(problem, sched)
+    if not proven:  # stopped by the time limit: improve the plan it leaves, within the limit
+        sched = local_search(problem, sched, max_evals=LS_EVALS, deadline=deadline)
+    sched = _polish(problem, sched, deadline)
     lb = _lower_bound(problem)
     if bound is not None and math.isfinite(bound):
         lb = max(lb, bound)
@@ -288,15 +362,19 @@ def solve(rows, edges, capacity=None, links=None, *, ps_cores=None, solver="cbc"
     return plan
 
 
-def _run(problem: Problem, H: float, solver: str, time_limit, start: Schedule | None, ps_pairs: bool):
-    """One solver run on the model at horizon H: (status, proven, schedule, bound, var)."""
-    prob, var = _build(problem, H, ps_pairs=ps_pairs)
+def _run(problem: Problem, H: float, solver: str, deadline, start: Schedule | None, ps_pairs: bool):
+    """One solver run on the model at horizon H, until ``deadline`` (perf_counter, building the
+    model included): (status, proven, schedule, bound, var)."""
+    try:
+        prob, var = _build(problem, H, ps_pairs=ps_pairs, deadline=deadline)
+    except _OutOfTime:
+        return "Not Solved", False, None, None, {"relaxed": False}
     if start is not None and solver == "highs":
         _set_start(problem, var, start)
     with tempfile.TemporaryDirectory(prefix="rlhls-ilp-") as tmp:
         log = os.path.join(tmp, "cbc.log") if solver == "cbc" else None
         with library_output(os.path.join(tmp, "solver.out"), fds=(1,)):  # HiGHS prints a banner from C++
-            prob.solve(_solver(solver, time_limit, log))
+            prob.solve(_solver(solver, deadline, log))
         if solver == "cbc":
             bound = _cbc_bound(log)
         else:
@@ -335,9 +413,14 @@ def _windows(P: Problem, H: float, opts: dict):
         opts = new
 
 
-def _build(problem: Problem, H: float, opts: dict | None = None, ps_pairs: bool = True):
+class _OutOfTime(Exception):
+    """The deadline passed while the model was being built."""
+
+
+def _build(problem: Problem, H: float, opts: dict | None = None, ps_pairs: bool = True, deadline=None):
     """The model at horizon H. ``ps_pairs`` False leaves out the PS core and pair-ordering rows
-    (a relaxation: PS nodes may then overlap beyond the core count; the ``ps_work`` cut stays)."""
+    (a relaxation: PS nodes may then overlap beyond the core count; the ``ps_work`` cut stays).
+    _OutOfTime when ``deadline`` (perf_counter) passes during the pair rows (quadratic in PS nodes)."""
     P = problem
     prob = pulp.LpProblem("rlhls_partition", pulp.LpMinimize)
     opts, minlat, head, tail = _windows(P, H, dict(opts or P.options))
@@ -425,6 +508,8 @@ def _build(problem: Problem, H: float, opts: dict | None = None, ps_pairs: bool 
                 for c in range(1, min(C, n + 1)):
                     prob += w[v, c] <= pulp.lpSum(w[q, c - 1] for q in ps[:n] if (q, c - 1) in w), f"sym_{idx[v]}_{c}"
         for n, a in enumerate(ps):
+            if deadline is not None and time.perf_counter() > deadline:
+                raise _OutOfTime
             for b in ps[n + 1:]:
                 if desc[a] >> idx[b] & 1:  # a path a -> b already orders them
                     continue
@@ -491,13 +576,15 @@ def _xfer_total(problem: Problem, option: dict) -> float:
     return ps + sum(problem.transfer(b, option[a].unit, option[c].unit) for a, c, b in problem.edges + problem.carry)
 
 
-def _polish(problem: Problem, sched: Schedule) -> Schedule:
+def _polish(problem: Problem, sched: Schedule, deadline: float | None = None) -> Schedule:
     """Among plans with the same makespan, less PS time and transfer time (module docstring)."""
     if sched is None:
         return sched
     T = sched.makespan
     cons = problem.constrained()
     for _ in range(len(problem.nodes)):
+        if deadline is not None and time.perf_counter() > deadline:
+            break
         base = _xfer_total(problem, sched.option)
         used = {k: sum(o.usage(k[1]) for o in sched.option.values() if o.unit == k[0]) for k in cons}
         best = None

@@ -117,6 +117,11 @@ def _read_rows(path, kind: str, required: tuple, optional: tuple):
     if len(lines) == 1:
         raise RlhlsError(f"{path}: empty {kind} file: a header but no data rows")
     for n, ln in lines[1:]:
+        bad = next((c for c in ln if ord(c) < 32 and c != "\t"), None)
+        if bad is not None:
+            raise RlhlsError(f"{path}: row {n}: control character {bad!r} in the row; expected plain text")
+        if ln.count('"') % 2:
+            raise RlhlsError(f"{path}: row {n}: unterminated double quote; quote a whole cell (\"a,b\") or none")
         cells = next(csv.reader([ln]))
         if len(cells) > len(header):
             raise RlhlsError(f"{path}: row {n}: {len(cells)} cells but the header has {len(header)} columns")
@@ -247,9 +252,16 @@ def read_graph(path) -> list[tuple]:
     return edges
 
 
+class Capacity(dict):
+    """(unit, resource) -> capacity, with ``rows``: the file's row of each (for error lines)."""
+
+    rows: dict
+
+
 def read_capacity(path) -> dict[tuple[str, str], float]:
     """Read a capacity CSV ``unit,resource,capacity``."""
-    cap, where = {}, {}
+    cap, where = Capacity(), {}
+    cap.rows = where
     for n, rec in _read_rows(path, "capacity", ("unit", "resource", "capacity"), ()):
         unit = _unit(rec["unit"], path, n, "unit")
         res = rec["resource"].lower()

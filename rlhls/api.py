@@ -238,6 +238,7 @@ class Flow:
     def train(self, *, steps: int | None = None, backend: str | None = None):
         """Train on the host in ``train/`` (Run); continues its checkpoint when there is one."""
         from rlhls.host.report import phase_totals, phases_figure, save_png
+        from rlhls.host.runner import CHECKPOINT
         from rlhls.host.train import train_design
 
         if self.algorithm is None:
@@ -249,7 +250,7 @@ class Flow:
             run = train_design(self.design, out=run_dir, steps=steps or self.default_steps, seed=self.seed,
                                env_id=self.env_id, backend=backend or self.backend, plan=plan,
                                overrides=self.overrides, config=self.config,
-                               resume=(run_dir / "checkpoint.pkl").is_file(), progress=not self.quiet,
+                               resume=(run_dir / CHECKPOINT).is_file(), progress=not self.quiet,
                                say=lambda m: self.say(f"    {m}"),
                                log=None if self.verbose else self.out / "flow.log")
             self.record["train"] = {**run.to_json(), "phases": phase_totals(run.metrics), "notes": run.notes}

@@ -2,11 +2,11 @@
 gradients, learning InvertedPendulum."""
 
 import json
-import pickle
 
 import numpy as np
 import pytest
 
+from rlhls.host.checkpoint import load_checkpoint
 from rlhls.cli import main as cli_main
 from rlhls.designs.errors import RlhlsError
 from rlhls.designs.network import Dense, Network, Tanh
@@ -52,7 +52,7 @@ def test_cli_smoke(tmp_path, precision):
         assert float(rows[-1]["loss_scale"]) >= 1.0
     else:
         assert cfg["plan"] is None and float(rows[-1]["loss_scale"]) == 1.0
-    assert (out / "reward.png").exists() and (out / "checkpoint.pkl").exists()
+    assert (out / "reward.png").exists() and (out / "checkpoint.npz").exists()
 
 
 def test_hyperparams_are_sb3_defaults():
@@ -95,8 +95,8 @@ def test_resume_equals_uninterrupted(tmp_path, precision):
     with pytest.raises(KeyboardInterrupt):  # killed during update 2
         train(make, cfg, tmp_path / "b", steps=600, progress=False, on_update=kill)
     train(make, cfg, tmp_path / "b", steps=600, resume=True, progress=False)
-    a = pickle.loads((tmp_path / "a" / "checkpoint.pkl").read_bytes())
-    b = pickle.loads((tmp_path / "b" / "checkpoint.pkl").read_bytes())
+    a = load_checkpoint(tmp_path / "a" / "checkpoint.npz")
+    b = load_checkpoint(tmp_path / "b" / "checkpoint.npz")
     assert a["episodes"] == b["episodes"] and len(a["metrics"]) == 3
     strip = [{k: v for k, v in r.items() if k != "wall_s" and not k.startswith("t_")} for r in a["metrics"]]
     assert strip == [{k: v for k, v in r.items() if k != "wall_s" and not k.startswith("t_")} for r in b["metrics"]]

@@ -2,11 +2,11 @@
 DQN-Breakout and PPO-MsPacman, and --precision mixed smoke on both designs."""
 
 import json
-import pickle
 
 import numpy as np
 import pytest
 
+from rlhls.host.checkpoint import load_checkpoint
 from rlhls.cli import main as cli_main
 from rlhls.designs.formats import parse_format
 from rlhls.designs.graph import build_graph
@@ -110,8 +110,8 @@ def _resume_equals_uninterrupted(tmp_path, make, steps, kill_at):
     with pytest.raises(KeyboardInterrupt):  # killed during update kill_at
         train(make, cfg, tmp_path / "b", steps=steps, progress=False, on_update=kill)
     train(make, cfg, tmp_path / "b", steps=steps, resume=True, progress=False)
-    a = pickle.loads((tmp_path / "a" / "checkpoint.pkl").read_bytes())
-    b = pickle.loads((tmp_path / "b" / "checkpoint.pkl").read_bytes())
+    a = load_checkpoint(tmp_path / "a" / "checkpoint.npz")
+    b = load_checkpoint(tmp_path / "b" / "checkpoint.npz")
     assert a["episodes"] == b["episodes"] and _rows(a) == _rows(b)
     pa, pb = a["trainer"]["params"], b["trainer"]["params"]
     flat = [(pa[k], pb[k]) for k in pa] if "fc1.W" in pa else [(pa[n][k], pb[n][k]) for n in pa for k in pa[n]]
@@ -157,7 +157,7 @@ def test_dqn_breakout_mixed_smoke(tmp_path):
     # FP16 gradients: dynamic loss scaling from 2^15, halved at each overflow
     shrinks = sum(int(r["scale_shrinks"]) for r in rows)
     assert float(rows[-1]["loss_scale"]) == 2.0 ** (15 - shrinks) and int(rows[-1]["train_steps"]) > 0
-    ck = pickle.loads((out / "checkpoint.pkl").read_bytes())["trainer"]["params"]
+    ck = load_checkpoint(out / "checkpoint.npz")["trainer"]["params"]
     bf16 = parse_format("bf16")
     assert np.array_equal(bf16.quantize(ck["fc1.W"]), ck["fc1.W"])  # AIE layer: BF16 weights
     assert not np.array_equal(bf16.quantize(ck["fc2.W"]), ck["fc2.W"])  # PL layer: FP32 master

@@ -4,12 +4,12 @@ gradient against finite differences, Polyak math, per-instance plans, and a shor
 
 import dataclasses
 import json
-import pickle
 
 import gymnasium as gym
 import numpy as np
 import pytest
 
+from rlhls.host.checkpoint import load_checkpoint
 from rlhls.cli import main as cli_main
 from rlhls.designs.formats import parse_format
 from rlhls.designs.design import NetSpec
@@ -60,7 +60,7 @@ def test_cli_smoke(tmp_path, precision, monkeypatch):
     else:
         assert cfg["plan"] is None
         assert float(rows[-1]["critic_loss_scale"]) == 1.0 == float(rows[-1]["actor_loss_scale"])
-    assert (out / "reward.png").exists() and (out / "checkpoint.pkl").exists()
+    assert (out / "reward.png").exists() and (out / "checkpoint.npz").exists()
 
 
 def test_cli_errors(tmp_path, capsys):
@@ -97,8 +97,8 @@ def test_resume_equals_uninterrupted(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         train(make, cfg, tmp_path / "b", steps=240, progress=False, on_update=kill)
     train(make, cfg, tmp_path / "b", steps=240, resume=True, progress=False)
-    a = pickle.loads((tmp_path / "a" / "checkpoint.pkl").read_bytes())
-    b = pickle.loads((tmp_path / "b" / "checkpoint.pkl").read_bytes())
+    a = load_checkpoint(tmp_path / "a" / "checkpoint.npz")
+    b = load_checkpoint(tmp_path / "b" / "checkpoint.npz")
     assert a["episodes"] == b["episodes"] and len(a["episodes"]) == 1
     assert int(a["metrics"][-1]["train_steps"]) == 60 and int(a["metrics"][-2]["train_steps"]) == 9
     drop = lambda rows: [{k: repr(v) for k, v in r.items() if k != "wall_s" and not k.startswith("t_")}

@@ -2,11 +2,11 @@
 stores each observation once, learning CartPole."""
 
 import json
-import pickle
 
 import numpy as np
 import pytest
 
+from rlhls.host.checkpoint import load_checkpoint, save_checkpoint
 from rlhls.designs.errors import RlhlsError
 from rlhls.designs.registry import get_design
 from rlhls.cli import main as cli_main
@@ -45,7 +45,7 @@ def test_cli_smoke(tmp_path, precision):
         assert set(cfg["plan"].values()) <= {"PS", "PL", "AIE"} and "q.fc1.bwd" in cfg["plan"]
     else:
         assert float(rows[-1]["loss_scale"]) == 1.0 and cfg["plan"] is None
-    assert (out / "reward.png").exists() and (out / "checkpoint.pkl").exists()
+    assert (out / "reward.png").exists() and (out / "checkpoint.npz").exists()
 
 
 def test_cli_plan_file_and_errors(tmp_path, capsys):
@@ -58,7 +58,7 @@ def test_cli_plan_file_and_errors(tmp_path, capsys):
     assert train_main(_short_args(out, "mixed", steps=500) + ["--plan", str(tmp_path / "plan.json")]) == 0
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["plan"]["q.fc2.fwd"] == "AIE" and cfg["plan_source"].endswith("plan.json")
-    ck = pickle.loads((out / "checkpoint.pkl").read_bytes())
+    ck = load_checkpoint(out / "checkpoint.npz")
     w = ck["trainer"]["params"]["fc2.W"]
     from rlhls.designs.formats import parse_format
     assert np.array_equal(parse_format("bf16").quantize(w), w)  # AIE layer: weights kept in BF16
@@ -102,8 +102,8 @@ def test_resume_equals_uninterrupted(tmp_path, precision):
     with pytest.raises(KeyboardInterrupt):  # killed during update 2
         train(make, cfg, tmp_path / "b", steps=1000, progress=False, on_update=kill)
     train(make, cfg, tmp_path / "b", steps=1000, resume=True, progress=False)
-    a = pickle.loads((tmp_path / "a" / "checkpoint.pkl").read_bytes())
-    b = pickle.loads((tmp_path / "b" / "checkpoint.pkl").read_bytes())
+    a = load_checkpoint(tmp_path / "a" / "checkpoint.npz")
+    b = load_checkpoint(tmp_path / "b" / "checkpoint.npz")
     assert a["episodes"] == b["episodes"]
     drop = ("wall_s",)
     assert [{k: v for k, v in r.items() if k not in drop and not k.startswith("t_")} for r in a["metrics"]] == \
@@ -135,7 +135,7 @@ LEARN_HP = {"loss": "mse", "learning_starts": 1000, "learning_rate": 1e-3}
 
 
 @pytest.mark.parametrize("num_envs, capacity", [(1, 7), (2, 9), (3, 3), (2, 50)])
-def test_replay_buffer_stores_obs_once_and_samples_what_was_added(num_envs, capacity):
+def test_replay_buffer_stores_obs_once_and_samples_what_was_added(tmp_path, num_envs, capacity):
     """s' is the same sub-env's following s except at episode ends: sampling returns exactly the
     (s, s') pairs added, through wrap-around, and a saved / loaded buffer samples the same."""
     rng = np.random.default_rng(capacity)
@@ -154,7 +154,8 @@ def test_replay_buffer_stores_obs_once_and_samples_what_was_added(num_envs, capa
     assert all(np.array_equal(rb.obs[p], s) and np.array_equal(rb.next_obs_at([p])[0], s2)
                for p, (s, s2) in zip(pos, live))
     copy = ReplayBuffer(capacity, (2,), np.float32)
-    copy.load(pickle.loads(pickle.dumps(rb.state())))
+    save_checkpoint(tmp_path / "rb.npz", rb.state())  # through the checkpoint format: int keys, None, arrays
+    copy.load(load_checkpoint(tmp_path / "rb.npz"))
     a, b = rb.sample(np.random.default_rng(1), 16), copy.sample(np.random.default_rng(1), 16)
     assert all(np.array_equal(x, y) for x, y in zip(a, b))
     with pytest.raises(RlhlsError, match="one per sub-env"):

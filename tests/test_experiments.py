@@ -25,7 +25,7 @@ def test_table3_smoke_parallel_and_resumable(tmp_path, capsys):
     assert (out / "comparison.png").stat().st_size > 1000 and "±" in (out / "summary.md").read_text()
     for k in range(1, 6):
         for s in (0, 1):
-            assert (out / f"exp{k}-s{s}" / "checkpoint.pkl").exists()
+            assert (out / f"exp{k}-s{s}" / "checkpoint.npz").exists()
     # the two seeds differ, the same seed in a second invocation continues (here: already finished)
     r0 = (out / "exp5-s0" / "metrics.csv").read_text()
     assert r0 != (out / "exp5-s1" / "metrics.csv").read_text()

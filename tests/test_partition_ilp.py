@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import time
 
 import pulp
 import pytest
@@ -224,7 +225,7 @@ def test_plan_read_from_a_model_without_core_variables_keeps_its_overlaps(solver
     P = Problem([ProfileRow(v, "PS", 5.0) for v in "ab"], [], {}, {}, 2)
     prob, var = ilp._build(P, 10.0)
     assert var["w"] == {}
-    prob.solve(ilp._solver(solver, 60))
+    prob.solve(ilp._solver(solver, time.perf_counter() + 60))
     assert pulp.value(prob.objective) == pytest.approx(5.0)
     sched = ilp._extract(P, var)
     assert sched.makespan == pytest.approx(5.0) and sched.core["a"] != sched.core["b"]
@@ -267,6 +268,24 @@ def test_time_limit_reports_gap():
     assert check_schedule(plan, rows, edges, {("PL", "dsp"): 300}, {("PS", "PL"): (1.0, 1000.0)}, 2) == []
 
 
+@pytest.mark.parametrize("solver", ["cbc", "highs"])
+def test_time_limit_is_kept(solver):
+    # 120 nodes, 2 PS cores: the full model takes ~1 s to build and CBC's feasibility pump alone
+    # ran 8 s past a 2 s limit before solvers were stopped at the deadline
+    rng = random.Random(7)
+    names = [f"n{i}" for i in range(120)]
+    edges = [(a, names[j], rng.randint(0, 2000)) for i, a in enumerate(names) for j in range(i + 1, min(120, i + 4))
+             if rng.random() < 0.3]
+    rows = [ProfileRow(v, u, rng.uniform(1, 20), "0", {"dsp": rng.randint(10, 60)} if u == "PL" else {})
+            for v in names for u in ("PS", "PL")]
+    cap, links = {("PL", "dsp"): 300}, {("PS", "PL"): (1.0, 1000.0)}
+    t = time.perf_counter()
+    plan = solve(rows, edges, cap, links, ps_cores=2, time_limit=2, solver=solver)
+    wall = time.perf_counter() - t
+    assert plan.status == "Feasible (time limit)" and wall < 2 + 1.5, wall
+    assert check_schedule(plan, rows, edges, cap, links, 2) == []
+
+
 def test_solver_optimum_is_its_plans_makespan_on_a2c():
     # A2C-InvPendulum with uncapped PS cores: CBC 2.10.3 given a MIP start took the makespan for
     # integral and proved 47.0 "optimal" while its own plan runs in 46.25 (and HiGHS finds 46.25)
@@ -277,7 +296,7 @@ def test_solver_optimum_is_its_plans_makespan_on_a2c():
     found = {}
     for solver in ilp.SOLVERS:
         prob, var = ilp._build(P, inc.makespan * (1 + 1e-9) + 1e-9)
-        prob.solve(ilp._solver(solver, 60))
+        prob.solve(ilp._solver(solver, time.perf_counter() + 60))
         assert pulp.LpStatus[prob.status] == "Optimal", solver
         found[solver] = pulp.value(prob.objective)
         assert found[solver] == pytest.approx(ilp._extract(P, var).makespan, rel=1e-6), solver

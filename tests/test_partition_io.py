@@ -76,13 +76,15 @@ def test_readers_and_roundtrip(tmp_path):
     (read_capacity, "unit,resource,capacity\nXPU,dsp,3\n", "row 2: unknown unit 'XPU'"),
     (read_links, "src_unit,dst_unit,latency_us,bytes_per_us\nPS,PL,1,0\n", "row 2: bytes_per_us 0 is not positive"),
     (read_links, "src_unit,dst_unit,latency_us\nPS,PL,1\n", "missing column 'bytes_per_us'"),
+    (read_profile, "node,unit,latency_us\na,PS,1\x00\n", "row 2: control character '\\x00' in the row"),
+    (read_profile, 'node,unit,latency_us\na,"PS,1\n', "row 2: unterminated double quote"),
 ])
 def test_bad_files(tmp_path, reader, text, expect):
     path = _write(tmp_path, "f.csv", text)
     with pytest.raises(RlhlsError) as exc:
         reader(path)
     msg = str(exc.value)
-    assert str(path) in msg and expect in msg and "\n" not in msg
+    assert str(path) in msg and expect in msg and "\n" not in msg and "\x00" not in msg
 
 
 def test_graph_node_without_profile(tmp_path):
@@ -100,8 +102,8 @@ def _no_output(tmp_path):
     (dict(profile="node,unit,latency_us\na,PS,x\n"), "p.csv: row 2: latency_us 'x' is not a number"),
     (dict(graph="src,dst,bytes\na,q,3\n"), "g.csv: row 2: node 'q' has no rows"),
     (dict(graph="src,dst,bytes\na,b,1\nb,a,1\n"), "g.csv: row 3: edge closes a cycle"),
-    (dict(profile=PROFILE + "d,PL,1,,150,\n"), "cap.csv: PL dsp capacity 100 is below the 150"),
-    (dict(profile=PROFILE + "d,AIE,1,,,9\n"), "cap.csv: AIE aie_tiles capacity 8 is below the 9"),
+    (dict(profile=PROFILE + "d,PL,1,,150,\n"), "cap.csv: row 2: PL dsp capacity 100 is below the 150"),
+    (dict(profile=PROFILE + "d,AIE,1,,,9\n"), "cap.csv: row 3: AIE aie_tiles capacity 8 is below the 9"),
     (dict(links=""), "l.csv: empty links file"),
 ])
 def test_cli_bad_input_writes_nothing(tmp_path, kw, expect):

@@ -3,11 +3,11 @@ exact resume, learning CartPole in mixed precision about as well as in fp32, and
 routing PPO designs (AP-DRL MsPacman with a plan file; HEPPO unchanged in fp64, mixed on request)."""
 
 import json
-import pickle
 
 import numpy as np
 import pytest
 
+from rlhls.host.checkpoint import load_checkpoint
 from rlhls.cli import main as cli_main
 from rlhls.designs.errors import RlhlsError
 from rlhls.designs.formats import parse_format
@@ -74,8 +74,8 @@ def test_mixed_formats_and_resume(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         train(make, cfg, tmp_path / "b", steps=384, progress=False, on_update=kill)
     train(make, cfg, tmp_path / "b", steps=384, resume=True, progress=False)
-    a = pickle.loads((tmp_path / "a" / "checkpoint.pkl").read_bytes())
-    b = pickle.loads((tmp_path / "b" / "checkpoint.pkl").read_bytes())
+    a = load_checkpoint(tmp_path / "a" / "checkpoint.npz")
+    b = load_checkpoint(tmp_path / "b" / "checkpoint.npz")
     assert a["episodes"] == b["episodes"] and a["trainer"]["mixed"] == b["trainer"]["mixed"]
     for n in a["trainer"]["params"]:
         for k, x in a["trainer"]["params"][n].items():
@@ -146,7 +146,7 @@ def test_cli_mspacman_mixed_with_plan_file(tmp_path):
     assert cfg["experiment"] == 0 and cfg["hyperparams"]["num_steps"] == 8  # PPO keeps num_steps
     rows = read_metrics(out / "metrics.csv")
     assert len(rows) == 1 and rows[0]["loss_scale"] == "32768.0" and rows[0]["quantized"] == "1"
-    ck = pickle.loads((out / "checkpoint.pkl").read_bytes())["trainer"]
+    ck = load_checkpoint(out / "checkpoint.npz")["trainer"]
     bf16 = parse_format("bf16")
     w, w2 = ck["params"]["policy"]["fc1.W"], ck["params"]["value"]["fc2.W"]
     assert np.array_equal(bf16.quantize(w), w) and not np.array_equal(bf16.quantize(w2), w2)
@@ -161,7 +161,7 @@ def test_cli_heppo_fp64_unchanged_and_mixed_on_cartpole(tmp_path, monkeypatch, c
     cfg = json.loads((out / "config.json").read_text())
     assert "plan" not in cfg and cfg["hyperparams"]["precision"] == "fp64" and cfg["experiment"] == 5
     assert "loss_scale" not in read_metrics(out / "metrics.csv")[0]
-    assert pickle.loads((out / "checkpoint.pkl").read_bytes())["trainer"]["mixed"] is None
+    assert load_checkpoint(out / "checkpoint.npz")["trainer"]["mixed"] is None
     # --plan needs mixed; nothing is written
     assert cli_main(base + ["--plan", "plan.json", "--out", "nope"]) == 2
     assert "plan.json" in capsys.readouterr().err and not (tmp_path / "nope").exists()

@@ -75,7 +75,7 @@ def test_run_folder_contents_and_bad_input(tmp_path):
                 "t_backprop"):
         assert col in rows[0]
     assert (out / "reward.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert (out / "checkpoint.pkl").exists()
+    assert (out / "checkpoint.npz").exists()
     assert not [p for p in out.iterdir() if p.name.startswith(".") and p.name != OWNER]  # no temp files left
     with pytest.raises(RlhlsError, match="unknown PPO hyperparameter"):
         run_train(_args("heppo-ppo", "--out", str(tmp_path / "x"), "--set", "nope=1", *TINY))

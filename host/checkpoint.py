@@ -1,0 +1,101 @@
+"""Checkpoints that cannot run code: numpy arrays in an ``.npz``, everything else in JSON.
+
+``save_checkpoint(path, state)`` writes a nested state (dicts, lists, tuples, numpy arrays and
+scalars, Python numbers, strings, None) atomically as one ``.npz``: every array is an entry
+``a<i>`` (its dtype and shape kept exactly), and the structure around them is the JSON entry
+``state`` (with ``{"__array__": i}`` where array i goes, ``{"__tuple__": [...]}`` for tuples and
+``{"__items__": [[key, value], ...]}`` for dicts whose keys are not all strings). Floats keep
+every bit (JSON writes the shortest repr that reads back the same double; NaN and infinities
+included); Python ints of any size stay exact (a random generator's 128-bit state).
+
+``load_checkpoint(path)`` reads it with ``allow_pickle=False`` — loading a run folder someone
+shared runs no code — and checks the format version; a file that is not such a checkpoint
+(random bytes, truncated, empty, an old pickle checkpoint) is one ``RlhlsError`` line.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from rlhls.designs.errors import RlhlsError
+from rlhls.partition.fileio import atomic_write_bytes, os_error
+
+__all__ = ["FORMAT", "save_checkpoint", "load_checkpoint"]
+
+FORMAT = "rlhls-checkpoint/1"
+
+
+def _encode(x, arrays: list):
+    if isinstance(x, np.ndarray):
+        arrays.append(x)
+        return {"__array__": len(arrays) - 1}
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, dict):
+        if all(isinstance(k, str) and not k.startswith("__") for k in x):
+            return {k: _encode(v, arrays) for k, v in x.items()}
+        return {"__items__": [[_encode(k, arrays), _encode(v, arrays)] for k, v in x.items()]}
+    if isinstance(x, tuple):
+        return {"__tuple__": [_encode(v, arrays) for v in x]}
+    if isinstance(x, list):
+        return [_encode(v, arrays) for v in x]
+    if x is None or isinstance(x, (bool, int, float, str)):
+        return x
+    raise TypeError(f"checkpoint: cannot store a {type(x).__name__}")
+
+
+def _decode(x, arrays):
+    if isinstance(x, dict):
+        if "__array__" in x:
+            return arrays[x["__array__"]]
+        if "__tuple__" in x:
+            return tuple(_decode(v, arrays) for v in x["__tuple__"])
+        if "__items__" in x:
+            return {_hashable(_decode(k, arrays)): _decode(v, arrays) for k, v in x["__items__"]}
+        return {k: _decode(v, arrays) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_decode(v, arrays) for v in x]
+    return x
+
+
+def _hashable(k):
+    return k.item() if isinstance(k, np.ndarray) and k.ndim == 0 else k
+
+
+def save_checkpoint(path, state) -> None:
+    arrays: list = []
+    tree = _encode(state, arrays)
+    buf = io.BytesIO()
+    np.savez(buf, state=np.frombuffer(json.dumps({"format": FORMAT, "state": tree}).encode(), dtype=np.uint8),
+             **{f"a{i}": a for i, a in enumerate(arrays)})
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def load_checkpoint(path):
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise os_error(path, e, "read") from None
+    if data[:2] == b"\x80\x04" or data[:1] == b"\x80":
+        raise RlhlsError(f"checkpoint '{path}' is a pickle (an older rlhls): pickles can run code and are not "
+                         "loaded; start the run again")
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as z:
+            head = json.loads(bytes(z["state"]).decode("utf-8"))
+            arrays = {int(k[1:]): z[k] for k in z.files if k.startswith("a") and k[1:].isdigit()}
+    except (ValueError, OSError, KeyError, EOFError, UnicodeDecodeError, zipfile.BadZipFile) as e:
+        raise RlhlsError(f"checkpoint '{path}' is not an rlhls checkpoint (empty, truncated or another file: "
+                         f"{type(e).__name__})") from None
+    if not isinstance(head, dict) or head.get("format") != FORMAT:
+        raise RlhlsError(f"checkpoint '{path}': format {head.get('format') if isinstance(head, dict) else None!r}, "
+                         f"expected {FORMAT!r}")
+    try:
+        return _decode(head["state"], arrays)
+    except (KeyError, TypeError, IndexError) as e:
+        raise RlhlsError(f"checkpoint '{path}' is damaged ({type(e).__name__}: {e})") from None
