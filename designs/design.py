@@ -78,6 +78,8 @@ class Design:
     choices: tuple[str, ...] = ()
     # ``rlhls run``'s demonstration budget: {"steps": N, "set": {hyperparameter: value}}; minutes on 2 cores
     demo: dict = field(default_factory=dict)
+    # the AMD part a build names where the device's own part is not AMD's (CPP's Stratix V); None: the device's
+    part: str | None = None
 
     def __post_init__(self):
         where = f"design '{self.name}'"
@@ -101,6 +103,9 @@ class Design:
         for k in self.kernels:
             for text in (k.storage, k.acc):
                 parse_format(text)
+        if self.part is not None and not (isinstance(self.part, str)
+                                          and self.part.lower().startswith(("xc", "xa", "xq"))):
+            raise RlhlsError(f"{where}: part {self.part!r} is not an AMD/Xilinx part number")
 
     def check_kernels(self) -> None:
         """Every KernelSpec names a registered kernel on one of its units, with parameters it takes."""
@@ -146,6 +151,7 @@ class Design:
             "action_space": self.action_space,
             "batch_size": self.batch_size,
             "device": self.device,
+            "part": self.part,
             "clocks_mhz": dict(self.clocks_mhz),
             "formats": {role: str(parse_format(t)) for role, t in self.formats.items()},
             "networks": [

@@ -1,7 +1,8 @@
 """The device catalogue: resources, clocks and link figures per unit (PS, PL, AIE), each with its source.
 
-Five targets: the ZCU106 (XCZU7EV, HEPPO-GAE), the ZCU102 (XCZU9EG), the VEK280 (XCVE2802, AP-DRL),
-the VCK190 (XCVC1902) and the Maxeler MAX4 with its Stratix-V 5SGSD8 (CPP, F-DDPG).
+Six targets: the ZCU106 (XCZU7EV, HEPPO-GAE), the ZCU102 (XCZU9EG), the VEK280 (XCVE2802, AP-DRL),
+the VCK190 (XCVC1902), the Maxeler MAX4 with its Stratix-V 5SGSD8 (CPP, F-DDPG), and a Kintex
+UltraScale+ KU15P card (the AMD part CPP's Vitis HLS projects name).
 
 Every number is a :class:`Figure` that names where it comes from.  Three kinds of source appear:
 
@@ -819,10 +820,66 @@ def _max4() -> Device:
 
 
 # --------------------------------------------------------------------------------------------
+# Kintex UltraScale+ KU15P on a PCIe card with the MAX4's x86 host (CPP's AMD build target)
+# --------------------------------------------------------------------------------------------
+
+DS890 = "AMD DS890 UltraScale Architecture and Product Data Sheet: Overview, Kintex UltraScale+ device-feature table"
+XMP103 = "AMD XMP103 UltraScale+ FPGA Product Selection Guide, Kintex UltraScale+ table"
+KU15P = dict(lut=522_720, ff=1_045_440, dsp=1_968, bram36=984, uram=128)
+
+
+def _ku15p() -> Device:
+    max4 = _max4()
+    k = KU15P
+    src = f"{DS890}, KU15P; {XMP103}"
+    pl = Unit(
+        name="PL",
+        description="Kintex UltraScale+ XCKU15P fabric on a PCIe card (CLB LUT/FF, DSP48E2, 36 Kb BRAM, "
+                    "288 Kb UltraRAM)",
+        clock_mhz=_fig(200.0, "MHz", f"assumed: the CPP design's 200 MHz ({SEED_CPP} §IV-C), so only the FPGA changes",
+                       "DSP48E2 FMAX is 775 MHz at -2 (Kintex UltraScale+ DC/AC data sheet DS922)"),
+        resources={
+            "lut": _fig(k["lut"], "CLB LUTs", src, NOT_RETRIEVED),
+            "ff": _fig(k["ff"], "CLB flip-flops", f"derived: 2 flip-flops per CLB LUT x lut; {src}", NOT_RETRIEVED),
+            "dsp": _fig(k["dsp"], "DSP48E2 slices", src,
+                        f"{NOT_RETRIEVED}; 1,968 against the 5SGSD8's 1,963 DSP blocks, but a DSP48E2 multiplies "
+                        "27x18: a 27x27 product takes two (dsp_per_mac_fixed27)"),
+            "bram36": _fig(k["bram36"], "36 Kb block RAMs", src, NOT_RETRIEVED),
+            "uram": _fig(k["uram"], "288 Kb UltraRAMs", src, NOT_RETRIEVED),
+        },
+        perf=_ultrascale_pl_perf(),
+    )
+    notes = (
+        "Not a seed's device: the AMD part the CPP designs' Vitis HLS projects name (designs/cpp.py BUILD_PART). "
+        "The KU15P is chosen for its DSP count (1,968 DSP48E2 against the Stratix V 5SGSD8's 1,963 variable-precision "
+        "DSP blocks) and its class: a stand-alone FPGA on PCIe cards attached to an x86 host, as the MAX4 "
+        "(xcku15p-ffve1517 parts sit on e.g. NI's PXIe-7986 FlexRIO and NVIDIA's Innova-2 Flex cards).",
+        "A 5SGSD8 DSP block multiplies 27x27 in one block (CPP §IV-B picked 27-bit words for it); a DSP48E2 is 27x18, "
+        "so the same products take two slices here. With this kernel's own tanh unit (fvp act_unit='table') the "
+        "seed's Table I parallelism still fits (rlhls kernel fvp --design cpp-trpo-ant --device ku15p --set "
+        "act_unit=table); with the seed's fitted tanh cost (act_unit='seed') it does not.",
+        "PS and links are the MAX4's (the seed's Xeon E5-2640 host over PCIe 2.0 x4), an assumption that keeps the "
+        "comparison to the FPGA; a KU15P card's own PCIe Gen3 x16 link is faster.",
+        "The part's package and speed grade (FFVE1517, -2, extended) are a choice; the resources do not depend "
+        "on them.",
+    )
+    return Device(
+        id="ku15p",
+        board="Kintex UltraScale+ KU15P PCIe card",
+        part="xcku15p-ffve1517-2-e",
+        family="Kintex UltraScale+ (PCIe accelerator card) + x86 host",
+        units={"PS": max4.units["PS"], "PL": pl},
+        links=max4.links,
+        notes=notes,
+        aliases=("xcku15p",),
+    )
+
+
+# --------------------------------------------------------------------------------------------
 # The catalogue and the lookup
 # --------------------------------------------------------------------------------------------
 
-DEVICES: dict[str, Device] = {d.id: d for d in (_zcu106(), _zcu102(), _vek280(), _vck190(), _max4())}
+DEVICES: dict[str, Device] = {d.id: d for d in (_zcu106(), _zcu102(), _vek280(), _vck190(), _max4(), _ku15p())}
 
 
 def _norm(name: str) -> str:

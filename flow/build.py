@@ -12,9 +12,10 @@ PL node, the AIE nodes, the host nodes; without a plan every node is on the PL) 
 * ``system.cfg`` (v++ link) and ``manifest.json`` (what was generated from what, with sha256s,
   and after ``csim`` the results of every check).
 
-Part: ``part``, else the device catalogue's part. The MAX4 Stratix-V (CPP, F-DDPG) has no
-Xilinx part: sources are emitted with ``part=PLACEHOLDER_PART`` (a comment and a warning say to
-pass --part); synth/cosim refuse such a build. Clock: ``clock_ns``, else 1000 / the design's PL MHz.
+Part: ``part``, else the design's ``part``, else the device catalogue's part. The CPP designs name
+the Kintex UltraScale+ KU15P (``designs/cpp.py`` BUILD_PART) beside their Stratix-V device; the
+MAX4 Stratix-V of F-DDPG has no Xilinx part: sources are emitted with ``part=PLACEHOLDER_PART``
+(a comment and a warning say to pass --part); synth/cosim refuse such a build. Clock: ``clock_ns``, else 1000 / the design's PL MHz.
 
 Never clobbers (``partition.fileio``): a non-empty ``out`` rlhls did not write is refused unless
 ``force`` (which deletes nothing of the user's); the folder is built beside ``out`` and published
@@ -127,6 +128,8 @@ def resolve_part(design, part: str | None, *, need_real: bool) -> tuple[str, str
         if not isinstance(part, str) or not re.fullmatch(r"[A-Za-z0-9_\-]+", part) or not is_xilinx_part(part):
             raise RlhlsError(f"--part {part!r}: expected an AMD/Xilinx part number such as xczu7ev-ffvc1156-2-e")
         return part, ""
+    if getattr(design, "part", None):  # the design names the AMD part (CPP: the Stratix V has none)
+        return design.part, ""
     dev = get_device(design.device)
     if is_xilinx_part(dev.part):
         return dev.part, ""

@@ -24,7 +24,7 @@ from rlhls.designs.errors import RlhlsError
 
 __all__ = ["Algorithm", "ALGORITHMS", "register_algorithm", "get_algorithm", "algorithm_names"]
 
-_BUILTIN = ("ppo", "dqn", "a2c", "ddpg")  # modules of rlhls.host that register an algorithm
+_BUILTIN = ("ppo", "dqn", "a2c", "ddpg", "trpo")  # modules of rlhls.host that register an algorithm
 
 
 @dataclass(frozen=True)

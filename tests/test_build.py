@@ -169,3 +169,25 @@ def test_every_registered_design_builds(tmp_path, design):
     for f in m["files"]:
         assert (out / f["path"]).is_file()
     assert all(f"nk={c['top']}:1:" in (out / "system.cfg").read_text() for c in m["components"])
+
+
+def test_cpp_designs_build_for_their_amd_part(tmp_path):
+    """CPP's Stratix V has no AMD part: the designs name the KU15P (designs/cpp.py BUILD_PART) and the
+    build writes real Vitis HLS projects for it, no placeholder; --part still wins."""
+    from rlhls.designs.cpp import BUILD_PART
+
+    for name in ("cpp-trpo-ant", "cpp-trpo-humanoid"):
+        assert B.resolve_part(get_design(name), None, need_real=True) == (BUILD_PART, "")
+    g = build_graph(get_design("cpp-trpo-ant"))
+    fvp = [n.name for n in g.nodes if n.kind in ("fvp_fwd", "fvp_bwd")]
+    plan = _plan(tmp_path / "p.json", "cpp-trpo-ant", lambda n: "PL" if n.name in fvp else "PS")
+    r = build_design("cpp-trpo-ant", tmp_path / "b", plan=plan, hls4ml=False)
+    assert r.part == BUILD_PART == "xcku15p-ffve1517-2-e" and not any("no AMD/Xilinx part" in w for w in r.warnings)
+    comp = next(c for c in r.components if c.kernel == "fvp")
+    cfg = (tmp_path / "b" / comp.dir / P.HLS_CONFIG).read_text()
+    assert P.parse_cfg(cfg)[0]["part"] == [BUILD_PART] and "PLACEHOLDER" not in cfg
+    tcl = (tmp_path / "b" / comp.dir / P.RUN_HLS).read_text()
+    assert BUILD_PART in tcl and "PLACEHOLDER" not in tcl
+    assert json.loads((tmp_path / "b" / "manifest.json").read_text())["part_placeholder"] is False
+    assert B.resolve_part(get_design("cpp-trpo-ant"), "xcvu9p-flga2104-2L-e", need_real=True)[0] == "xcvu9p-flga2104-2L-e"
+    assert B.resolve_part(get_design("fddpg-arm-m1"), None, need_real=False)[0] == PLACEHOLDER_PART

@@ -7,7 +7,7 @@ import pytest
 from rlhls.designs.devices import DEVICES, Figure, Link, Unit, get_device, pl_memory_mbit
 from rlhls.designs.errors import RlhlsError
 
-IDS = ("zcu106", "zcu102", "vek280", "vck190", "max4-5sgsd8")
+IDS = ("zcu106", "zcu102", "vek280", "vck190", "max4-5sgsd8", "ku15p")
 
 
 def cap(dev_id, unit, key):

@@ -64,8 +64,6 @@ def test_flow_refuses_bad_input_before_writing(tmp_path):
         rlhls.Flow("apdrl-dqn-cartpole", out=tmp_path / "x", overrides={"learning_rate": "-1"})
     with pytest.raises(RlhlsError, match="seed"):
         rlhls.Flow("apdrl-dqn-cartpole", out=tmp_path / "x", seed=-1)
-    flow = rlhls.Flow("cpp-trpo-ant", out=tmp_path / "cpp", quiet=True)
-    assert flow.partition().assignment  # graph, profile and partition work for TRPO designs
-    with pytest.raises(RlhlsError, match="no trainer yet"):
-        flow.train()
+    with pytest.raises(RlhlsError, match="fvp"):
+        rlhls.Flow("cpp-trpo-ant", out=tmp_path / "x", overrides={"fvp": "float32"})
     assert not (tmp_path / "x").exists()

@@ -40,7 +40,8 @@ def test_run_bad_input_writes_nothing(tmp_path, capsys):
     out = tmp_path / "bad"
     assert main(["run", "heppo-ppo", "--out", str(out), "--set", "quant_bits=12"]) == 2
     assert "quant_bits" in capsys.readouterr().err and not out.exists()
-    assert main(["run", "cpp-trpo-ant", "--out", str(out)]) == 2 and not out.exists()
+    assert main(["run", "cpp-trpo-ant", "--out", str(out), "--set", "fvp=float32"]) == 2 and not out.exists()
+    assert "fvp" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("design,extra", [

@@ -79,8 +79,8 @@ def test_run_folder_contents_and_bad_input(tmp_path):
     assert not [p for p in out.iterdir() if p.name.startswith(".") and p.name != OWNER]  # no temp files left
     with pytest.raises(RlhlsError, match="unknown PPO hyperparameter"):
         run_train(_args("heppo-ppo", "--out", str(tmp_path / "x"), "--set", "nope=1", *TINY))
-    with pytest.raises(RlhlsError, match="algorithm .trpo. has no trainer yet"):
-        run_train(_args("cpp-trpo-ant", "--out", str(tmp_path / "y")))
+    with pytest.raises(RlhlsError, match="unknown TRPO hyperparameter"):
+        run_train(_args("cpp-trpo-ant", "--out", str(tmp_path / "y"), "--set", "num_minibatches=4"))
     with pytest.raises(RlhlsError, match="no checkpoint"):
         run_train(_args("heppo-ppo", "--out", str(tmp_path / "z"), "--resume", *TINY))
 

@@ -1,0 +1,523 @@
+"""CPP's experiments (seed 001): Fig. 4 (accuracy of the fixed-point CG result against float64 by
+fraction bits) and Table II (CG and FVP time: the FPGA model, our emulation, the compiled C++,
+float64 numpy as the Keras/Theano baseline's role).
+
+    rlhls experiment cpp-fig4   [--design D ...] [--out DIR] [--param KEY=VALUE ...] [--jobs J] [--json]
+    rlhls experiment cpp-table2 [--design D ...] [--out DIR] [--param KEY=VALUE ...] [--repeats R] [--json]
+
+The data set (both experiments; §IV-A: "50000 samples for each benchmark" from MuJoCo). For each
+design (default both CPP designs; ``--design`` picks): TRPO (host/trpo.py, float64 FVP) runs
+``warmup`` iterations of ``samples`` steps on the design's environment from seed ``seed``; then
+one more batch of ``samples`` steps is collected with that policy: the normalized, zero-padded
+observations, the actions, the standardized GAE advantages and theta. CG's right-hand side is
+that batch's policy gradient g, and CG (the seed's Algorithm 1, ``cg_iters`` = 10 iterations,
+damping 0.1, no early stop) solves (F + 0.1 I) x = g with F from the FVP unit. The data set is
+kept as ``dataset-<design>.npz`` in ``--out`` and reused while the settings stay the same.
+
+``cpp-fig4``: x in float64 (the kernel's float64 path: the exact Hessian-vector product) is the
+reference; for every fraction-bit count F in ``bits`` the unit runs with storage
+fixed<4+F,4,RND,SAT> (4 integer bits, §IV-B; the design's accumulator fixed<48,16> and tanh table
+2^-10) and MAPE = mean over the parameters of |x_F - x_ref| / |x_ref| in percent (parameters with
+x_ref = 0 excluded: the padded inputs' weights, which CG never moves). Where the model refuses the
+design's parallelism for a width (its 64-bit sums: W + F + guard(parallelism) <= 62), the unit runs
+with parallelism 1 -- the same bits whenever no partial sum saturates, which the experiment checks
+at the design's own width (``same_bits_p1`` in fig4.json); widths beyond the model's storage limit
+(W <= 31, i.e. F >= 28 with 4 integer bits) are reported as not run. Outputs: ``fig4.csv``,
+``fig4.md`` (beside the seed's 0.028 % Humanoid / 0.007 % Ant at 23 bits) and ``fig4.png``
+(Fig. 4's plot). ``scale``: the CG direction's power-of-two scaling before the unit (TRPO's
+``fvp_scale``) on, off or both.
+
+``cpp-table2``: per design, CG (``cg_iters`` iterations) timed with the unit as (a) the cost model's
+FPGA at 200 MHz (Table II's "Model": ``fvp.cost`` at the full sample count; CG's host arithmetic
+measured here is added for the CG column), (b) our bit-accurate numpy emulation (``--backend emu``),
+(c) the kernel's HLS C++ compiled with g++ and called through ctypes (``--backend csim``; the
+build and a first call are not timed), (d) float64 numpy (the kernel's float64 path, BLAS over the
+samples) in the role of the seed's 6-thread Keras/Theano double-precision software. Emulation,
+csim and float64 are measured on ``samples`` / ``csim_samples`` samples (best of ``--repeats``)
+and scaled linearly to ``scale_to`` samples (the FVP is one pass over the samples; CG's own
+arithmetic does not depend on them). Speed-up = the float64 CG time / the model's CG time, beside
+the seed's "Acc." (Keras CG / FPGA CG). Outputs: ``table2.csv``, ``table2.md``.
+
+Parameters (``--param KEY=VALUE``; the defaults fit minutes on 2 cores, the seed's setting is
+``--param samples=50000`` (Fig. 4) and ``--param samples=50000 --param csim_samples=50000``
+(Table II, hours for the C++ at ~200-1000 samples/s)):
+
+=============  ======================  ===========================================================
+key            default                 meaning
+=============  ======================  ===========================================================
+samples        2000                    data-set samples (and the emulation / float64 timing's)
+warmup         2                       TRPO iterations before the data set is collected
+seed           0                       the run's seed (environment, policy, sampling)
+bits           12-28                   cpp-fig4: fraction bits, 'A-B' or 'a,b,c'
+scale          on                      cpp-fig4: the CG direction's scaling: on, off or both
+csim_samples   200                     cpp-table2: samples of the compiled C++'s timing (0: skip)
+scale_to       50000                   cpp-table2: samples the times are reported for
+=============  ======================  ===========================================================
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from rlhls.designs.errors import RlhlsError
+from rlhls.partition import fileio
+
+from .experiments import RECORD, check_out, register_experiment
+
+__all__ = ["collect_dataset", "mape_percent", "fig4_rows", "table2_rows", "run_fig4", "run_table2"]
+
+DESIGNS = ("cpp-trpo-humanoid", "cpp-trpo-ant")
+INT_BITS = 4
+STORAGE_LIMIT = 31  # the FVP model's storage width limit (designs/kernels/fvp.py)
+PARAMS = {
+    "cpp-fig4": {"samples": 2000, "warmup": 2, "seed": 0, "bits": "12-28", "scale": "on"},
+    "cpp-table2": {"samples": 2000, "warmup": 2, "seed": 0, "csim_samples": 200, "scale_to": 50000},
+}
+
+
+# ----------------------------------------------------------------------------- settings
+
+def _params(opts) -> dict:
+    """The experiment's --param settings over its defaults, checked (module docstring)."""
+    base = dict(PARAMS[opts.name])
+    for k, v in (opts.params or {}).items():
+        if k not in base:
+            raise RlhlsError(f"--param {k}: unknown for {opts.name} (known: {', '.join(base)})")
+        if isinstance(base[k], int):
+            try:
+                v = int(str(v).replace("_", ""))
+            except ValueError:
+                raise RlhlsError(f"--param {k}={v!r}: expected an integer") from None
+            low = 0 if k in ("warmup", "seed", "csim_samples") else 1
+            if v < low:
+                raise RlhlsError(f"--param {k}={v}: expected >= {low}")
+        base[k] = v
+    if "bits" in base:
+        base["bits"] = list(_bits(base["bits"]))
+    if "scale" in base and base["scale"] not in ("on", "off", "both"):
+        raise RlhlsError(f"--param scale={base['scale']!r}: expected on, off or both")
+    return base
+
+
+def _bits(text) -> tuple:
+    if isinstance(text, (list, tuple)):
+        return tuple(text)
+    try:
+        if "-" in str(text):
+            a, b = (int(x) for x in str(text).split("-"))
+            out = tuple(range(a, b + 1))
+        else:
+            out = tuple(int(x) for x in str(text).split(","))
+    except ValueError:
+        raise RlhlsError(f"--param bits={text!r}: expected A-B or a,b,c (fraction bits)") from None
+    if not out or min(out) < 1 or max(out) > 48:
+        raise RlhlsError(f"--param bits={text!r}: expected fraction bits in 1..48")
+    return out
+
+
+def _designs(opts) -> list:
+    from rlhls.designs.registry import get_design
+
+    names = opts.design or list(DESIGNS)
+    out = []
+    for n in names:
+        d = get_design(n)
+        if d.algorithm != "trpo" or not any(k.name == "fvp" for k in d.kernels):
+            raise RlhlsError(f"design '{n}': {opts.name} takes a TRPO design with an fvp unit (cpp-trpo-ant, "
+                             "cpp-trpo-humanoid)")
+        out.append(d)
+    return out
+
+
+def _start(opts, params: dict, designs) -> Path:
+    out = Path(opts.out or f"runs/{opts.name}")
+    settings = {"name": opts.name, "designs": [d.name for d in designs], "samples": params["samples"],
+                "warmup": params["warmup"], "seed": params["seed"]}
+    check_out(out, settings)
+    fileio.make_dirs(out)
+    fileio.atomic_write_text(out / RECORD, json.dumps({**settings, "params": params}, indent=1) + "\n")
+    return out
+
+
+def _say(opts):
+    return (lambda m: None) if (opts.quiet or opts.json) else (lambda m: print(m, file=sys.stderr, flush=True))
+
+
+# ----------------------------------------------------------------------------- the data set
+
+def collect_dataset(design, samples: int, warmup: int = 2, seed: int = 0) -> dict:
+    """{'theta', 'obs', 'act', 'adv', 'layers', 'g'} of one batch of `samples` steps collected after
+    `warmup` TRPO iterations (float64 FVP) on the design's environment (module docstring)."""
+    from .trpo import TRPO
+
+    t = TRPO(design, seed=seed, hyperparams={"num_steps": samples, "fvp": "float64",
+                                             "value_minibatch": min(64, samples)})
+    try:
+        for u in range(1, warmup + 1):
+            t.train_update(u, warmup + 1)
+        b = t.collect(warmup + 1)
+        g = t.policy.surrogate_grad(t.theta, b["obs"], b["act"], b["adv"])
+        return {"theta": t.theta.copy(), "obs": b["obs"], "act": b["act"], "adv": b["adv"],
+                "layers": np.array(t.policy.layers), "g": g}
+    finally:
+        t.close()
+
+
+def _dataset(out: Path, design, p: dict, say) -> dict:
+    f = out / f"dataset-{design.name}.npz"
+    if f.is_file():
+        with np.load(f) as z:
+            return {k: z[k] for k in z.files}
+    say(f"{design.name}: collecting {p['samples']} samples after {p['warmup']} TRPO iteration(s) (seed {p['seed']})")
+    data = collect_dataset(design, p["samples"], p["warmup"], p["seed"])
+    import io
+
+    buf = io.BytesIO()
+    np.savez(buf, **data)
+    fileio.atomic_write_bytes(f, buf.getvalue())
+    return data
+
+
+def _hp(design, fvp: str, scale: bool) -> dict:
+    from .algorithms import get_algorithm
+
+    return get_algorithm("trpo").hyperparams(design, {"fvp": fvp, "fvp_scale": scale})
+
+
+def _cg(unit, data: dict, iters: int, times: dict | None = None):
+    """x of CG (``iters`` iterations, no early stop) with the unit's FVP; times: 'cg', 'fvp' seconds."""
+    from .trpo import GaussianMLP, conjugate_gradient
+
+    pol = GaussianMLP(data["layers"])
+    theta = data["theta"]
+    X, theta_net, inv_var = data["obs"], theta[:pol.P], np.exp(-2.0 * pol.log_std(theta))
+    spent = [0.0]
+
+    def fvp(v):
+        t0 = time.perf_counter()
+        z = unit(X, theta_net, v, inv_var)
+        spent[0] += time.perf_counter() - t0
+        return z
+
+    t0 = time.perf_counter()
+    x, _, _ = conjugate_gradient(fvp, data["g"], iters, 0.0)
+    if times is not None:
+        times["cg"], times["fvp"] = time.perf_counter() - t0, spent[0]
+    return x
+
+
+def mape_percent(x, ref) -> float:
+    """Mean absolute percentage error of x against ref over ref's nonzero entries."""
+    x, ref = np.asarray(x, dtype=np.float64), np.asarray(ref, dtype=np.float64)
+    nz = ref != 0
+    return float(100.0 * np.mean(np.abs(x[nz] - ref[nz]) / np.abs(ref[nz])))
+
+
+# ----------------------------------------------------------------------------- Fig. 4
+
+def _fixed_unit(design, data: dict, bits: int, scale: bool, par1: bool = False):
+    """The FVP unit at fixed<4+bits,4,RND,SAT> (or None where the model cannot run that width)."""
+    from .trpo import FvpUnit
+
+    w = INT_BITS + bits
+    if w > STORAGE_LIMIT:
+        return None, f"storage fixed<{w},{INT_BITS}> exceeds the model's W <= {STORAGE_LIMIT}"
+    over = {"storage": f"fixed<{w},{INT_BITS},RND,SAT>"}
+    hp = _hp(design, "fixed", scale)
+    layers = [int(n) for n in data["layers"]]
+    n = data["obs"].shape[0]
+    if not par1:
+        try:
+            return FvpUnit(design, None, layers, n, hp, over), ""
+        except RlhlsError:
+            pass
+    try:
+        return FvpUnit(design, None, layers, n, hp, {**over, "parallelism": [1] * len(layers)}), "parallelism 1"
+    except RlhlsError as e:
+        return None, str(e)
+
+
+def _fig4_one(job: dict) -> list[dict]:
+    """Every width of one design (and scaling): rows; runs in a worker process with --jobs."""
+    from rlhls.designs.registry import get_design
+
+    from .backends import EmuBackend
+    from .trpo import FvpUnit
+
+    design = get_design(job["design"])
+    with np.load(job["dataset"]) as z:
+        data = {k: z[k] for k in z.files}
+    iters = _hp(design, "float64", True)["cg_iters"]
+    layers = [int(n) for n in data["layers"]]
+    ref = _cg(FvpUnit(design, None, layers, data["obs"].shape[0], _hp(design, "float64", True)), data, iters)
+    rows = []
+    emu = EmuBackend()
+    for bits in job["bits"]:
+        unit, note = _fixed_unit(design, data, bits, job["scale"])
+        row = {"design": design.name, "scale": "on" if job["scale"] else "off", "fraction_bits": bits,
+               "width": INT_BITS + bits, "mape_percent": float("nan"), "max_rel_error": float("nan"),
+               "seconds": 0.0, "note": note}
+        if unit is not None:
+            unit.backend = emu
+            t0 = time.perf_counter()
+            x = _cg(unit, data, iters)
+            nz = ref != 0
+            row.update(mape_percent=mape_percent(x, ref), seconds=time.perf_counter() - t0,
+                       max_rel_error=float(np.max(np.abs(x[nz] - ref[nz])) / np.max(np.abs(ref[nz]))))
+        rows.append(row)
+    return rows
+
+
+def _same_bits_p1(design, data: dict, scale: bool) -> bool:
+    """At the design's own width the unit with parallelism 1 gives the same FVP as the design's blocking."""
+    from .backends import EmuBackend
+
+    bits = _design_frac_bits(design)
+    a, _ = _fixed_unit(design, data, bits, scale)
+    b, _ = _fixed_unit(design, data, bits, scale, par1=True)
+    if a is None or b is None:
+        return False
+    a.backend = b.backend = EmuBackend()
+    pol_P = int(sum(x * y + y for x, y in zip(data["layers"][:-1], data["layers"][1:])))
+    th, X = data["theta"], data["obs"]
+    iv = np.exp(-2.0 * th[pol_P:])
+    return bool(np.array_equal(a(X, th[:pol_P], data["g"], iv), b(X, th[:pol_P], data["g"], iv)))
+
+
+def _design_frac_bits(design) -> int:
+    from rlhls.designs.formats import parse_format
+
+    spec = next(k for k in design.kernels if k.name == "fvp")
+    return parse_format(spec.storage).frac_bits
+
+
+def fig4_rows(out: Path, designs, p: dict, jobs: int = 1, say=lambda m: None) -> tuple[list, dict]:
+    scales = {"on": [True], "off": [False], "both": [True, False]}[p["scale"]]
+    todo = []
+    checks = {}
+    for d in designs:
+        data = _dataset(out, d, p, say)
+        checks[d.name] = _same_bits_p1(d, data, scales[0])
+        for s in scales:
+            todo.append({"design": d.name, "dataset": str(out / f"dataset-{d.name}.npz"), "bits": p["bits"],
+                         "scale": s})
+    rows = []
+    if jobs > 1 and len(todo) > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=min(jobs, len(todo))) as pool:
+            for r in pool.map(_fig4_one, todo):
+                rows += r
+    else:
+        for j in todo:
+            say(f"{j['design']}: CG with the fixed-point unit at {len(j['bits'])} width(s), scaling "
+                f"{'on' if j['scale'] else 'off'}")
+            rows += _fig4_one(j)
+    return rows, checks
+
+
+def _fig4_outputs(out: Path, rows: list, designs, p: dict, checks: dict) -> None:
+    from .report import markdown_table, save_png
+    from .runner import atomic_write_text, csv_text
+
+    cols = ["design", "scale", "fraction_bits", "width", "mape_percent", "max_rel_error", "seconds", "note"]
+    atomic_write_text(out / "fig4.csv", csv_text(rows, cols))
+    seed = {d.name: d.seed_figures.get("mape_percent") for d in designs}
+    keys = sorted({(r["design"], r["scale"]) for r in rows},
+                  key=lambda k: (DESIGNS.index(k[0]) if k[0] in DESIGNS else 9, k[1] != "on"))
+    table = {}
+    for r in rows:
+        table.setdefault(r["fraction_bits"], {})[(r["design"], r["scale"])] = r
+    head = ["fraction bits", "width"] + [f"{d.split('cpp-trpo-')[-1]} MAPE % (scaling {s})" for d, s in keys]
+    body = []
+    for b in sorted(table):
+        cells = []
+        for k in keys:
+            r = table[b].get(k)
+            cells.append("—" if r is None or math.isnan(r["mape_percent"]) else
+                         f"{r['mape_percent']:.4g}" + (" ¹" if r["note"] else ""))
+        body.append([str(b), str(INT_BITS + b)] + cells)
+    at23 = [f"{d.split('cpp-trpo-')[-1]}: ours " + ", ".join(
+        f"{table[23][(d, s)]['mape_percent']:.3g} % (scaling {s})" for dd, s in keys if dd == d and 23 in table
+        and (d, s) in table[23] and not math.isnan(table[23][(d, s)]["mape_percent"]))
+        + f", seed's {seed[d]} %" for d in dict.fromkeys(k[0] for k in keys)]
+    md = [
+        "# CPP Fig. 4: MAPE of the CG result against float64 by fraction bits", "",
+        f"Data set: {p['samples']} samples per design collected with the policy after {p['warmup']} TRPO "
+        f"iteration(s) (seed {p['seed']}); CG 10 iterations, damping 0.1; storage fixed<4+F,4,RND,SAT>, "
+        "accumulator fixed<48,16,RND,SAT>, tanh table 2^-10. MAPE over the parameters whose float64 CG "
+        "result is nonzero.", "",
+        markdown_table(head, body),
+        "¹ run with parallelism 1 (the model refuses the design's blocking at this width; the same bits when "
+        "nothing saturates: " + ", ".join(f"{n} {'checked' if ok else 'NOT the same'} at its own width"
+                                         for n, ok in checks.items()) + "). — : not run "
+        f"(storage wider than the model's {STORAGE_LIMIT} bits).", "",
+        "At the seed's 23 fraction bits: " + "; ".join(at23) + ".", "",
+        "![Fig. 4](fig4.png)", ""]
+    atomic_write_text(out / "fig4.md", "\n".join(md))
+
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7.5, 4.5))
+    ax = fig.add_subplot()
+    colors = {"cpp-trpo-humanoid": "tab:blue", "cpp-trpo-ant": "tab:orange"}
+    for d, s in keys:
+        pts = [(r["fraction_bits"], r["mape_percent"]) for r in rows if r["design"] == d and r["scale"] == s
+               and not math.isnan(r["mape_percent"]) and r["mape_percent"] > 0]
+        if pts:
+            x, y = zip(*pts)
+            ax.plot(x, y, "o-" if s == "on" else "s--", color=colors.get(d, "tab:green"), ms=4,
+                    label=f"{d.split('cpp-trpo-')[-1]} (ours{', unscaled' if s == 'off' else ''})")
+        if seed.get(d) is not None and s == keys[0][1]:
+            ax.plot([23], [seed[d]], "*", color=colors.get(d, "tab:green"), ms=12, mec="k",
+                    label=f"{d.split('cpp-trpo-')[-1]}, seed's 23-bit figure")
+    ax.axvline(23, color="0.6", lw=0.8, ls=":")
+    ax.set_yscale("log")
+    ax.set_xlabel("fraction bits (4 integer bits)")
+    ax.set_ylabel("MAPE of the CG result (%)")
+    ax.set_title("CG result vs float64 (CPP Fig. 4)")
+    ax.grid(alpha=0.3, which="both")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    save_png(fig, out / "fig4.png")
+    fileio.atomic_write_text(out / "fig4.json", json.dumps({"rows": rows, "same_bits_p1": checks}, indent=1,
+                                                           default=str) + "\n")
+
+
+def run_fig4(opts) -> int:
+    p = _params(opts)
+    designs = _designs(opts)
+    out = _start(opts, p, designs)
+    say = _say(opts)
+    t0 = time.perf_counter()
+    rows, checks = fig4_rows(out, designs, p, jobs=opts.jobs, say=say)
+    _fig4_outputs(out, rows, designs, p, checks)
+    if opts.json:
+        print(json.dumps(rows, indent=2, default=str))
+        return 0
+    for r in rows:
+        if r["fraction_bits"] in (12, 16, 20, 23, 24, 27):
+            print(f"{r['design']:<18} scaling {r['scale']:<3} F={r['fraction_bits']:>2}  MAPE "
+                  + ("-" if math.isnan(r["mape_percent"]) else f"{r['mape_percent']:.4g} %"))
+    print(f"{len(rows)} point(s) in {time.perf_counter() - t0:.0f} s -> {out / 'fig4.md'}, {out / 'fig4.png'}")
+    return 0
+
+
+# ----------------------------------------------------------------------------- Table II
+
+def table2_rows(out: Path, designs, p: dict, repeats: int = 3, say=lambda m: None) -> list[dict]:
+    from rlhls.designs.kernels import get_kernel
+
+    from .backends import EmuBackend, get_backend
+    from .trpo import FvpUnit, GaussianMLP
+
+    k = get_kernel("fvp")
+    rows = []
+    csim = get_backend("csim") if p["csim_samples"] else None
+    for d in designs:
+        data = _dataset(out, d, p, say)
+        hp = _hp(d, "fixed", True)
+        iters = hp["cg_iters"]
+        layers = [int(n) for n in data["layers"]]
+        spec = next(s for s in d.kernels if s.name == "fvp")
+        model = k.cost(k.resolve({**k.spec_params(spec), "samples": p["scale_to"], "iterations": iters}))
+        model_s = model["latency_us"] * 1e-6
+        res = {}
+        for name, n, fvp_mode in (("float64", p["samples"], "float64"), ("emu", p["samples"], "fixed"),
+                                  ("csim", p["csim_samples"], "fixed")):
+            if not n or (name == "csim" and csim is None):
+                continue
+            n = min(n, data["obs"].shape[0])
+            sub = {**data, "obs": data["obs"][:n]}
+            unit = FvpUnit(d, EmuBackend() if name != "csim" else csim, layers, n, {**hp, "fvp": fvp_mode})
+            if name == "csim":
+                say(f"{d.name}: compiling the FVP unit's C++ for {n} samples (not timed)")
+                pol = GaussianMLP(layers)
+                unit(sub["obs"], data["theta"][:pol.P], data["g"], np.exp(-2.0 * pol.log_std(data["theta"])))
+            best = None
+            for _ in range(max(1, repeats)):
+                t = {}
+                _cg(unit, sub, iters, t)
+                best = t if best is None or t["cg"] < best["cg"] else best
+            f = p["scale_to"] / n
+            res[name] = {"samples": n, "cg_s": (best["cg"] - best["fvp"]) + best["fvp"] * f, "fvp_s": best["fvp"] * f,
+                         "host_cg_s": best["cg"] - best["fvp"]}
+            say(f"{d.name}: {name} CG {res[name]['cg_s']:.3g} s (FVP {res[name]['fvp_s']:.3g} s) for "
+                f"{p['scale_to']} samples (measured on {n})")
+        host = res.get("float64", res.get("emu", {})).get("host_cg_s", 0.0)
+        seed = d.seed_figures.get("table_ii", {})
+        row = {"design": d.name, "samples": p["scale_to"], "model_fvp_s": model_s, "model_cg_s": model_s + host,
+               "seed_model_s": seed.get("model_s"), "seed_cg_fpga_s": seed.get("cg_fpga_s"),
+               "seed_fvp_fpga_s": seed.get("fvp_fpga_s"), "seed_cg_keras_s": seed.get("cg_keras_s"),
+               "seed_fvp_keras_s": seed.get("fvp_keras_s"), "seed_speedup": seed.get("speedup")}
+        for name in ("emu", "csim", "float64"):
+            r = res.get(name)
+            row[f"{name}_cg_s"] = r["cg_s"] if r else float("nan")
+            row[f"{name}_fvp_s"] = r["fvp_s"] if r else float("nan")
+            row[f"{name}_measured_samples"] = r["samples"] if r else 0
+        row["speedup_model_vs_float64"] = row["float64_cg_s"] / row["model_cg_s"]
+        row["emu_vs_float64"] = row["emu_cg_s"] / row["float64_cg_s"]
+        rows.append(row)
+    return rows
+
+
+def _table2_outputs(out: Path, rows: list, p: dict) -> None:
+    from .report import markdown_table
+    from .runner import atomic_write_text, csv_text
+
+    atomic_write_text(out / "table2.csv", csv_text(rows, list(rows[0])))
+
+    def cg(r, name):
+        c, f = r[f"{name}_cg_s"], r[f"{name}_fvp_s"]
+        return "—" if math.isnan(c) else f"{c:.4g} s ({f:.4g} s)"
+
+    body = [[r["design"].split("cpp-trpo-")[-1], f"{r['model_fvp_s']:.4g} s", f"{r['seed_model_s']} s",
+             cg(r, "emu"), cg(r, "csim"), cg(r, "float64"),
+             f"{r['seed_cg_fpga_s']} s ({r['seed_fvp_fpga_s']} s)",
+             f"{r['seed_cg_keras_s']} s ({r['seed_fvp_keras_s']} s)",
+             f"{r['speedup_model_vs_float64']:.2f}", f"{r['seed_speedup']}"] for r in rows]
+    md = ["# CPP Table II: CG (FVP) time per TRPO iteration", "",
+          f"{p['scale_to']} samples, 10 CG iterations. Model = the FVP unit's cycle model at 200 MHz "
+          "(Table II's \"Model\"); emu = our bit-accurate numpy emulation of the unit, csim = its HLS C++ "
+          "compiled with g++ (ctypes), float64 = the unit's float64 path in numpy (the role of the seed's "
+          "double-precision Keras/Theano): CG time with the FVP time in brackets, measured on "
+          + ", ".join(f"{r['design'].split('cpp-trpo-')[-1]} {r['emu_measured_samples']} (csim "
+                      f"{r['csim_measured_samples']})" for r in rows)
+          + f" samples and scaled to {p['scale_to']} (best of the repeats; this machine). Speed-up = float64 CG / "
+          "(model FVP + our CG host arithmetic), beside the seed's Acc. (Keras CG / FPGA CG).", "",
+          markdown_table(["benchmark", "model FVP", "seed model", "CG (FVP) emu", "CG (FVP) csim",
+                          "CG (FVP) float64 numpy", "seed CG (FVP) FPGA", "seed CG (FVP) Keras",
+                          "speed-up (model vs float64)", "seed Acc."], body)]
+    atomic_write_text(out / "table2.md", "\n".join(md))
+
+
+def run_table2(opts) -> int:
+    p = _params(opts)
+    designs = _designs(opts)
+    out = _start(opts, p, designs)
+    say = _say(opts)
+    t0 = time.perf_counter()
+    rows = table2_rows(out, designs, p, repeats=opts.repeats, say=say)
+    _table2_outputs(out, rows, p)
+    if opts.json:
+        print(json.dumps(rows, indent=2, default=str))
+        return 0
+    for r in rows:
+        print(f"{r['design']:<18} model FVP {r['model_fvp_s']:.4g} s (seed {r['seed_model_s']} s)  CG emu "
+              f"{r['emu_cg_s']:.4g} s  csim {r['csim_cg_s']:.4g} s  float64 {r['float64_cg_s']:.4g} s  speed-up "
+              f"{r['speedup_model_vs_float64']:.2f} (seed {r['seed_speedup']})")
+    print(f"in {time.perf_counter() - t0:.0f} s -> {out / 'table2.md'}")
+    return 0
+
+
+register_experiment("cpp-fig4", run_fig4, "CPP Fig. 4: MAPE of the fixed-point CG result against float64 by "
+                                          "fraction bits (Humanoid, Ant)")
+register_experiment("cpp-table2", run_table2, "CPP Table II: CG and FVP time (FPGA model, emulation, csim, "
+                                              "float64 numpy) and the speed-up")
