@@ -35,6 +35,7 @@ class Algorithm:
     batch: Callable           # hyperparameters -> the training batch a plan is solved at
     summary: str = ""
     resolve: Callable | None = None  # (design, overrides, config) -> hyperparameters; default args.resolve
+    actions: tuple = ("discrete", "continuous")  # the action spaces its trainer takes
 
     def hyperparams(self, design, overrides: dict | None = None, config: dict | None = None) -> dict:
         """The run's hyperparameters, validated (before anything is written)."""

@@ -518,6 +518,6 @@ def run_table2(opts) -> int:
 
 
 register_experiment("cpp-fig4", run_fig4, "CPP Fig. 4: MAPE of the fixed-point CG result against float64 by "
-                                          "fraction bits (Humanoid, Ant)")
+                                          "fraction bits (Humanoid, Ant)", PARAMS["cpp-fig4"])
 register_experiment("cpp-table2", run_table2, "CPP Table II: CG and FVP time (FPGA model, emulation, csim, "
-                                              "float64 numpy) and the speed-up")
+                                              "float64 numpy) and the speed-up", PARAMS["cpp-table2"])

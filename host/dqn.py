@@ -74,7 +74,7 @@ from .mixed import PRECISIONS, MixedPrecision, MixedPrecisionArgs, count_columns
 from .algorithms import Algorithm, register_algorithm
 from .hyperparams import hp
 from .optim import make_optimizer
-from .trainer import TrainerBase, param_views
+from .trainer import TrainerBase, check_buffer_memory, param_views
 
 __all__ = ["DQNArgs", "batch_size", "PHASES", "ReplayBuffer", "resolve_hyperparams", "linear_schedule", "DQN"]
 
@@ -115,6 +115,8 @@ class DQNArgs(MixedPrecisionArgs):
         if self.steps_per_update % self.num_envs:
             raise RlhlsError(f"DQN hyperparameters: steps_per_update {self.steps_per_update} is not a multiple of "
                              f"num_envs {self.num_envs}")
+        # a byte per input value at least (Atari frames; the buffer checks its real size when made)
+        check_buffer_memory(self.buffer_size, int(np.prod(design.obs_shape)) + 16)
 
 
 def batch_size(hp: dict) -> int:
@@ -148,6 +150,7 @@ class ReplayBuffer:
 
     def __init__(self, capacity: int, obs_shape: tuple, obs_dtype):
         self.capacity = int(capacity)
+        check_buffer_memory(capacity, int(np.prod(obs_shape)) * np.dtype(obs_dtype).itemsize + 8 + 4 + 4)
         self.obs = np.zeros((capacity,) + tuple(obs_shape), dtype=obs_dtype)
         self.actions = np.zeros(capacity, dtype=np.int64)
         self.rewards = np.zeros(capacity, dtype=np.float32)
@@ -395,5 +398,5 @@ class DQN(TrainerBase):
         self._load_env(s.get("env"))
 
 
-register_algorithm(Algorithm("dqn", DQN, DQNArgs, batch_size, resolve=resolve_hyperparams,
+register_algorithm(Algorithm("dqn", DQN, DQNArgs, batch_size, resolve=resolve_hyperparams, actions=("discrete",),
                              summary="DQN (CleanRL dqn.py / dqn_atari.py) with AP-DRL's mixed precision"))

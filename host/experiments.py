@@ -2,7 +2,8 @@
 
 An experiment is many runs (settings x seeds), each a run folder of its own, summarised in
 tables and plots. One module per seed, ``host/<seed>_experiments.py``, registers its experiments
-with ``register_experiment(name, run, summary)`` (``run(ExperimentOptions) -> exit code``):
+with ``register_experiment(name, run, summary, params)`` (``run(ExperimentOptions) -> exit code``;
+``params``: the ``--param`` keys it takes with their defaults, any other key is refused):
 host/heppo_experiments.py (heppo-table3, heppo-bits), host/apdrl_experiments.py (apdrl-table3,
 apdrl-table4). Every such module is imported on first use (adding one needs no other edit).
 
@@ -54,14 +55,15 @@ class Experiment:
     name: str
     run: Callable
     summary: str = ""
+    params: dict = field(default_factory=dict)  # --param KEY -> default (the experiment checks values)
 
 
 EXPERIMENTS: dict[str, Experiment] = {}
 _loaded = False
 
 
-def register_experiment(name: str, run: Callable, summary: str = "") -> None:
-    EXPERIMENTS[name] = Experiment(name, run, summary)
+def register_experiment(name: str, run: Callable, summary: str = "", params: dict | None = None) -> None:
+    EXPERIMENTS[name] = Experiment(name, run, summary, dict(params or {}))
 
 
 def _load() -> None:
@@ -84,7 +86,12 @@ def run_experiment(opts: ExperimentOptions) -> int:
     _load()
     if opts.name not in EXPERIMENTS:
         raise RlhlsError(f"experiment {opts.name!r}: unknown (expected one of {', '.join(EXPERIMENTS)})")
-    return EXPERIMENTS[opts.name].run(opts)
+    exp = EXPERIMENTS[opts.name]
+    unknown = sorted(set(opts.params or {}) - set(exp.params))
+    if unknown:
+        known = f"known: {', '.join(exp.params)}" if exp.params else "it takes no --param"
+        raise RlhlsError(f"--param {unknown[0]}: unknown for {opts.name} ({known})")
+    return exp.run(opts)
 
 
 def check_out(out: Path, settings: dict) -> None:

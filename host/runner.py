@@ -157,9 +157,8 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
     ckpt_path = out / CHECKPOINT
     config = dict(config, steps=int(steps))
     ck = None
+    check_folder(out, resume)
     if resume:
-        if not ckpt_path.exists():
-            raise RlhlsError(f"--resume: no checkpoint in '{out}' (expected {ckpt_path})")
         old = _read_config(out / "config.json")
         diff = sorted(k for k in set(old) | set(config)
                       if k not in _IGNORED_ON_RESUME and old.get(k) != json.loads(json.dumps(config.get(k), default=str)))
@@ -168,11 +167,6 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
                              f"({old.get(diff[0])!r}, now {config.get(diff[0])!r})")
         ck = load_checkpoint(ckpt_path)
         _check_checkpoint(ck, ckpt_path, config)
-    else:
-        if ckpt_path.exists():
-            raise RlhlsError(f"run folder '{out}' already has a checkpoint: pass --resume to continue it "
-                             "or choose another --out")
-        check_out(out, ours=lambda d: (d / "config.json").is_file() and (d / "metrics.csv").is_file())
     trainer = make_trainer()  # bad environments and parameters fail here, before anything is written
     try:
         update, env_steps, metrics, episodes = 0, 0, [], []
@@ -226,6 +220,22 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
                 "episodes": episodes}
     finally:
         trainer.close()
+
+
+def check_folder(out, resume: bool) -> None:
+    """The run folder's own checks (before the run's slow preparations: they fail first):
+    --resume needs a checkpoint; a new run needs an --out that is new, empty or a run of ours
+    without a checkpoint."""
+    out = Path(out)
+    ckpt_path = out / CHECKPOINT
+    if resume:
+        if not ckpt_path.is_file():
+            raise RlhlsError(f"--resume: no checkpoint in '{out}' (expected {ckpt_path})")
+    else:
+        if ckpt_path.exists():
+            raise RlhlsError(f"run folder '{out}' already has a checkpoint: pass --resume to continue it "
+                             "or choose another --out")
+        check_out(out, ours=lambda d: (d / "config.json").is_file() and (d / "metrics.csv").is_file())
 
 
 def _read_config(path: Path) -> dict:

@@ -89,6 +89,20 @@ def train_design(design, *, out=None, steps: int | None = None, seed: int = 0, e
         raise RlhlsError(f"--plan: only with --precision mixed (this run is {hp.get('precision', 'fp32')}: "
                          "no node follows a plan)")
     assignment, plan_src = None, None
+    if mixed and plan is None:  # the partition below takes a while: what can fail fast fails first
+        from .envs import action_kind, check_env_id
+        from .runner import check_folder
+
+        check_folder(out, resume)
+        check_env_id(env_id)
+        if backend == "cosim":  # Vitis on PATH
+            from .backends import get_backend
+
+            get_backend(backend)
+        kind = action_kind(env_id) if len(alg.actions) == 1 else None
+        if kind is not None and kind not in alg.actions:
+            raise RlhlsError(f"environment '{env_id}' has {kind} actions; {design.algorithm.upper()} "
+                             f"needs {alg.actions[0]} actions")
     if mixed:
         batch = alg.batch(hp)
         old = out / "config.json"

@@ -14,7 +14,23 @@ from rlhls.designs.errors import RlhlsError
 from .envs import ReplayableVecEnv
 from .mixed import default_plan
 
-__all__ = ["TrainerBase", "param_views"]
+__all__ = ["TrainerBase", "param_views", "check_buffer_memory"]
+
+
+def check_buffer_memory(capacity: int, bytes_per_transition: int) -> None:
+    """RlhlsError when a replay buffer of `capacity` transitions would not fit in this machine's
+    memory (numpy would fail with a bare ValueError, or the kernel kill the run later)."""
+    import os
+
+    need = int(capacity) * int(bytes_per_transition)
+    try:
+        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        mem = None
+    if need > (mem if mem else 2 ** 62):
+        have = f"this machine's {mem / 2 ** 30:.1f} GiB" if mem else "what numpy can allocate"
+        raise RlhlsError(f"hyperparameter buffer_size = {capacity}: the replay buffer needs "
+                         f"{need / 2 ** 30:.3g} GiB, more than {have}")
 
 
 def param_views(inst: str, net, masters: str = "") -> dict:

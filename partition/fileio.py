@@ -132,13 +132,30 @@ def owned_files(folder) -> list[str] | None:
     return None
 
 
+def _probe_parent(out: Path) -> None:
+    """One line now, not after a slow preparation, when `out` cannot be created: its nearest
+    existing ancestor must be a folder we can write into (a probe folder made and removed)."""
+    parent = out.absolute().parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise RlhlsError(f"cannot create folder '{out}': '{parent}' is not a folder")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".rlhls-probe-", dir=parent))
+    except OSError as e:
+        raise os_error(out, e, "create folder") from None
+
+
 def check_out(out, *, force: bool = False, ours=None, what: str = "--out", hint: str = "") -> None:
     """Refuse `out` when it is a file, or a non-empty folder without rlhls' record (unless
     `force`). `ours(out) -> bool` recognises folders written before the record existed."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise RlhlsError(f"{what} '{out}' is a file; expected a folder (nothing was written)")
-    if not out.is_dir() or force:
+    if not out.is_dir():
+        _probe_parent(out)
+        return
+    if force:
         return
     try:
         empty = not any(out.iterdir())

@@ -14,8 +14,8 @@ SUBCOMMANDS = ["designs", "graph", "devices", "format", "kernels", "kernel", "al
                "build", "train", "run", "experiment"]
 
 
-def run(*args):
-    return subprocess.run([sys.executable, "-m", "rlhls", *args], capture_output=True, text=True)
+def run(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "rlhls", *args], capture_output=True, text=True, env=env)
 
 
 def test_console_script_is_installed():
@@ -86,6 +86,29 @@ def test_bad_input_is_one_line_and_exit_2(args, needle):
     assert len(lines) == 1, r.stderr
     assert needle in lines[0]
     assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--env", "Pendulum-v1"], "environment 'Pendulum-v1' has continuous actions; DQN needs discrete actions"),
+    (["--env", "NoSuchEnv-v0"], "unknown environment 'NoSuchEnv-v0'"),
+    (["--backend", "cosim"], "cosim backend needs Vitis"),
+    (["--resume"], "--resume: no checkpoint in"),
+    (["--set", "buffer_size=1e30"], "the replay buffer needs"),
+])
+def test_train_fails_in_one_line_before_partitioning(tmp_path, args, needle):
+    # mixed precision partitions in-process first ("partitioning ..."): what can fail fast fails before it
+    out = tmp_path / "run"
+    r = run("train", "apdrl-dqn-cartpole", "--precision", "mixed", "--out", str(out), *args,
+            env={**os.environ, "PATH": str(tmp_path)} if "cosim" in args else None)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines() == [r.stderr.strip()] and needle in r.stderr, r.stderr
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_out_that_cannot_be_created_fails_first(tmp_path):
+    r = run("train", "apdrl-dqn-cartpole", "--precision", "mixed", "--out", "/proc/rlhls-run")
+    assert r.returncode == 2 and r.stderr.strip() == "rlhls: error: cannot create folder '/proc/rlhls-run': " \
+        "No such file or directory", r.stderr
 
 
 def test_failed_csv_writes_nothing(tmp_path):

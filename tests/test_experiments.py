@@ -35,3 +35,11 @@ def test_table3_smoke_parallel_and_resumable(tmp_path, capsys):
     assert main(["experiment", "heppo-table3", "--out", str(out), *TINY[:-1], "--env", "CartPole-v1", "--quiet"]) == 2
     assert "different env" in capsys.readouterr().err
     assert main(["experiment", "heppo-nope", "--out", str(tmp_path / "x")]) == 2
+
+
+def test_an_unknown_param_is_refused_before_anything_runs(tmp_path, capsys):
+    for name, known in (("heppo-table3", "it takes no --param"), ("cpp-fig4", "known: samples")):
+        out = tmp_path / name
+        assert main(["experiment", name, "--out", str(out), "--param", "nosuch=1"]) == 2
+        err = capsys.readouterr().err
+        assert f"--param nosuch: unknown for {name} ({known}" in err and not out.exists()

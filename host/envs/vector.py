@@ -50,7 +50,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from rlhls.designs.errors import RlhlsError
 
 __all__ = ["make_env", "make_vec_env", "pad_obs", "NextStepFilter", "EpisodeTracker", "ReplayableVecEnv",
-           "space_info"]
+           "space_info", "check_env_id", "action_kind"]
 
 
 def _known(env_id: str) -> bool:
@@ -69,6 +69,25 @@ def _known(env_id: str) -> bool:
     except Exception:
         raise RlhlsError(f"unknown environment '{env_id}' (not registered with gymnasium)") from None
     return atari
+
+
+def check_env_id(env_id: str) -> None:
+    """RlhlsError unless `env_id` is registered (rlhls's environments and ale-py's included)."""
+    _known(env_id)
+
+
+def action_kind(env_id: str) -> str:
+    """'discrete' or 'continuous': the action space of one `env_id` environment (made and closed)."""
+    env = make_env(env_id)
+    try:
+        space = env.action_space
+    finally:
+        env.close()
+    if isinstance(space, gym.spaces.Discrete):
+        return "discrete"
+    if isinstance(space, gym.spaces.Box):
+        return "continuous"
+    raise RlhlsError(f"environment '{env_id}': action space {space} is not supported (expected Box or Discrete)")
 
 
 def make_env(env_id: str, **kwargs):
