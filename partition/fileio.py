@@ -132,18 +132,36 @@ def owned_files(folder) -> list[str] | None:
     return None
 
 
-def _probe_parent(out: Path) -> None:
+def _probe_parent(out: Path, verb: str = "create folder") -> None:
     """One line now, not after a slow preparation, when `out` cannot be created: its nearest
     existing ancestor must be a folder we can write into (a probe folder made and removed)."""
     parent = out.absolute().parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
     if not parent.is_dir():
-        raise RlhlsError(f"cannot create folder '{out}': '{parent}' is not a folder")
+        raise RlhlsError(f"cannot {verb} '{out}': '{parent}' is not a folder")
     try:
         os.rmdir(tempfile.mkdtemp(prefix=".rlhls-probe-", dir=parent))
     except OSError as e:
-        raise os_error(out, e, "create folder") from None
+        raise os_error(out, e, verb) from None
+
+
+def check_file_out(path, *, header: str, force: bool = False, what: str = "--out") -> None:
+    """Refuse to replace an existing file unless it is one of ours (its first line starts with
+    `header`) or `force`: a CSV rlhls wrote is rewritten, anything else of the user's is kept."""
+    path = Path(path)
+    if path.is_dir():
+        raise RlhlsError(f"{what} '{path}' is a folder; expected a file path")
+    if path.exists() and not force:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                first = f.readline()
+        except OSError as e:
+            raise os_error(path, e, "read") from None
+        if not first.startswith(header):
+            raise RlhlsError(f"{what} '{path}' exists and is not a file rlhls wrote (pass --force to replace it)")
+    if not path.exists():
+        _probe_parent(path, "write")
 
 
 def check_out(out, *, force: bool = False, ours=None, what: str = "--out", hint: str = "") -> None:

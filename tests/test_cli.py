@@ -111,6 +111,18 @@ def test_out_that_cannot_be_created_fails_first(tmp_path):
         "No such file or directory", r.stderr
 
 
+@pytest.mark.parametrize("cmd", [["profile", "apdrl-dqn-cartpole", "--out"], ["graph", "apdrl-dqn-cartpole", "--csv"]])
+def test_a_users_file_is_not_replaced_without_force(tmp_path, cmd):
+    mine = tmp_path / "notes.csv"
+    mine.write_text("my notes\n")
+    r = run(*cmd, str(mine))
+    assert r.returncode == 2 and "exists and is not a file rlhls wrote (pass --force" in r.stderr
+    assert mine.read_text() == "my notes\n"
+    ours = tmp_path / "ours.csv"
+    assert run(*cmd, str(ours)).returncode == 0 and run(*cmd, str(ours)).returncode == 0  # ours: rewritten
+    assert run(*cmd, str(mine), "--force").returncode == 0 and mine.read_text() != "my notes\n"
+
+
 def test_failed_csv_writes_nothing(tmp_path):
     target = tmp_path / "g.csv"
     r = run("graph", "no-such-design", "--csv", str(target))

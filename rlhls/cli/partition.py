@@ -19,6 +19,7 @@ def register(sub) -> None:
                    help='print {"nodes": [...], "edges": [...]}; loop-carried edges have "carry": true')
     s.add_argument("--csv", metavar="FILE",
                    help="write the edges as src,dst,bytes,carry (the partitioner's graph CSV)")
+    s.add_argument("--force", action="store_true", help="replace a --csv file that rlhls did not write")
     s.set_defaults(func=cmd_graph)
 
     s = sub.add_parser("profile", help="profile every training-graph node on every unit",
@@ -28,6 +29,7 @@ def register(sub) -> None:
     s.add_argument("--device", default=None, help="catalogue device (default: the design's)")
     s.add_argument("--batch", type=positive_int, default=None, help="batch size (default: the design's)")
     s.add_argument("--out", required=True, help="profile CSV to write")
+    s.add_argument("--force", action="store_true", help="replace an --out file that rlhls did not write")
     s.add_argument("--json", action="store_true", help="print the rows as JSON")
     s.set_defaults(func=cmd_profile)
 
@@ -59,8 +61,10 @@ def _si(x: float) -> str:
 def cmd_graph(args) -> int:
     from rlhls.designs.graph import build_graph
     from rlhls.designs.registry import get_design
-    from rlhls.partition.fileio import atomic_write_text
+    from rlhls.partition.fileio import atomic_write_text, check_file_out
 
+    if args.csv:
+        check_file_out(args.csv, header="src,dst,bytes", force=args.force, what="--csv")
     g = build_graph(get_design(args.design), args.batch)
     if args.csv:
         atomic_write_text(args.csv, g.edges_csv(carry=True))
@@ -85,15 +89,15 @@ def cmd_graph(args) -> int:
 def cmd_profile(args) -> int:
     from rlhls.designs.devices import get_device
     from rlhls.designs.registry import get_design
+    from rlhls.partition.fileio import check_file_out
     from rlhls.partition.profile import profile_design
 
     design = get_design(args.design)
     device = get_device(args.device if args.device else design.device)
     out = Path(args.out)
-    if out.is_dir():
-        raise RlhlsError(f"--out '{out}' is a folder; expected a CSV file path")
-    if not out.parent.exists():
+    if not out.absolute().parent.is_dir():
         raise RlhlsError(f"--out '{out}': folder '{out.parent}' does not exist")
+    check_file_out(out, header="node,unit,latency_us", force=args.force)
     rows = profile_design(design, device, args.batch)
     rows.write_csv(out)
     if args.json:
