@@ -66,7 +66,7 @@ from rlhls.designs.quantizer import RunningStats
 from gymnasium.wrappers.utils import RunningMeanStd
 
 from .distributions import DiagGaussian, env_action, policy_distribution
-from .envs import EpisodeTracker, ReplayableVecEnv, pad_obs, space_info
+from .envs import EpisodeTracker, ReplayableVecEnv, normalize_obs, pad_obs, rms_load, rms_state, space_info
 from .algorithms import Algorithm, register_algorithm
 from .gae import EXPERIMENTS, gae_stage
 from .hyperparams import hp
@@ -278,10 +278,7 @@ class PPO:
             return np.asarray(raw, dtype=self.obs_dtype)
         raw = np.asarray(raw, dtype=np.float64)
         if self.obs_rms is not None:
-            if update_stats:
-                self.obs_rms.update(raw)
-            raw = np.clip((raw - self.obs_rms.mean) / np.sqrt(self.obs_rms.var + 1e-8),
-                          -self.hp["obs_clip"], self.hp["obs_clip"])
+            raw = normalize_obs(self.obs_rms, raw, self.hp["obs_clip"], update_stats)
         return raw if self.in_dim is None else pad_obs(raw, self.in_dim)
 
     def _net_in(self, obs):
@@ -442,8 +439,8 @@ class PPO:
             "params": {n: net.get_params() for n, net in self.nets.items()},
             "log_std": None if self.log_std is None else self.log_std.copy(),
             "opt": self.opt.state_dict(),
-            "obs_rms": None if self.obs_rms is None else _rms_state(self.obs_rms),
-            "ret_rms": _rms_state(self.ret_rms),
+            "obs_rms": None if self.obs_rms is None else rms_state(self.obs_rms),
+            "ret_rms": rms_state(self.ret_rms),
             "reward_stats": (self.reward_stats.n, self.reward_stats.m, self.reward_stats.s),
             "rng": copy.deepcopy(self.rng.bit_generator.state),
             "precision": self.precision, "assignment": self.assignment,
@@ -463,8 +460,8 @@ class PPO:
             self.log_std = np.array(s["log_std"])
         self.opt.load_state_dict(s["opt"])
         if self.obs_rms is not None:
-            _rms_load(self.obs_rms, s["obs_rms"])
-        _rms_load(self.ret_rms, s["ret_rms"])
+            rms_load(self.obs_rms, s["obs_rms"])
+        rms_load(self.ret_rms, s["ret_rms"])
         self.reward_stats = RunningStats(*s["reward_stats"])
         self.rng.bit_generator.state = s["rng"]
         if self.mixed is not None:
@@ -478,14 +475,6 @@ class PPO:
 
     def close(self):
         self.envs.close()
-
-
-def _rms_state(rms) -> dict:
-    return {"mean": np.array(rms.mean, copy=True), "var": np.array(rms.var, copy=True), "count": float(rms.count)}
-
-
-def _rms_load(rms, s: dict) -> None:
-    rms.mean, rms.var, rms.count = np.array(s["mean"]), np.array(s["var"]), float(s["count"])
 
 
 def _finite_mean(xs) -> float:

@@ -82,7 +82,7 @@ from rlhls.partition.fileio import timed
 
 from .algorithms import Algorithm, register_algorithm
 from .distributions import LOG_2PI, env_action
-from .envs import EpisodeTracker, pad_obs, space_info
+from .envs import EpisodeTracker, normalize_obs, pad_obs, rms_load, rms_state, space_info
 from .gae import gae_reference
 from .hyperparams import HyperParams, hp
 from .optim import make_optimizer
@@ -355,10 +355,7 @@ class TRPO(TrainerBase):
     def _obs(self, raw, update_stats: bool):
         raw = np.asarray(raw, dtype=np.float64)
         if self.obs_rms is not None:
-            if update_stats:
-                self.obs_rms.update(raw)
-            raw = np.clip((raw - self.obs_rms.mean) / np.sqrt(self.obs_rms.var + 1e-8),
-                          -self.hp["obs_clip"], self.hp["obs_clip"])
+            raw = normalize_obs(self.obs_rms, raw, self.hp["obs_clip"], update_stats)
         return pad_obs(raw, self.in_dim)
 
     def _value(self, obs) -> np.ndarray:
@@ -523,9 +520,7 @@ class TRPO(TrainerBase):
                        **{f"{n}.b": b.copy() for n, b in zip(self.dense_names, bs)}},
             "log_std": ls.copy(),
             "value": self.val.get_params(), "value_opt": self.vopt.state_dict(),
-            "obs_rms": None if self.obs_rms is None else {
-                "mean": np.array(self.obs_rms.mean, copy=True), "var": np.array(self.obs_rms.var, copy=True),
-                "count": float(self.obs_rms.count)},
+            "obs_rms": None if self.obs_rms is None else rms_state(self.obs_rms),
             "rng": copy.deepcopy(self.rng.bit_generator.state), "fvp": self.hp["fvp"],
             "env": self._env_state(),
         }
@@ -540,9 +535,7 @@ class TRPO(TrainerBase):
         self.val.set_params(s["value"])
         self.vopt.load_state_dict(s["value_opt"])
         if self.obs_rms is not None:
-            r = s["obs_rms"]
-            rms = self.obs_rms
-            rms.mean, rms.var, rms.count = np.array(r["mean"]), np.array(r["var"]), float(r["count"])
+            rms_load(self.obs_rms, s["obs_rms"])
         self.rng.bit_generator.state = s["rng"]
         self._load_env(s.get("env"))
 

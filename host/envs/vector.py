@@ -50,7 +50,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from rlhls.designs.errors import RlhlsError
 
 __all__ = ["make_env", "make_vec_env", "pad_obs", "NextStepFilter", "EpisodeTracker", "ReplayableVecEnv",
-           "space_info", "check_env_id", "action_kind"]
+           "space_info", "check_env_id", "action_kind", "normalize_obs", "rms_state", "rms_load"]
 
 
 def _known(env_id: str) -> bool:
@@ -129,6 +129,24 @@ def space_info(vec_env) -> dict:
         return {"obs_shape": tuple(obs_space.shape), "kind": "discrete", "action_dim": int(act_space.n),
                 "low": None, "high": None}
     raise RlhlsError(f"action space {act_space} is not supported (expected Box or Discrete)")
+
+
+def normalize_obs(rms, raw, clip: float, update: bool) -> np.ndarray:
+    """Observations normalized by running statistics (gymnasium's ``RunningMeanStd``, updated
+    first when `update`) and clipped to +-clip, as gymnasium's NormalizeObservation (var + 1e-8)."""
+    raw = np.asarray(raw, dtype=np.float64)
+    if update:
+        rms.update(raw)
+    return np.clip((raw - rms.mean) / np.sqrt(rms.var + 1e-8), -clip, clip)
+
+
+def rms_state(rms) -> dict:
+    """A RunningMeanStd's state for a checkpoint (arrays copied)."""
+    return {"mean": np.array(rms.mean, copy=True), "var": np.array(rms.var, copy=True), "count": float(rms.count)}
+
+
+def rms_load(rms, s: dict) -> None:
+    rms.mean, rms.var, rms.count = np.array(s["mean"]), np.array(s["var"]), float(s["count"])
 
 
 def pad_obs(obs, size: int) -> np.ndarray:
