@@ -129,10 +129,11 @@ PHASES = ("dnn_inference", "env_run", "storing_transitions", "sample", "target_f
 
 def resolve_hyperparams(design, overrides: dict | None = None, config: dict | None = None) -> dict:
     """DQNArgs: CleanRL dqn.py's defaults <- the design's hyperparameters (and batch) <- config <- overrides."""
-    hp = DQNArgs.resolve(design, overrides, config)
     if is_atari(design.env_id) and "buffer_size" not in {**(config or {}), **(overrides or {})}:
-        hp["buffer_size"] = min(hp["buffer_size"], ATARI_BUFFER_CAP)  # see the module docstring
-    return hp
+        # capped before the checks (see the module docstring): the design's 1M would not fit
+        cap = min(int(design.hyperparams.get("buffer_size", DQNArgs.buffer_size)), ATARI_BUFFER_CAP)
+        config = {**(config or {}), "buffer_size": cap}
+    return DQNArgs.resolve(design, overrides, config)
 
 
 def linear_schedule(start_e: float, end_e: float, duration: float, t: int) -> float:

@@ -8,6 +8,7 @@ import pytest
 
 from rlhls.host.checkpoint import load_checkpoint
 from rlhls.cli import main as cli_main
+from rlhls.designs.errors import RlhlsError
 from rlhls.designs.formats import parse_format
 from rlhls.designs.graph import build_graph
 from rlhls.designs.registry import get_design
@@ -184,7 +185,9 @@ def test_ppo_mspacman_mixed_smoke(tmp_path):
 def test_dqn_breakout_records_game_scores_and_reads_frames_over_255():
     design = get_design("apdrl-dqn-breakout")
     assert dqn_hyperparams(design)["buffer_size"] == ATARI_BUFFER_CAP  # the design's 1M does not fit
-    assert dqn_hyperparams(design, {"buffer_size": "1000000"})["buffer_size"] == 1_000_000  # asked for: kept
+    assert dqn_hyperparams(design, {"buffer_size": "300000"})["buffer_size"] == 300_000  # asked for: kept
+    with pytest.raises(RlhlsError, match=r"buffer_size = 100000000: the replay buffer needs 2\.63e\+03 GiB"):
+        dqn_hyperparams(design, {"buffer_size": "100000000"})  # ... unless no machine here holds it
     assert dqn_hyperparams(get_design("apdrl-dqn-cartpole"))["buffer_size"] == 10_000
     dqn = DQN(design, seed=0, hyperparams={"precision": "fp32", "learning_starts": 10_000, "steps_per_update": 400,
                                            "buffer_size": 400})
