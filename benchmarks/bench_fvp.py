@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from rlhls.designs.kernels import KernelContext, get_kernel
-from rlhls.designs.kernels.fvp import layout
+from rlhls.designs.kernels.fvp import host_fvp, layout
 from rlhls.designs.registry import get_design
 
 
@@ -79,6 +79,11 @@ def main():
         if th is not None:
             t_t = best(th)
             print(f"  torch.autograd HVP      {n / t_t:12,.0f} samples/s  ({t_emu / t_t:.1f}x the emulation)")
+            # the float64 path is the Hessian-vector product of the mean KL (eq. 21's block exactly)
+            hv, zf = th()[1].numpy(), host_fvp(ref, x["v"], n)
+            err = np.max(np.abs(zf - hv)) / np.max(np.abs(zf))
+            print(f"  float64 path vs torch.autograd HVP: max |diff| / max |FVP| = {err:.1e}")
+            assert err <= 1e-12, err
         else:
             print("  torch.autograd HVP      (torch not installed)")
         print(f"  FPGA model (200 MHz)    {fpga:12,.0f} samples/s  ({fpga * t_emu / n:,.0f}x the emulation; "
