@@ -80,9 +80,15 @@ class Design:
     demo: dict = field(default_factory=dict)
     # the AMD part a build names where the device's own part is not AMD's (CPP's Stratix V); None: the device's
     part: str | None = None
+    # {node-name glob: unit}: the seed's placement of nodes its own units do not implement (the
+    # first matching glob wins); the partitioner then offers them that unit only
+    pins: dict = field(default_factory=dict)
 
     def __post_init__(self):
         where = f"design '{self.name}'"
+        for glob, unit in self.pins.items():
+            if unit not in ("PS", "PL", "AIE"):
+                raise RlhlsError(f"{where}: pin '{glob}' names unit '{unit}' (expected PS, PL or AIE)")
         if self.algorithm not in ALGORITHMS:
             raise RlhlsError(f"{where}: unknown algorithm '{self.algorithm}' (expected one of {', '.join(ALGORITHMS)})")
         if self.batch_size < 1:

@@ -51,6 +51,15 @@ serves both networks (one loss, as PyTorch's GradScaler): the loss gradient of t
 the value output and log-std is scaled; any non-finite gradient anywhere skips the whole step.
 Gradients are unscaled in FP32, then clipped, then applied. ``log_std`` is a PS/FP32 parameter.
 
+Shared trunk (any design whose ``policy`` / ``value`` NetSpec takes ``input_from`` another network,
+e.g. seed 004's conv + fc trunk under a softmax head and a linear value head): the trunk runs
+once per forward and feeds both heads; its own graph instance (``<trunk>.<layer>.fwd/bwd/upd``)
+has its own MixedPrecision, linked to the heads' (one loss scale, one step). The heads'
+backward then also computes the gradient of their input; the two are converted to the unit of
+the trunk's last backward node and added there (one rounding to its storage format: the graph's
+join of both heads' gradients) before the trunk's backward. The trunk's parameters are
+optimized, clipped and checkpointed with the heads'. Acting runs the trunk on the PS too.
+
 Per-update metrics: episodes, episodic_return / length, truncations, rollouts, pg_loss, v_loss,
 entropy, grad_norm (before clipping), explained_variance, std (mean exp(log_std)), learning_rate,
 loss_scale, quantized, skipped_steps, scale_shrinks, scale_grows, grad_overflows, conv_overflows,
@@ -164,23 +173,34 @@ class A2C(TrainerBase):
         hp = self.hp
         self.space = sp = space_info(self.envs)
         pol, val = nets["policy"], nets["value"]
-        if self.env_id != design.env_id and len(sp["obs_shape"]) == 1:
+        # a head's trunk: the design network it takes its input from (None: the observation)
+        self.trunk_of = {h: design.net(h).input_from for h in self.networks}
+        self.trunks = {t: nets[t] for t in dict.fromkeys(self.trunk_of.values()) if t is not None}
+        if self.env_id != design.env_id and len(sp["obs_shape"]) == 1 and not self.trunks:
             pol = adapt_network(pol, sp["obs_shape"][0], sp["action_dim"])
             val = adapt_network(val, sp["obs_shape"][0], 1)
-        for net, want in ((pol, (sp["action_dim"],)), (val, (1,))):
-            if tuple(net.input_shape) != tuple(sp["obs_shape"]) or net.output_shape != want:
+        for net in self.trunks.values():
+            if tuple(net.input_shape) != tuple(sp["obs_shape"]):
+                raise RlhlsError(f"network '{net.name}' takes {net.input_shape} but '{self.env_id}' observes "
+                                 f"{sp['obs_shape']}")
+        for head, net, want in (("policy", pol, (sp["action_dim"],)), ("value", val, (1,))):
+            t = self.trunk_of[head]
+            need = tuple(sp["obs_shape"]) if t is None else tuple(self.trunks[t].output_shape)
+            if tuple(net.input_shape) != need or net.output_shape != want:
                 raise RlhlsError(f"network '{net.name}' maps {net.input_shape} -> {net.output_shape} but "
-                                 f"'{self.env_id}' needs {sp['obs_shape']} -> {want}")
+                                 f"'{self.env_id}'{'' if t is None else f' through {t!r}'} needs {need} -> {want}")
         self.pol, self.val = pol, val
+        self.heads = {"policy": pol, "value": val}
         self.softmax_out = pol.layers[-1].kind == "Softmax"
         self.log_std = (np.full(sp["action_dim"], float(hp["log_std_init"])) if sp["kind"] == "continuous" else None)
         self._take_plan(assignment, hp["num_envs"] * hp["n_steps"])
         kw = self._scaling(target=False)  # no target copy
         self.mp_p = MixedPrecision(design, pol, "policy", self.assignment, **kw)
         self.mp_v = MixedPrecision(design, val, "value", self.assignment, **kw)
-        # one loss -> one loss scale and one step count for both networks (PyTorch GradScaler);
-        # the policy's MixedPrecision applies the joint step (linked: it knows the value layers)
-        MixedPrecision.link(self.mp_p, self.mp_v)
+        self.mp_t = {t: MixedPrecision(design, net, t, self.assignment, **kw) for t, net in self.trunks.items()}
+        # one loss -> one loss scale and one step count for all networks (PyTorch GradScaler);
+        # the policy's MixedPrecision applies the joint step (linked: it knows the other layers)
+        MixedPrecision.link(self.mp_p, self.mp_v, *self.mp_t.values())
         self.returns_unit = self.mp_p._unit(self.assignment, "returns")
         self._make_views()
         self.mp_p.round_masters(self.views)
@@ -199,6 +219,8 @@ class A2C(TrainerBase):
     def _make_views(self):
         """{grad key: (master-format key, array)} for MixedPrecision.apply / round_masters."""
         v = {**param_views("policy", self.pol), **param_views("value", self.val, masters="value.")}
+        for t, net in self.trunks.items():
+            v.update(param_views(t, net, masters=f"{t}."))
         if self.log_std is not None:
             v["log_std"] = ("log_std", self.log_std)  # no layer: FP32 master (PS)
         self.views = v
@@ -209,6 +231,12 @@ class A2C(TrainerBase):
 
     def _env_action(self, a):
         return env_action(a, self.space)
+
+    def _ps_forward(self, obs, heads=("policy", "value")) -> list:
+        """The heads' outputs on the PS (FP32), each trunk run once."""
+        feats = {t: ps_forward(net, obs) for t, net in self.trunks.items()}
+        return [ps_forward(self.heads[h], obs if self.trunk_of[h] is None else feats[self.trunk_of[h]])
+                for h in heads]
 
     # -- one rollout + one gradient step
     def collect(self, times: dict, episodes: list, step0: int):
@@ -221,8 +249,9 @@ class A2C(TrainerBase):
         obs = self.obs
         for t in range(T):
             with timed(times, "dnn_inference"):
-                a = self._dist(ps_forward(self.pol, obs)).sample(self.rng)
-                v = ps_forward(self.val, obs)[:, 0]
+                out, v = self._ps_forward(obs)
+                a = self._dist(out).sample(self.rng)
+                v = v[:, 0]
             with timed(times, "env_run"):
                 nxt, r, term, trunc, infos = self.envs.step(self._env_action(a))
                 term = np.asarray(term, dtype=bool)
@@ -232,7 +261,7 @@ class A2C(TrainerBase):
                 with timed(times, "dnn_inference"):
                     idx = np.flatnonzero(trunc)
                     final = np.stack([np.asarray(infos["final_obs"][i], dtype=np.float64) for i in idx])
-                    b_tval[t, idx] = ps_forward(self.val, final)[:, 0]
+                    b_tval[t, idx] = self._ps_forward(final, ("value",))[0][:, 0]
             with timed(times, "storing_trajectories"):
                 b_obs[t], b_act[t], b_val[t], b_rew[t] = obs, a, v, r
                 b_done[t] = term * 1 + trunc * 2
@@ -241,7 +270,7 @@ class A2C(TrainerBase):
             obs = nxt
         self.obs = obs
         with timed(times, "dnn_inference"):
-            boot = ps_forward(self.val, obs)[:, 0]
+            boot = self._ps_forward(obs, ("value",))[0][:, 0]
         return b_obs, b_act, b_rew, b_val, b_done, b_tval, boot
 
     def returns(self, rew, val, done, tval, boot, times: dict):
@@ -258,9 +287,12 @@ class A2C(TrainerBase):
         loss_unit = mp.loss_unit if mp.quantized else "PS"
         ru = self.returns_unit if mp.quantized else "PS"
         with timed(times, "update_forward"):
-            out, pu = mp.forward(obs, "fwd")
+            feats = {t: m.forward(obs, "fwd") for t, m in self.mp_t.items()}  # (output, its unit)
+            x, src = (obs, "PS") if self.trunk_of["policy"] is None else feats[self.trunk_of["policy"]]
+            out, pu = mp.forward(x, "fwd", src=src)
             out = mp.to_loss(out, pu)
-            v, vu = mv.forward(obs, "fwd")
+            x, src = (obs, "PS") if self.trunk_of["value"] is None else feats[self.trunk_of["value"]]
+            v, vu = mv.forward(x, "fwd", src=src)
             v = mv.to_loss(v, vu)[:, 0]
             adv, ret = mp.convert(adv, ru, loss_unit), mp.convert(ret, ru, loss_unit)
             if hp["normalize_advantage"] and adv.size > 1:
@@ -273,17 +305,31 @@ class A2C(TrainerBase):
                                                       vf_coef=hp["vf_coef"])
                 g_out, g_v = F.quantize(g_out * scale), F.quantize(g_v * scale)
         with timed(times, "backprop"):
-            mp.backward(g_out)
-            mv.backward(g_v[:, None])
-            grads = {key: self.pol[key.split(".")[1]].grads[key.rsplit(".", 1)[1]]
-                     for key in self.views if key.startswith("policy.")}
-            grads.update({key: self.val[key.split(".")[1]].grads[key.rsplit(".", 1)[1]]
-                          for key in self.views if key.startswith("value.")})
+            dx = {"policy": mp.backward(g_out, need_input_grad=self.trunk_of["policy"] is not None),
+                  "value": mv.backward(g_v[:, None], need_input_grad=self.trunk_of["value"] is not None)}
+            self._trunk_backward(dx)
+            nets = {**self.heads, **self.trunks}
+            grads = {key: nets[key.split(".")[0]][key.split(".")[1]].grads[key.rsplit(".", 1)[1]]
+                     for key in self.views if key != "log_std"}
             if g_ls is not None:
                 grads["log_std"] = self.fp32.quantize(g_ls * scale)
         with timed(times, "weight_update"):
             event = mp.apply(self.opt, self.views, grads, max_grad_norm=hp["max_grad_norm"])
         return {**stats, "grad_norm": mp.grad_norm, "event": event}
+
+    def _trunk_backward(self, dx: dict) -> None:
+        """Each trunk's backward from the sum of its heads' input gradients, added on the unit of
+        the trunk's last backward node (in its storage format)."""
+        mps = {"policy": self.mp_p, "value": self.mp_v}
+        for t, mt in self.mp_t.items():
+            u = mt.unit_of(self.trunks[t].layers[-1].name, "bwd")
+            parts = [mt.convert(dx[h], mps[h].unit_of(self.heads[h].layers[0].name, "bwd"), u, "grad")
+                     for h in self.networks if self.trunk_of[h] == t]
+            d = parts[0]
+            if len(parts) > 1:
+                with np.errstate(over="ignore", invalid="ignore"):
+                    d = mt.precision(u).storage.quantize(np.sum(parts, axis=0))
+            mt.backward(d, src=u)
 
     # -- one runner update = rollouts_per_update rollouts
     def train_update(self, update: int, total_updates: int) -> dict:
@@ -310,8 +356,9 @@ class A2C(TrainerBase):
             y, var_y = ret.reshape(-1), np.var(ret)
             ev.append(float("nan") if var_y == 0 else float(1 - np.var(y - val.reshape(-1)) / var_y))
         c = self.mp_p.take_counts()
-        for k, n in self.mp_v.take_counts().items():
-            c[k] = c.get(k, 0) + n
+        for m in (self.mp_v, *self.mp_t.values()):
+            for k, n in m.take_counts().items():
+                c[k] = c.get(k, 0) + n
         rets = [e[1] for e in episodes]
         nan = float("nan")
 
@@ -338,6 +385,7 @@ class A2C(TrainerBase):
     def state_dict(self) -> dict:
         return {
             "policy": self.pol.get_params(), "value": self.val.get_params(),
+            "trunks": {t: net.get_params() for t, net in self.trunks.items()},
             "log_std": None if self.log_std is None else self.log_std.copy(),
             "opt": self.opt.state_dict(), "mixed": self.mp_p.state(), "assignment": self.assignment,
             "rng": copy.deepcopy(self.rng.bit_generator.state), "rollouts": self.rollouts,
@@ -348,6 +396,8 @@ class A2C(TrainerBase):
         self._check_plan(s)
         self.pol.set_params(s["policy"])
         self.val.set_params(s["value"])
+        for t, params in s.get("trunks", {}).items():
+            self.trunks[t].set_params(params)
         if s["log_std"] is not None:
             self.log_std = np.array(s["log_std"])
         self._make_views()

@@ -7,7 +7,11 @@
 * ``csim_figure`` — one bar per checked component (PL kernels, hls4ml projects, AIE kernels):
   seconds, green pass / red fail.
 * ``write_report(path, record)`` — report.md from a flow's record: the design and its seed, the
-  training graph, the plan (Gantt), build and checks, training (reward curve, phases).
+  training graph, the plan (Gantt), build and checks, training (reward curve, phases), then the
+  sections a seed's module adds (``register_report_section(fn)``, ``fn(record, folder) -> markdown
+  lines``, [] where it has nothing to say: the traffic seed's compute element and its agent
+  against the fixed-time plan).
+  The ``host/*_experiments.py`` modules are imported first, so theirs are there.
 
 Figures are matplotlib ``Figure`` objects (the object API: a notebook's backend is left alone);
 ``save_png`` writes one atomically.
@@ -23,7 +27,15 @@ import numpy as np
 from rlhls.partition.fileio import atomic_write_bytes, atomic_write_text
 
 __all__ = ["phase_totals", "phases_figure", "csim_figure", "save_png", "write_report", "markdown_table",
-           "mean_std_band"]
+           "mean_std_band", "register_report_section"]
+
+REPORT_SECTIONS: list = []
+
+
+def register_report_section(fn) -> None:
+    """Add ``fn(record, folder) -> list of markdown lines`` to every flow report (module docstring)."""
+    if fn not in REPORT_SECTIONS:
+        REPORT_SECTIONS.append(fn)
 
 
 def _float(v) -> float:
@@ -212,4 +224,14 @@ def write_report(path, rec: dict) -> None:
                                        + ([_g(shares.get(k, [k, None])[1], ".2f")] if shares else [])
                                        for k, v in tot.items()]))
         L += ["", "![phases](phases.png)", ""]
+    from pathlib import Path
+
+    from .experiments import experiment_names
+
+    try:
+        experiment_names()  # imports the seeds' modules: their sections register
+    except Exception as e:  # a seed's module that does not import costs its section, not the report
+        L += [f"(a report section's module failed to import: {type(e).__name__}: {e})", ""]
+    for fn in REPORT_SECTIONS:
+        L += fn(rec, Path(path).parent)
     atomic_write_text(path, "\n".join(L).rstrip() + "\n")

@@ -22,7 +22,9 @@ A node that a design's own unit implements (a non-generic kernel the design name
 GAE unit, CPP's FVP unit, F-DDPG's gradient kernel, the traffic seed's MAC array) gets rows on
 that unit only: the seed's accelerator is the design, not a choice left to the partitioner.
 (HEPPO-GAE on the ZCU106: the networks' fp32 passes would rather have the GAE unit's 768 DSPs,
-and a free choice puts GAE on the PS.)
+and a free choice puts GAE on the PS.) A design's ``pins`` ({node-name glob: unit}) place the
+nodes its own units do not implement where the seed does: the traffic seed keeps everything
+but its MAC array's stages (the heads, activations, loss, RMSprop) on the PS.
 
 Formats per unit (AP-DRL §IV-D; ``designs.kernels.unit_formats``): a mixed-precision design
 computes on the PS in ``formats['ps']``, on the PL in ``formats['pl']`` accumulating in
@@ -41,6 +43,7 @@ DS958) instead of one PLIO's — the bytes are not charged twice.
 
 from __future__ import annotations
 
+import fnmatch
 import math
 
 from rlhls.designs.devices import Device, get_device
@@ -137,10 +140,14 @@ def profile_design(design, device=None, batch: int | None = None, *, graph=None)
         own = [u for u, ks in chosen.items() if any(not k.generic and ctx.spec(k.name, u) for k, _ in ks)]
         if own:
             rows.own[node.name] = own[0]
-        if not own:
+        pin = None if own else _pin(design, node.name)
+        if pin is not None and pin != "PS" and pin not in chosen:
+            raise RlhlsError(f"design '{design.name}': node '{node.name}' is pinned to {pin}, which device "
+                             f"'{device.id}' lacks")
+        if not own and pin in (None, "PS"):
             rows.append(_row(node, "PS", ps_cost(node.flops, device, nbytes=node.bytes), "0"))
         for unit, ks in chosen.items():
-            if own and unit not in own:
+            if (own and unit not in own) or (pin is not None and unit != pin):
                 continue
             owns = [k for k, _ in ks if not k.generic and ctx.spec(k.name, unit)]
             if len(owns) > 1:  # several units of the design's own in turn (HEPPO: standardizer, then GAE)
@@ -151,8 +158,16 @@ def profile_design(design, device=None, batch: int | None = None, *, graph=None)
                 points = _generic_points(node, ctx)
             else:
                 points = []
+            if pin is not None and not points:
+                raise RlhlsError(f"design '{design.name}': node '{node.name}' is pinned to {unit}, where no "
+                                 f"kernel implements it")
             rows += [_row(node, unit, c, point) for point, c in points]
     return rows
+
+
+def _pin(design, node: str) -> str | None:
+    """The unit ``design.pins`` gives ``node`` (first matching glob), else None."""
+    return next((u for g, u in design.pins.items() if fnmatch.fnmatchcase(node, g)), None)
 
 
 def device_capacity(device) -> dict:

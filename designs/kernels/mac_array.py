@@ -33,6 +33,15 @@ fwd_fc, ``fc.bwd`` -> bwd_delta + bwd_wgrad, ``conv.bwd`` -> bwd_conv_wgrad; ``n
 a node as the sum of its stages. The heads are left to the dense kernels (the design puts them on
 the PS).
 
+In training (``layer_ops``, host/backends.py ``PlanKernels``): each layer operation of a trunk node
+is one program of the element holding that stage alone, packed from PlanKernels' arrays (``pack``;
+a Conv2d comes lowered: x = im2col rows (B*P, T), w = (T, F)) and unpacked from ``out``
+(``stage_matrix``): forward -> fwd_conv / fwd_fc, input_grad -> bwd_delta, weight_grad ->
+bwd_wgrad / bwd_conv_wgrad (the bias gradient stays on the PS: returned as None). The node's
+parameters fix the geometry (``op_sizes`` gives none); a call at another batch runs the element
+sized for it. The conv layer's input gradient has no stage: ``run_op`` hands it to the generic
+``dense_backward`` (the trunk's first layer never asks for it).
+
 Arithmetic (bit for bit what ``vitis/include/rlhls_mac_array.h`` does): every MAC starts from
 its output's initial value (the bias for the forward stages, else 0) and accumulates in order
 a = 0 .. A-1, one rounding per operation (rl::mul / rl::add)::
@@ -354,20 +363,28 @@ class MacArray(Kernel):
     def program(self, p, ops: dict) -> dict:
         """The top's inputs for the stages of `ops` ({stage: {operand: array}}), run in that order:
         every stage's operands packed into its DRAM regions and its prog row (the PS's work)."""
-        if not ops:
+        self._stage_count(ops)
+        return self.pack(p, {stage: self._vectors(p, stage, self._operands(p, stage, o)) for stage, o in ops.items()})
+
+    def _stage_count(self, stages) -> None:
+        if not stages:
             raise self._err("program: no stage given (expected operands for one or more of "
                             f"{', '.join(STAGES)})")
-        if len(ops) > len(STAGES):
-            raise self._err(f"program: {len(ops)} stages, at most {len(STAGES)}")
+        if len(stages) > len(STAGES):
+            raise self._err(f"program: {len(stages)} stages, at most {len(STAGES)}")
+
+    def pack(self, p, vectors: dict) -> dict:
+        """The top's inputs for ``{stage: (Input_0 vectors (rows, A), Input_1 vectors (cols, A),
+        initial values (rows,) or None)}``, run in that order (``program`` without the layer shapes)."""
+        self._stage_count(vectors)
         L = self.layout(p)
         table = {s["name"]: s for s in self.stage_table(p)}
         M = p["macs"]
         ins, _ = self.arrays(p)
         arr = {a.name: np.zeros(a.shape) for a in ins}
-        for row, (stage, o) in enumerate(ops.items()):
-            o = self._operands(p, stage, o)
+        for row, (stage, (v0, v1, init)) in enumerate(vectors.items()):
+            self._stage_check(p, stage)
             s, reg = table[stage], L["regions"][stage]
-            v0, v1, init = self._vectors(p, stage, o)
             G, A = s["groups"], s["accumulations"]
             pad = np.zeros((G * M, A))
             pad[:s["rows"]] = v0
@@ -381,17 +398,20 @@ class MacArray(Kernel):
                                 int(s["bias"]), reg["out"]]
         return arr
 
+    def stage_matrix(self, p, stage, out) -> np.ndarray:
+        """A stage's results from the top's ``out`` as (cols, rows): Input_1 vector by Input_0 vector."""
+        self._stage_check(p, stage)
+        s = {t["name"]: t for t in self.stage_table(p)}[stage]
+        o = self.layout(p)["regions"][stage]["out"]
+        out = np.asarray(out, dtype=np.float64)
+        return out[o:o + s["out_words"]].reshape(s["cols"], s["groups"] * p["macs"])[:, :s["rows"]]
+
     def results(self, p, stages, out) -> dict:
         """{stage: {result name: array}} from the top's ``out`` (the PS's unpacking)."""
-        L = self.layout(p)
-        table = {s["name"]: s for s in self.stage_table(p)}
         g = self.geometry(p)
-        out = np.asarray(out, dtype=np.float64)
         res = {}
         for stage in stages:
-            self._stage_check(p, stage)
-            s, o = table[stage], L["regions"][stage]["out"]
-            R = out[o:o + s["out_words"]].reshape(s["cols"], s["groups"] * p["macs"])[:, :s["rows"]]
+            R = self.stage_matrix(p, stage, out)
             if stage == "fwd_conv":
                 v = R.reshape(g["B"], g["OH"], g["OW"], g["F"]).transpose(0, 3, 1, 2)
             elif stage == "bwd_wgrad":
@@ -539,6 +559,61 @@ class MacArray(Kernel):
     def node_points(self, node, ctx, unit):
         p = self.resolve(self.node_params(node, ctx))
         return [(f"macs{p['macs']}", self.cost(p, unit=unit, device=ctx.device, stages=self.node_stages(node, ctx)))]
+
+    # -- in training (host/backends.py PlanKernels): a trunk layer's operations as stages
+    layer_ops = ("forward", "input_grad", "weight_grad")
+
+    def op_sizes(self, op, **arrays):
+        # the node's parameters fix the geometry; the batch of a call is checked in run_op
+        return {}
+
+    def op_stage(self, op, p, **arrays):
+        """``(stage or None, (Input_0, Input_1, init), batch)`` of a layer operation in PlanKernels'
+        arrays (a Conv2d lowered: x = im2col rows (B*P, T), w = (T, F), dy = (B*P, F)); stage None
+        for the conv layer's input gradient, which no stage computes."""
+        g = self.geometry(p)
+        fc, conv = (g["K"], g["M"]), (g["T"], g["F"])
+        if op == "forward":
+            x, w, b = arrays["x"], arrays["w"], arrays.get("b")
+            shape, rows, v = w.shape, x.shape[0], (w.T, x, b)
+            stage = "fwd_fc" if shape == fc else "fwd_conv" if shape == conv else None
+        elif op == "input_grad":
+            dy, w = arrays["dy"], arrays["w"]
+            shape, rows, v = w.shape, dy.shape[0], (w, dy, None)
+            stage = "bwd_delta" if shape == fc else None
+        elif op == "weight_grad":
+            x, dy = arrays["x"], arrays["dy"]
+            shape, rows, v = (x.shape[1], dy.shape[1]), x.shape[0], (x.T, dy.T, None)
+            stage = "bwd_wgrad" if shape == fc else "bwd_conv_wgrad" if shape == conv else None
+            if stage == "bwd_conv_wgrad":
+                v = (dy.T, x.T, None)  # Input_0: dz per filter over (b, pos); Input_1: a tap column
+        else:
+            raise self._err(f"layer operation {op!r}: expected one of {', '.join(self.layer_ops)}")
+        if shape not in (fc, conv):
+            raise self._err(f"{op}: weights of shape {shape} are neither the conv layer's {conv} nor the fc "
+                            f"layer's {fc} (parameters in_shape={p['in_shape']}, filters={p['filters']}, "
+                            f"kernel={p['kernel']}, fc_out={p['fc_out']})")
+        per = 1 if shape == fc else g["P"]
+        if rows % per:
+            raise self._err(f"{op}: {rows} im2col rows are not whole samples of {per} conv positions")
+        return stage, v, rows // per
+
+    def run_op(self, op, backend, p, **arrays):
+        """One layer operation as one program of the element (its stage alone), through
+        ``backend.call``; a call at another batch than `p`'s runs the element sized for it. The conv
+        layer's input gradient has no stage: the generic ``dense_backward`` computes it."""
+        arrays = {k: np.asarray(v, dtype=np.float64) for k, v in arrays.items() if v is not None}
+        stage, vec, batch = self.op_stage(op, p, **arrays)
+        if stage is None:
+            dy, w = arrays["dy"], arrays["w"]
+            q = {"n": dy.shape[0], "k": w.shape[0], "m": w.shape[1], "storage": p["storage"], "acc": p["acc"]}
+            return backend.call("dense_backward", q, dy=dy, w=w)["dx"]
+        if batch != p["batch"]:
+            p = self.resolve({**p, "batch": batch})
+        R = self.stage_matrix(p, stage, backend.call(self.name, p, **self.pack(p, {stage: vec}))["out"])
+        if op == "weight_grad":  # the bias gradients stay on the PS (module docstring)
+            return (np.ascontiguousarray(R.T) if stage == "bwd_wgrad" else np.ascontiguousarray(R)), None
+        return np.ascontiguousarray(R)
 
     # -- cost
     def resources(self, p, device=None) -> dict:

@@ -1,0 +1,525 @@
+"""Seed 004's experiment: A2C traffic-signal control against the seed's fixed-time plan.
+
+    rlhls experiment traffic [--steps N] [--seeds K] [--jobs J] [--backend emu|csim] [--out DIR]
+                             [--set K=V ...] [--param episodes=E] [--param eval_seed=S]
+    rlhls experiment traffic --param report=FLOW_DIR [--param episodes=E]
+
+**Training.** ``--seeds`` (default 2) runs of ``rlhls train a2c-traffic`` (A2C, RMSprop, the conv + fc
+trunk of Fig. 3 under the design's plan), ``--steps`` environment steps each (default
+``DEFAULT_STEPS``), ``--jobs`` at a time, each its own process and run folder ``<out>/train-s<seed>``
+(running the command again continues unfinished runs with ``--resume``). Training episodes are
+an hour of traffic from the ``mixed`` demand (each episode one of the four route sets).
+
+**Evaluation.** Three policies on the same episodes: the trained A2C agent (greedy: the most
+probable action of its policy, acting on the PS in FP32 as in training), the seed's fixed-time
+plan (EW, EWL, NS, NSL in turn: the Fig. 3 table's 110 s cycle) and a uniformly random policy. Per
+route set (balanced, ns_heavy, ew_heavy, rush_hour) ``episodes`` (default 5) hour-long episodes
+with the held-out seeds ``eval_seed + i`` (default 1000000 + i; checked against every training
+episode's seed), so each policy meets the same departures and SUMO seed. Per episode: mean
+vehicle waiting time (s) and mean queue (vehicles), both from SUMO's halted vehicles each second
+(``host/envs/sumo_intersection.py``: vehicle-seconds halted or waiting for insertion, over the
+vehicles due in the hour and over the hour's seconds); mean +- std over episodes (and training
+seeds for A2C).
+
+**Outputs** in ``--out`` (default ``runs/traffic``): ``summary.md`` / ``summary.csv`` (the table, the
+budget, SUMO's speed measured during the evaluation), ``episodes.csv`` (every evaluation
+episode), ``learning.png`` (each seed's episodic return, a 20-episode moving average, against the
+fixed-time and random policies' mean return) and ``waiting.png`` (waiting time and queue per
+route set).
+
+**report=FLOW_DIR** adds the seed's section to an ``rlhls run a2c-traffic`` folder's
+``report.md``: the compute element's stages with their modeled time on the PL against the PS
+(``stage_times``), the learning curve, and the waiting-time comparison of that run's agent.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from rlhls.designs import traffic as plan
+from rlhls.designs.errors import RlhlsError
+
+from .experiments import register_experiment
+from .report import register_report_section
+from .runner import CHECKPOINT
+
+__all__ = ["DESIGN", "DEFAULT_STEPS", "DEFAULT_SEEDS", "POLICIES", "fixed_time_policy", "random_policy",
+           "a2c_policy", "evaluate", "training_episode_seed", "check_held_out", "stage_times", "run_traffic",
+           "report_section", "summarize"]
+
+DESIGN = "a2c-traffic"
+DEFAULT_STEPS = 60_000  # per seed: the experiment takes ~15 min on 2 cores (README)
+DEFAULT_SEEDS = 2
+EVAL_EPISODES = 5
+EVAL_SEED = 1_000_000
+POLICIES = ("a2c", "fixed-time", "random")
+MA = 20  # episodes in the learning curve's moving average
+
+
+# -- policies: factory(seed) -> (observation -> action)
+
+def fixed_time_policy(seed: int):
+    """The seed's fixed-time plan: EW, EWL, NS, NSL in turn (the Fig. 3 table)."""
+    cycle = [plan.ACTIONS.index(m) for m in plan.FIXED_TIME]
+    k = [0]
+
+    def act(obs):
+        a = cycle[k[0] % len(cycle)]
+        k[0] += 1
+        return a
+    return act
+
+
+def random_policy(seed: int):
+    rng = np.random.default_rng([seed, 4])
+    return lambda obs: int(rng.integers(len(plan.ACTIONS)))
+
+
+def a2c_policy(run_dir):
+    """The greedy policy of a trained a2c-traffic run folder (its checkpoint)."""
+    from rlhls.designs.registry import get_design
+
+    from .checkpoint import load_checkpoint
+    from .mixed import ps_forward
+
+    run_dir = Path(run_dir)
+    cfg = json.loads((run_dir / "config.json").read_text())
+    design = get_design(cfg["design"])
+    state = load_checkpoint(run_dir / CHECKPOINT)["trainer"]
+    nets = design.build_networks(int(cfg["seed"]))
+    for name, params in {"policy": state["policy"], "value": state["value"], **state.get("trunks", {})}.items():
+        nets[name].set_params(params)
+    trunk = design.net("policy").input_from
+
+    def factory(seed):
+        def act(obs):
+            x = np.asarray(obs, dtype=np.float64)[None]
+            if trunk is not None:
+                x = ps_forward(nets[trunk], x)
+            return int(np.argmax(ps_forward(nets["policy"], x)[0]))
+        return act
+    return factory
+
+
+def evaluate(policies: dict, demands, seeds, *, episode_seconds: int = 3600, sumo: str = "auto",
+             say=None) -> list[dict]:
+    """One episode per (route set, seed, policy); the policies of a (route set, seed) see the same
+    departures and SUMO seed. Rows: policy, demand, seed, mean_wait, mean_queue, return, steps,
+    vehicles, sim_seconds, wall_s."""
+    from .envs.sumo_intersection import SumoIntersection
+
+    rows = []
+    for demand in demands:
+        env = SumoIntersection(demand=demand, episode_seconds=episode_seconds, sumo=sumo)
+        try:
+            for seed in seeds:
+                for name, factory in policies.items():
+                    act = factory(seed)
+                    t0 = time.perf_counter()
+                    obs, _ = env.reset(seed=int(seed))
+                    ret, steps, done = 0.0, 0, False
+                    while not done:
+                        obs, r, te, tr, info = env.step(act(obs))
+                        ret, steps, done = ret + r, steps + 1, te or tr
+                    rows.append({"policy": name, "demand": demand, "seed": int(seed), "mean_wait": info["mean_wait"],
+                                 "mean_queue": info["mean_queue"], "return": ret, "steps": steps,
+                                 "vehicles": info["vehicles"], "sim_seconds": info["sim_time"],
+                                 "wall_s": time.perf_counter() - t0})
+                    if say:
+                        say(f"    {demand:<9} seed {seed} {name:<10} waiting {info['mean_wait']:7.1f} s/vehicle, "
+                            f"queue {info['mean_queue']:6.1f}")
+        finally:
+            env.close()
+    return rows
+
+
+# -- held-out seeds
+
+def training_episode_seed(seed: int, env_index: int, episode: int) -> int:
+    """The reset seed of a training episode (host/envs/vector.py ReplayableVecEnv)."""
+    return int(np.random.SeedSequence([seed, env_index, episode]).generate_state(1)[0])
+
+
+def check_held_out(eval_seeds, runs) -> None:
+    """RlhlsError if an evaluation seed was a training episode's: `runs` = [(train seed, episodes started)]."""
+    used = {training_episode_seed(s, 0, e) for s, n in runs for e in range(int(n))}
+    both = sorted(set(int(x) for x in eval_seeds) & used)
+    if both:
+        raise RlhlsError(f"evaluation seed {both[0]} is a training episode's seed: not held-out (choose another "
+                         "--param eval_seed)")
+
+
+# -- the compute element against the PS (modeled)
+
+def stage_times(design=None, batch: int | None = None) -> list[dict]:
+    """Per stage of the design's MAC array at its training batch: iterations, accumulations, MACs,
+    the FSM's modeled cycles and time on the PL, and the PS roofline's time for the same MACs and
+    words (designs/kernels/cost.py ``ps_cost``), with the graph node each stage computes."""
+    from rlhls.designs.devices import get_device
+    from rlhls.designs.graph import build_graph
+    from rlhls.designs.kernels import KernelContext, get_kernel
+    from rlhls.designs.kernels import cost as C
+    from rlhls.designs.registry import get_design
+
+    design = get_design(DESIGN) if design is None else design
+    graph = build_graph(design, batch or design.batch_size)
+    ctx = KernelContext(design, graph)
+    K = get_kernel("mac_array")
+    dev = get_device(design.device)
+    rows = []
+    for node in graph.nodes:
+        if node.kind not in K.implements:
+            continue
+        stages = K.node_stages(node, ctx)
+        if not stages:
+            continue
+        p = K.resolve(K.node_params(node, ctx))
+        table = {s["name"]: s for s in K.stage_table(p)}
+        wb = math.ceil(K.formats(p)["storage"].bits / 8)
+        for st in K.cost(p, unit="PL", device=dev, stages=stages)["stages"]:
+            s = table[st["name"]]
+            macs = s["rows"] * s["cols"] * s["accumulations"]
+            nbytes = wb * (s["rows"] * s["accumulations"] + s["cols"] * s["accumulations"] + s["rows"] * s["cols"])
+            ps = C.ps_cost(2.0 * macs, dev, nbytes=nbytes)["latency_us"]
+            rows.append({"stage": st["name"], "node": node.name, "iterations": st["iterations"],
+                         "accumulations": st["accumulations"], "macs": macs, "cycles": st["cycles"],
+                         "transfers": st["transfers"], "pl_us": st["latency_us"], "ps_us": ps,
+                         "clock_mhz": p["clock_mhz"], "mac_units": p["macs"]})
+    return rows
+
+
+# -- the experiment
+
+def _param(opts, key, default, kind=int):
+    v = opts.params.get(key, default)
+    try:
+        return kind(v)
+    except (TypeError, ValueError):
+        raise RlhlsError(f"--param {key}={v!r}: expected {kind.__name__}") from None
+
+
+def _train_command(seed: int, steps: int, out: Path, backend: str, overrides: dict) -> list[str]:
+    cmd = [sys.executable, "-m", "rlhls", "train", DESIGN, "--seed", str(seed), "--steps", str(steps),
+           "--out", str(out), "--backend", backend, "--quiet"]
+    if (out / CHECKPOINT).exists():
+        cmd.append("--resume")
+    for k, v in overrides.items():
+        cmd += ["--set", f"{k}={v}"]
+    return cmd
+
+
+def _episodes(run: Path) -> list[tuple[int, float]]:
+    try:
+        with open(run / "episodes.csv", newline="") as f:
+            return [(int(r["env_step"]), float(r["return"])) for r in csv.DictReader(f)]
+    except (OSError, KeyError, ValueError):
+        return []
+
+
+def _done_steps(run: Path) -> int:
+    try:
+        with open(run / "metrics.csv", newline="") as f:
+            rows = list(csv.DictReader(f))
+        return int(rows[-1]["env_steps"]) if rows else 0
+    except (OSError, KeyError, ValueError):
+        return 0
+
+
+def _train(seed, steps, out, backend, overrides) -> dict:
+    t0 = time.perf_counter()
+    if _done_steps(out) >= steps and (out / CHECKPOINT).exists():
+        return {"seed": seed, "seconds": 0.0}
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=os.environ.get("OPENBLAS_NUM_THREADS", "1"))
+    p = subprocess.run(_train_command(seed, steps, out, backend, overrides), capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        last = (p.stderr.strip().splitlines() or ["(no message)"])[-1]
+        raise RlhlsError(f"run {out}: rlhls train exited {p.returncode}: {last}")
+    return {"seed": seed, "seconds": time.perf_counter() - t0}
+
+
+def _stats(xs) -> tuple[float, float]:
+    xs = np.asarray(xs, dtype=np.float64)
+    return float(xs.mean()), float(xs.std(ddof=1)) if xs.size > 1 else 0.0
+
+
+def summarize(rows: list[dict], curves: dict, out: Path, meta: dict) -> list[dict]:
+    """summary.csv / summary.md / episodes.csv / learning.png / waiting.png from evaluation rows and
+    learning curves ({training seed: [(env_step, return)]})."""
+    from matplotlib.figure import Figure
+
+    from .report import markdown_table, save_png
+    from .runner import atomic_write_text, csv_text
+
+    demands = list(dict.fromkeys(r["demand"] for r in rows))
+    policies = [p for p in POLICIES if any(r["policy"] == p for r in rows)]
+    table = []
+    for d in demands:
+        for p in policies:
+            sel = [r for r in rows if r["demand"] == d and r["policy"] == p]
+            w, q, g = _stats([r["mean_wait"] for r in sel]), _stats([r["mean_queue"] for r in sel]), \
+                _stats([r["return"] for r in sel])
+            table.append({"demand": d, "policy": p, "episodes": len(sel), "wait_s": w[0], "wait_std": w[1],
+                          "queue": q[0], "queue_std": q[1], "return": g[0], "return_std": g[1]})
+    cols = ["demand", "policy", "episodes", "wait_s", "wait_std", "queue", "queue_std", "return", "return_std"]
+    atomic_write_text(out / "summary.csv", csv_text(table, cols))
+    atomic_write_text(out / "episodes.csv", csv_text(rows, list(rows[0])))
+    by = {(t["demand"], t["policy"]): t for t in table}
+    md_rows = []
+    for d in demands:
+        fixed = by.get((d, "fixed-time"))
+        cells = [d]
+        for p in policies:
+            t = by[(d, p)]
+            cells.append(f"{t['wait_s']:.1f} ± {t['wait_std']:.1f}")
+        for p in policies:
+            t = by[(d, p)]
+            cells.append(f"{t['queue']:.1f} ± {t['queue_std']:.1f}")
+        a = by.get((d, "a2c"))
+        cells.append(f"{100 * (a['wait_s'] / fixed['wait_s'] - 1):+.0f} %" if a and fixed else "-")
+        md_rows.append(cells)
+    head = (["route set"] + [f"waiting (s/veh) {p}" for p in policies] + [f"queue (veh) {p}" for p in policies]
+            + ["A2C vs fixed-time waiting"])
+    L = ["# rlhls experiment traffic (seed 004)", "", meta.get("text", ""), "", markdown_table(head, md_rows), ""]
+    L += [f"- {k}: {v}" for k, v in meta.get("facts", {}).items()]
+    L += ["", "![learning curves](learning.png)", "", "![waiting time and queue](waiting.png)", ""]
+    atomic_write_text(out / "summary.md", "\n".join(L) + "\n")
+    # learning curves against the baselines' mean return
+    fig = Figure(figsize=(7.5, 4.2))
+    ax = fig.add_subplot()
+    for s, eps in sorted(curves.items()):
+        if eps:
+            x = np.array([e[0] for e in eps])
+            y = np.array([e[1] for e in eps])
+            k = min(MA, len(y))
+            ma = np.convolve(y, np.ones(k) / k, mode="valid")
+            ax.plot(x[k - 1:], ma, label=f"A2C seed {s} ({k}-episode mean)")
+    for p, style in (("fixed-time", "--"), ("random", ":")):
+        r = [x["return"] for x in rows if x["policy"] == p]
+        if r:
+            ax.axhline(float(np.mean(r)), linestyle=style, color="k", label=f"{p} (evaluation mean)")
+    ax.set_xlabel("environment steps (signal decisions)")
+    ax.set_ylabel("episodic return (drop of waiting / 100)")
+    ax.set_title("a2c-traffic: learning curves on the mixed demand")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    save_png(fig, out / "learning.png")
+    fig = Figure(figsize=(9, 3.8))
+    panels = (("wait_s", "mean waiting time (s / vehicle)"), ("queue", "mean queue (vehicles)"))
+    for i, (key, label) in enumerate(panels):
+        ax = fig.add_subplot(1, 2, i + 1)
+        w = 0.8 / max(1, len(policies))
+        for j, p in enumerate(policies):
+            ys = [by[(d, p)][key] for d in demands]
+            es = [by[(d, p)][{"wait_s": "wait_std", "queue": "queue_std"}[key]] for d in demands]
+            ax.bar(np.arange(len(demands)) + j * w, ys, w, yerr=es, label=p, capsize=2)
+        ax.set_xticks(np.arange(len(demands)) + w * (len(policies) - 1) / 2, demands, fontsize=8)
+        ax.set_ylabel(label)
+        if i == 0:
+            ax.legend(fontsize=8)
+    fig.tight_layout()
+    save_png(fig, out / "waiting.png")
+    return table
+
+
+def _speed(rows) -> dict:
+    sel = [r for r in rows if r["policy"] == "fixed-time"] or rows
+    wall = sum(r["wall_s"] for r in sel)
+    return {"decisions_per_s": sum(r["steps"] for r in sel) / wall,
+            "sim_s_per_s": sum(r["sim_seconds"] for r in sel) / wall}
+
+
+def run_traffic(opts) -> int:
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    from rlhls.partition.fileio import make_dirs
+
+    from .envs.sumo_intersection import DEMANDS
+    from .experiments import RECORD, check_out
+    from .runner import atomic_write_text
+
+    say = (lambda m: None) if opts.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
+    if opts.design and opts.design != [DESIGN]:
+        raise RlhlsError(f"--design: the traffic experiment trains {DESIGN} only")
+    episodes = _param(opts, "episodes", EVAL_EPISODES)
+    eval_seed = _param(opts, "eval_seed", EVAL_SEED)
+    if episodes < 1:
+        raise RlhlsError(f"--param episodes={episodes}: expected >= 1")
+    if "report" in opts.params:
+        return _add_report(Path(opts.params["report"]), episodes, eval_seed, say)
+    steps, seeds = opts.steps or DEFAULT_STEPS, opts.seeds or DEFAULT_SEEDS
+    out = Path(opts.out or "runs/traffic")
+    overrides = {k: str(v) for k, v in opts.overrides.items()}
+    settings = {"name": "traffic", "steps": steps, "episodes": episodes, "eval_seed": eval_seed,
+                "backend": opts.backend, "overrides": overrides}
+    check_out(out, settings)
+    make_dirs(out)
+    atomic_write_text(out / RECORD, json.dumps({**settings, "seeds": seeds}, indent=1) + "\n")
+    t0 = time.perf_counter()
+    runs = {s: out / f"train-s{s}" for s in range(seeds)}
+    say(f"traffic: {seeds} x rlhls train {DESIGN} ({steps} steps, backend {opts.backend}), {opts.jobs} at a time "
+        f"-> {out}")
+    with ThreadPoolExecutor(max_workers=opts.jobs) as pool:
+        futs = [pool.submit(_train, s, steps, runs[s], opts.backend, overrides) for s in runs]
+        for f in as_completed(futs):
+            r = f.result()
+            say(f"    seed {r['seed']}: trained in {r['seconds']:.0f} s")
+    t_train = time.perf_counter() - t0
+    curves = {s: _episodes(run) for s, run in runs.items()}
+    eval_seeds = [eval_seed + i for i in range(episodes)]
+    check_held_out(eval_seeds, [(s, len(curves[s]) + 1) for s in runs])
+    say(f"traffic: evaluating on {len(DEMANDS)} route sets x {episodes} held-out episode(s)")
+    t1 = time.perf_counter()
+    rows = evaluate({"fixed-time": fixed_time_policy, "random": random_policy}, DEMANDS, eval_seeds, say=say)
+    for s, run in runs.items():
+        for r in evaluate({"a2c": a2c_policy(run)}, DEMANDS, eval_seeds, say=say):
+            rows.append({**r, "train_seed": s})
+    t_eval = time.perf_counter() - t1
+    speed = _speed(rows)
+    metrics = [_steps_per_s(run) for run in runs.values()]
+    minutes = [_train_seconds(run) / 60 for run in runs.values()]
+    facts = {
+        "budget": f"{seeds} training seed(s) x {steps} environment steps (signal decisions) = "
+                  f"{sum(len(c) for c in curves.values())} hour-long training episodes; training "
+                  + ", ".join(f"{m:.1f}" for m in minutes) + f" min per run ({opts.jobs} at a time; this "
+                  f"command {t_train / 60:.1f} min), evaluation {t_eval / 60:.1f} min",
+        "training speed": ", ".join(f"{m:.0f}" for m in metrics) + " environment steps/s per run (incl. A2C)",
+        "SUMO speed (evaluation, fixed-time)": f"{speed['decisions_per_s']:.0f} decisions/s = "
+                                               f"{speed['sim_s_per_s']:.0f} simulated s/s",
+        "evaluation": f"{episodes} held-out episode(s) per route set (seeds {eval_seeds[0]}..{eval_seeds[-1]}), "
+                      "the same for every policy; A2C greedy, pooled over training seeds",
+    }
+    text = (f"A2C ({DESIGN}: RMSprop, conv + fc trunk, the design's plan) against the seed's fixed-time plan "
+            "(Fig. 3 table, 110 s cycle) and a random policy: mean vehicle waiting time and queue per episode, "
+            "mean ± std over episodes.")
+    table = summarize(rows, curves, out, {"text": text, "facts": facts})
+    if opts.json:
+        print(json.dumps(table, indent=2))
+    else:
+        for t in table:
+            print(f"{t['demand']:<9} {t['policy']:<10} waiting {t['wait_s']:7.1f} ± {t['wait_std']:5.1f} s/veh   "
+                  f"queue {t['queue']:6.1f} ± {t['queue_std']:5.1f}")
+    print(f"traffic: {time.perf_counter() - t0:.0f} s -> {out / 'summary.md'}, {out / 'learning.png'}, "
+          f"{out / 'waiting.png'}")
+    return 0
+
+
+def _train_seconds(run: Path) -> float:
+    try:
+        with open(run / "metrics.csv", newline="") as f:
+            return sum(float(r["wall_s"]) for r in csv.DictReader(f))
+    except (OSError, KeyError, ValueError):
+        return float("nan")
+
+
+def _steps_per_s(run: Path) -> float:
+    try:
+        with open(run / "metrics.csv", newline="") as f:
+            rows = list(csv.DictReader(f))
+        return sum(int(r["env_steps"]) - int(p["env_steps"]) for p, r in zip([{"env_steps": 0}] + rows, rows)) / \
+            sum(float(r["wall_s"]) for r in rows)
+    except (OSError, KeyError, ValueError, ZeroDivisionError):
+        return float("nan")
+
+
+# -- rlhls run a2c-traffic: the seed's section of the flow's report
+
+def report_section(flow_dir: Path, episodes: int = 1, eval_seed: int = EVAL_SEED, say=None, rec=None) -> list[str]:
+    """Markdown lines for an ``rlhls run a2c-traffic`` folder: the plan's trunk on the compute
+    element, its stages' modeled time vs the PS, the learning curve, and the trained agent's waiting
+    time against the fixed-time plan and a random policy (evaluated once per checkpoint: kept in
+    ``traffic.json``)."""
+    from rlhls.designs.registry import get_design
+
+    from .envs.sumo_intersection import DEMANDS
+    from .report import markdown_table
+
+    flow_dir = Path(flow_dir)
+    rec = json.loads((flow_dir / "run.json").read_text()) if rec is None else rec
+    design = get_design(rec["design"])
+    run = flow_dir / "train"
+    cfg = json.loads((run / "config.json").read_text())
+    hp = cfg["hyperparams"]
+    asg = cfg.get("plan") or {}
+    times = stage_times(design, hp["num_envs"] * hp["n_steps"])
+    L = ["## The compute element (seed 004)", "",
+         f"The plan puts the trunk's matrix multiplies on the MAC array "
+         f"({times[0]['mac_units']} MACs at {times[0]['clock_mhz']:g} MHz, the FSM's cycle model) and, of the rest, "
+         + ", ".join(f"{u} {sum(1 for v in asg.values() if v == u)}" for u in ("PS", "PL", "AIE")
+                     if any(v == u for v in asg.values()))
+         + " node(s) in all. Per stage at the training batch, modeled time on the PL against the PS roofline of "
+         "the same multiply-accumulates:", ""]
+    rows = [[t["stage"], t["node"], asg.get(t["node"], "-"), t["iterations"], t["accumulations"], f"{t['macs']:,}",
+             f"{t['pl_us']:.1f}", f"{t['ps_us']:.1f}", f"{t['ps_us'] / t['pl_us']:.2f}"] for t in times]
+    L.append(markdown_table(["stage", "node", "plan", "iterations", "accumulations", "MACs", "PL (us)", "PS (us)",
+                             "PS / PL"], rows))
+    L += ["", "Learning curve: `train/reward.png` (above).", ""]
+    eps = _episodes(run)
+    seeds = [eval_seed + i for i in range(episodes)]
+    check_held_out(seeds, [(int(cfg["seed"]), len(eps) + 1)])
+    import hashlib
+
+    from .runner import atomic_write_text
+
+    key = {"checkpoint": hashlib.sha256((run / CHECKPOINT).read_bytes()).hexdigest(), "seeds": seeds}
+    cache = flow_dir / "traffic.json"  # the evaluation of this checkpoint, kept: the report is written twice
+    old = json.loads(cache.read_text()) if cache.is_file() else {}
+    if old.get("key") == key:
+        evals = old["rows"]
+    else:
+        evals = evaluate({"a2c": a2c_policy(run), "fixed-time": fixed_time_policy, "random": random_policy},
+                         DEMANDS, seeds, say=say)
+        atomic_write_text(cache, json.dumps({"key": key, "rows": evals}, indent=1) + "\n")
+    table = summarize_rows(evals)
+    L += [f"Waiting time (held-out seeds {seeds[0]}..{seeds[-1]}, {episodes} hour-long episode(s) per route set, "
+          "the same for every policy):", "",
+          markdown_table(["route set"] + [f"{p} waiting (s/veh)" for p in POLICIES] + [f"{p} queue" for p in POLICIES],
+                         [[d] + [f"{table[(d, p)]['wait_s']:.1f}" for p in POLICIES]
+                          + [f"{table[(d, p)]['queue']:.1f}" for p in POLICIES] for d in DEMANDS]), ""]
+    return L
+
+
+def summarize_rows(rows) -> dict:
+    out = {}
+    for r in rows:
+        out.setdefault((r["demand"], r["policy"]), []).append(r)
+    return {k: {"wait_s": float(np.mean([r["mean_wait"] for r in v])),
+                "queue": float(np.mean([r["mean_queue"] for r in v]))} for k, v in out.items()}
+
+
+def _add_report(flow_dir: Path, episodes: int, eval_seed: int, say) -> int:
+    from .runner import atomic_write_text
+
+    report = flow_dir / "report.md"
+    if not (flow_dir / "run.json").is_file() or not (flow_dir / "train" / CHECKPOINT).is_file():
+        raise RlhlsError(f"--param report={flow_dir}: not a finished 'rlhls run {DESIGN}' folder "
+                         "(expected run.json and train/checkpoint.npz)")
+    lines = report_section(flow_dir, episodes, eval_seed, say)
+    text = report.read_text() if report.is_file() else ""
+    head = "## The compute element (seed 004)"
+    if head in text:
+        text = text[:text.index(head)].rstrip() + "\n"
+    atomic_write_text(report, text.rstrip() + "\n\n" + "\n".join(lines).rstrip() + "\n")
+    print(f"traffic: seed 004's section -> {report}")
+    return 0
+
+
+def _flow_section(rec: dict, folder: Path) -> list[str]:
+    """``rlhls run a2c-traffic``'s report: the seed's section (nothing for other designs)."""
+    if rec.get("design") != DESIGN or not (Path(folder) / "train" / CHECKPOINT).is_file():
+        return []
+    return report_section(Path(folder), rec=rec)
+
+
+register_experiment("traffic", run_traffic,
+                    "seed 004: A2C traffic-signal control vs the fixed-time plan and a random policy (SUMO)",
+                    {"episodes": EVAL_EPISODES, "eval_seed": EVAL_SEED, "report": ""})
+register_report_section(_flow_section)
