@@ -83,6 +83,31 @@ def test_float_path_is_the_hessian_vector_product_of_the_mean_kl(dims):
     assert np.allclose(host_fvp(K.model(p, **x)["fvp"], x["v"], n, 0.1) - z, 0.1 * x["v"], rtol=0, atol=1e-12)
 
 
+def test_float_path_matches_torch_autograd():
+    # torch comes with the bench extra (CI has none); benchmarks/bench_fvp.py checks the same
+    torch = pytest.importorskip("torch")
+    dims, n = [7, 5, 6, 3], 12
+    p, x, th = _float_case(dims, n, 2)
+    lay = layout(dims)
+    obs = torch.tensor(x["obs"], dtype=torch.float64)
+    t0 = torch.tensor(th, dtype=torch.float64)
+
+    def kl(t):
+        def mean(u):
+            y = obs
+            for l, ((ow, (a, b)), (ob, _)) in enumerate(zip(lay["w"], lay["b"])):
+                y = y @ u[ow:ow + a * b].reshape(a, b) + u[ob:ob + b]
+                y = torch.tanh(y) if l < len(lay["w"]) - 1 else y
+            return y
+        mu, mu0 = mean(t), mean(t0).detach()
+        ls, ls0 = t[lay["P"]:], t0[lay["P"]:]
+        return (ls - ls0 + (torch.exp(2 * ls0) + (mu - mu0) ** 2) / (2 * torch.exp(2 * ls)) - 0.5).sum(1).mean()
+
+    _, hv = torch.autograd.functional.hvp(kl, t0, torch.tensor(x["v"], dtype=torch.float64))
+    z = host_fvp(K.model(p, **x)["fvp"], x["v"], n)
+    assert np.max(np.abs(z - hv.numpy())) <= 1e-12 * np.max(np.abs(z))
+
+
 # ----------------------------------------------------------------------------- fixed point
 
 def _naive(p, a):
