@@ -58,7 +58,7 @@ import numpy as np
 
 from rlhls.designs.errors import RlhlsError
 
-from .experiments import register_experiment
+from .experiments import finished_steps, register_experiment
 from .runner import CHECKPOINT
 
 __all__ = ["BENCHMARKS", "TABLE4_SIZES", "run_apdrl_table3", "run_apdrl_table4", "summarize_table3",
@@ -146,7 +146,7 @@ def summarize_table3(out, designs: list[str], seeds: int, title: str = "") -> li
                     ma = moving_average(y)
                     finals.append(float(ma[-1]))
                     per_seed.append((x, ma))
-                    reached.append(max(_finished_steps(out / d / f"{p}-s{s}"), int(x[-1])))
+                    reached.append(max(finished_steps(out / d / f"{p}-s{s}"), int(x[-1])))
             r[f"{p}_mean"], r[f"{p}_std"] = _mean_std(finals)
             r[f"{p}_seeds"] = len(finals)
             r[f"{p}_steps"] = min(reached, default=0)  # the least-trained run: unfinished ones show here
@@ -240,18 +240,9 @@ def _train_command(job: dict) -> list[str]:
     return cmd
 
 
-def _finished_steps(run: Path) -> int:
-    try:
-        with open(run / "metrics.csv", newline="") as f:
-            rows = list(csv.DictReader(f))
-        return int(rows[-1]["env_steps"]) if rows else 0
-    except (OSError, KeyError, ValueError):
-        return 0
-
-
 def _run_job(job: dict) -> dict:
     t0 = time.perf_counter()
-    if _finished_steps(Path(job["out"])) >= job["steps"] and (Path(job["out"]) / CHECKPOINT).exists():
+    if finished_steps(Path(job["out"])) >= job["steps"] and (Path(job["out"]) / CHECKPOINT).exists():
         return {**job, "seconds": 0.0}  # done: not even a process
     env = dict(os.environ, OPENBLAS_NUM_THREADS=os.environ.get("OPENBLAS_NUM_THREADS", "1"))
     p = subprocess.run(_train_command(job), capture_output=True, text=True, env=env)

@@ -94,6 +94,19 @@ def run_experiment(opts: ExperimentOptions) -> int:
     return exp.run(opts)
 
 
+def finished_steps(run: Path) -> int:
+    """Environment steps a run folder's metrics.csv has reached (0 without one): what a resumed
+    experiment skips or continues."""
+    import csv
+
+    try:
+        with open(Path(run) / "metrics.csv", newline="") as f:
+            rows = list(csv.DictReader(f))
+        return int(rows[-1]["env_steps"]) if rows else 0
+    except (OSError, KeyError, ValueError):
+        return 0
+
+
 def check_out(out: Path, settings: dict) -> None:
     """Refuse an --out that is a file, holds files rlhls did not write, or runs of other settings."""
     fileio.check_out(out, ours=lambda d: (d / RECORD).is_file(), hint="choose another --out")

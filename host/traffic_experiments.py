@@ -48,7 +48,7 @@ import numpy as np
 from rlhls.designs import traffic as plan
 from rlhls.designs.errors import RlhlsError
 
-from .experiments import register_experiment
+from .experiments import finished_steps, register_experiment
 from .report import register_report_section
 from .runner import CHECKPOINT
 
@@ -225,18 +225,9 @@ def _episodes(run: Path) -> list[tuple[int, float]]:
         return []
 
 
-def _done_steps(run: Path) -> int:
-    try:
-        with open(run / "metrics.csv", newline="") as f:
-            rows = list(csv.DictReader(f))
-        return int(rows[-1]["env_steps"]) if rows else 0
-    except (OSError, KeyError, ValueError):
-        return 0
-
-
 def _train(seed, steps, out, backend, overrides) -> dict:
     t0 = time.perf_counter()
-    if _done_steps(out) >= steps and (out / CHECKPOINT).exists():
+    if finished_steps(out) >= steps and (out / CHECKPOINT).exists():
         return {"seed": seed, "seconds": 0.0}
     env = dict(os.environ, OPENBLAS_NUM_THREADS=os.environ.get("OPENBLAS_NUM_THREADS", "1"))
     p = subprocess.run(_train_command(seed, steps, out, backend, overrides), capture_output=True, text=True, env=env)

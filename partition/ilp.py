@@ -91,6 +91,16 @@ LS_EVALS = 2000  # local-search budget (schedule evaluations) when the solver st
 OPTIMAL, FEASIBLE, INFEASIBLE = "Optimal", "Feasible (time limit)", "Infeasible"
 
 
+def _wait(proc: subprocess.Popen, deadline: float):
+    """The solver process's exit code, or None when it was killed at ``deadline`` (perf_counter)."""
+    try:
+        return proc.wait(timeout=max(deadline - time.perf_counter(), 0.05))
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        return None
+
+
 class _HiGHSWarm(pulp.HiGHS):
     """pulp.HiGHS that hands the variables' initial values to HiGHS as a start solution, and is
     cancelled at ``deadline`` (perf_counter) should HiGHS run past its own time limit.
@@ -118,12 +128,7 @@ class _HiGHSWarm(pulp.HiGHS):
             code = "import sys; from rlhls.partition.ilp import _highs_child; _highs_child(*sys.argv[1:])"
             proc = subprocess.Popen([sys.executable, "-c", code, model, out, repr(left)], stdin=subprocess.DEVNULL,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            try:
-                rc = proc.wait(timeout=max(self.deadline - time.perf_counter(), 0.05))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                rc = None
+            rc = _wait(proc, self.deadline)
             if rc != 0 or not os.path.exists(out):
                 lp.assignStatus(pulp.LpStatusNotSolved, pulp.LpSolutionNoSolutionFound)
                 return pulp.LpStatusNotSolved
@@ -177,12 +182,7 @@ class _CbcDeadline(pulp.PULP_CBC_CMD):
                 "-solve", "-printingOptions", "all", "-solution", tmp_sol]
         with open(self.optionsDict.get("logPath") or os.devnull, "w") as log:
             proc = subprocess.Popen(args, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
-            try:
-                rc = proc.wait(timeout=max(self.deadline - time.perf_counter(), 0.05))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                rc = None
+            rc = _wait(proc, self.deadline)
         try:
             if rc != 0 or not os.path.exists(tmp_sol):
                 lp.assignStatus(pulp.LpStatusNotSolved, pulp.LpSolutionNoSolutionFound)
