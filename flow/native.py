@@ -21,9 +21,13 @@ rounding. It is checked against the numpy path on FP16, BF16 and two other width
 from subnormal to overflow, ties, +-0, Inf, NaN; for FP16 also against numpy's float16 cast) and
 registered with ``formats.set_round_kernel`` on its own: either kernel can fail its check alone.
 
+``native_gae.SOURCE`` is the GAE unit's bit-accurate model as one C loop (``flow/native_gae.py``):
+its own library, checked against ``GaeKernel.model_numpy`` and registered with
+``gae.set_model_kernel`` on its own, like the rounding kernel.
+
 ``install()`` is idempotent (built and checked once per process) and returns whether the
-compiled kernel is in use. ``RLHLS_NATIVE=0`` disables it (``install()`` then unregisters it
-and returns False).
+compiled seq_sum kernel is in use. ``RLHLS_NATIVE=0`` disables all of them (``install()`` then
+unregisters them and returns False).
 """
 
 from __future__ import annotations
@@ -38,7 +42,9 @@ from pathlib import Path
 import numpy as np
 
 from rlhls.designs import arith, formats
+from rlhls.designs.kernels import gae as gae_kernel
 
+from . import native_gae
 from .paths import cache_dir
 from .toolchain import compile_cpp
 
@@ -129,6 +135,7 @@ FLAGS = ("-O3", "-fno-fast-math", "-ffp-contract=off", "-Wno-psabi", "-shared", 
 
 _kernel = None  # the checked seq_sum wrapper; False: unavailable in this process
 _round = None  # the checked float-rounding wrapper (loaded with _kernel); False: unavailable
+_gae = None  # the checked GAE model wrapper (its own library); False: unavailable
 
 
 def enabled() -> bool:
@@ -137,13 +144,23 @@ def enabled() -> bool:
 
 def install() -> bool:
     """Register the compiled kernel with ``arith`` (build + self-check on first call)."""
-    global _kernel, _round
+    global _kernel, _round, _gae
     if not enabled():
         if _kernel and arith._seq_sum_kernel is _kernel:
             arith.set_seq_sum_kernel(None)
         if _round and formats._round_kernel is _round:
             formats.set_round_kernel(None)
+        if _gae and gae_kernel._model_kernel is _gae:
+            gae_kernel.set_model_kernel(None)
         return False
+    if _gae is None:
+        try:
+            _gae = native_gae.load(ctypes.CDLL(str(_build_gae()))) or False
+        except Exception as e:  # noqa: BLE001 -- the numpy model does the same job
+            log.debug("native gae model unavailable, using numpy: %s", e)
+            _gae = False
+    if _gae:
+        gae_kernel.set_model_kernel(_gae)
     if _kernel is None:
         try:
             _kernel, _round = (k or False for k in _load())
@@ -168,19 +185,23 @@ def _machine() -> str:
     return hashlib.sha256(f"{platform.machine()}|{flags}".encode()).hexdigest()[:12]
 
 
-def _build() -> Path:
+def _build(name: str = "seq_sum", source: str = SOURCE) -> Path:
     folder = cache_dir() / "native"
     folder.mkdir(parents=True, exist_ok=True)
-    src = folder / "seq_sum.cpp"
-    if not src.is_file() or src.read_text() != SOURCE:
+    src = folder / f"{name}.cpp"
+    if not src.is_file() or src.read_text() != source:
         tmp = src.with_name(f"{src.name}.tmp{os.getpid()}")
-        tmp.write_text(SOURCE)
+        tmp.write_text(source)
         os.replace(tmp, src)  # atomic: a concurrent builder always hashes a whole file
     try:
-        return compile_cpp([src], folder / f"seq_sum-{_machine()}.so", flags=(*FLAGS, "-march=native"))
+        return compile_cpp([src], folder / f"{name}-{_machine()}.so", flags=(*FLAGS, "-march=native"))
     except Exception as e:  # noqa: BLE001 -- a compiler without -march=native: portable build
-        log.debug("native seq_sum: -march=native build failed (%s), building without it", e)
-        return compile_cpp([src], folder / "seq_sum.so", flags=FLAGS)
+        log.debug("native %s: -march=native build failed (%s), building without it", name, e)
+        return compile_cpp([src], folder / f"{name}.so", flags=FLAGS)
+
+
+def _build_gae() -> Path:
+    return _build("gae_model", native_gae.SOURCE)
 
 
 def _wrap(f):

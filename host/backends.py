@@ -66,8 +66,14 @@ class EmuBackend(Backend):
     """The bit-accurate numpy models."""
 
     name = "emu"
+    _native = False
 
     def call(self, kernel_name, params, **arrays):
+        if not EmuBackend._native:  # once per process: the models' compiled twins (same bits, checked)
+            EmuBackend._native = True
+            from rlhls.flow import native
+
+            native.install()
         k = get_kernel(kernel_name)
         p = k.resolve(params)
         return k.model(p, **k.check_arrays(p, arrays))

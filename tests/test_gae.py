@@ -1,5 +1,6 @@
-"""HEPPO-GAE kernel: numpy model == C++ (g++ csim) bit for bit, model vs float64 textbook GAE
-within the quantization bound, cost model vs the seed's own figures (seed 000 §V-D)."""
+"""HEPPO-GAE kernel: numpy model == C++ (g++ csim) bit for bit, the compiled model
+(flow/native_gae.py) == numpy model == C++ bit for bit, model vs float64 textbook GAE within the
+quantization bound, cost model vs the seed's own figures (seed 000 §V-D)."""
 
 from __future__ import annotations
 
@@ -159,3 +160,98 @@ def test_resolve_rejects(bad, what):
 def test_error_bound_is_quantization_dominated():
     p8, p10 = K.resolve(dict(bits=8)), K.resolve(dict(bits=10))
     assert math.isclose(error_bound(p8, 1.0, 1.0) / error_bound(p10, 1.0, 1.0), 4.0, rel_tol=1e-3)
+
+
+# ----------------------------------------------------------------------------- compiled model
+
+@pytest.fixture(scope="module")
+def compiled():
+    """The compiled model (flow/native_gae.py), registered; the previous registration restored."""
+    from rlhls.designs.kernels import gae as gae_mod
+    from rlhls.flow import native
+
+    native.install()
+    if not native._gae:
+        pytest.skip("no C++ compiler: the GAE model runs in numpy only")
+    prev = gae_mod.set_model_kernel(native._gae)
+    yield native._gae
+    gae_mod.set_model_kernel(prev)
+
+
+def _same_bits(a, b):
+    from rlhls.flow.native_gae import same
+    return same(a, b)
+
+
+# k = 1..4, code widths 1..16, T = 1, below / at / not a multiple of the 8-column blocks and of N,
+# fp32 and fixed datapaths (saturating, wrapping), results in the datapath, fp32 or fixed.
+COMPILED_SETS = [
+    dict(trajectories=64, steps=40, bits=8, lookahead=2, pes=64),
+    dict(trajectories=70, steps=33, bits=8, lookahead=1, pes=16),
+    dict(trajectories=13, steps=25, bits=3, lookahead=3, pes=5),
+    dict(trajectories=8, steps=31, bits=16, lookahead=4, pes=3, gamma=1.0, lam=1.0),
+    dict(trajectories=1, steps=50, bits=1, lookahead=2, pes=1),
+    dict(trajectories=7, steps=1, bits=12, lookahead=4, pes=2),
+    dict(trajectories=23, steps=20, bits=10, lookahead=2, pes=4, out="fixed<8,4,RND,SAT>"),
+    dict(trajectories=19, steps=27, bits=8, lookahead=3, pes=6, datapath="fixed<24,8,RND,SAT>"),
+    dict(trajectories=12, steps=22, bits=6, lookahead=4, pes=5, datapath="fixed<12,4,TRN,WRAP>",
+         out="fp32"),
+    dict(trajectories=17, steps=18, bits=3, lookahead=1, pes=4, datapath="fixed<16,5,RND_CONV,SAT_SYM>",
+         out="fixed<15,5,RND_INF,SAT_ZERO>"),
+]
+
+
+@pytest.mark.parametrize("ps", COMPILED_SETS, ids=lambda ps: f"k{ps['lookahead']}-T{ps['trajectories']}-"
+                         f"b{ps['bits']}-{ps.get('datapath', 'fp32')}-{ps.get('out', 'D')}")
+def test_compiled_equals_numpy_model(compiled, ps):
+    """Every output bit for bit (NaN where NaN), on random inputs, dense terminated / truncated
+    ends with extreme and middle codes, and (mu, sigma) that saturate / wrap the datapath."""
+    from rlhls.flow.native_gae import check_inputs
+
+    p = K.resolve(ps)
+    rng = np.random.default_rng(p["trajectories"] * 31 + p["lookahead"])
+    for variant in ("random", "dense_done", "huge_stats", "ties"):
+        x = K.check_arrays(p, check_inputs(K, p, variant, rng))
+        with np.errstate(over="ignore", invalid="ignore"):
+            ref = K.model_numpy(p, **x)
+            got = compiled(K, p, x)  # the compiled loop itself (None would mean the numpy fallback)
+            via = K.model(p, **x)
+        assert got is not None, variant
+        for name in ref:
+            assert got[name].shape == ref[name].shape
+            assert _same_bits(ref[name], got[name]) and _same_bits(ref[name], via[name]), (variant, name)
+
+
+@pytest.mark.parametrize("ps", CSIM_SETS[:2], ids=lambda ps: f"k{ps['lookahead']}-N{ps['pes']}-b{ps['bits']}")
+def test_compiled_equals_cpp(compiled, ps):
+    """The C++ testbench checks its outputs against ``model``, here the compiled loop."""
+    p = K.resolve(ps)
+    x = K.random_inputs(p, np.random.default_rng(1))
+    assert K.model(p, **K.check_arrays(p, x))["advantages"].shape == (p["steps"], p["trajectories"])
+    src = render_kernel("gae", ps, inputs=x)
+    res = run_csim(src, CACHE / f"gae-{src.digest()[:16]}", CACHE / "gae")
+    assert res.passed, res.detail
+
+
+def test_compiled_falls_back_where_it_has_no_path(compiled, monkeypatch):
+    """A 32-bit unsigned datapath (products past int64) and invalid codes run the numpy model:
+    same results, same errors."""
+    from rlhls.designs.kernels import gae as gae_mod
+
+    calls = []
+    real = GaeKernel.model_numpy
+    monkeypatch.setattr(GaeKernel, "model_numpy", lambda self, p, **a: (calls.append(1), real(self, p, **a))[1])
+    p = K.resolve(dict(trajectories=5, steps=9, lookahead=2, pes=2, datapath="ufixed<32,2>"))
+    x = K.random_inputs(p, np.random.default_rng(3))
+    assert compiled(K, p, K.check_arrays(p, x)) is None
+    y = K.model(p, **x)
+    assert calls and gae_mod._model_kernel is compiled
+    assert all(_same_bits(y[n], real(K, p, **x)[n]) for n in y)
+    p = K.resolve(dict(trajectories=9, steps=6, bits=4, pes=2))
+    for name, bad in (("bootstrap_codes", 16.0), ("value_codes", 1.5), ("done", 3.0), ("last_value_codes", np.nan)):
+        x = K.random_inputs(p, np.random.default_rng(4))
+        x[name].flat[-1] = bad
+        assert compiled(K, p, K.check_arrays(p, x)) is None
+        with pytest.raises(RlhlsError) as e:
+            K.model(p, **x)
+        assert ("'done'" if name == "done" else repr(name)) in str(e.value)

@@ -1,24 +1,29 @@
 """rlhls.flow.native: the compiled sequential float32 sum equals designs.arith's numpy path and the
 compiled float rounding FloatFormat's numpy paths (numpy's float16 cast, ml_dtypes' bfloat16 cast),
-bit for bit; RLHLS_NATIVE=0, a failed build or a failed self-check leave the numpy path in place."""
+bit for bit; RLHLS_NATIVE=0, a failed build or a failed self-check leave the numpy path in place
+(also for the compiled GAE model, registered on its own; its bits are tested in test_gae.py)."""
 
 import numpy as np
 import pytest
 
 from rlhls.designs import arith, formats
 from rlhls.designs.formats import parse_format
-from rlhls.flow import native
+from rlhls.designs.kernels import gae as gae_kernel
+from rlhls.flow import native, native_gae
 
 
 @pytest.fixture
 def fresh(monkeypatch):
-    """native with nothing loaded yet; arith's and formats' kernels restored afterwards."""
+    """native with nothing loaded yet; arith's, formats' and the GAE model's kernels restored afterwards."""
     prev, prev_round = arith.set_seq_sum_kernel(None), formats.set_round_kernel(None)
+    prev_gae = gae_kernel.set_model_kernel(None)
     monkeypatch.setattr(native, "_kernel", None)
     monkeypatch.setattr(native, "_round", None)
+    monkeypatch.setattr(native, "_gae", None)
     yield native
     arith.set_seq_sum_kernel(prev)
     formats.set_round_kernel(prev_round)
+    gae_kernel.set_model_kernel(prev_gae)
 
 
 @pytest.fixture(scope="module")
@@ -186,10 +191,23 @@ def test_failed_round_check_keeps_numpy_casts_only(fresh, monkeypatch):
 def test_disabled_by_env_runs_numpy_path(fresh, monkeypatch):
     monkeypatch.setenv("RLHLS_NATIVE", "0")
     assert fresh.install() is False
-    assert arith._seq_sum_kernel is None
+    assert arith._seq_sum_kernel is None and gae_kernel._model_kernel is None
     calls = _spy(monkeypatch)
     arith.dense(np.ones((4, 5)), np.ones((5, 3)), in_fmt="fp16", acc_fmt="fp32")
     assert calls
+    assert _gae_runs_numpy(monkeypatch)
+
+
+def _gae_runs_numpy(monkeypatch) -> bool:
+    """GaeKernel.model answers through model_numpy (and gives its results)."""
+    K = gae_kernel.GaeKernel()
+    calls = []
+    real = K.model_numpy
+    monkeypatch.setattr(K, "model_numpy", lambda p, **a: (calls.append(1), real(p, **a))[1])
+    p = K.resolve(dict(trajectories=9, steps=7, pes=2))
+    x = K.random_inputs(p, np.random.default_rng(0))
+    y = K.model(p, **x)
+    return bool(calls) and all(native_gae.same(y[n], real(p, **x)[n]) for n in y)
 
 
 def test_env_unregisters_an_installed_kernel(fresh, monkeypatch):
@@ -198,8 +216,10 @@ def test_env_unregisters_an_installed_kernel(fresh, monkeypatch):
     assert arith._seq_sum_kernel is fresh._kernel
     assert fresh.install() is True and arith._seq_sum_kernel is fresh._kernel  # idempotent
     assert formats._round_kernel is fresh._round
+    assert fresh._gae and gae_kernel._model_kernel is fresh._gae
     monkeypatch.setenv("RLHLS_NATIVE", "0")
     assert fresh.install() is False and arith._seq_sum_kernel is None and formats._round_kernel is None
+    assert gae_kernel._model_kernel is None and _gae_runs_numpy(monkeypatch)
 
 
 def test_build_failure_falls_back_silently(fresh, monkeypatch, capsys):
@@ -229,6 +249,7 @@ def test_cache_dir_honoured(fresh, monkeypatch, tmp_path):
     if not fresh.install():
         pytest.skip("no C++ compiler")
     assert list((tmp_path / "native").glob("seq_sum*.so"))
+    assert fresh._gae and list((tmp_path / "native").glob("gae_model*.so"))
 
 
 def test_mixed_precision_with_pl_nodes_installs(fresh):
@@ -248,3 +269,53 @@ def test_mixed_precision_with_pl_nodes_installs(fresh):
             asg[f"q.{layer}.upd"] = "PS"
     MixedPrecision(design, net, "q", asg)
     assert arith._seq_sum_kernel is (fresh._kernel or None)
+
+
+def test_failed_gae_check_keeps_numpy_model_only(fresh, monkeypatch):
+    """A compiled model one ulp off in one element is caught by the self-check; the others stay."""
+    real = native_gae._wrap
+
+    def off_by_one_ulp(f):
+        model = real(f)
+
+        def wrong(kernel, p, a):
+            y = model(kernel, p, a)
+            if y is not None:
+                y["returns"].flat[-1] = np.nextafter(y["returns"].flat[-1], np.inf)
+            return y
+        return wrong
+
+    monkeypatch.setattr(native_gae, "_wrap", off_by_one_ulp)
+    if not fresh.install():
+        pytest.skip("no C++ compiler")
+    assert fresh._gae is False and gae_kernel._model_kernel is None
+    assert arith._seq_sum_kernel is fresh._kernel
+    assert _gae_runs_numpy(monkeypatch)
+
+
+def test_gae_build_failure_keeps_numpy_model(fresh, monkeypatch, capsys):
+    def boom():
+        raise RuntimeError("no compiler here")
+
+    monkeypatch.setattr(native, "_build_gae", boom)
+    have = fresh.install()
+    assert fresh._gae is False and gae_kernel._model_kernel is None
+    assert arith._seq_sum_kernel is (fresh._kernel if have else None)
+    assert capsys.readouterr() == ("", "")
+    assert _gae_runs_numpy(monkeypatch)
+
+
+def test_gae_check_rejects_invalid_input_results(fresh):
+    """The self-check also fails a model that answers on invalid codes instead of deferring to
+    numpy's error (the inputs of native_gae.INVALID)."""
+    if not fresh.install() or not fresh._gae:
+        pytest.skip("no C++ compiler")
+    real = fresh._gae
+
+    def lenient(kernel, p, a):
+        a = {n: (np.nan_to_num(np.clip(v, 0, 2 if n == "done" else (1 << p["bits"]) - 1)).round()
+                 if n != "value_stats" else v) for n, v in a.items()}
+        return real(kernel, p, a)
+
+    assert native_gae.check(real) is True
+    assert native_gae.check(lenient) is False

@@ -42,6 +42,12 @@ the 1-step recursion, so different k give slightly different bits; exact equalit
 this model and the C++ for the same parameters. Against a float64 textbook GAE the error is
 bounded by ``error_bound`` (quantization half-steps through the geometric sum, plus rounding).
 
+Speed: ``model`` runs the compiled twin of this model (``flow/native_gae.py``: the same element
+recursion as one C loop, fp32 eight columns at a time) once ``rlhls.flow.native.install()`` has
+built it and checked it bit for bit against ``model_numpy`` (this file's numpy loop, the
+reference); without a compiler, for formats it has no path for, or with ``RLHLS_NATIVE=0`` the
+numpy model runs. Same bits either way (benchmarks/bench_gae.py prints both rates).
+
 Sizes are compile-time (``rows_param`` None): the FILO memory's row width fixes T and the
 unit's schedule (issue cycles, round robin) is in S; a runtime step count would only save
 testbench time, which the seed-sized default (1024 x 64) does not need.
@@ -95,7 +101,7 @@ from ..errors import RlhlsError
 from ..formats import FixedFormat, FloatFormat, UniformFormat, parse_format
 from .base import Array, Kernel, Param
 
-__all__ = ["GaeKernel", "memory_layout", "textbook_gae", "error_bound", "level_values",
+__all__ = ["GaeKernel", "set_model_kernel", "memory_layout", "textbook_gae", "error_bound", "level_values",
            "TABLE_IV_PER_PE", "DONE_CONTINUE", "DONE_TERMINATED", "DONE_TRUNCATED"]
 
 DONE_CONTINUE, DONE_TERMINATED, DONE_TRUNCATED = 0, 1, 2
@@ -109,6 +115,19 @@ BRAM_READ_LATENCY, WRITE_LATENCY = 2, 1
 OP_LATENCY = {"float": {"mul": 4, "add": 4}, "fixed": {"mul": 1, "add": 1}}
 LOOP_NS = {"float": 2 * 1000 / 300.0, "fixed": 1000 / 300.0}  # loop mul+add time (assumption)
 MAX_LOOKAHEAD = 4
+
+
+_model_kernel = None  # flow.native's compiled model: (kernel, p, checked arrays) -> outputs or None
+
+
+def set_model_kernel(fn):
+    """Register the compiled model (None: the numpy model only); returns the previous one.
+
+    ``fn(kernel, p, arrays)`` returns the outputs bit for bit as ``model_numpy``, or None where it
+    has no path (formats it does not handle, invalid inputs: the numpy model then runs)."""
+    global _model_kernel
+    prev, _model_kernel = _model_kernel, fn
+    return prev
 
 
 def level_values(codes, bits: int) -> np.ndarray:
@@ -336,6 +355,16 @@ class GaeKernel(Kernel):
         return g, cp
 
     def model(self, p, **arrays):
+        """The compiled loop where one is registered (``set_model_kernel``), else ``model_numpy``."""
+        a = self.check_arrays(p, arrays)
+        if _model_kernel is not None:
+            y = _model_kernel(self, p, a)
+            if y is not None:
+                return y
+        return self.model_numpy(p, **a)
+
+    def model_numpy(self, p, **arrays):
+        """The numpy model (the reference the compiled loop is checked against)."""
         a = self.check_arrays(p, arrays)
         S, T, n, K, N = p["steps"], p["trajectories"], p["bits"], p["lookahead"], p["pes"]
         for name in ("reward_codes", "value_codes", "bootstrap_codes", "last_value_codes"):
