@@ -28,6 +28,7 @@ shim (``flow.aie.check_aie``).
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import json
 import math
@@ -398,3 +399,174 @@ def _run_csims(result: BuildResult, say) -> None:
         if comp.kind == "hls4ml":
             _csim_one(comp, cache)
             report(comp)
+
+
+# ---------------------------------------------------------------------------------------------
+# the trained policy: rlhls build DESIGN --weights RUN_FOLDER
+# ---------------------------------------------------------------------------------------------
+
+POLICY_ROLES = ("actor", "q")  # the network that maps a state to the action (DDPG, PPO, A2C / DQN)
+POLICY_FILES = ("states.npy", "expected.npy")  # the recorded inputs and the emulator's outputs, in the project
+
+
+def policy_specs(design) -> list:
+    """The design's policy network as the chain of NetSpecs it runs (a shared trunk first)."""
+    spec = next((n for n in design.networks if n.role in POLICY_ROLES), None)
+    if spec is None:
+        raise RlhlsError(f"design '{design.name}' has no policy network (no network of role "
+                         f"{' or '.join(POLICY_ROLES)}: {', '.join(n.role for n in design.networks)})")
+    chain = [spec]
+    while chain[0].input_from is not None:
+        chain.insert(0, design.net(chain[0].input_from))
+    return chain
+
+
+def _find_params(state, net) -> dict:
+    """The parameters of `net` (keys as net.get_params()) in a trainer's checkpoint state: the dict
+    holding them under the network's own name first (DDPG 'actor', A2C 'policy', PPO 'params/policy'),
+    then under 'params' (DQN); never a target network's or an optimizer's."""
+    keys = set(net.get_params())
+    found = []
+
+    def walk(x, path):
+        if isinstance(x, dict):
+            if keys <= set(x) and all(hasattr(x[k], "shape") for k in keys):
+                found.append((path, x))
+                return
+            for k, v in x.items():
+                walk(v, path + (str(k),))
+
+    walk(state, ())
+
+    def rank(path):
+        if any("target" in p or p.startswith("opt") for p in path):
+            return None
+        return 0 if path and path[-1] == net.name else (1 if net.name in path else (2 if path[-1:] == ("params",)
+                                                                                  else 3))
+    ranked = sorted((r, i) for i, (p, _) in enumerate(found) if (r := rank(p)) is not None)
+    if not ranked:
+        raise RlhlsError(f"checkpoint: no parameters of network '{net.name}' (expected {', '.join(sorted(keys))})")
+    return {k: np.asarray(found[ranked[0][1]][1][k], dtype=np.float64) for k in keys}
+
+
+def _resized(net, params):
+    """`net` with its Dense layers as wide as `params` say (a run that trained other output or input
+    sizes: an --env override, F-DDPG model 2's unpadded outputs)."""
+    from rlhls.designs.network import Network
+
+    if all(params[f"{l.name}.{k}"].shape == v.shape for l in net.layers for k, v in l.params.items()):
+        return net
+    layers = [copy.copy(l) for l in net.layers]
+    for l in layers:
+        if l.kind == "Dense":
+            l.units = int(params[f"{l.name}.W"].shape[1])
+    first = next(l for l in net.layers if l.is_mm)
+    shape = (int(params[f"{first.name}.W"].shape[0]),) if first.kind == "Dense" else net.input_shape
+    return Network(net.name, shape, layers, seed=net.seed, init=net.init)
+
+
+def policy_network(design, state: dict):
+    """The design's trained policy network (one Network, a trunk's layers first) from a trainer's
+    checkpoint state (``checkpoint['trainer']``)."""
+    from rlhls.designs.network import Network
+
+    if isinstance(design, str):
+        design = get_design(design)
+    fresh = design.build_networks(0)
+    nets = []
+    for spec in policy_specs(design):
+        params = _find_params(state, fresh[spec.name])
+        net = _resized(fresh[spec.name], params)
+        net.set_params(params)
+        nets.append(net)
+    if len(nets) == 1:
+        return nets[0]
+    layers = [copy.copy(l) for n in nets for l in n.layers]
+    out = Network(nets[-1].name, nets[0].input_shape, layers, seed=nets[-1].seed, init=nets[-1].init)
+    old = [l for n in nets for l in n.layers]
+    out.set_params({f"{new.name}.{k}": v for new, o in zip(out.layers, old) for k, v in o.params.items()})
+    return out
+
+
+def policy_precision(design) -> tuple:
+    """(Precision, note): the PL's formats of the design where hls4ml takes them, else its storage
+    format (an fp16 / bf16 PL has no hls4ml project; the note says so)."""
+    from rlhls.designs.kernels import unit_formats
+
+    from .hls4ml_convert import hls_format
+
+    s, a = unit_formats(design)["PL"]
+    try:
+        hls_format(s, "policy storage")
+        hls_format(a, "policy accumulator")
+        return Precision(str(s), str(a)), ""
+    except RlhlsError:
+        st = design.formats.get("storage", "fp32")
+        return Precision(st, design.formats.get("acc", st)), (
+            f"the PL's formats {s}/{a} have no hls4ml project: the policy is exported in the design's storage "
+            f"format {st}")
+
+
+def export_policy(design, net, out, states, *, expected=None, run=None, part=None, clock_ns=None, force=False,
+                  csim=True, progress=None) -> dict:
+    """The trained policy `net` as a Vitis HLS inference project in ``out`` (hls4ml, the design's PL
+    formats, the trained weights quantized to them); with `csim` its C simulation on `states` (the
+    recorded inputs, N x input shape) is compared with the emulator (``Network.forward`` in hls4ml's
+    table mode) and with `expected` (the outputs recorded with the states) bit for bit. Returns the
+    manifest (``manifest.json``, with the results)."""
+    from .hls4ml_convert import check_hls4ml, table_precisions
+
+    t0 = time.perf_counter()
+    say = progress or (lambda msg: None)
+    if isinstance(design, str):
+        design = get_design(design)
+    out = Path(out).absolute()
+    part, note = resolve_part(design, part, need_real=False)
+    clock_ns = resolve_clock(design, clock_ns)
+    prec, fmt_note = policy_precision(design)
+    states = np.asarray(states, dtype=np.float64)
+    if states.ndim != len(net.input_shape) + 1 or states.shape[1:] != net.input_shape or not len(states):
+        raise RlhlsError(f"policy export: states have shape {states.shape}, expected (N >= 1, "
+                         f"{', '.join(map(str, net.input_shape))}) for network '{net.name}'")
+    ref = net.forward(states, table_precisions(net, prec))
+    if expected is not None:
+        expected = np.asarray(expected, dtype=np.float64).reshape(ref.shape)
+    check_out(out, force=force, ours=_ours)
+    name = f"{net.name}_policy"
+    d_rel = f"pl/{name}"
+    with staged_folder(out, command="build", ours=_ours) as tmp:
+        say(f"hls4ml project of '{net.name}' ({prec.storage} / {prec.acc}) with the trained weights")
+        with contextlib.redirect_stdout(sys.stderr):
+            res = convert_network(net, prec, tmp / d_rel, part=part, clock_ns=clock_ns, io_type="io_parallel",
+                                  name=name)
+        d = tmp / d_rel
+        np.save(d / POLICY_FILES[0], states)
+        np.save(d / POLICY_FILES[1], ref)
+        syn = sorted(f"firmware/{p.name}" for p in (d / "firmware").glob("*.cpp"))
+        hc = P.HlsComponent(name, res["top"], syn, list(POLICY_FILES), cflags="-std=c++14",
+                            tb_cflags="-std=c++14 -Ifirmware")
+        _write_project_files(d, hc, design, part, clock_ns, note)
+        manifest = {"generator": P.GENERATOR, "version": __version__, "design": design.name, "kind": "policy",
+                    "run": str(run) if run is not None else None, "network": net.name,
+                    "layers": [l.describe() for l in net.layers], "device": design.device, "part": part,
+                    "part_placeholder": bool(note), "clock_ns": clock_ns,
+                    "formats": {"storage": str(prec.storage), "acc": str(prec.acc)},
+                    "component": {"name": name, "top": res["top"], "dir": d_rel}, "states": int(len(states)),
+                    "notes": [n for n in (note, fmt_note) if n], "csim": None, "files": P.file_entries(tmp)}
+        P.write_json(tmp / P.MANIFEST, manifest)
+    if csim:
+        say(f"C simulation of {name} on {len(states)} recorded state(s)")
+        hls_model = res["hls_model"]
+        with tempfile.TemporaryDirectory(prefix=f"rlhls-policy-{name}-") as work:
+            shutil.copytree(out / d_rel, Path(work) / name)
+            hls_model.config.config["OutputDir"] = str(Path(work) / name)
+            with contextlib.redirect_stdout(sys.stderr):
+                r = check_hls4ml(net, prec, hls_model, states)
+        got = np.asarray(r["output"], dtype=np.float64).reshape(ref.shape)
+        rec = None if expected is None else bool(np.array_equal(got, expected))
+        manifest["csim"] = {"passed": bool(r["passed"] and rec is not False), "exact": bool(r["exact"]),
+                            "max_diff_lsb": float(r["max_diff_lsb"]), "equals_recorded": rec,
+                            "seconds": round(float(r["seconds"]), 3)}
+        P.write_json(out / P.MANIFEST, manifest)
+    manifest["seconds"] = round(time.perf_counter() - t0, 3)
+    return manifest

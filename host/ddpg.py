@@ -18,7 +18,19 @@ steps the actor on ``-mean Q(s, mu(s))`` through the freshly updated critic, the
 ``target <- tau * online + (1 - tau) * target`` for both networks. Two Adams (PyTorch defaults,
 lr ``learning_rate``). CleanRL's ``noise_clip`` is not used by its DDPG (TD3's knob): ignored.
 Actions are float32 (the box's dtype) before the env sees them, so the buffer stores exactly
-what was applied. Observations are not normalized (CleanRL).
+what was applied. Observations are not normalized (CleanRL). ``actor_learning_rate`` /
+``critic_learning_rate`` give the two Adams their own step sizes (Lillicrap et al.: 1e-4 / 1e-3).
+A design whose output layers are wider than the environment's actions (padded with zero nodes,
+F-DDPG's model 2) trains the unpadded networks: padded outputs change nothing (seed 002 §V-A).
+
+Whole-step gradient kernels (``Kernel.train_step == 'ddpg'``, F-DDPG's ``ddpg_gradient``): when the
+plan puts the nodes such a kernel implements on its unit, each step's critic and actor gradients
+come from one call of it through the run's backend (``emu``: its numpy model; ``csim``: its
+compiled C++; the same bits), from the parameters before the step, as the seed's FPGA returns
+them; the host then applies them with its optimizers (the seed keeps the optimizer on the CPU), no
+loss scaling (fixed point has none), then the Polyak step. Per-layer operations (``layer_ops``)
+cannot express such a kernel (one call crosses every network and the loss), hence this hook. The
+kernel takes the actions as its tanh outputs: the action box must be [-1, 1].
 
 Environment, updates, resume: as host/dqn.py (``envs.ReplayableVecEnv``; ``infos['final_obs']``
 is s' where an episode ended; ``terminated`` is the done flag). One update = ``steps_per_update``
@@ -67,7 +79,7 @@ from .algorithms import Algorithm, register_algorithm
 from .hyperparams import hp
 from .mixed import PRECISIONS, MixedPrecision, MixedPrecisionArgs, count_columns, ps_forward
 from .optim import make_optimizer
-from .trainer import TrainerBase, param_views
+from .trainer import TrainerBase, check_buffer_memory, param_views
 
 _FP32 = parse_format("fp32")
 
@@ -83,6 +95,8 @@ class DDPGArgs(MixedPrecisionArgs):
     algorithm = "DDPG"
     num_envs: int = hp(1, "parallel sub-environments", low=1)
     learning_rate: float = hp(3e-4, "Adam step size of actor and critic", low=0.0)
+    actor_learning_rate: float | None = hp(None, "the actor's step size (None: learning_rate)", low=0.0)
+    critic_learning_rate: float | None = hp(None, "the critic's step size (None: learning_rate)", low=0.0)
     buffer_size: int = hp(1_000_000, "replay buffer capacity in transitions", low=1)
     gamma: float = hp(0.99, "discount factor", low=0.0, high=1.0)
     tau: float = hp(0.005, "target networks' Polyak rate", above=0.0, high=1.0)
@@ -104,9 +118,15 @@ class DDPGArgs(MixedPrecisionArgs):
         return {"batch_size": int(design.batch_size)}
 
     def check(self, design):
+        if self.buffer_size < self.num_envs:
+            raise RlhlsError(f"DDPG hyperparameters: buffer_size {self.buffer_size} is smaller than num_envs "
+                             f"{self.num_envs}")
         if self.steps_per_update % self.num_envs:
             raise RlhlsError(f"DDPG hyperparameters: steps_per_update {self.steps_per_update} is not a multiple "
                              f"of num_envs {self.num_envs}")
+        # _Buffer per transition: float32 observation and actions, DQN's int64 action slot, reward and done
+        check_buffer_memory(self.buffer_size, 4 * int(np.prod(design.obs_shape)) + 4 * int(design.action_dim)
+                            + 8 + 4 + 4)
 
 
 def batch_size(hp: dict) -> int:
@@ -158,7 +178,7 @@ class DDPG(TrainerBase):
         self.low, self.high = low, high
         self.action_scale, self.action_bias = (high - low) / 2.0, (high + low) / 2.0
         actor, critic = nets["actor"], nets["critic"]
-        if self.env_id != design.env_id:
+        if self.env_id != design.env_id or actor.output_shape[0] > design.action_dim:
             from .ppo import adapt_network
 
             actor = adapt_network(actor, self.obs_dim, self.act_dim)
@@ -185,8 +205,11 @@ class DDPG(TrainerBase):
         self.mp_c.round_masters(self.views_c)
         self.target_actor, self.target_critic = copy.deepcopy(actor), copy.deepcopy(critic)
         opt_kw = {"eps": hp["adam_eps"]} if hp["optimizer"] == "adam" else {}
-        self.opt_a = make_optimizer(hp["optimizer"], hp["learning_rate"], **opt_kw)
-        self.opt_c = make_optimizer(hp["optimizer"], hp["learning_rate"], **opt_kw)
+        lr_a, lr_c = (hp[k] if hp[k] is not None else hp["learning_rate"]
+                      for k in ("actor_learning_rate", "critic_learning_rate"))
+        self.opt_a = make_optimizer(hp["optimizer"], lr_a, **opt_kw)
+        self.opt_c = make_optimizer(hp["optimizer"], lr_c, **opt_kw)
+        self.step_kernel = self._step_kernel()
         self.fp32 = parse_format("fp32")
         self.rb = _Buffer(hp["buffer_size"], sp["obs_shape"], self.envs.single_observation_space.dtype, self.act_dim)
         self.rng = np.random.default_rng(self.seed)
@@ -195,6 +218,59 @@ class DDPG(TrainerBase):
         self.global_step = 0
         self.obs = None
         self.tracker = EpisodeTracker(hp["num_envs"])
+
+    def _step_kernel(self):
+        """(kernel, parameters) of a whole-step gradient kernel the plan runs (module docstring), or None."""
+        if self.kernels is None:
+            return None
+        from rlhls.designs.kernels import kernels_for
+
+        ctx, found = self.kernels.ctx, {}
+        for node in ctx.graph.nodes:
+            unit = self.assignment[node.name]
+            for k, p in kernels_for(node, ctx, unit) if unit != "PS" else ():
+                if getattr(k, "train_step", None) == "ddpg":
+                    found.setdefault(k.name, (k, p))
+        if not found:
+            return None
+        k, p = next(iter(found.values()))
+        taken = [n.name for n in ctx.graph.nodes if n.kind in k.implements and k.node_params(n, ctx) is not None]
+        off = [n for n in taken if self.assignment[n] not in k.units]
+        if off:
+            raise RlhlsError(f"plan: kernel '{k.name}' computes DDPG's whole gradient step, but the plan puts "
+                             f"'{off[0]}' on the {self.assignment[off[0]]} (expected {', '.join(k.units)})")
+        if not (np.all(self.action_scale == 1.0) and np.all(self.action_bias == 0.0)):
+            raise RlhlsError(f"environment '{self.env_id}': kernel '{k.name}' takes actions as its tanh outputs, "
+                             f"in [-1, 1]; this action box is [{self.low}, {self.high}]")
+        dense = [l for l in self.actor.layers if l.kind == "Dense"]
+        p = dict(p, obs=self.obs_dim, act=self.act_dim, batch=self.hp["batch_size"], gamma=self.hp["gamma"],
+                 hidden=[int(l.out_shape[0]) for l in dense[:-1]])
+        for m in (self.mp_a, self.mp_c, self.mp_pi):  # fixed-point gradients: no loss scaling
+            m.scaler.enabled, m.scaler.scale = False, 1.0
+        return k, k.resolve(p)
+
+    def kernel_step(self, s, s2, a, r, d, times: dict, actor: bool) -> dict:
+        """One gradient step through the whole-step kernel (module docstring); applies the critic's
+        gradients and, when `actor`, the actor's; then the caller's Polyak step."""
+        from rlhls.designs.kernels.ddpg_gradient import pack, unpack
+
+        k, p = self.step_kernel
+        with timed(times, "backprop"):
+            arrays = dict(s=s, a=a, r=r, s2=s2, done=d, actor=pack(self.actor), critic=pack(self.critic),
+                          target_actor=pack(self.target_actor), target_critic=pack(self.target_critic))
+            # emu: the model with the parameters resolved once (as PlanKernels.update)
+            out = self.backend.call(k.name, p, **arrays) if self.kernels.compiled else k.model(p, **arrays)
+        res = {"qf_loss": float(np.mean((out["q"] - out["y"]) ** 2)), "qf_values": float(np.mean(out["q"])),
+               "actor_loss": -float(np.mean(out["qpi"]))}
+        with timed(times, "weight_update"):
+            for mp, opt, views, net, key in ((self.mp_c, self.opt_c, self.views_c, self.critic, "grad_critic"),
+                                             (self.mp_a, self.opt_a, self.views_a, self.actor, "grad_actor")):
+                if net is self.actor and not actor:
+                    continue
+                g = unpack(out[key], net)
+                res["event_" + key] = mp.apply(opt, views, {v: g[layer][v.rsplit(".", 1)[1]]
+                                                            for v, (layer, _) in views.items()})
+        return res
 
     # -- acting: PS, FP32 (Fig. 10)
     def policy(self, obs) -> np.ndarray:
@@ -313,16 +389,26 @@ class DDPG(TrainerBase):
                 with timed(times, "sample"):
                     s, s2, a, rew, d = self.rb.sample(self.rng, hp["batch_size"])
                     a = a.astype(np.float64)
-                st = self.critic_step(s, s2, a, rew, d, times)
+                act = g % hp["policy_frequency"] == 0
+                if self.step_kernel is not None and self.mp_c.quantized:  # one call, both gradients
+                    if act:
+                        self.mp_a.steps = k
+                    st = self.kernel_step(s, s2, a, rew, d, times, act)
+                    ev_c, ev_a = st["event_grad_critic"], st.get("event_grad_actor")
+                else:
+                    st = self.critic_step(s, s2, a, rew, d, times)
+                    ev_c, ev_a = st["event"], None
                 qf_losses.append(st["qf_loss"])
                 qs.append(st["qf_values"])
-                skip_c += st["event"] in ("skip", "skip_shrink")
+                skip_c += ev_c in ("skip", "skip_shrink")
                 n_critic += 1
-                if g % hp["policy_frequency"] == 0:
-                    self.mp_a.steps = k  # (linked: critic@pi too)
-                    st = self.actor_step(s, times)
+                if act:
+                    if ev_a is None:
+                        self.mp_a.steps = k  # (linked: critic@pi too)
+                        st = self.actor_step(s, times)
+                        ev_a = st["event"]
                     a_losses.append(st["actor_loss"])
-                    skip_a += st["event"] in ("skip", "skip_shrink")
+                    skip_a += ev_a in ("skip", "skip_shrink")
                     n_actor += 1
                     with timed(times, "soft_update"):
                         self.update_targets()

@@ -44,7 +44,7 @@ class _Walk(gym.Env):
 ENVIRONMENTS = {"rlhls/TestWalk-v0": {"entry_point": _Walk, "max_episode_steps": 40}}
 
 # design environments whose modules arrive later (their own issues): until then they are unknown ids
-PENDING = {"rlhls/RoboticArm-v0"}
+PENDING: set = set()
 # gymnasium's notes that are not faults of an environment: check_env is given the wrapped env on
 # purpose (the stack rlhls trains on), MuJoCo / classic-control spaces are unbounded or not [-1, 1]
 BENIGN = ("is different from the unwrapped version", "Box observation space minimum value is -infinity",

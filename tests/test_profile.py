@@ -34,10 +34,13 @@ def test_every_design_profiles(name):
     assert set(by_node) == {n.name for n in graph.nodes}
     ctx = KernelContext(design, graph)
     placed = set()  # nodes with one unit given: the design's own units, its pins
+    whole = set()  # nodes of a design's whole-step kernel (F-DDPG's ddpg_gradient): one fixed architecture
     for node, units in by_node.items():
         n = graph.node(node)
         own = {u for u in ("PL", "AIE") if u in device.units
                for k, _ in kernels_for(n, ctx, u) if not k.generic and ctx.spec(k.name, u)}
+        if any(getattr(k, "train_step", None) for k, _ in kernels_for(n, ctx, "PL")) and "PL" in own:
+            whole.add(node)
         if own:  # the design's own unit implements it: there only
             assert units == own, (node, units)
             placed.add(node)
@@ -49,7 +52,10 @@ def test_every_design_profiles(name):
             continue
         assert "PS" in units and ("PL" in units) == ("PL" in device.units)
         assert ("AIE" in units) == ("AIE" in device.units and n.kind in ("mm.fwd", "mm.bwd"))
-    free = mm - placed  # MM nodes the partitioner places
+    # a whole-step kernel is the design's one architecture: one point, the same on every node it takes
+    assert len({r.point for r in rows if r.node in whole}) <= 1
+    assert len([r for r in rows if r.node in whole]) == len(whole)
+    free = mm - whole - placed  # MM nodes the partitioner places
     pts = [r.point for r in rows if r.unit == "PL" and r.node in free]
     assert not free or len(pts) > len(free)  # several PL design points per such node
 

@@ -97,9 +97,11 @@ def toy(tmp_path):
 
 def test_a_users_kernel_is_profiled_built_and_csimulated(tmp_path, toy, monkeypatch):
     monkeypatch.setenv("RLHLS_CACHE_DIR", str(tmp_path / "cache"))
+    # a fixed-point design without its whole-step gradient kernel (generic kernels: a 48-bit accumulator)
     base = get_design("fddpg-arm-m1")
-    design = dataclasses.replace(base, name="toy-arm", kernels=base.kernels + (
-        KernelSpec("toy_relu_dense", "PL", "fixed<32,8,RND,SAT>", "fixed<48,16,RND,SAT>"),))
+    design = dataclasses.replace(base, name="toy-arm", formats={**base.formats, "acc": "fixed<48,16,RND,SAT>"},
+                                 kernels=tuple(k for k in base.kernels if k.name != "ddpg_gradient")
+                                 + (KernelSpec("toy_relu_dense", "PL", "fixed<32,8,RND,SAT>", "fixed<48,16,RND,SAT>"),))
     design.check_kernels()
     ctx = KernelContext(design)
     fwd = ctx.graph.node("actor.fc1.fwd")

@@ -17,7 +17,13 @@ def register(sub) -> None:
                                    "AIE kernels under the shim); --synth/--cosim run Vitis when it is on PATH. Exit "
                                    "0 built (every check passed), 1 a check failed, 2 bad input.")
     s.add_argument("design", metavar="DESIGN", help="a registered design (rlhls designs)")
-    s.add_argument("--out", metavar="DIR", help="build folder (default: build/<DESIGN>)")
+    s.add_argument("--out", metavar="DIR", help="build folder (default: build/<DESIGN>, with --weights "
+                                                "build/<DESIGN>-policy)")
+    s.add_argument("--weights", metavar="RUN_FOLDER",
+                   help="the trained policy of a run folder (rlhls train, or rlhls run's folder): its inference "
+                        "network as one Vitis HLS project with the trained weights in the design's PL formats; "
+                        "with --csim, its C simulation against the emulator bit for bit on the states the run recorded "
+                        "(policy_states.npz; else states the environment visits under random actions)")
     s.add_argument("--plan", metavar="PLAN.json",
                    help="partition plan (rlhls partition): PL nodes become HLS components, AIE nodes the AIE graph, "
                         "PS nodes nothing (default: every node on PL)")
@@ -34,7 +40,43 @@ def register(sub) -> None:
     s.set_defaults(func=cmd_build)
 
 
+def cmd_policy(args) -> int:
+    """rlhls build DESIGN --weights RUN_FOLDER."""
+    from rlhls.host.policy import export_run_policy
+    from rlhls.partition.fileio import library_output
+
+    out = Path(args.out) if args.out else Path("build") / f"{args.design}-policy"
+    console = os.fdopen(os.dup(2), "w", buffering=1)
+    progress = None if args.json else (lambda msg: print(msg, file=console, flush=True))
+    with contextlib.nullcontext() if args.verbose else library_output(None):
+        m = export_run_policy(args.design, args.weights, out, part=args.part, clock_ns=args.clock, force=args.force,
+                              csim=args.csim, progress=progress)
+    where = m["states_from"]
+    if args.json:
+        print_json(m)
+        return 0 if not m["csim"] or m["csim"]["passed"] else 1
+    for n in m["notes"]:
+        print(f"rlhls: warning: {n}", file=sys.stderr)
+    print(f"{m['design']}: policy '{m['network']}' ({m['formats']['storage']}) -> {out}/{m['component']['dir']} "
+          f"(top {m['component']['top']}, {m['states']} state(s) from {where}, {m['seconds']:.1f} s)")
+    c = m["csim"]
+    if c is not None:
+        rec = "" if c["equals_recorded"] is None else (", equal to the recorded actions" if c["equals_recorded"]
+                                                       else ", DIFFERENT from the recorded actions")
+        how = "bit-exact with the emulator" if c["exact"] else (
+            f"{c['max_diff_lsb']:.3g} LSB from the emulator (hls4ml's float sums: within its documented bound)")
+        print(f"  csim {'pass' if c['passed'] else 'FAIL'}: {how}{rec}")
+        return 0 if c["passed"] else 1
+    return 0
+
+
 def cmd_build(args) -> int:
+    if args.weights is not None:
+        if args.plan or args.synth or args.cosim:
+            from rlhls.designs.errors import RlhlsError
+
+            raise RlhlsError("--weights exports the trained policy: --plan, --synth and --cosim do not apply to it")
+        return cmd_policy(args)
     from rlhls.flow.build import build_design
     from rlhls.partition.fileio import library_output
     from rlhls.partition.plan import load_plan

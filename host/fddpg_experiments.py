@@ -1,0 +1,608 @@
+"""F-DDPG's experiments (seed 002 §V-B, §V-C) and the evaluation of a trained arm policy.
+
+    rlhls experiment fddpg-table7 [--design fddpg-arm-m1] [--seeds K] [--jobs J] [--full] [--param episodes=N]
+                                  [--param snapshots=E1,E2,...] [--out DIR]
+    rlhls experiment fddpg-table4 [--design D ...] [--param measure=STEPS] [--out DIR]
+
+**Evaluation** (``evaluate``): a policy drives each of §V-C's tasks A-F once (``task=`` of
+``rlhls/RoboticArm-v0``, deterministic, no noise, at most 300 steps). 'attach' = the magnet held the
+box at some step; 'put' = the box came within 30 mm of the goal (the episode's termination);
+'lifted' = the held box rose more than 10 mm above the ground (the seed marks a 'put' without it
+with '*'). F-DDPG's policy is the fixed-point actor as it is exported (the design's PL formats,
+hls4ml's tanh table: ``flow.build.export_policy``), the float DDPG's the FP32 actor the host acts
+with. The states it sees and its actions are recorded (``policy_states.npz``: what ``rlhls build
+DESIGN --weights RUN`` checks the exported project on) and one task is drawn as ``arm.gif``.
+
+**fddpg-table7** (Table VII): per seed, the float DDPG (``precision fp32``: every node on the host)
+and F-DDPG (``precision mixed`` under the seed's partition: the ``ddpg_gradient`` kernel's nodes on
+the PL, Adam and the Polyak step on the host) train on eq. 1-6's random starts and goals; the actor
+is saved when the count of finished training episodes reaches each snapshot (the seed: 400, 600,
+..., 1200 of 1300 episodes of 300 gradients), and every snapshot is evaluated on A-F. A cell of
+``table7.md`` is, per seed, the first snapshot whose policy completes the sub-task ('x': none).
+Each run is a run folder ``<out>/<variant>-s<seed>/`` (metrics, checkpoint: running the command
+again continues unfinished runs; ``policies/ep<E>.npz``, ``eval.json``). ``--full`` is the seed's
+budget (3 seeds x 2 variants x 390,000 steps: about 80 minutes with ``--jobs 2`` on 2 busy cores); the
+default is the demonstration (``DEMO``: 400 episodes, snapshots 100-400, 3 seeds: 16 minutes).
+``--param episodes=N`` and ``--param snapshots=E1,E2,...`` set the budget and snapshots. ``fig7.png``:
+success over tasks and seeds against the snapshot episode, and the
+learning curves (mean +- std over seeds).
+
+**fddpg-table4** (Tables III-VI): the time of the seed's 1300 episodes x 300 gradients (390,000
+training steps) four ways, side by side with the seed's figures: our float numpy DDPG and our
+emulation of F-DDPG (host seconds per training step measured over ``measure`` steps after the
+replay warm-up, x 390,000), the modeled FPGA kernel alone (Table VI: its cycles at 200 MHz) and the
+modeled FPGA with the parameters and gradients streamed over the link every step (the transfer
+model, Tables III-IV). Models 1 and 2 train the same unpadded networks here (the padded outputs are
+zeros), so their host times agree; the seed's NumPy times differ by the padded 24-wide layers.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+import numpy as np
+
+from rlhls.designs.errors import RlhlsError
+from rlhls.partition import fileio
+
+from .experiments import RECORD, check_out, register_experiment
+from .policy import POLICY_STATES
+from .report import register_report_section
+from .runner import CHECKPOINT, read_metrics
+
+__all__ = ["TASKS", "SEED_SNAPSHOTS", "VARIANTS", "seed_plan", "policy_fn", "evaluate", "write_gif",
+           "run_table7", "run_table4", "report_section", "DEMO"]
+
+TASKS = "ABCDEF"
+SEED_EPISODES, SEED_SNAPSHOTS, GRADIENTS = 1300, (400, 600, 800, 1000, 1200), 300
+DEMO = {"episodes": 400, "snapshots": (100, 200, 300, 400)}
+MEASURE = 900  # fddpg-table4: training steps timed per design and precision
+VARIANTS = {"DDPG": "fp32", "F-DDPG": "mixed"}
+LIFT_MM = 10.0
+GIF_TASK = "C"
+SEED_TABLE7 = {"A": ("x", "600", "x", "800", "x"), "B": ("Yes", "800", "800*", "800", "1000*"),
+               "C": ("x", "600", "1200", "600", "600"), "D": ("x", "800", "1200", "600", "1000"),
+               "E": ("x", "600", "1000", "600", "1000"), "F": ("Yes", "800", "800*", "600", "1000*")}
+
+
+# ----------------------------------------------------------------------------- policies and tasks
+
+def seed_plan(design) -> dict:
+    """The seed's partition: the nodes of the design's own gradient kernel on the PL, the rest (Adam,
+    the Polyak step) on the host."""
+    from rlhls.designs.graph import build_graph
+    from rlhls.designs.kernels import KernelContext, kernels_for
+
+    graph = build_graph(design, design.batch_size)
+    ctx = KernelContext(design, graph)
+    own = {n.name for n in graph.nodes
+           if any(getattr(k, "train_step", None) == "ddpg" for k, _ in kernels_for(n, ctx, "PL"))}
+    if not own:
+        raise RlhlsError(f"design '{design.name}' names no whole-step DDPG gradient kernel (ddpg_gradient)")
+    return {n.name: "PL" if n.name in own else "PS" for n in graph.nodes}
+
+
+def policy_fn(design, net, variant: str):
+    """obs (N, d) -> actions (N, a): F-DDPG's exported fixed-point actor, or the host's FP32 one."""
+    if variant == "F-DDPG":
+        from rlhls.flow.build import policy_precision
+        from rlhls.flow.hls4ml_convert import table_precisions
+
+        ps = table_precisions(net, policy_precision(design)[0])
+        return lambda o: net.forward(o, ps)
+    from .mixed import ps_forward
+
+    return lambda o: ps_forward(net, o)
+
+
+def _task(env, act, task: str, frames: bool):
+    from .envs.robotic_arm import GROUND_MM
+
+    obs, info = env.reset(seed=0, options={"task": task})
+    lift, ret, imgs, states, actions = 0.0, 0.0, [], [], []
+    term = False
+    for t in range(1, 10_000):
+        a = np.asarray(act(np.asarray(obs, dtype=np.float64)[None]), dtype=np.float64)[0]
+        states.append(np.asarray(obs, dtype=np.float64))
+        actions.append(a)
+        if frames and t % 2:
+            imgs.append(env.render())
+        obs, r, term, trunc, info = env.step(np.clip(a, -1.0, 1.0).astype(np.float32))
+        ret += r
+        if info["held"]:
+            lift = max(lift, float(env.unwrapped.box[2]) - GROUND_MM)
+        if term or trunc:
+            break
+    if frames:
+        imgs.append(env.render())
+    res = {"attach": bool(info["ever_attached"]), "put": bool(term), "lifted": lift > LIFT_MM,
+           "lift_mm": round(lift, 1), "steps": t, "distance_mm": round(float(info["distance_mm"]), 1),
+           "return": round(float(ret), 3)}
+    return res, states, actions, imgs
+
+
+def evaluate(design, net, variant: str, *, gif_task: str | None = None) -> dict:
+    """{'tasks': {task: result}, 'states', 'actions', 'frames'} of a policy on tasks A-F."""
+    import gymnasium as gym
+
+    import rlhls.envs  # noqa: F401
+
+    act = policy_fn(design, net, variant)
+    tasks, S, A, frames = {}, [], [], []
+    for task in TASKS:
+        env = gym.make(design.env_id, render_mode="rgb_array" if task == gif_task else None)
+        res, st, ac, imgs = _task(env, act, task, task == gif_task)
+        env.close()
+        tasks[task], frames = res, imgs or frames
+        S += st
+        A += ac
+    return {"tasks": tasks, "states": np.stack(S), "actions": np.stack(A), "frames": frames, "variant": variant}
+
+
+def write_gif(frames, path, fps: int = 10) -> None:
+    """An animated GIF of RGB frames (pillow, which matplotlib brings)."""
+    from PIL import Image
+
+    if not frames:
+        raise RlhlsError(f"GIF '{path}': no frames")
+    imgs = [Image.fromarray(np.asarray(f, dtype=np.uint8)) for f in frames]
+    buf = io.BytesIO()
+    imgs[0].save(buf, format="GIF", save_all=True, append_images=imgs[1:], duration=int(1000 / fps), loop=0)
+    fileio.atomic_write_bytes(path, buf.getvalue())
+
+
+def save_policy_record(folder: Path, ev: dict) -> None:
+    """policy_states.npz and arm.gif of an evaluation, in a run folder: the states, and the actions as
+    ``actions`` where they are the exported policy's (F-DDPG's fixed-point actor: what ``rlhls build
+    --weights`` compares its C simulation with), else as ``float_actions``."""
+    buf = io.BytesIO()
+    np.savez(buf, states=ev["states"], **{"actions" if ev["variant"] == "F-DDPG" else "float_actions": ev["actions"]})
+    fileio.atomic_write_bytes(folder / POLICY_STATES, buf.getvalue())
+    if ev["frames"]:
+        write_gif(ev["frames"], folder / "arm.gif")
+
+
+def trained_actor(design, run: Path):
+    from rlhls.flow.build import policy_network
+
+    from .checkpoint import load_checkpoint
+
+    return policy_network(design, load_checkpoint(run / CHECKPOINT)["trainer"])
+
+
+def _net_from(design, params: dict):
+    from rlhls.flow.build import policy_network
+
+    return policy_network(design, {"actor": params})
+
+
+# ----------------------------------------------------------------------------- Table VII
+
+class _Snapshots:
+    """A DDPG trainer that saves its actor (``policies/ep<E>.npz``) when the count of finished
+    episodes reaches each of `at` (the runner drives it as the trainer itself)."""
+
+    def __init__(self, trainer, folder: Path, at, done: int):
+        self._t, self._dir, self._at, self._count = trainer, Path(folder) / "policies", tuple(at), int(done)
+
+    def __getattr__(self, name):
+        return getattr(self._t, name)
+
+    def train_update(self, update, total):
+        row = self._t.train_update(update, total)
+        self._count += len(row.get("_episodes", []))
+        for e in self._at:
+            path = self._dir / f"ep{e}.npz"
+            if self._count >= e and not path.exists():
+                fileio.make_dirs(self._dir)
+                buf = io.BytesIO()
+                np.savez(buf, **self._t.actor.get_params())
+                fileio.atomic_write_bytes(path, buf.getvalue())
+        return row
+
+
+def _episodes_done(folder: Path) -> int:
+    try:
+        with open(folder / "episodes.csv") as f:
+            return sum(1 for _ in csv.DictReader(f))
+    except OSError:
+        return 0
+
+
+def train_run(design_name: str, variant: str, seed: int, folder: str, steps: int, snapshots, overrides: dict,
+              backend: str = "emu") -> dict:
+    """One Table VII run (a worker process): train, then evaluate every snapshot; returns eval.json."""
+    from rlhls.designs.registry import get_design
+
+    from .algorithms import get_algorithm
+    from .runner import train
+
+    design, folder = get_design(design_name), Path(folder)
+    alg = get_algorithm("ddpg")
+    hp = alg.hyperparams(design, {**overrides, "precision": VARIANTS[variant]}, None)
+    plan = seed_plan(design) if variant == "F-DDPG" else None
+    config = {"design": design.name, "algorithm": "ddpg", "env": design.env_id, "seed": seed, "backend": backend,
+              "hyperparams": hp, "precision": hp["precision"], "plan": plan,
+              "plan_source": "seed" if plan else None, "variant": variant}
+    resume = (folder / CHECKPOINT).is_file()
+    done = _episodes_done(folder) if resume else 0
+
+    def make():
+        t = alg.trainer(design, env_id=design.env_id, seed=seed, backend=backend, hyperparams=hp, assignment=plan)
+        return _Snapshots(t, folder, snapshots, done)
+
+    t0 = time.perf_counter()
+    train(make, config, folder, steps=steps, resume=resume, progress=False,
+          title=f"{design.name} {variant} (seed {seed})")
+    res = {"variant": variant, "seed": seed, "train_seconds": round(time.perf_counter() - t0, 1), "snapshots": {}}
+    for e in snapshots:
+        path = folder / "policies" / f"ep{e}.npz"
+        if path.is_file():
+            with np.load(path, allow_pickle=False) as z:
+                net = _net_from(design, {k: z[k] for k in z.files})
+            res["snapshots"][str(e)] = evaluate(design, net, variant)["tasks"]
+    ev = evaluate(design, trained_actor(design, folder), variant, gif_task=GIF_TASK)
+    res["final"] = ev["tasks"]
+    save_policy_record(folder, ev)
+    fileio.write_json(folder / "eval.json", res)
+    return res
+
+
+def _param(opts, key: str, default, kind=int, low=1):
+    """--param KEY as `kind` (>= `low` for numbers), else `default`; a clear error on a bad value."""
+    v = opts.params.get(key, default)
+    try:
+        x = kind(v)
+    except (TypeError, ValueError):
+        raise RlhlsError(f"--param {key}={v!r}: expected {'an integer' if kind is int else kind.__name__}") from None
+    if low is not None and x < low:
+        raise RlhlsError(f"--param {key}={v!r}: expected >= {low}")
+    return x
+
+
+def _parse_ints(text, what: str) -> tuple:
+    try:
+        vals = tuple(int(v) for v in str(text).replace(" ", "").split(",") if v)
+    except ValueError:
+        vals = ()
+    if not vals or min(vals) < 1:
+        raise RlhlsError(f"--param {what}={text!r}: expected positive integers separated by commas")
+    return vals
+
+
+def _first(evals: dict, task: str, key: str, snapshots) -> str:
+    for e in snapshots:
+        r = evals.get(str(e), {}).get(task)
+        if r and r[key]:
+            return f"{e}" + ("*" if key == "put" and not r["lifted"] else "")
+    return "x"
+
+
+def summarize_table7(out: Path, design: str, seeds: int, snapshots) -> dict:
+    """table7.md / table7.csv / fig7.png from the runs' eval.json (runs that have one)."""
+    from .report import markdown_table, mean_std_band, save_png
+
+    runs = {}
+    for v in VARIANTS:
+        for s in range(seeds):
+            p = out / f"{v}-s{s}" / "eval.json"
+            if p.is_file():
+                runs[(v, s)] = json.loads(p.read_text())
+    rows, csv_rows = [], []
+    for task in TASKS:
+        cells = {}
+        for v in VARIANTS:
+            for key in ("attach", "put"):
+                per = [_first(runs[(v, s)]["snapshots"], task, key, snapshots) for s in range(seeds) if (v, s) in runs]
+                cells[(v, key)] = ", ".join(per) if per else "-"
+        seed = SEED_TABLE7[task]
+        rows.append([task, cells[("DDPG", "attach")], cells[("DDPG", "put")], cells[("F-DDPG", "attach")],
+                     cells[("F-DDPG", "put")], seed[1], seed[2], seed[3], seed[4]])
+        csv_rows.append({"task": task, **{f"{v}_{k}": c for (v, k), c in cells.items()},
+                         "seed_ddpg_attach": seed[1], "seed_ddpg_put": seed[2], "seed_fddpg_attach": seed[3],
+                         "seed_fddpg_put": seed[4]})
+    head = ["task", "DDPG attach", "DDPG put", "F-DDPG attach", "F-DDPG put", "seed DDPG attach", "seed DDPG put",
+            "seed F-DDPG attach", "seed F-DDPG put"]
+    md = (f"# Table VII: episodes to achieve the goal ({design}, {seeds} seed(s), snapshots "
+          f"{', '.join(map(str, snapshots))})\n\n"
+          "Per seed, the first snapshot (training episodes) whose policy completes the sub-task on the task; "
+          "'x': no snapshot does; '*': put without lifting the box. Seed's columns: Table VII.\n\n"
+          + markdown_table(head, rows))
+    fileio.atomic_write_text(out / "table7.md", md)
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(csv_rows[0]))
+    w.writeheader()
+    w.writerows(csv_rows)
+    fileio.atomic_write_text(out / "table7.csv", buf.getvalue())
+
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(12, 4.2))
+    ax1, ax2 = fig.subplots(1, 2)
+    colors = {"DDPG": "tab:blue", "F-DDPG": "tab:red"}
+    for v in VARIANTS:
+        for key, style in (("attach", "--"), ("put", "-")):
+            xs, ys = [], []
+            for e in snapshots:
+                ok = [runs[(v, s)]["snapshots"].get(str(e), {}).get(t, {}).get(key, False)
+                      for s in range(seeds) if (v, s) in runs for t in TASKS]
+                if ok:
+                    xs.append(e)
+                    ys.append(100.0 * np.mean(ok))
+            if xs:
+                ax1.plot(xs, ys, style, marker="o", color=colors[v], label=f"{v} {key}")
+        curves = []
+        for s in range(seeds):
+            p = out / f"{v}-s{s}" / "episodes.csv"
+            if p.is_file():
+                ret = np.array([float(r["return"]) for r in read_metrics(p)])
+                if len(ret):
+                    w_ = min(20, len(ret))
+                    ma = np.convolve(ret, np.ones(w_) / w_, mode="valid")
+                    curves.append((np.arange(w_, len(ret) + 1), ma))
+        mean_std_band(ax2, curves, colors[v], v)
+    ax1.set(xlabel="training episodes (snapshot)", ylabel="% of tasks x seeds", ylim=(-5, 105),
+            title="tasks A-F completed by the snapshot's policy")
+    ax2.set(xlabel="training episode", ylabel="return (20-episode mean)", title="learning curves (mean +- std)")
+    for ax in (ax1, ax2):
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+    fig.suptitle(f"F-DDPG Table VII: {design}")
+    fig.tight_layout()
+    save_png(fig, out / "fig7.png")
+    return {"rows": csv_rows, "runs": len(runs)}
+
+
+def run_table7(opts) -> int:
+    from rlhls.designs.registry import get_design
+
+    design = get_design((opts.design or ["fddpg-arm-m1"])[0])
+    if not design.name.startswith("fddpg-"):
+        raise RlhlsError(f"fddpg-table7: design '{design.name}' is not an F-DDPG arm design (fddpg-arm-m1/m2/m3)")
+    full = opts.full
+    episodes = _param(opts, "episodes", SEED_EPISODES if full else DEMO["episodes"])
+    snaps = _parse_ints(opts.params["snapshots"], "snapshots") if "snapshots" in opts.params else (
+        SEED_SNAPSHOTS if full else DEMO["snapshots"])
+    seeds = int(opts.seeds or 3)
+    steps = int(opts.steps or episodes * GRADIENTS)
+    out = Path(opts.out or "runs/fddpg-table7")
+    settings = {"experiment": "fddpg-table7", "design": design.name, "episodes": episodes, "snapshots": list(snaps),
+                "steps": steps, "backend": opts.backend, "overrides": {k: str(v) for k, v in opts.overrides.items()}}
+    check_out(out, settings)
+    fileio.make_dirs(out)
+    fileio.write_json(out / RECORD, settings)
+    say = (lambda m: None) if opts.quiet else (lambda m: print(m, flush=True))
+    jobs = [(v, s) for s in range(seeds) for v in VARIANTS]
+    say(f"fddpg-table7: {design.name}, {len(jobs)} run(s) of {steps} steps ({episodes} episodes of <= {GRADIENTS} "
+        f"steps), snapshots {', '.join(map(str, snaps))}, {opts.jobs} at a time -> {out}")
+    t0 = time.perf_counter()
+    args = [(design.name, v, s, str(out / f"{v}-s{s}"), steps, snaps, dict(opts.overrides), opts.backend)
+            for v, s in jobs]
+    if opts.jobs <= 1:
+        for a in args:
+            r = train_run(*a)
+            say(f"  {a[1]} seed {a[2]}: {r['train_seconds']} s")
+    else:
+        with ProcessPoolExecutor(max_workers=opts.jobs) as pool:
+            futs = {pool.submit(train_run, *a): a for a in args}
+            for f in as_completed(futs):
+                r = f.result()
+                say(f"  {futs[f][1]} seed {futs[f][2]}: {r['train_seconds']} s")
+    summary = summarize_table7(out, design.name, seeds, snaps)
+    say((out / "table7.md").read_text())
+    say(f"({time.perf_counter() - t0:.0f} s; fig7.png, table7.csv, run folders in {out})")
+    if opts.json:
+        print(json.dumps(summary["rows"]))
+    return 0
+
+
+# ----------------------------------------------------------------------------- Table IV
+
+def _host_step_seconds(design, precision: str, measure: int, backend: str = "emu") -> dict:
+    """Host CPU seconds per training step (env step + acting + gradient + update) after the warm-up:
+    this process's CPU time, so other load on the machine does not inflate it."""
+    from .ddpg import DDPG
+
+    hp = {"precision": precision, "learning_starts": 300, "steps_per_update": 300, "buffer_size": 10_000}
+    plan = seed_plan(design) if precision == "mixed" else None
+    t = DDPG(design, seed=0, backend=backend, hyperparams=hp, assignment=plan)
+    try:
+        t.train_update(1, 2)  # the replay warm-up (uniform actions) and one gradient
+        n, secs, phases = 0, 0.0, {}
+        while n < measure:
+            t0 = time.process_time()
+            row = t.train_update(2, 3)
+            secs += time.process_time() - t0
+            n += 300
+            for k, v in row.items():
+                if k.startswith("t_"):
+                    phases[k[2:]] = phases.get(k[2:], 0.0) + v
+    finally:
+        t.close()
+    return {"per_step_s": secs / n, "steps": n, "phases": {k: v / n for k, v in phases.items()}}
+
+
+def run_table4(opts) -> int:
+    from rlhls.designs.kernels import KernelContext, get_kernel
+    from rlhls.designs.registry import get_design
+
+    from .report import markdown_table, save_png
+
+    names = opts.design or ["fddpg-arm-m1", "fddpg-arm-m2", "fddpg-arm-m3"]
+    measure = _param(opts, "measure", MEASURE)
+    out = Path(opts.out or "runs/fddpg-table4")
+    check_out(out, {"experiment": "fddpg-table4"})
+    fileio.make_dirs(out)
+    fileio.write_json(out / RECORD, {"experiment": "fddpg-table4"})
+    say = (lambda m: None) if opts.quiet else (lambda m: print(m, flush=True))
+    total = SEED_EPISODES * GRADIENTS
+    rows, md = [], []
+    k = get_kernel("ddpg_gradient")
+    for name in names:
+        d = get_design(name)
+        if not name.startswith("fddpg-"):
+            raise RlhlsError(f"fddpg-table4: design '{name}' is not an F-DDPG arm design")
+        ctx = KernelContext(d)
+        node = next(n for n in ctx.graph.nodes if k.node_params(n, ctx) is not None)
+        p = k.resolve(k.node_params(node, ctx))
+        cost = k.cost(p, device=ctx.device)
+        tr = cost["transfer"]
+        say(f"{name}: measuring host time per training step (fp32, then the emulated kernel) ...")
+        fp = _host_step_seconds(d, "fp32", measure, opts.backend)
+        em = _host_step_seconds(d, "mixed", measure, opts.backend)
+        # the modeled C+FPGA: the host's env, acting, sampling and Adam beside the kernel with its transfers
+        # (their share of the emulation's wall-clock phases, of its CPU time per step)
+        wall = sum(em["phases"].values()) or 1.0
+        host_rest = em["per_step_s"] * (1.0 - em["phases"].get("backprop", 0.0) / wall)
+        sf = d.seed_figures
+        t4 = sf.get("table_iv") or {}
+        r = {"design": name, "cycles": cost["cycles"], "seed_cycles": sf["table_vi_cycles"],
+             "kernel_ms": cost["latency_us"] / 1e3, "transfer_ms": tr["total_us"] / 1e3, "io_share": tr["io_share"],
+             "seed_table_iii_ms": sf["table_iii_exe_ms"], "seed_table_v_ms": sf["table_v_exe_ms"],
+             "numpy_s": fp["per_step_s"] * total, "emu_s": em["per_step_s"] * total,
+             "fpga_kernel_s": cost["latency_us"] * 1e-6 * total, "fpga_streamed_s": tr["total_us"] * 1e-6 * total,
+             "c_fpga_s": (tr["total_us"] * 1e-6 + host_rest) * total,
+             "seed_numpy_s": t4.get("numpy_s"), "seed_c_fpga_s": t4.get("c_fpga_s"),
+             "numpy_ms_per_step": fp["per_step_s"] * 1e3, "emu_ms_per_step": em["per_step_s"] * 1e3,
+             # the link rate Table III's time implies for the model's bytes (its compute and latencies aside)
+             "implied_gb_s": tr["bytes"] / max(1e-9, 1e3 * sf["table_iii_exe_ms"] - tr["compute_us"]
+                                               - tr["transfers"] * tr["latency_us"]) / 1e3}
+        rows.append(r)
+
+    def f(v, spec=".1f"):
+        return "-" if v is None else format(v, spec)
+    md.append(f"# 1300 episodes x 300 gradients ({total:,} training steps)\n\n"
+              f"Host: CPU seconds per training step measured over {measure} steps x {total:,}. FPGA: the kernel's cycle "
+              "model at 200 MHz (Table VI), and with every step's parameters and gradients streamed over PCIe "
+              "2.0 x4 (the transfer model; 'C+FPGA' adds our host's env, acting, sampling and Adam).\n\n")
+    md.append(markdown_table(
+        ["design", "our numpy DDPG (s)", "our emulation (s)", "FPGA kernel (s)", "FPGA streamed (s)",
+         "our C+FPGA (s)", "seed NumPy (s)", "seed C+FPGA (s)"],
+        [[r["design"], f(r["numpy_s"]), f(r["emu_s"]), f(r["fpga_kernel_s"], ".2f"), f(r["fpga_streamed_s"]),
+          f(r["c_fpga_s"]), f(r["seed_numpy_s"]), f(r["seed_c_fpga_s"])] for r in rows]))
+    md.append("\nPer gradient step (Tables III, V, VI):\n\n")
+    md.append(markdown_table(
+        ["design", "kernel cycles", "Table VI cycles", "kernel ms", "streamed ms (model)", "I/O share",
+         "Table III ms", "link rate Table III implies (GB/s)", "Table V ms", "numpy ms/step", "emulation ms/step"],
+        [[r["design"], r["cycles"], r["seed_cycles"], f(r["kernel_ms"], ".4f"), f(r["transfer_ms"], ".3f"),
+          f"{100 * r['io_share']:.0f}%", f(r["seed_table_iii_ms"], ".3f"), f(r["implied_gb_s"], ".2f"),
+          f(r["seed_table_v_ms"], ".4f"), f(r["numpy_ms_per_step"], ".2f"), f(r["emu_ms_per_step"], ".2f")]
+         for r in rows]))
+    text = "".join(md)
+    fileio.atomic_write_text(out / "table4.md", text)
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(rows[0]))
+    w.writeheader()
+    w.writerows(rows)
+    fileio.atomic_write_text(out / "table4.csv", buf.getvalue())
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(9, 4))
+    ax = fig.add_subplot()
+    labels = ["our numpy", "our emulation", "FPGA kernel", "FPGA streamed", "seed NumPy", "seed C+FPGA"]
+    keys = ["numpy_s", "emu_s", "fpga_kernel_s", "fpga_streamed_s", "seed_numpy_s", "seed_c_fpga_s"]
+    x = np.arange(len(rows))
+    wd = 0.8 / len(keys)
+    for i, (lab, key) in enumerate(zip(labels, keys)):
+        ax.bar(x + i * wd, [r[key] or 0.0 for r in rows], wd, label=lab)
+    ax.set_xticks(x + 0.4 - wd / 2, [r["design"] for r in rows])
+    ax.set_yscale("log")
+    ax.set_ylabel("seconds for 1300 x 300 gradients")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    save_png(fig, out / "table4.png")
+    say(text)
+    if opts.json:
+        print(json.dumps(rows))
+    return 0
+
+
+# ----------------------------------------------------------------------------- the flow report
+
+def learning_lines(run: Path, parts: int = 10) -> list:
+    """The learning curve of a run as report lines: per tenth of its training episodes, the mean return
+    and the share ending in 'put' (terminated before the arm's 300-step limit: the box within 30 mm of the
+    goal); the curve itself is ``train/reward.png``."""
+    from .envs.robotic_arm import MAX_STEPS
+    from .report import markdown_table
+
+    eps = read_metrics(run / "episodes.csv") if (run / "episodes.csv").is_file() else []
+    if not eps:
+        return []
+    ret = np.array([float(e["return"]) for e in eps])
+    put = np.array([int(float(e["length"])) < MAX_STEPS for e in eps])
+    rows = []
+    for c in np.array_split(np.arange(len(eps)), min(parts, len(eps))):
+        rows.append([f"{c[0] + 1}-{c[-1] + 1}", f"{ret[c].mean():.1f}", f"{100 * put[c].mean():.0f}%"])
+    return ["## Learning curve", "",
+            f"{len(eps)} training episode(s) on eq. 1-6's random starts and goals (the return per episode: "
+            "`train/reward.png` above).", "",
+            markdown_table(["training episodes", "mean return", "ended in 'put'"], rows), ""]
+
+
+def report_section(rec: dict, out: Path) -> list:
+    """report.md lines for an F-DDPG flow run (host/report.py's section hook): the gradient kernel's
+    cycles and transfers against Tables III and VI, the learning curve by tenths of the training
+    episodes, and the trained policy on tasks A-F (its states recorded for ``rlhls build --weights``,
+    ``train/arm.gif``)."""
+    if not str(rec.get("design", "")).startswith("fddpg-"):
+        return []
+    from rlhls.designs.kernels import KernelContext, get_kernel
+    from rlhls.designs.registry import get_design
+
+    from .report import markdown_table
+
+    design = get_design(rec["design"])
+    L = []
+    k = get_kernel("ddpg_gradient")
+    ctx = KernelContext(design)
+    node = next(n for n in ctx.graph.nodes if k.node_params(n, ctx) is not None)
+    p = k.resolve(k.node_params(node, ctx))
+    c = k.cost(p, device=ctx.device)
+    sf = design.seed_figures
+    L += ["## Gradient kernel (Table VI)", "",
+          markdown_table(["", "cycles", "us at 200 MHz", "streamed over PCIe (us, model)", "I/O share"],
+                         [["rlhls ddpg_gradient", c["cycles"], f"{c['latency_us']:.1f}",
+                           f"{c['transfer']['total_us']:.1f}", f"{100 * c['transfer']['io_share']:.0f}%"],
+                          ["seed (Tables VI, III)", sf["table_vi_cycles"], f"{1e3 * sf['table_vi_time_ms']:.1f}",
+                           f"{1e3 * sf['table_iii_exe_ms']:.1f}", "-"]]),
+          "", "Phases (cycles): " + ", ".join(f"{n} {v}" for n, v in c["phases"].items() if n != "fpga_cycles")
+          + ".", ""]
+    run = Path(rec.get("train", {}).get("folder", "")) if rec.get("train") else None
+    if run is None or not (run / CHECKPOINT).is_file():
+        return L
+    L += learning_lines(run)
+    variant = "F-DDPG" if rec.get("precision") == "mixed" else "DDPG"
+    cache = rec.setdefault("fddpg", {})
+    if cache.get("checkpoint_mtime") != (run / CHECKPOINT).stat().st_mtime_ns:
+        ev = evaluate(design, trained_actor(design, run), variant, gif_task=GIF_TASK)
+        save_policy_record(run, ev)
+        cache.update(checkpoint_mtime=(run / CHECKPOINT).stat().st_mtime_ns, tasks=ev["tasks"])
+    tasks = cache["tasks"]
+    rows = [[t, "yes" if r["attach"] else "no", ("yes" + ("" if r["lifted"] else "*")) if r["put"] else "no",
+             r["distance_mm"], r["steps"], r["return"]] for t, r in tasks.items()]
+    L += ["## Tasks A-F (§V-C)", "",
+          f"The trained actor ({variant}: {'the exported fixed-point policy' if variant == 'F-DDPG' else 'FP32'}) "
+          "on each task once ('*': put without lifting the box). Its states and actions are in "
+          "`train/policy_states.npz`; `rlhls build " + design.name + " --weights <this>/train --csim` exports it "
+          "and checks the C simulation against them.", "",
+          markdown_table(["task", "attach", "put", "box to goal (mm)", "steps", "return"], rows), "",
+          f"![the arm on task {GIF_TASK}](train/arm.gif)", ""]
+    return L
+
+
+register_report_section(report_section)
+# --param keys and their defaults (the demonstration's; --full: the seed's 1300 episodes, snapshots 400..1200)
+register_experiment("fddpg-table7", run_table7,
+                    "F-DDPG Table VII: episodes to 'attach' and 'put' on tasks A-F, float DDPG vs F-DDPG, snapshots",
+                    {"episodes": DEMO["episodes"], "snapshots": ",".join(map(str, DEMO["snapshots"]))})
+register_experiment("fddpg-table4", run_table4,
+                    "F-DDPG Tables III-VI: 1300 x 300 gradients on the host (numpy, emulation) and the modeled FPGA",
+                    {"measure": MEASURE})

@@ -1,0 +1,86 @@
+"""A run's trained policy as hardware: ``export_run_policy(design, run, out)`` (``rlhls build DESIGN
+--weights RUN``) finds the policy network in the run folder's checkpoint (``flow.build.policy_network``),
+takes the states to check it on -- the run's evaluation record ``policy_states.npz`` ('states', and
+'actions' where they are the exported network's own outputs, F-DDPG's fixed-point actor), else
+``RANDOM_STATES`` states of the run's environment under seeded random actions -- and emits the HLS
+project (``flow.build.export_policy``; with ``csim`` its C simulation against the emulator and the
+recorded actions). An ``rlhls run`` folder stands for its ``train/`` run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from rlhls.designs.errors import RlhlsError
+from rlhls.designs.registry import get_design
+
+from .checkpoint import load_checkpoint
+from .runner import CHECKPOINT
+
+__all__ = ["export_run_policy", "run_folder", "recorded_states", "POLICY_STATES", "RANDOM_STATES"]
+
+POLICY_STATES = "policy_states.npz"
+RANDOM_STATES = 64
+
+
+def run_folder(design, run) -> tuple[Path, dict]:
+    """(the training run folder, its config.json) of ``run`` for ``design``; RlhlsError naming what
+    is missing or another design's run."""
+    run = Path(run)
+    if not (run / CHECKPOINT).is_file() and (run / "train" / CHECKPOINT).is_file():
+        run = run / "train"  # a folder of rlhls run: its training run
+    if not run.is_dir():
+        raise RlhlsError(f"--weights '{run}': no such folder (expected a run folder of rlhls train)")
+    if not (run / CHECKPOINT).is_file():
+        raise RlhlsError(f"--weights '{run}': no {CHECKPOINT} (expected a run folder of rlhls train)")
+    try:
+        cfg = json.loads((run / "config.json").read_text())
+    except (OSError, ValueError):
+        cfg = {}
+    if cfg.get("design", design.name) != design.name:
+        raise RlhlsError(f"--weights '{run}': a run of design '{cfg['design']}', not '{design.name}'")
+    return run, cfg
+
+
+def recorded_states(run: Path, env_id: str) -> tuple:
+    """(states, their recorded outputs or None, where they come from): the run's evaluation record,
+    else states of ``env_id`` under seeded random actions."""
+    rec = Path(run) / POLICY_STATES
+    if rec.is_file():
+        with np.load(rec, allow_pickle=False) as z:
+            return np.asarray(z["states"]), np.asarray(z["actions"]) if "actions" in z else None, str(rec)
+    from .envs import make_env
+
+    env = make_env(env_id)
+    env.action_space.seed(0)
+    obs, _ = env.reset(seed=0)
+    states = []
+    for i in range(RANDOM_STATES):
+        states.append(np.asarray(obs, dtype=np.float64))
+        obs, _, term, trunc, _ = env.step(env.action_space.sample())
+        if term or trunc:
+            obs, _ = env.reset(seed=i + 1)
+    env.close()
+    return np.stack(states), None, f"{RANDOM_STATES} states of {env_id} under seeded random actions"
+
+
+def export_run_policy(design, run, out, *, part=None, clock_ns=None, force=False, csim=True,
+                      progress=None) -> dict:
+    """The manifest of the exported project (module docstring), with ``states_from``."""
+    from rlhls.flow.build import export_policy, policy_network
+
+    if isinstance(design, str):
+        design = get_design(design)
+    run, cfg = run_folder(design, run)
+    net = policy_network(design, load_checkpoint(run / CHECKPOINT)["trainer"])
+    states, expected, where = recorded_states(run, cfg.get("env") or design.env_id)
+    if states.shape[1:] != tuple(net.input_shape):
+        raise RlhlsError(f"--weights '{run}': its network '{net.name}' takes inputs of shape {tuple(net.input_shape)}, "
+                         f"the states ({where}) have {states.shape[1:]}: a checkpoint of another design or environment")
+    m = export_policy(design, net, out, states, expected=expected, run=run, part=part, clock_ns=clock_ns,
+                      force=force, csim=csim, progress=progress)
+    m["states_from"] = where
+    return m
