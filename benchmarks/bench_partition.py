@@ -10,8 +10,13 @@
    gap, HEFT / ILP; the issue's target is a proven optimum in < 1 s each. The load average is
    printed with it (the machine is shared).
 Random DAGs: one row per solver with status, makespan, gap, seconds and every baseline / ILP.
+3. Large graphs (issue 20): random DAGs of --large nodes (default 300 and 1000; 4 PS cores, the
+   VEK280's capacities) at each of --large-limits seconds (default 10 and 60), CBC, side by side:
+   before (the whole model, ``solve(lns=False)``) and after (LP rounding + LNS, the default for
+   graphs above ``lns.LNS_NODES`` nodes): makespan, gap, bound and HEFT / plan. One solve at a time.
 
     python benchmarks/bench_partition.py [--nodes 300] [--time-limit 60] [--orders 5] [--skip-random] [--skip-designs]
+                                         [--large 300,1000] [--large-limits 10,60] [--skip-large]
 """
 
 from __future__ import annotations
@@ -67,6 +72,29 @@ def _header(title):
     print(f"{'instance':<24} {'solver':<6} {'status':<22} {'makespan_us':>12} {'gap':>7} {'seconds':>8}  baseline/ILP")
 
 
+def large(sizes, limits, solver="cbc") -> None:
+    """Before (whole model) and after (LNS) side by side on the same instances and limits."""
+    print(f"\nlarge random DAGs (seed 0), {solver}, before = whole model, after = LP rounding + LNS; "
+          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"{'nodes':>5} {'limit s':>7} | {'before makespan':>15} {'gap':>7} {'HEFT/plan':>9} {'s':>6} | "
+          f"{'after makespan':>14} {'gap':>7} {'HEFT/plan':>9} {'s':>6} {'bound':>12}  check")
+    for n in sizes:
+        rows, edges, cap, links = random_dag(n, 0)
+        for limit in limits:
+            cells, bad = [], []
+            for use_lns in (False, True):
+                t = time.perf_counter()
+                plan = solve(rows, edges, cap, links, ps_cores=None, solver=solver, time_limit=limit, lns=use_lns)
+                wall = time.perf_counter() - t
+                bad += check_schedule(plan, rows, edges, cap, links, plan.ps_cores)
+                heft_ms = plan.baselines["HEFT"]
+                cells.append((plan, wall, heft_ms / plan.makespan_us))
+            (b, bw, br), (a, aw, ar) = cells
+            print(f"{n:>5} {limit:>7g} | {b.makespan_us:>15.1f} {b.gap:>7.2%} {'x' + format(br, '.3f'):>9} {bw:>6.1f} | "
+                  f"{a.makespan_us:>14.1f} {a.gap:>7.2%} {'x' + format(ar, '.3f'):>9} {aw:>6.1f} {a.bound:>12.1f}  "
+                  f"{'CHECK FAILED: ' + bad[0] if bad else 'ok'}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=300)
@@ -75,7 +103,12 @@ def main() -> None:
     ap.add_argument("--orders", type=int, default=5, help="column orders per design and solver (median, max)")
     ap.add_argument("--skip-random", action="store_true")
     ap.add_argument("--skip-designs", action="store_true")
+    ap.add_argument("--large", default="300,1000", help="node counts of the large-graph comparison")
+    ap.add_argument("--large-limits", default="10,60", help="time limits (s) of the large-graph comparison")
+    ap.add_argument("--skip-large", action="store_true")
     args = ap.parse_args()
+    if not args.skip_large:
+        large([int(n) for n in args.large.split(",")], [float(t) for t in args.large_limits.split(",")])
     if not args.skip_random:
         _header(f"random DAGs, {args.nodes} nodes, time limit {args.time_limit:g} s")
         for seed in range(args.instances):

@@ -59,6 +59,14 @@ and carry edges) shrinks — of equally fast plans, the one that leaves the PS m
 steps the environment and runs the host loop, AP-DRL Fig. 10) and moves the least data between
 units. HEPPO-GAE's GAE unit, off the critical path of a minibatch step, goes to the PL this way.
 
+Large graphs (more than ``lns.LNS_NODES`` nodes, with a time limit; ``solve(lns=False)`` keeps the
+whole model): the whole model found no plan in 30 s on a 300-node random DAG, and its bound after
+60 s was its LP relaxation's. Instead: the LP relaxation of the model without PS pair rows (the
+bound), its options rounded within the capacities and list-scheduled (partition/relax.py), the
+better of that and HEFT improved by the local search, then large-neighbourhood search with the ILP
+as sub-solver on windows of the incumbent (partition/lns.py) until a tenth of the limit is left,
+in which the LP is solved again below the final makespan (its windows only tighten the bound).
+
 Gap: 0 when the solver proves optimality; otherwise (incumbent - bound) / incumbent, the bound
 read from CBC's log ("Objective value"/"Lower bound" after a stop) or HiGHS' ``mip_dual_bound``,
 and never below the model's own lower bound (critical path with least latencies; PS work / C).
@@ -82,6 +90,8 @@ from rlhls.designs.errors import RlhlsError
 
 from .fileio import library_output
 from .heft import EPS, Problem, Schedule, baselines, heft, local_search, semi_active
+from .lns import LNS_NODES, improve
+from .relax import list_schedule, round_options
 from .plan import Plan, utilisation
 
 __all__ = ["solve", "check_capacity", "SOLVERS"]
@@ -122,18 +132,21 @@ class _HiGHSWarm(pulp.HiGHS):
                 self.dual_bound = None
             return status
         with tempfile.TemporaryDirectory(prefix="rlhls-highs-") as tmp:
-            model, out = os.path.join(tmp, "model.json"), os.path.join(tmp, "solution.json")
-            lp.toJson(model)
+            model, start, out = (os.path.join(tmp, f) for f in ("model.mps", "start.json", "solution.json"))
+            vs, names, _, _ = lp.writeMPS(model, rename=1)  # MPS: JSON took 1.4 s on a 28k-row model
+            with open(start, "w") as f:
+                json.dump({names[v.name]: v.varValue for v in vs if v.varValue is not None}, f)
             left = max(self.deadline - time.perf_counter(), 0.05)
             code = "import sys; from rlhls.partition.ilp import _highs_child; _highs_child(*sys.argv[1:])"
-            proc = subprocess.Popen([sys.executable, "-c", code, model, out, repr(left)], stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            proc = subprocess.Popen([sys.executable, "-c", code, model, start, out, repr(left)],
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             rc = _wait(proc, self.deadline)
             if rc != 0 or not os.path.exists(out):
                 lp.assignStatus(pulp.LpStatusNotSolved, pulp.LpSolutionNoSolutionFound)
                 return pulp.LpStatusNotSolved
             with open(out) as f:
                 res = json.load(f)
+        res["values"] = {v.name: res["values"][names[v.name]] for v in vs}
         lp.assignVarsVals(res["values"])
         lp.assignStatus(res["status"], res["sol_status"])
         self.dual_bound = res["dual_bound"]
@@ -170,6 +183,7 @@ class _CbcDeadline(pulp.PULP_CBC_CMD):
     solved; the caller keeps the plan it had."""
 
     deadline: float | None = None
+    grace: float = 0.0  # killed this long after the deadline (CBC's own limit), to keep its plan
 
     def solve_CBC(self, lp, use_mps=True):
         if self.deadline is None:
@@ -182,7 +196,7 @@ class _CbcDeadline(pulp.PULP_CBC_CMD):
                 "-solve", "-printingOptions", "all", "-solution", tmp_sol]
         with open(self.optionsDict.get("logPath") or os.devnull, "w") as log:
             proc = subprocess.Popen(args, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
-            rc = _wait(proc, self.deadline)
+            rc = _wait(proc, self.deadline + self.grace)
         try:
             if rc != 0 or not os.path.exists(tmp_sol):
                 lp.assignStatus(pulp.LpStatusNotSolved, pulp.LpSolutionNoSolutionFound)
@@ -218,11 +232,16 @@ def _solver(name: str, deadline, log_path=None):
     raise RlhlsError(f"solver '{name}' is not known; expected one of {', '.join(SOLVERS)}")
 
 
-def _highs_child(model: str, out: str, left: str) -> None:
-    """The child process of a HiGHS solve under a deadline (``_HiGHSWarm``): solves the PuLP
-    model in JSON file ``model`` within ``left`` s and writes the values, statuses and bound."""
-    _, lp = pulp.LpProblem.fromJson(model)
-    cmd = _solver("highs", time.perf_counter() + float(left))
+def _highs_child(model: str, start: str, out: str, left: str) -> None:
+    """The child process of a HiGHS solve under a deadline (``_HiGHSWarm``): solves the MPS
+    ``model`` from the start values in JSON file ``start`` within ``left`` s and writes the values,
+    statuses and bound."""
+    deadline = time.perf_counter() + float(left)
+    variables, lp = pulp.LpProblem.fromMPS(model)
+    with open(start) as f:
+        for name, value in json.load(f).items():
+            variables[name].setInitialValue(value)
+    cmd = _solver("highs", deadline)
     cmd.in_child = True
     with library_output(os.devnull, fds=(1,)):
         lp.solve(cmd)
@@ -337,11 +356,14 @@ def _cbc_bound(log_path) -> float | None:
 
 
 def solve(rows, edges, capacity=None, links=None, *, ps_cores=None, solver="cbc", time_limit=None,
-          warm_start=True, source="capacity") -> Plan:
+          warm_start=True, source="capacity", lns: bool = True, seed: int = 0) -> Plan:
     """Optimal (or best within ``time_limit`` s) partition and schedule; see the module docstring.
 
     ``ps_cores`` None takes ``capacity[('PS','cores')]`` (else 1). RlhlsError when the
     capacities admit no assignment (naming the resource and unit) or for a bad solver name.
+    ``lns``: graphs of more than ``lns.LNS_NODES`` nodes with a time limit take the
+    large-neighbourhood search (`_solve_large`) instead of the whole model; False keeps the
+    whole model for every graph. ``seed`` seeds the search's windows.
     """
     if solver not in SOLVERS:
         raise RlhlsError(f"solver '{solver}' is not known; expected one of {', '.join(SOLVERS)}")
@@ -355,6 +377,8 @@ def solve(rows, edges, capacity=None, links=None, *, ps_cores=None, solver="cbc"
     base = baselines(problem, start_sched)
     horizon = start_sched.makespan if start_sched else problem.serial_horizon()
     horizon = horizon * (1 + 1e-9) + 1e-9
+    if lns and time_limit is not None and start_sched is not None and len(problem.nodes) > LNS_NODES:
+        return _solve_large(problem, start_sched, base, solver, t0, t0 + time_limit, seed)
 
     # first without the PS pair rows; that optimum is the model's when its plan keeps the cores
     ts = time.perf_counter()
@@ -386,6 +410,10 @@ def solve(rows, edges, capacity=None, links=None, *, ps_cores=None, solver="cbc"
         sched = start_sched
     if not proven:  # stopped by the time limit: improve the plan it leaves, within the limit
         sched = local_search(problem, sched, max_evals=LS_EVALS, deadline=deadline)
+    return _finish(problem, sched, proven, bound, base, solver, t0, solve_seconds, deadline)
+
+
+def _finish(problem, sched, proven, bound, base, solver, t0, solve_seconds, deadline) -> Plan:
     sched = _polish(problem, sched, deadline)
     lb = _lower_bound(problem)
     if bound is not None and math.isfinite(bound):
@@ -415,6 +443,66 @@ def solve(rows, edges, capacity=None, links=None, *, ps_cores=None, solver="cbc"
     )
     plan.utilisation = utilisation(plan, problem.rows, problem.capacity)
     return plan
+
+
+SUB_GRACE_S = 0.3
+LS_SHARE, BOUND_SHARE = 0.15, 0.1  # of the time limit: local search by then; the last LP bound's reserve
+
+
+def _solve_large(problem: Problem, start: Schedule, base, solver, t0, deadline, seed) -> Plan:
+    """Large graphs: the LP relaxation of the model without PS pair rows (a bound, and its options
+    rounded and list-scheduled: partition/relax.py), the better of that and HEFT improved by local
+    search, then LNS with the ILP as sub-solver (partition/lns.py); at the end the LP again at the
+    final makespan (its windows only tighten) when there is time."""
+    limit = deadline - t0
+    ts = time.perf_counter()
+    bound, sched = None, start
+    lp = _lp_relaxation(problem, start.makespan * (1 + 1e-9) + 1e-9, t0 + 0.5 * limit)
+    if lp is not None:
+        bound, var = lp
+        option = round_options(problem, var["opts"], {v: [var["x"][v, k].varValue or 0.0 for k in range(len(o))]
+                                                      for v, o in var["opts"].items()})
+        rounded = None if option is None else list_schedule(problem, option)
+        if rounded is not None and rounded.makespan < sched.makespan:
+            sched = rounded
+    sched = local_search(problem, sched, max_evals=LS_EVALS, deadline=max(t0 + LS_SHARE * limit, time.perf_counter() + 0.05 * limit))
+
+    def sub_solver(end):
+        if solver == "highs":  # a small model: in process, under HiGHS' own time limit
+            cmd = _solver(solver, min(end, deadline))
+            cmd.deadline = None
+            return cmd
+        # CBC stops at its own limit with the best plan it has; killed only SUB_GRACE_S later
+        cmd = _solver(solver, min(end, deadline - SUB_GRACE_S))
+        cmd.grace = SUB_GRACE_S
+        return cmd
+
+    sched = improve(problem, sched, deadline - BOUND_SHARE * limit, sub_solver, seed=seed)
+    lp = _lp_relaxation(problem, sched.makespan * (1 + 1e-9) + 1e-9, deadline)
+    if lp is not None:
+        bound = lp[0] if bound is None else max(bound, lp[0])
+    return _finish(problem, sched, False, bound, base, solver, t0, time.perf_counter() - ts, deadline)
+
+
+def _lp_relaxation(problem: Problem, H: float, deadline: float):
+    """(optimum, var) of the LP relaxation of the model without PS pair rows at horizon H (a bound
+    on every plan at most H long), or None when it is not solved by ``deadline``."""
+    try:
+        prob, var = _build(problem, H, ps_pairs=False, deadline=deadline)
+    except _OutOfTime:
+        return None
+    for v in prob.variables():
+        v.cat = pulp.LpContinuous
+    left = deadline - time.perf_counter()
+    if left <= 0.05:
+        return None
+    cmd = pulp.HiGHS(msg=False, timeLimit=left, threads=1)
+    with tempfile.TemporaryDirectory(prefix="rlhls-lp-") as tmp:
+        with library_output(os.path.join(tmp, "solver.out"), fds=(1,)):
+            prob.solve(cmd)
+    if pulp.LpStatus[prob.status] != "Optimal" or var["T"].varValue is None:
+        return None
+    return float(var["T"].varValue) * (1 - 1e-7), var
 
 
 def _run(problem: Problem, H: float, solver: str, deadline, start: Schedule | None, ps_pairs: bool):
