@@ -31,7 +31,9 @@ runs it; ``TRPOArgs`` defaults are baselines' MuJoCo defaults, the CPP designs s
    float64 path (the exact Hessian-vector product, numpy; the backend is not used), the
    comparison the seed makes against double-precision Keras.
    ``fvp_scale`` (default on): before the unit, the direction is multiplied by a power of two
-   2^-k with k = floor(log2 ||p||_2) (so 1 <= ||p 2^-k|| < 2) and the unit's sum by 2^k after it;
+   2^-k with k = floor(log2 ||p||_2) (so 1 <= ||p 2^-k|| < 2), plus one for every doubling of the
+   samples past ``SCALE_SAMPLES`` (the unit's sum over the samples grows with their count: the
+   accumulator's headroom), and the unit's sum by 2^k after it;
    the product is linear in p, so this changes nothing in float64, and in fixed point it keeps
    the direction's entries, which shrink as CG converges, at the storage format's resolution
    (``rlhls experiment cpp-fig4 --param scale=both`` shows the effect).
@@ -93,6 +95,7 @@ __all__ = ["TRPOArgs", "batch_size", "PHASES", "FVP_MODES", "resolve_hyperparams
            "GaussianMLP", "FvpUnit", "TRPO"]
 
 FVP_MODES = ("fixed", "float64")
+SCALE_SAMPLES = 2048  # fvp_scale: samples the unit sums without extra headroom (module docstring)
 PHASES = ("dnn_inference", "env_run", "storing_trajectories", "gae", "policy_gradient", "fvp", "cg",
           "line_search", "value_fit")
 
@@ -296,7 +299,10 @@ class FvpUnit:
         if self.scale:
             norm = float(np.linalg.norm(v))
             if norm > 0.0 and math.isfinite(norm):
-                s = math.ldexp(1.0, -math.floor(math.log2(norm)))
+                # the unit sums over the samples: past SCALE_SAMPLES, one bit of headroom per doubling
+                # (the seed's 50,000 Ant samples summed 39,135 in fixed<48,16>, which saturates at 32,768)
+                head = max(0, math.ceil(math.log2(obs.shape[0] / SCALE_SAMPLES)))
+                s = math.ldexp(1.0, -math.floor(math.log2(norm)) - head)
         self.last_scale = s
         arrays = {"obs": obs, "theta": theta_net, "v": v * s, "inv_var": inv_var}
         if self.mode == "float64":

@@ -16,7 +16,8 @@ from rlhls.designs.registry import get_design
 from rlhls.host.algorithms import get_algorithm
 from rlhls.host.runner import read_metrics
 from rlhls.host.train import train_design
-from rlhls.host.trpo import FvpUnit, GaussianMLP, TRPO, conjugate_gradient
+from rlhls.host.backends import get_backend
+from rlhls.host.trpo import SCALE_SAMPLES, FvpUnit, GaussianMLP, TRPO, conjugate_gradient
 
 ANT = get_design("cpp-trpo-ant")
 TINY = {"num_steps": 64, "value_minibatch": 32, "value_epochs": 2}
@@ -83,6 +84,22 @@ def test_unit_fvp_is_the_hessian_of_the_kl_and_cg_solves_it():
     unscaled = FvpUnit(ANT, None, pol.layers, obs.shape[0], {**hp, "fvp_scale": False})
     v = g * 1e-3
     assert np.array_equal(fvp(v), unscaled(obs, theta[:pol.P], v, np.exp(-2 * pol.log_std(theta))))
+
+
+def test_fvp_scale_leaves_the_accumulator_headroom_for_the_sample_count():
+    # the unit sums over the samples: 4 x SCALE_SAMPLES samples take 2 more bits of headroom; without
+    # them this sum (918 here) would be 3672, past fixed<40,12>'s 2048 (the seed's 50,000 Ant
+    # samples saturated the design's fixed<48,16> the same way)
+    n = 4 * SCALE_SAMPLES
+    pol, theta, obs, _, _ = _case(3, n=n)
+    hp = {"fvp": "fixed", "cg_iters": 10, "cg_damping": 0.1, "fvp_scale": True}
+    unit = FvpUnit(ANT, get_backend("emu"), pol.layers, n, hp, {"acc": "fixed<40,12,RND,SAT>"})
+    exact = FvpUnit(ANT, None, pol.layers, n, {**hp, "fvp": "float64"})
+    v = np.random.default_rng(4).standard_normal(pol.P + pol.m)
+    args = (obs, theta[:pol.P], v, np.exp(-2 * pol.log_std(theta)))
+    z, ref = unit(*args), exact(*args)
+    assert unit.last_scale == 2.0 ** -(np.floor(np.log2(np.linalg.norm(v))) + 2)
+    assert np.max(np.abs(z - ref)) <= 1e-5 * np.max(np.abs(ref))
 
 
 def test_policy_vector_is_the_design_network_in_the_unit_layout():
