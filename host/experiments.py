@@ -94,6 +94,19 @@ def run_experiment(opts: ExperimentOptions) -> int:
     return exp.run(opts)
 
 
+def param(opts: ExperimentOptions, key: str, default, kind=int, low=None):
+    """``--param KEY`` as ``kind`` (at least ``low`` where given), else ``default``; one clear line
+    on a bad value."""
+    v = opts.params.get(key, default)
+    try:
+        x = kind(v)
+    except (TypeError, ValueError):
+        raise RlhlsError(f"--param {key}={v!r}: expected {'an integer' if kind is int else kind.__name__}") from None
+    if low is not None and x < low:
+        raise RlhlsError(f"--param {key}={v!r}: expected >= {low}")
+    return x
+
+
 def finished_steps(run: Path) -> int:
     """Environment steps a run folder's metrics.csv has reached (0 without one): what a resumed
     experiment skips or continues."""

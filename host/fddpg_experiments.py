@@ -50,10 +50,10 @@ import numpy as np
 from rlhls.designs.errors import RlhlsError
 from rlhls.partition import fileio
 
-from .experiments import RECORD, check_out, register_experiment
+from .experiments import RECORD, check_out, param, register_experiment
 from .policy import POLICY_STATES
 from .report import register_report_section
-from .runner import CHECKPOINT, read_metrics
+from .runner import CHECKPOINT, csv_text, read_metrics
 
 __all__ = ["TASKS", "SEED_SNAPSHOTS", "VARIANTS", "seed_plan", "policy_fn", "evaluate", "write_gif",
            "run_table7", "run_table4", "report_section", "DEMO"]
@@ -253,18 +253,6 @@ def train_run(design_name: str, variant: str, seed: int, folder: str, steps: int
     return res
 
 
-def _param(opts, key: str, default, kind=int, low=1):
-    """--param KEY as `kind` (>= `low` for numbers), else `default`; a clear error on a bad value."""
-    v = opts.params.get(key, default)
-    try:
-        x = kind(v)
-    except (TypeError, ValueError):
-        raise RlhlsError(f"--param {key}={v!r}: expected {'an integer' if kind is int else kind.__name__}") from None
-    if low is not None and x < low:
-        raise RlhlsError(f"--param {key}={v!r}: expected >= {low}")
-    return x
-
-
 def _parse_ints(text, what: str) -> tuple:
     try:
         vals = tuple(int(v) for v in str(text).replace(" ", "").split(",") if v)
@@ -314,11 +302,7 @@ def summarize_table7(out: Path, design: str, seeds: int, snapshots) -> dict:
           "'x': no snapshot does; '*': put without lifting the box. Seed's columns: Table VII.\n\n"
           + markdown_table(head, rows))
     fileio.atomic_write_text(out / "table7.md", md)
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(csv_rows[0]))
-    w.writeheader()
-    w.writerows(csv_rows)
-    fileio.atomic_write_text(out / "table7.csv", buf.getvalue())
+    fileio.atomic_write_text(out / "table7.csv", csv_text(csv_rows, list(csv_rows[0])))
 
     from matplotlib.figure import Figure
 
@@ -366,7 +350,7 @@ def run_table7(opts) -> int:
     if not design.name.startswith("fddpg-"):
         raise RlhlsError(f"fddpg-table7: design '{design.name}' is not an F-DDPG arm design (fddpg-arm-m1/m2/m3)")
     full = opts.full
-    episodes = _param(opts, "episodes", SEED_EPISODES if full else DEMO["episodes"])
+    episodes = param(opts, "episodes", SEED_EPISODES if full else DEMO["episodes"], low=1)
     snaps = _parse_ints(opts.params["snapshots"], "snapshots") if "snapshots" in opts.params else (
         SEED_SNAPSHOTS if full else DEMO["snapshots"])
     seeds = int(opts.seeds or 3)
@@ -435,7 +419,7 @@ def run_table4(opts) -> int:
     from .report import markdown_table, save_png
 
     names = opts.design or ["fddpg-arm-m1", "fddpg-arm-m2", "fddpg-arm-m3"]
-    measure = _param(opts, "measure", MEASURE)
+    measure = param(opts, "measure", MEASURE, low=1)
     out = Path(opts.out or "runs/fddpg-table4")
     check_out(out, {"experiment": "fddpg-table4"})
     fileio.make_dirs(out)
@@ -496,11 +480,7 @@ def run_table4(opts) -> int:
          for r in rows]))
     text = "".join(md)
     fileio.atomic_write_text(out / "table4.md", text)
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(rows[0]))
-    w.writeheader()
-    w.writerows(rows)
-    fileio.atomic_write_text(out / "table4.csv", buf.getvalue())
+    fileio.atomic_write_text(out / "table4.csv", csv_text(rows, list(rows[0])))
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(9, 4))

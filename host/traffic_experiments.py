@@ -48,7 +48,7 @@ import numpy as np
 from rlhls.designs import traffic as plan
 from rlhls.designs.errors import RlhlsError
 
-from .experiments import finished_steps, register_experiment
+from .experiments import finished_steps, param, register_experiment
 from .report import register_report_section
 from .runner import CHECKPOINT
 
@@ -199,14 +199,6 @@ def stage_times(design=None, batch: int | None = None) -> list[dict]:
 
 # -- the experiment
 
-def _param(opts, key, default, kind=int):
-    v = opts.params.get(key, default)
-    try:
-        return kind(v)
-    except (TypeError, ValueError):
-        raise RlhlsError(f"--param {key}={v!r}: expected {kind.__name__}") from None
-
-
 def _train_command(seed: int, steps: int, out: Path, backend: str, overrides: dict) -> list[str]:
     cmd = [sys.executable, "-m", "rlhls", "train", DESIGN, "--seed", str(seed), "--steps", str(steps),
            "--out", str(out), "--backend", backend, "--quiet"]
@@ -340,10 +332,8 @@ def run_traffic(opts) -> int:
     say = (lambda m: None) if opts.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
     if opts.design and opts.design != [DESIGN]:
         raise RlhlsError(f"--design: the traffic experiment trains {DESIGN} only")
-    episodes = _param(opts, "episodes", EVAL_EPISODES)
-    eval_seed = _param(opts, "eval_seed", EVAL_SEED)
-    if episodes < 1:
-        raise RlhlsError(f"--param episodes={episodes}: expected >= 1")
+    episodes = param(opts, "episodes", EVAL_EPISODES, low=1)
+    eval_seed = param(opts, "eval_seed", EVAL_SEED)
     if "report" in opts.params:
         return _add_report(Path(opts.params["report"]), episodes, eval_seed, say)
     steps, seeds = opts.steps or DEFAULT_STEPS, opts.seeds or DEFAULT_SEEDS

@@ -36,21 +36,14 @@ def _comparable(rows):
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_csim_equals_emu_for_every_algorithm(tmp_path, monkeypatch, name):
+def test_csim_equals_emu_for_every_algorithm(tmp_path, monkeypatch, name, csim_calls):
     monkeypatch.setenv("RLHLS_CACHE_DIR", str(tmp_path.parent / "csim-cache"))
     design = get_design(name)
     _, steps, hp = CASES[name]
     alg = get_algorithm(design.algorithm)
     batch = alg.batch(alg.hyperparams(design, hp))
     plan = _plan(design, batch, _pl_everything)
-    calls = []
-    real = backends.CsimBackend.call
-
-    def counting(self, kernel, params, **arrays):
-        calls.append(kernel)
-        return real(self, kernel, params, **arrays)
-
-    monkeypatch.setattr(backends.CsimBackend, "call", counting)
+    calls = csim_calls
     runs = {}
     for backend in ("emu", "csim"):
         run = train_design(design, out=tmp_path / backend, steps=steps, backend=backend, precision="mixed",

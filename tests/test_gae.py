@@ -239,14 +239,14 @@ def test_compiled_falls_back_where_it_has_no_path(compiled, monkeypatch):
     from rlhls.designs.kernels import gae as gae_mod
 
     calls = []
-    real = GaeKernel.model_numpy
-    monkeypatch.setattr(GaeKernel, "model_numpy", lambda self, p, **a: (calls.append(1), real(self, p, **a))[1])
+    real = GaeKernel._model_numpy
+    monkeypatch.setattr(GaeKernel, "_model_numpy", lambda self, p, a: (calls.append(1), real(self, p, a))[1])
     p = K.resolve(dict(trajectories=5, steps=9, lookahead=2, pes=2, datapath="ufixed<32,2>"))
     x = K.random_inputs(p, np.random.default_rng(3))
     assert compiled(K, p, K.check_arrays(p, x)) is None
     y = K.model(p, **x)
     assert calls and gae_mod._model_kernel is compiled
-    assert all(_same_bits(y[n], real(K, p, **x)[n]) for n in y)
+    assert all(_same_bits(y[n], K.model_numpy(p, **x)[n]) for n in y)
     p = K.resolve(dict(trajectories=9, steps=6, bits=4, pes=2))
     for name, bad in (("bootstrap_codes", 16.0), ("value_codes", 1.5), ("done", 3.0), ("last_value_codes", np.nan)):
         x = K.random_inputs(p, np.random.default_rng(4))

@@ -15,7 +15,6 @@ from rlhls.designs.errors import RlhlsError
 from rlhls.designs.graph import build_graph
 from rlhls.designs.kernels import get_kernel
 from rlhls.designs.registry import get_design
-from rlhls.host import backends
 from rlhls.host.algorithms import get_algorithm
 from rlhls.host.backends import CsimBackend, PlanKernels, get_backend
 from rlhls.host.runner import read_metrics
@@ -128,16 +127,9 @@ def _comparable(rows):
     return [{k: v for k, v in r.items() if k != "wall_s" and not k.startswith("t_")} for r in rows]
 
 
-def test_a2c_traffic_trains_the_same_on_emu_and_csim_and_resumes_exactly(tmp_path, monkeypatch):
+def test_a2c_traffic_trains_the_same_on_emu_and_csim_and_resumes_exactly(tmp_path, monkeypatch, csim_calls):
     monkeypatch.setenv("RLHLS_CACHE_DIR", str(CACHE))
-    calls = []
-    real = backends.CsimBackend.call
-
-    def counting(self, kernel, params, **arrays):
-        calls.append(kernel)
-        return real(self, kernel, params, **arrays)
-
-    monkeypatch.setattr(backends.CsimBackend, "call", counting)
+    calls = csim_calls
     # the seed's partition: the trunk's matrix multiplies on the compute element, the rest on the PS
     graph = build_graph(DESIGN, 8)
     asg = {n.name: "PL" if n.name.startswith("trunk.") and n.kind in ("mm.fwd", "mm.bwd") else "PS"

@@ -153,18 +153,9 @@ def test_trpo_smoke_and_a_killed_run_resumes_bit_for_bit(tmp_path):
         train_design(ANT, out=cut, steps=320, overrides={**TINY, "fvp": "float64"}, progress=False, resume=True)
 
 
-def test_emu_and_csim_give_the_same_run(tmp_path, monkeypatch):
+def test_emu_and_csim_give_the_same_run(tmp_path, monkeypatch, csim_calls):
     monkeypatch.setenv("RLHLS_CACHE_DIR", str(tmp_path.parent / "csim-cache"))
-    from rlhls.host import backends
-
-    calls = []
-    real = backends.CsimBackend.call
-
-    def counting(self, kernel, params, **arrays):
-        calls.append(kernel)
-        return real(self, kernel, params, **arrays)
-
-    monkeypatch.setattr(backends.CsimBackend, "call", counting)
+    calls = csim_calls
     hp = {**TINY, "num_steps": 48, "cg_iters": 4}
     runs = {b: read_metrics(train_design(ANT, out=tmp_path / b, steps=96, backend=b, overrides=hp,
                                          progress=False).folder / "metrics.csv") for b in ("emu", "csim")}

@@ -361,11 +361,13 @@ class GaeKernel(Kernel):
             y = _model_kernel(self, p, a)
             if y is not None:
                 return y
-        return self.model_numpy(p, **a)
+        return self._model_numpy(p, a)
 
     def model_numpy(self, p, **arrays):
         """The numpy model (the reference the compiled loop is checked against)."""
-        a = self.check_arrays(p, arrays)
+        return self._model_numpy(p, self.check_arrays(p, arrays))
+
+    def _model_numpy(self, p, a: dict):
         S, T, n, K, N = p["steps"], p["trajectories"], p["bits"], p["lookahead"], p["pes"]
         for name in ("reward_codes", "value_codes", "bootstrap_codes", "last_value_codes"):
             c = a[name]
