@@ -10,6 +10,7 @@ SEED = "001_4247f8639c570da7.txt"
 TITLE = "Customised Pearlmutter Propagation: A Hardware Architecture for Trust Region Policy Optimisation"
 
 SAMPLES = 50000  # §IV-A: "50000 samples for each benchmark" (one TRPO iteration's data set)
+FVP_ACC = "fixed<53,21,RND,SAT>"  # the FVP unit's accumulator (a choice: see the design's choices)
 # The AMD part the Vitis HLS projects name (the seed's Stratix V 5SGSD8 has none); designs/devices.py 'ku15p'.
 BUILD_DEVICE = "ku15p"
 BUILD_PART = "xcku15p-ffve1517-2-e"
@@ -52,7 +53,7 @@ def _design(case: str, c: dict) -> Design:
             NetSpec("value", "critic", lambda s: mlp("value", obs, (64, 64), 1, act="tanh", seed=s)),
         ),
         kernels=(
-            KernelSpec("fvp", "PL", "fixed<27,4,RND,SAT>", "fixed<48,16,RND,SAT>",
+            KernelSpec("fvp", "PL", "fixed<27,4,RND,SAT>", FVP_ACC,
                        {"layers": [obs, *hidden, act], "parallelism": c["parallelism"]},
                        "§III-E Fig. 2: odd layers Type A forward / Type B backward, even layers the reverse; Table I parallelism",
                        notes={"blocks": "A-B-A-B"}),
@@ -79,7 +80,9 @@ def _design(case: str, c: dict) -> Design:
         },
         choices=(
             "fixed<27,4>: rounding and overflow modes are not given; RND and SAT are used (27x27 fits one Stratix-V DSP)",
-            "accumulator fixed<48,16,RND,SAT>: the seed does not give the accumulator width",
+            f"FVP accumulator {FVP_ACC}: the seed does not give its width; the 5SGSD8's 27x27 DSP mode "
+            "accumulates in 64 bits, and 21 integer bits hold the sum of 65,536 samples (fixed<48,16> saturated "
+            "at the seed's 50,000: host/trpo.py fvp_scale)",
             "value network: the seed accelerates only the FVP; a 64-64 tanh value MLP trained with Adam is used "
             "(gamma 0.99, lambda 0.97 as the TRPO paper's locomotion runs)",
             f"observations zero-padded from Gymnasium v5's {c['env_obs']} to the seed's {obs} inputs",

@@ -304,9 +304,13 @@ def fig4_rows(out: Path, designs, p: dict, jobs: int = 1, say=lambda m: None) ->
     for d in designs:
         data = _dataset(out, d, p, say)
         checks[d.name] = _same_bits_p1(d, data, scales[0])
+        # with --jobs, every (design, scaling) is split over the workers by width (interleaved: narrow
+        # widths cost more where partial sums saturate); each part recomputes the float64 reference
+        parts = max(1, min(jobs, len(p["bits"]))) if jobs > 1 else 1
         for s in scales:
-            todo.append({"design": d.name, "dataset": str(out / f"dataset-{d.name}.npz"), "bits": p["bits"],
-                         "scale": s})
+            for k in range(parts):
+                todo.append({"design": d.name, "dataset": str(out / f"dataset-{d.name}.npz"),
+                             "bits": p["bits"][k::parts], "scale": s})
     rows = []
     if jobs > 1 and len(todo) > 1:
         from concurrent.futures import ProcessPoolExecutor
@@ -314,6 +318,8 @@ def fig4_rows(out: Path, designs, p: dict, jobs: int = 1, say=lambda m: None) ->
         with ProcessPoolExecutor(max_workers=min(jobs, len(todo))) as pool:
             for r in pool.map(_fig4_one, todo):
                 rows += r
+        order = [d.name for d in designs]
+        rows.sort(key=lambda r: (order.index(r["design"]), r["scale"] != "on", r["fraction_bits"]))
     else:
         for j in todo:
             say(f"{j['design']}: CG with the fixed-point unit at {len(j['bits'])} width(s), scaling "

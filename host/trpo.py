@@ -32,8 +32,9 @@ runs it; ``TRPOArgs`` defaults are baselines' MuJoCo defaults, the CPP designs s
    comparison the seed makes against double-precision Keras.
    ``fvp_scale`` (default on): before the unit, the direction is multiplied by a power of two
    2^-k with k = floor(log2 ||p||_2) (so 1 <= ||p 2^-k|| < 2), plus one for every doubling of the
-   samples past ``SCALE_SAMPLES`` (the unit's sum over the samples grows with their count: the
-   accumulator's headroom), and the unit's sum by 2^k after it;
+   samples past what the accumulator holds (``scale_samples``: its range over ``SAMPLE_BOUND``, a
+   per-sample sum bound; the unit's sum over the samples grows with their count), and the unit's
+   sum by 2^k after it;
    the product is linear in p, so this changes nothing in float64, and in fixed point it keeps
    the direction's entries, which shrink as CG converges, at the storage format's resolution
    (``rlhls experiment cpp-fig4 --param scale=both`` shows the effect).
@@ -95,7 +96,16 @@ __all__ = ["TRPOArgs", "batch_size", "PHASES", "FVP_MODES", "resolve_hyperparams
            "GaussianMLP", "FvpUnit", "TRPO"]
 
 FVP_MODES = ("fixed", "float64")
-SCALE_SAMPLES = 2048  # fvp_scale: samples the unit sums without extra headroom (module docstring)
+# fvp_scale: a bound on one sample's share of the unit's sum for a direction of norm < 2 (module
+# docstring); fixed<48,16> holds 2,048 such samples, the designs' fixed<53,21> 65,536.
+SAMPLE_BOUND = 16
+
+
+def scale_samples(acc: str) -> int:
+    """Samples the accumulator format sums without extra headroom under fvp_scale."""
+    from rlhls.designs.formats import parse_format
+
+    return max(1, int(2 ** (parse_format(acc).int_bits - 1) // SAMPLE_BOUND))
 PHASES = ("dnn_inference", "env_run", "storing_trajectories", "gae", "policy_gradient", "fvp", "cg",
           "line_search", "value_fit")
 
@@ -290,6 +300,7 @@ class FvpUnit:
         self.damping = hp["cg_damping"]
         self.scale = hp["fvp_scale"]
         self.storage_max = _fmt_max(self.p["storage"])
+        self.scale_samples = scale_samples(self.p["acc"])
         self.calls = 0
         self.last_scale = 1.0
 
@@ -299,9 +310,9 @@ class FvpUnit:
         if self.scale:
             norm = float(np.linalg.norm(v))
             if norm > 0.0 and math.isfinite(norm):
-                # the unit sums over the samples: past SCALE_SAMPLES, one bit of headroom per doubling
-                # (the seed's 50,000 Ant samples summed 39,135 in fixed<48,16>, which saturates at 32,768)
-                head = max(0, math.ceil(math.log2(obs.shape[0] / SCALE_SAMPLES)))
+                # the unit sums over the samples: past scale_samples, one bit of headroom per doubling
+                # (50,000 Ant samples summed 39,135, past fixed<48,16>'s 32,768)
+                head = max(0, math.ceil(math.log2(obs.shape[0] / self.scale_samples)))
                 s = math.ldexp(1.0, -math.floor(math.log2(norm)) - head)
         self.last_scale = s
         arrays = {"obs": obs, "theta": theta_net, "v": v * s, "inv_var": inv_var}

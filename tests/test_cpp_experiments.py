@@ -58,7 +58,11 @@ def test_fig4_tiny(tmp_path):
     stamp = (out / "dataset-cpp-trpo-ant.npz").stat().st_mtime_ns
     assert main(["experiment", "cpp-fig4", "--out", str(out), "--design", "cpp-trpo-ant", "--param", "bits=23",
                  *TINY]) == 2  # other designs: other settings
-    assert main(argv) == 0 and (out / "dataset-cpp-trpo-ant.npz").stat().st_mtime_ns == stamp
+    # ... and with --jobs the widths are split over workers: the same rows
+    assert main([*argv, "--jobs", "2"]) == 0 and (out / "dataset-cpp-trpo-ant.npz").stat().st_mtime_ns == stamp
+    again = list(csv.DictReader(open(out / "fig4.csv")))
+    assert [{k: v for k, v in r.items() if k != "seconds"} for r in again] == \
+        [{k: v for k, v in r.items() if k != "seconds"} for r in rows]
 
 
 def test_table2_tiny(tmp_path, monkeypatch):

@@ -17,7 +17,7 @@ from rlhls.host.algorithms import get_algorithm
 from rlhls.host.runner import read_metrics
 from rlhls.host.train import train_design
 from rlhls.host.backends import get_backend
-from rlhls.host.trpo import SCALE_SAMPLES, FvpUnit, GaussianMLP, TRPO, conjugate_gradient
+from rlhls.host.trpo import FvpUnit, scale_samples, GaussianMLP, TRPO, conjugate_gradient
 
 ANT = get_design("cpp-trpo-ant")
 TINY = {"num_steps": 64, "value_minibatch": 32, "value_epochs": 2}
@@ -87,10 +87,11 @@ def test_unit_fvp_is_the_hessian_of_the_kl_and_cg_solves_it():
 
 
 def test_fvp_scale_leaves_the_accumulator_headroom_for_the_sample_count():
-    # the unit sums over the samples: 4 x SCALE_SAMPLES samples take 2 more bits of headroom; without
-    # them this sum (918 here) would be 3672, past fixed<40,12>'s 2048 (the seed's 50,000 Ant
-    # samples saturated the design's fixed<48,16> the same way)
-    n = 4 * SCALE_SAMPLES
+    # the unit sums over the samples: 4x the 128 samples fixed<40,12> holds take 2 more bits of
+    # headroom; without them this sum (918 here) would be 3672, past fixed<40,12>'s 2048 (the seed's
+    # 50,000 Ant samples saturated fixed<48,16> the same way)
+    assert scale_samples("fixed<40,12,RND,SAT>") == 128 and scale_samples(ANT.kernels[0].acc) == 65536
+    n = 4 * 128
     pol, theta, obs, _, _ = _case(3, n=n)
     hp = {"fvp": "fixed", "cg_iters": 10, "cg_damping": 0.1, "fvp_scale": True}
     unit = FvpUnit(ANT, get_backend("emu"), pol.layers, n, hp, {"acc": "fixed<40,12,RND,SAT>"})
