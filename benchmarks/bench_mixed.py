@@ -2,7 +2,10 @@
 host time of one gradient step with every node on the PS (fp32) vs the ILP plan (mixed: FP16 /
 BF16 bit-exact emulation + FP32 masters + loss scaling) vs a plan with every matrix multiply on
 the AIE (BF16), the ratio to fp32, and the training loop's env steps/s (learning from the first
-step, so every env step pays its share of gradient steps).
+step, so every env step pays its share of gradient steps). The PS layers compute in float32
+(``ps_math=float32``, the default); the rows marked "PS float64" run the same configurations with
+``ps_math=float64`` (FP32-rounded tensors, float64 BLAS sums: the path before issue 20), so the
+gain of the float32 path shows beside it; "x torch" is each row's time over PyTorch's.
 
     python benchmarks/bench_mixed.py [--repeats 5] [--only dqn,a2c,ddpg-lunar,ddpg-mntn]
                                      [--env-steps N] [--no-loop]
@@ -15,7 +18,10 @@ One "gradient step" is, per algorithm (each at the design's batch):
 
 Beside them, the same training step written in PyTorch (benchmarks/torch_ref.py: same networks,
 batch, loss and optimizer; one intra-op thread like our BLAS) when ``import torch`` works
-(optional: ``pip install torch``; ``--no-torch`` skips it).
+(optional: ``pip install torch``; ``--no-torch`` skips it). DDPG: "PyTorch fp32 (CPU)" does what
+the step timed here does (critic, actor and Polyak step on every call); "PyTorch, CleanRL pf 2" is
+torch_ref's CleanRL step, which updates the actor on every other call only (the row the "x torch"
+column used to be read against: half the actor's work, so not the same step).
 
 Timings are the best of ``--repeats`` rounds of each configuration, taken in turns (fp32,
 mixed, AIE, fp32, ...) so that load from other processes hits all alike. The ILP plan is
@@ -52,7 +58,7 @@ def _aie_plan(design):
             for n in build_graph(design).nodes}
 
 
-def _trainer(key, design, precision, asg, loop_steps):
+def _trainer(key, design, precision, asg, loop_steps, ps_math="float32"):
     """(trainer, one-gradient-step closure, steps_per_update of the loop measurement)."""
     rng = np.random.default_rng(0)
     obs_dim = design.obs_shape[0]
@@ -60,7 +66,7 @@ def _trainer(key, design, precision, asg, loop_steps):
         from rlhls.host.dqn import DQN, PHASES
 
         t = DQN(design, seed=0, assignment=asg, hyperparams={
-            "precision": precision, "learning_starts": 0, "steps_per_update": loop_steps})
+            "precision": precision, "learning_starts": 0, "steps_per_update": loop_steps, "ps_math": ps_math})
         B = t.hp["batch_size"]
         s, s2 = rng.standard_normal((B, obs_dim)) * 0.5, rng.standard_normal((B, obs_dim)) * 0.5
         a, r, d = rng.integers(0, 2, B), np.ones(B), np.zeros(B)
@@ -70,7 +76,7 @@ def _trainer(key, design, precision, asg, loop_steps):
         from rlhls.host.a2c import A2C, PHASES
 
         t = A2C(design, seed=0, assignment=asg, hyperparams={
-            "precision": precision, "rollouts_per_update": max(1, loop_steps // 40)})
+            "precision": precision, "rollouts_per_update": max(1, loop_steps // 40), "ps_math": ps_math})
         B = t.hp["num_envs"] * t.hp["n_steps"]
         obs, act = rng.standard_normal((B, obs_dim)) * 0.1, rng.standard_normal((B, design.action_dim)) * 0.5
         adv, ret = rng.standard_normal(B), rng.standard_normal(B) + 5.0
@@ -79,7 +85,8 @@ def _trainer(key, design, precision, asg, loop_steps):
     from rlhls.host.ddpg import DDPG, PHASES
 
     t = DDPG(design, seed=0, assignment=asg, hyperparams={
-        "precision": precision, "learning_starts": 0, "steps_per_update": loop_steps, "buffer_size": 10_000})
+        "precision": precision, "learning_starts": 0, "steps_per_update": loop_steps, "buffer_size": 10_000,
+        "ps_math": ps_math})
     B = t.hp["batch_size"]
     s, s2 = rng.standard_normal((B, obs_dim)) * 0.5, rng.standard_normal((B, obs_dim)) * 0.5
     a = rng.uniform(-1, 1, (B, t.act_dim))
@@ -92,6 +99,43 @@ def _trainer(key, design, precision, asg, loop_steps):
         t.update_targets()
 
     return t, step
+
+
+def _torch_ddpg_every_step(obs, act_dim, hidden=(400, 300), batch=256, lr=3e-4, gamma=0.99, tau=0.005):
+    """torch_ref.ddpg_step with the actor update and the Polyak step on every call, as the step
+    timed here (the designs' RL Zoo configs, policy_frequency 1); torch_ref's CleanRL step updates
+    the actor on every other call only, half the actor's work."""
+    import copy
+
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    actor = torch_ref._mlp((obs, *hidden, act_dim), nn.ReLU, nn.Tanh)
+    critic = torch_ref._mlp((obs + act_dim, *hidden, 1), nn.ReLU)
+    actor_t, critic_t = copy.deepcopy(actor), copy.deepcopy(critic)
+    qopt, aopt = torch.optim.Adam(critic.parameters(), lr=lr), torch.optim.Adam(actor.parameters(), lr=lr)
+    g = torch.Generator().manual_seed(0)
+    s, s2 = torch.randn(batch, obs, generator=g), torch.randn(batch, obs, generator=g)
+    a, r, d = torch.rand(batch, act_dim, generator=g) * 2 - 1, torch.randn(batch, generator=g), torch.zeros(batch)
+
+    def step():
+        with torch.no_grad():
+            y = r + (1 - d) * gamma * critic_t(torch.cat([s2, actor_t(s2)], 1)).view(-1)
+        qloss = F.mse_loss(critic(torch.cat([s, a], 1)).view(-1), y)
+        qopt.zero_grad()
+        qloss.backward()
+        qopt.step()
+        aloss = -critic(torch.cat([s, actor(s)], 1)).mean()
+        aopt.zero_grad()
+        aloss.backward()
+        aopt.step()
+        with torch.no_grad():
+            for net, tgt in ((actor, actor_t), (critic, critic_t)):
+                for p, tp in zip(net.parameters(), tgt.parameters()):
+                    tp.mul_(1 - tau).add_(tau * p)
+
+    return step
 
 
 def main(argv=None):
@@ -109,18 +153,25 @@ def main(argv=None):
         import torch
 
         torch.set_num_threads(1)
-    print(f"{'benchmark':<18} {'configuration':<18} {'ms / grad step':>15} {'ratio':>7} {'env steps/s':>12}")
+    print(f"{'benchmark':<18} {'configuration':<24} {'ms / grad step':>15} {'ratio':>7} {'x torch':>8} "
+          f"{'env steps/s':>12}")
     for key in keys:
         design = get_design(BENCHES[key])
         loop_steps = a.env_steps or (50 if key.startswith("ddpg") else 1000)
         t0 = time.perf_counter()
         ilp = default_plan(design)
         plan_s = time.perf_counter() - t0
-        configs = [("fp32 (all PS)", "fp32", None), ("mixed, ILP plan", "mixed", ilp),
-                   ("mixed, MM on AIE", "mixed", _aie_plan(design))]
-        built = [(name, *_trainer(key, design, prec, asg, loop_steps)) for name, prec, asg in configs]
+        configs = [("fp32 (all PS)", "fp32", None, "float32"), ("mixed, ILP plan", "mixed", ilp, "float32"),
+                   ("mixed, MM on AIE", "mixed", _aie_plan(design), "float32"),
+                   ("fp32, PS float64", "fp32", None, "float64"), ("mixed ILP, PS float64", "mixed", ilp, "float64")]
+        built = [(name, *_trainer(key, design, prec, asg, loop_steps, pm)) for name, prec, asg, pm in configs]
         if use_torch:
-            built.append(("PyTorch fp32 (CPU)", None, torch_ref.REFERENCES[BENCHES[key]]()))
+            if key.startswith("ddpg"):
+                built.append(("PyTorch, CleanRL pf 2", None, torch_ref.REFERENCES[BENCHES[key]]()))
+                built.append(("PyTorch fp32 (CPU)", None, _torch_ddpg_every_step(design.obs_shape[0],
+                                                                                 design.action_dim)))
+            else:
+                built.append(("PyTorch fp32 (CPU)", None, torch_ref.REFERENCES[BENCHES[key]]()))
         n = 1 if key.startswith("ddpg") else 10  # steps per timed round
         best = {name: float("inf") for name, _, _ in built}
         for _, _, step in built:
@@ -132,19 +183,20 @@ def main(argv=None):
                     step()
                 best[name] = min(best[name], (time.perf_counter() - t0) / n)
         base = best[built[0][0]]
+        ref = best.get("PyTorch fp32 (CPU)", float("nan"))
         for name, t, _ in built:
             sps = float("nan")
+            row = f"{BENCHES[key]:<18.18} {name:<24} {best[name] * 1e3:>15.2f} {best[name] / base:>7.2f} " \
+                  f"{best[name] / ref:>8.2f}"
             if t is None:  # the PyTorch reference has no training loop here
-                print(f"{BENCHES[key]:<18.18} {name:<18} {best[name] * 1e3:>15.2f} {best[name] / base:>7.2f} {'':>12}",
-                      flush=True)
+                print(f"{row} {'':>12}", flush=True)
                 continue
             if not a.no_loop:
                 t0 = time.perf_counter()
                 t.train_update(1, 1)
                 sps = t.steps_per_update / (time.perf_counter() - t0)
             t.close()
-            print(f"{BENCHES[key]:<18.18} {name:<18} {best[name] * 1e3:>15.2f} {best[name] / base:>7.2f} {sps:>12.0f}",
-                  flush=True)
+            print(f"{row} {sps:>12.0f}", flush=True)
         print(f"{'':<18} (ILP plan solved in {plan_s:.0f} s; units used: {','.join(sorted(set(ilp.values())))})")
 
 

@@ -194,7 +194,7 @@ class A2C(TrainerBase):
         self.softmax_out = pol.layers[-1].kind == "Softmax"
         self.log_std = (np.full(sp["action_dim"], float(hp["log_std_init"])) if sp["kind"] == "continuous" else None)
         self._take_plan(assignment, hp["num_envs"] * hp["n_steps"])
-        kw = self._scaling(target=False)  # no target copy
+        kw = self._scaling(target=False, ps_math=hp["ps_math"])  # no target copy
         self.mp_p = MixedPrecision(design, pol, "policy", self.assignment, **kw)
         self.mp_v = MixedPrecision(design, val, "value", self.assignment, **kw)
         self.mp_t = {t: MixedPrecision(design, net, t, self.assignment, **kw) for t, net in self.trunks.items()}
@@ -234,8 +234,9 @@ class A2C(TrainerBase):
 
     def _ps_forward(self, obs, heads=("policy", "value")) -> list:
         """The heads' outputs on the PS (FP32), each trunk run once."""
-        feats = {t: ps_forward(net, obs) for t, net in self.trunks.items()}
-        return [ps_forward(self.heads[h], obs if self.trunk_of[h] is None else feats[self.trunk_of[h]])
+        pm = self.hp["ps_math"]
+        feats = {t: ps_forward(net, obs, pm) for t, net in self.trunks.items()}
+        return [ps_forward(self.heads[h], obs if self.trunk_of[h] is None else feats[self.trunk_of[h]], pm)
                 for h in heads]
 
     # -- one rollout + one gradient step

@@ -77,11 +77,10 @@ from .dqn import ReplayBuffer
 from .envs import EpisodeTracker, space_info
 from .algorithms import Algorithm, register_algorithm
 from .hyperparams import hp
-from .mixed import PRECISIONS, MixedPrecision, MixedPrecisionArgs, count_columns, ps_forward
+from .mixed import PRECISIONS, MixedPrecision, MixedPrecisionArgs, _fp32_inplace, count_columns, ps_forward
 from .optim import make_optimizer
 from .trainer import TrainerBase, check_buffer_memory, param_views
 
-_FP32 = parse_format("fp32")
 
 __all__ = ["DDPGArgs", "batch_size", "PHASES", "NOISES", "resolve_hyperparams", "soft_update", "DDPG"]
 
@@ -143,10 +142,13 @@ def resolve_hyperparams(design, overrides: dict | None = None, config: dict | No
 
 
 def soft_update(online, target, tau: float) -> None:
-    """Polyak step of every target parameter, ``tau * online + (1 - tau) * target`` (in place)."""
+    """Polyak step of every target parameter, ``tau * online + (1 - tau) * target`` (in place:
+    ``t *= 1 - tau; t += tau * a``, the same two products and sum, one temporary)."""
     for l, t in zip(online.layers, target.layers):
         for k, a in l.params.items():
-            t.params[k][...] = tau * a + (1.0 - tau) * t.params[k]
+            tp = t.params[k]
+            tp *= 1.0 - tau
+            tp += tau * a
 
 
 class _Buffer(ReplayBuffer):
@@ -193,7 +195,7 @@ class DDPG(TrainerBase):
             raise RlhlsError(f"network 'actor' of '{design.name}' must end in Tanh (its output is scaled to the box)")
         self.actor, self.critic = actor, critic
         self._take_plan(assignment, hp["batch_size"])
-        kw = self._scaling()
+        kw = self._scaling(ps_math=hp["ps_math"])
         self.mp_c = MixedPrecision(design, critic, "critic", self.assignment, loss_node="critic_loss", **kw)
         self.mp_a = MixedPrecision(design, actor, "actor", self.assignment, loss_node="actor_loss", **kw)
         # critic@pi: the critic's weights run again on mu(s); no target forward, no update node
@@ -275,7 +277,7 @@ class DDPG(TrainerBase):
     # -- acting: PS, FP32 (Fig. 10)
     def policy(self, obs) -> np.ndarray:
         """mu(s) in FP32, scaled to the action box (no noise)."""
-        return self.fp32.quantize(ps_forward(self.actor, obs) * self.action_scale + self.action_bias)
+        return self.fp32.quantize(ps_forward(self.actor, obs, self.hp["ps_math"]) * self.action_scale + self.action_bias)
 
     def _noise(self, dones=None) -> np.ndarray:
         hp, N = self.hp, self.hp["num_envs"]
@@ -353,7 +355,7 @@ class DDPG(TrainerBase):
             soft_update(net, tgt, tau)
             for layer in tgt.layers:  # the soft node's FP32 (module docstring)
                 for v in layer.params.values():
-                    v[...] = _FP32.quantize(v)
+                    _fp32_inplace(v)
 
     # -- one update = steps_per_update env steps
     def train_update(self, update: int, total_updates: int) -> dict:

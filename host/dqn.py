@@ -248,7 +248,7 @@ class DQN(TrainerBase):
                              f"{sp['obs_shape']} with {sp['action_dim']} actions")
         self.q, self.n_actions = q, sp["action_dim"]
         self._take_plan(assignment, hp["batch_size"])
-        self.mp = MixedPrecision(design, q, "q", self.assignment, **self._scaling())
+        self.mp = MixedPrecision(design, q, "q", self.assignment, **self._scaling(ps_math=hp["ps_math"]))
         self.views = param_views("q", q)
         self.mp.round_masters(self.views)
         self.target = copy.deepcopy(q)
@@ -273,7 +273,7 @@ class DQN(TrainerBase):
 
     # -- acting: PS, FP32 (Fig. 10)
     def q_values(self, obs) -> np.ndarray:
-        return ps_forward(self.q, self._net_in(obs))
+        return ps_forward(self.q, self._net_in(obs), self.hp["ps_math"])
 
     # -- one gradient step
     def train_step(self, s, s2, a, r, d, times: dict) -> dict:

@@ -7,9 +7,9 @@ Every node of the training graph computes in the format of the unit the plan ass
 ======  ==================================  =================  ==============  ==================
 unit    layer arithmetic                    master weights     loss scaling    model
 ======  ==================================  =================  ==============  ==================
-PS      FP32 storage (``formats['ps']``)    FP32               no              FP32-rounded
-                                                                               tensors, float64
-                                                                               BLAS products/sums
+PS      FP32 storage (``formats['ps']``)    FP32               no              float32 tensors,
+                                                                               float32 BLAS
+                                                                               (``ps_math``)
 PL      FP16 storage, FP32 accumulation     FP32 (backup,      dynamic         ``arith.dense``
         (``formats['pl']``/``['pl_acc']``)  Fig. 9)                            bit-exact (hls4ml
                                                                                order)
@@ -17,10 +17,23 @@ AIE     BF16 storage, FP32 accumulation     none: weights      no (Table II)   `
         (``formats['aie']``/``['aie_acc']``) kept in BF16                      bit-exact
 ======  ==================================  =================  ==============  ==================
 
-PS model: the Arm cores run ordinary FP32 library code, whose summation order no hardware spec
-fixes, so a PS layer rounds every tensor it stores (inputs, weights, outputs, gradients) to FP32
-and computes products and sums in float64 BLAS (fast). PL and AIE layers are the kernels'
-bit-exact emulation through ``Network`` layers with ``Precision(storage, acc)``.
+PS model (``MixedPrecisionArgs.ps_math``): the Arm cores run ordinary FP32 library code, whose
+summation order no hardware spec fixes. ``float32`` (the default): a PS layer computes as such
+code does, in float32 -- float32 tensors (inputs, weights read as float32 copies of the FP32
+masters, outputs, gradients), float32 BLAS products and sums, the bias added and the activation
+applied in place on the matmul's result, activations and their derivatives in float32 (numpy's
+float32 tanh / exp), bias gradients as float32 column sums; no round trips through float64
+between PS nodes. Its bits are deterministic on a given machine and BLAS thread count (the runs
+here: OpenBLAS, one thread); the BLAS's summation order, and so the last bits, are not fixed
+across CPUs or BLAS builds. ``float64`` (``--set ps_math=float64``; the path of every result
+before issue 20): every tensor rounded to FP32, products and sums in float64 BLAS, activations
+in float64 rounded to FP32. Both model FP32 storage; float32 sums model the PS at least as
+faithfully. The update node on the PS steps the optimizer in the gradients' precision
+(host/optim.py): float32 state and float32 operations with ``float32``, float64 operations with
+FP32-rounded state with ``float64``. PL and AIE layers are the kernels' bit-exact emulation
+through ``Network`` layers with ``Precision(storage, acc)``, the same bits under either
+``ps_math`` (a PS node's float32 output reaches them through the same FP16 / BF16 conversion;
+a PS forward's float32 cache is read as float64 by a PL / AIE backward).
 
 Conversions (Fig. 10: "FP32+FP16 for nodes interfacing with PS, BF16+FP16 for AIE interactions").
 Wherever a tensor crosses from a node on one unit to a node on another (activation of layer i ->
@@ -52,7 +65,8 @@ steps run every node in FP32 (as the PS) with no loss scaling; FP16 and BF16 sta
 T_d + 1 (the weights are then rounded to their master formats).
 
 Acting (the per-env-step Q / policy inference) runs on the PS in FP32 (Fig. 10: "PS (FP32): Env
-Step + Inference") whatever the plan says about the training nodes.
+Step + Inference") whatever the plan says about the training nodes (``ps_forward``, with the
+run's ``ps_math``).
 
 ``precision='fp32'`` is the non-quantized baseline of AP-DRL §V-B: every node on the PS.
 
@@ -73,7 +87,7 @@ Several networks, one training step (the API the trainers use):
   before the optimizer (A2C; the norm before clipping is left in ``grad_norm``).
 - ``unit(node)`` is the unit any plan node computes on now (the PS during the delay).
 
-Host-speed notes (results unchanged): a layer's input is converted once at a unit boundary and
+Host-speed notes (results unchanged; the float64 PS path's): a layer's input is converted once at a unit boundary and
 then trusted to be in the unit's storage (``Layer.forward(..., stored=True)``); PS layers read
 parameters that ``round_masters`` left in a master format, and tensors a PS node stored (outputs,
 gradients; ReLU / Flatten results of FP32 values are FP32 values), without rounding them again;
@@ -96,11 +110,12 @@ from rlhls.designs.network import Precision, _sum_rows
 
 from .hyperparams import HyperParams, hp
 
-__all__ = ["MixedPrecisionArgs", "COUNTS", "count_columns", "ps_forward", "UNITS", "PRECISIONS", "LossScaler", "MixedPrecision", "unit_precisions",
+__all__ = ["MixedPrecisionArgs", "PS_MATHS", "COUNTS", "count_columns", "ps_forward", "UNITS", "PRECISIONS", "LossScaler", "MixedPrecision", "unit_precisions",
            "default_plan"]
 
 UNITS = ("PS", "PL", "AIE")
 PRECISIONS = ("fp32", "mixed")
+PS_MATHS = ("float32", "float64")  # MixedPrecisionArgs.ps_math
 MAX_SCALE = 2.0 ** 24
 COUNTS = ("skipped_steps", "scale_shrinks", "scale_grows", "grad_overflows", "conv_overflows")  # metrics.csv
 # Arrays known to hold FP32 values, by id (weak: a dead array's id may be reused): parameters
@@ -138,6 +153,153 @@ def _closed(layer) -> bool:
     return layer.kind == "Flatten" or getattr(layer, "_closed", False)
 
 
+# ---------------------------------------------------------------- the PS in float32 (ps_math)
+# The PS's layer arithmetic with ps_math='float32': float32 tensors, float32 BLAS, the bias and
+# activations applied in place on the matmul's result. A layer's forward keeps what its backward
+# reads (input, float32 weights, activation output) in the layer's own cache slots, in float32;
+# _cache64 turns them into float64 when a backward on another unit (PL/AIE: Network layers)
+# follows a PS forward.
+
+
+def _f32(a) -> np.ndarray:
+    """a as float32 (a float64 array is rounded to FP32: one IEEE rounding, overflow -> Inf)."""
+    a = np.asarray(a)
+    if a.dtype == np.float32:
+        return a
+    with np.errstate(over="ignore", invalid="ignore"):
+        return a.astype(np.float32)
+
+
+def _act32(kind: str, x: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+    """The activation `kind` of float32 x (into `out` when given: x itself, owned by the caller)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        if kind == "ReLU":
+            return np.maximum(x, np.float32(0.0), out=out)
+        if kind == "Tanh":
+            return np.tanh(x, out=out)
+        if kind == "Sigmoid":  # 0.5 (1 + tanh(x / 2)), as Network's (no exp overflow)
+            y = np.multiply(x, np.float32(0.5), out=out)
+            np.tanh(y, out=y)
+            y += np.float32(1.0)
+            y *= np.float32(0.5)
+            return y
+        if kind == "Softmax":
+            e = np.exp(x - x.max(axis=-1, keepdims=True))
+            return np.divide(e, e.sum(axis=-1, keepdims=True), out=out)
+        if kind == "Identity":
+            return x
+    raise RlhlsError(f"PS float32 path: no activation {kind!r}")
+
+
+def _dact32(kind: str, dy: np.ndarray, x: np.ndarray, y: np.ndarray, owned: bool) -> np.ndarray:
+    """dL/dx of the activation from float32 dy and its forward's x, y (in place on dy when owned)."""
+    out = dy if owned else None
+    with np.errstate(over="ignore", invalid="ignore"):
+        if kind == "ReLU":  # dy * [x > 0] (y > 0 is the same set): a multiply, 10x faster than a select
+            return np.multiply(dy, y > 0, out=out)
+        if kind == "Tanh":  # dy (1 - y^2)
+            t = np.multiply(y, y)
+            np.subtract(np.float32(1.0), t, out=t)
+            return np.multiply(dy, t, out=out)
+        if kind == "Sigmoid":  # dy y (1 - y)
+            t = np.subtract(np.float32(1.0), y)
+            t *= y
+            return np.multiply(dy, t, out=out)
+        if kind == "Softmax":  # y (dy - sum(dy y))
+            s = (dy * y).sum(axis=-1, keepdims=True)
+            return np.multiply(y, dy - s, out=out)
+        if kind == "Identity":
+            return dy
+    raise RlhlsError(f"PS float32 path: no activation {kind!r}")
+
+
+def _ps32_forward(layer, x: np.ndarray, owned: bool) -> tuple:
+    """One PS layer's forward in float32 on float32 x -> (y, y owned: a fresh array). `owned`:
+    x is a temporary of this pass (an activation may overwrite it)."""
+    kind = layer.kind
+    if kind == "Dense":
+        w = layer._w32 = _f32(layer.params["W"])
+        y = x @ w
+        b = layer.params.get("b")
+        if b is not None:
+            y += _f32(b)
+        layer._cache, layer._batch, layer._xfmt, layer._cols = x, x.shape[0], None, None
+        return y, True
+    if kind == "Conv2d":
+        kh, kw = layer.kernel
+        cols = im2col(x, kh, kw, layer.stride)
+        w2 = layer._w32 = _f32(layer.params["W"]).reshape(layer.out_channels, -1).T
+        y = cols @ w2
+        b = layer.params.get("b")
+        if b is not None:
+            y += _f32(b)
+        y = np.ascontiguousarray(y.reshape(x.shape[0], *layer.out_shape[1:], layer.out_channels)
+                                 .transpose(0, 3, 1, 2))
+        layer._cache, layer._batch, layer._cols = x, x.shape[0], cols
+        return y, True
+    if kind == "Flatten":
+        layer._cache, layer._batch = True, x.shape[0]
+        return x.reshape(x.shape[0], -1), owned
+    y = _act32(kind, x, x if (owned and kind != "Identity") else None)
+    # ReLU's backward needs only y > 0; the others read y alone too (x is kept for a PL backward)
+    layer._cache, layer._batch = (None if y is x else x, y, False), x.shape[0]
+    return y, y is not x or owned
+
+
+def _ps32_backward(layer, dy: np.ndarray, owned: bool, need_dx: bool, need_dw: bool):
+    """One PS layer's backward in float32 (float32 dy) -> dx (None unless need_dx); the
+    parameter gradients (float32) go to layer.grads. A cache left by a forward on another unit
+    (float64 storage values) is read as float32."""
+    kind = layer.kind
+    if kind in ("Dense", "Conv2d"):
+        x = _f32(layer._cache)
+        w = getattr(layer, "_w32", None)
+        if w is None:
+            w = _f32(layer.params["W"])
+            w = w if kind == "Dense" else w.reshape(layer.out_channels, -1).T
+        layer.grads = {}
+        if kind == "Dense":
+            if need_dw:
+                layer.grads["W"] = x.T @ dy
+                if layer.bias:
+                    layer.grads["b"] = dy.sum(axis=0)
+            return dy @ w.T if need_dx else None
+        kh, kw = layer.kernel
+        dy2 = dy.transpose(0, 2, 3, 1).reshape(-1, layer.out_channels)
+        if need_dw:
+            cols = layer._cols if layer._cols is not None else im2col(x, kh, kw, layer.stride)
+            layer.grads["W"] = np.ascontiguousarray((_f32(cols).T @ dy2).T.reshape(layer.params["W"].shape))
+            if layer.bias:
+                layer.grads["b"] = dy2.sum(axis=0)
+        if not need_dx:
+            return None
+        # the patches' overlaps summed by col2im (float64, rounded once to FP32)
+        return _f32(col2im(dy2 @ w.T, x.shape, kh, kw, layer.stride))
+    if kind == "Flatten":
+        return dy.reshape((layer._batch,) + layer.in_shape) if need_dx else None
+    if not need_dx:
+        return None
+    x, y, table = layer._cache
+    if table:  # a table forward on the PL: the derivative of the math at its input
+        y = _act32(kind, _f32(x), None)
+    return _dact32(kind, dy, None if x is None else _f32(x), _f32(y), owned and dy.dtype == np.float32)
+
+
+def _cache64(layer) -> None:
+    """Float64 copies of what a PS float32 forward cached, for a backward on the PL / AIE."""
+    c = layer._cache
+    if isinstance(c, np.ndarray) and c.dtype == np.float32:
+        layer._cache = c.astype(np.float64)
+    elif isinstance(c, tuple) and len(c) == 3:
+        x, y, t = c
+        if x is None:  # an in-place activation (ReLU): x > 0 where y > 0, and only that is read
+            x = y
+        layer._cache = (np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64), t)
+    cols = getattr(layer, "_cols", None)
+    if cols is not None and cols.dtype == np.float32:
+        layer._cols = cols.astype(np.float64)
+
+
 def unit_precisions(design) -> dict:
     """{'PS'|'PL'|'AIE': Precision(storage, acc)}: the design's formats per unit
     (designs.kernels.unit_formats)."""
@@ -151,8 +313,15 @@ def count_columns(counts: dict) -> dict:
     return {k: counts.get(k, 0) for k in COUNTS}
 
 
-def ps_forward(net, x) -> np.ndarray:
-    """Acting on the PS in FP32 (Fig. 10): every tensor rounded to FP32, products in float64 BLAS."""
+def ps_forward(net, x, ps_math: str = "float32") -> np.ndarray:
+    """Acting on the PS in FP32 (Fig. 10), float64 values out. ps_math 'float32': float32 BLAS
+    and elementwise ops (the PS path of MixedPrecision); 'float64': every tensor rounded to FP32,
+    products and sums in float64 BLAS."""
+    if ps_math == "float32":
+        x, owned = _f32(x), False
+        for layer in net.layers:
+            x, owned = _ps32_forward(layer, x, owned)
+        return x.astype(np.float64)
     q = parse_format("fp32").quantize
     x = q(np.asarray(x, dtype=np.float64))
     for layer in net.layers:
@@ -167,6 +336,8 @@ class MixedPrecisionArgs(HyperParams):
     loss_scale_init: float = hp(2.0 ** 15, "mixed precision: initial dynamic loss scale (a power of two)", low=1.0)
     loss_scale_growth_interval: int = hp(2000, "mixed precision: good steps before the loss scale doubles", low=1)
     quantization_delay: int = hp(0, "mixed precision: gradient steps in FP32 before FP16/BF16 start", low=0)
+    ps_math: str = hp("float32", "PS layers' arithmetic: float32 (float32 BLAS, as the Arm cores) or float64 "
+                      "(FP32-rounded tensors, float64 BLAS sums: the results before issue 20)", choices=PS_MATHS)
 
 
 class LossScaler:
@@ -225,7 +396,10 @@ class MixedPrecision:
     def __init__(self, design, net, inst: str, assignment: dict | None, *, loss_node: str = "loss",
                  loss_scale_init: float = 2.0 ** 15, growth_interval: int = 2000, quantization_delay: int = 0,
                  target: bool = True, update: bool = True, master_of: "MixedPrecision | None" = None,
-                 kernels=None):
+                 kernels=None, ps_math: str = "float32"):
+        if ps_math not in PS_MATHS:
+            raise RlhlsError(f"ps_math {ps_math!r}: expected one of {', '.join(PS_MATHS)}")
+        self.ps32 = ps_math == "float32"
         self.net, self.inst, self.loss_node = net, inst, loss_node
         self.kernels = kernels  # backends.PlanKernels: PL/AIE nodes through a backend (None: emu models)
         self.prec = unit_precisions(design)
@@ -353,9 +527,9 @@ class MixedPrecision:
     # -- conversions
     def convert(self, x, src: str, dst: str, what: str = "act") -> np.ndarray:
         """Quantize a tensor leaving a node on `src` for a node on `dst` to dst's storage format."""
-        x = np.asarray(x, dtype=np.float64)
         if src == dst or not self.quantized:
-            return x
+            return x if self.ps32 else np.asarray(x, dtype=np.float64)
+        x = np.asarray(x, dtype=np.float64)
         fmt = self.prec[dst].storage
         y = fmt.quantize(x)
         ovf = 0
@@ -380,9 +554,11 @@ class MixedPrecision:
         return _fp32(y)
 
     def _layer_fwd(self, layer, x, unit, node=None):
+        if unit != "PS":
+            layer._w32 = None  # no float32 weights of this forward for a PS backward
         if unit != "PS" and layer.is_mm and self.kernels is not None and self.kernels.compiled:
             return self._kernel_fwd(layer, x, unit, node)
-        if unit == "PS":  # FP32 tensors, float64 BLAS sums (see the module docstring)
+        if unit == "PS":  # FP32 tensors, float64 BLAS sums (ps_math float64; see the module docstring)
             saved = layer.params
             layer.params = self._ps_params(layer)
             try:
@@ -434,6 +610,8 @@ class MixedPrecision:
         return p.storage.quantize(col2im(dx, x.shape, kh, kw, layer.stride)) if conv else dx
 
     def _layer_bwd(self, layer, dy, unit, need_dx, need_dw=True, node=None):
+        if unit != "PS" and self.ps32:
+            _cache64(layer)  # a PS forward's float32 cache, read by a PL / AIE backward
         if unit != "PS" and layer.is_mm and self.kernels is not None and self.kernels.compiled:
             return self._kernel_bwd(layer, dy, unit, node, need_dx, need_dw)
         if unit == "PS":
@@ -453,20 +631,35 @@ class MixedPrecision:
         each layer in its node's format and conversions at unit boundaries; `x` comes from a node
         on `src` (default the PS: observations, Fig. 10). Returns (y, unit of the last node)."""
         net = self.net if net is None else net
-        x = np.asarray(x, dtype=np.float64)
+        x = np.asarray(x) if self.ps32 else np.asarray(x, dtype=np.float64)
         if not self.quantized:
             src = "PS"
         elif src != "PS":  # held in src's format (a caller's tensor): make sure of it once
             x = self.prec[src].storage.quantize(x)
+        owned = False  # x is a temporary of this pass (PS float32 activations work in place)
         for layer in net.layers:
             u = self.unit_of(layer.name, phase)
-            x = self.convert(x, src, u)
-            x = self._layer_fwd(layer, x, u, f"{self.inst}.{layer.name}.{phase}")
+            if u != src:
+                x = self.convert(x, src, u)
+            if self.ps32 and u == "PS":
+                if x.dtype != np.float32:
+                    x, owned = _f32(x), True
+                x, owned = _ps32_forward(layer, x, owned)
+            else:
+                x = self._layer_fwd(layer, x, u, f"{self.inst}.{layer.name}.{phase}")
             src = u
         return x, src
 
+    def _ps32_bwd(self, layer, dy, owned, need_dx, need_dw):
+        """A PS node's backward in float32 (dy in the PS's storage) -> (dx, dx owned)."""
+        if dy.dtype != np.float32:
+            dy, owned = _f32(dy), True
+        dx = _ps32_backward(layer, dy, owned, need_dx, need_dw)
+        return dx, dx is not None and dx is not dy or owned
+
     def to_loss(self, y, src: str) -> np.ndarray:
-        return self.convert(y, src, self.loss_unit if self.quantized else "PS")
+        """The network's output as the loss node reads it (float64 values in its storage format)."""
+        return np.asarray(self.convert(y, src, self.loss_unit if self.quantized else "PS"), dtype=np.float64)
 
     def backward(self, dy, src: str | None = None, need_input_grad: bool = False, param_grads: bool = True):
         """Back-propagate the (scaled) loss gradient `dy`, produced on `src` (default the loss
@@ -477,18 +670,24 @@ class MixedPrecision:
         computes that input gradient alone (the graph's ``critic@pi`` backward has no weight
         gradients) and leaves every layer's ``grads`` empty."""
         src = src or (self.loss_unit if self.quantized else "PS")
-        dy = np.asarray(dy, dtype=np.float64)
+        dy = np.asarray(dy) if self.ps32 else np.asarray(dy, dtype=np.float64)
         if self.quantized and src != "PS":
             dy = self.prec[src].storage.quantize(dy)  # the caller's tensor, once (layers trust it)
         layers = self.net.layers
         mm = [i for i, l in enumerate(layers) if l.is_mm]
         stop = 0 if (need_input_grad or not mm) else mm[0]
+        owned = False
         for i in range(len(layers) - 1, stop - 1, -1):
             layer = layers[i]
             u = self.unit_of(layer.name, "bwd")
-            dy = self.convert(dy, src, u, "grad")
-            dy = self._layer_bwd(layer, dy, u, need_dx=need_input_grad or i > stop, need_dw=param_grads,
-                                 node=f"{self.inst}.{layer.name}.bwd")
+            need_dx = need_input_grad or i > stop
+            if u != src:
+                dy = self.convert(dy, src, u, "grad")
+            if self.ps32 and u == "PS":
+                dy, owned = self._ps32_bwd(layer, dy, owned and src == "PS", need_dx, param_grads)
+            else:
+                dy = self._layer_bwd(layer, dy, u, need_dx=need_dx, need_dw=param_grads,
+                                     node=f"{self.inst}.{layer.name}.bwd")
             src = u
         for l in layers[:stop]:
             l.grads = {k: np.zeros_like(v) for k, v in l.params.items()}
@@ -521,7 +720,11 @@ class MixedPrecision:
             self._count("scale_grows")
         q = self.fp32.quantize
         # unscale in FP32 (scale = 2^k: exact but for subnormals); scale 1: FP32(g) is all it does
-        g32 = {k: _fp32(g) if scale == 1.0 else q(_fp32(g) / scale) for k, g in grads.items()}
+        if self.ps32:  # float32 arrays: the optimizer then steps in float32 (host/optim.py)
+            with np.errstate(over="ignore", invalid="ignore"):
+                g32 = {k: _f32(g) if scale == 1.0 else _f32(g) / np.float32(scale) for k, g in grads.items()}
+        else:
+            g32 = {k: _fp32(g) if scale == 1.0 else q(_fp32(g) / scale) for k, g in grads.items()}
         if max_grad_norm is not None:
             from .optim import clip_grad_norm
 
@@ -533,7 +736,8 @@ class MixedPrecision:
         opt.step(params, {k: g32[k] for k in params})  # the host's optimizer (counts the step for all)
         for kind in opt.slots.values():  # FP32 optimizer state, as the update kernel keeps it
             for a in kind.values():
-                _fp32_inplace(a)
+                if a.dtype != np.float32:
+                    _fp32_inplace(a)
         for node, keys in on_pl.items():  # the PL's update kernel
             self._kernel_update(opt, node, keys, param_views, g32)
         self.round_masters(param_views)  # after the delay: into their master formats

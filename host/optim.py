@@ -1,5 +1,13 @@
 """First-order optimizers on numpy parameter dicts (PyTorch semantics) and grad-norm clipping.
 
+Precision: a step computes in its gradients' dtype, float32 or float64 (anything else is taken as
+float64). Float32 gradients (the PS's float32 path, host/mixed.py ``ps_math``) keep float32
+optimizer state and every operation in float32 (scalars rounded to float32, as PyTorch's float32
+kernels); the parameters, float64 arrays, are updated in place by the float32 step (``p - u`` of
+FP32 values rounded to FP32 is the float32 difference). A slot made in one dtype and stepped in the
+other (a checkpoint of the other path) is converted once. ``clip_grad_norm`` sums float32 arrays
+in float32 (dot products), float64 ones as before.
+
 ``params`` and ``grads`` are ``{name: ndarray}`` dicts (e.g. ``Network.get_params()`` keys,
 prefixed by the network name when several networks share one optimizer). ``step(params,
 grads)`` updates ``params`` in place. The learning rate is the attribute ``lr`` (PPO anneals
@@ -16,6 +24,8 @@ it). ``state_dict()`` / ``load_state_dict()`` give everything a checkpoint needs
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from rlhls.designs.errors import RlhlsError
@@ -24,10 +34,18 @@ __all__ = ["Optimizer", "Adam", "RMSprop", "SGD", "clip_grad_norm", "make_optimi
 
 
 def clip_grad_norm(grads: dict, max_norm: float) -> float:
-    norm = float(np.sqrt(sum(float(np.sum(g * g)) for g in grads.values())))
+    gs = list(grads.values())
+    if gs and all(g.dtype == np.float32 for g in gs):  # float32: per-array dot products, summed in float32
+        sq = np.float32(0.0)
+        for g in gs:
+            f = g.reshape(-1)
+            sq += np.dot(f, f)
+        norm = float(np.sqrt(sq))
+    else:
+        norm = float(np.sqrt(sum(float(np.sum(g * g)) for g in gs)))
     coef = max_norm / (norm + 1e-6)
     if coef < 1.0:
-        for g in grads.values():
+        for g in gs:
             g *= coef
     return norm
 
@@ -39,21 +57,25 @@ class Optimizer:
         self.lr = float(lr)
         self.t = 0
         self.slots: dict[str, dict[str, np.ndarray]] = {}
-        self._buf = None  # scratch of _scratch, not state
+        self._buf = {}  # scratch of _scratch per dtype, not state
 
-    def _scratch(self, like: np.ndarray):
-        """Two float64 work arrays shaped like `like` (views of buffers kept between steps: fresh
-        multi-MB temporaries cost page faults on every step)."""
-        buf = self._buf
+    def _scratch(self, like: np.ndarray, dtype=np.float64):
+        """Two work arrays of `dtype` shaped like `like` (views of buffers kept between steps:
+        fresh multi-MB temporaries cost page faults on every step)."""
+        dtype = np.dtype(dtype)
+        buf = self._buf.get(dtype)
         if buf is None or buf.shape[1] < like.size:
-            buf = self._buf = np.empty((2, like.size))
+            buf = self._buf[dtype] = np.empty((2, like.size), dtype=dtype)
         return buf[0, :like.size].reshape(like.shape), buf[1, :like.size].reshape(like.shape)
 
-    def _slot(self, kind: str, name: str, like: np.ndarray) -> np.ndarray:
+    def _slot(self, kind: str, name: str, like: np.ndarray, dtype=np.float64) -> np.ndarray:
         d = self.slots.setdefault(kind, {})
-        if name not in d:
-            d[name] = np.zeros_like(like, dtype=np.float64)
-        return d[name]
+        a = d.get(name)
+        if a is None:
+            a = d[name] = np.zeros(like.shape, dtype=dtype)
+        elif a.dtype != dtype:
+            a = d[name] = a.astype(dtype)
+        return a
 
     def step(self, params: dict, grads: dict) -> None:
         missing = sorted(set(params) - set(grads))
@@ -61,7 +83,8 @@ class Optimizer:
             raise RlhlsError(f"{type(self).__name__}.step: no gradient for {missing}")
         self.t += 1
         for name, p in params.items():
-            self._update(name, p, np.asarray(grads[name], dtype=np.float64))
+            g = np.asarray(grads[name])
+            self._update(name, p, g if g.dtype == np.float32 else np.asarray(g, dtype=np.float64))
 
     def _update(self, name, p, g):
         raise NotImplementedError
@@ -88,8 +111,8 @@ class Adam(Optimizer):
         self.eps = float(eps)
 
     def _update(self, name, p, g):
-        m, v = self._slot("m", name, p), self._slot("v", name, p)
-        a, b = self._scratch(p)
+        m, v = self._slot("m", name, p, g.dtype), self._slot("v", name, p, g.dtype)
+        a, b = self._scratch(p, g.dtype)
         # In place, the same operations in the same order as
         #   m = b1 m + (1-b1) g;  v = b2 v + ((1-b2) g) g
         #   p -= ((lr/c1) m) / (sqrt(v)/sqrt(c2) + eps)        (torch's denom)
@@ -101,7 +124,7 @@ class Adam(Optimizer):
         c1 = 1.0 - self.b1 ** self.t
         c2 = 1.0 - self.b2 ** self.t
         np.sqrt(v, out=a)
-        a /= np.sqrt(c2)
+        a /= math.sqrt(c2)  # a Python float: float32 arrays stay float32 ops
         a += self.eps
         np.multiply(m, self.lr / c1, out=b)
         b /= a
@@ -119,8 +142,8 @@ class RMSprop(Optimizer):
         self.alpha, self.eps = float(alpha), float(eps)
 
     def _update(self, name, p, g):
-        v = self._slot("v", name, p)
-        a, b = self._scratch(p)
+        v = self._slot("v", name, p, g.dtype)
+        a, b = self._scratch(p, g.dtype)
         v *= self.alpha  # v = alpha v + ((1-alpha) g) g;  p -= (lr g) / (sqrt(v) + eps), in place
         np.multiply(g, 1.0 - self.alpha, out=a)
         v += np.multiply(a, g, out=a)
@@ -143,7 +166,7 @@ class SGD(Optimizer):
 
     def _update(self, name, p, g):
         if self.momentum:
-            b = self._slot("b", name, p)
+            b = self._slot("b", name, p, g.dtype)
             b *= self.momentum
             b += g  # zero-initialised, so the first step gives b = g as torch
             g = b

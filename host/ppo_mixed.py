@@ -51,7 +51,8 @@ class MixedPPO:
             self.assignment = dict(assignment)
             kernels = PlanKernels(design, batch, backend)
         kw = dict(loss_scale_init=hp["loss_scale_init"], growth_interval=hp["loss_scale_growth_interval"],
-                  quantization_delay=hp["quantization_delay"], target=False, kernels=kernels)  # no target copy
+                  quantization_delay=hp["quantization_delay"], target=False, kernels=kernels,
+                  ps_math=hp["ps_math"])  # no target copy
         self.mp_p = MixedPrecision(design, ppo.nets["policy"], "policy", self.assignment, **kw)
         self.mp_v = MixedPrecision(design, ppo.nets["value"], "value", self.assignment, **kw)
         MixedPrecision.link(self.mp_p, self.mp_v)  # the policy's instance applies the joint step
@@ -71,10 +72,9 @@ class MixedPPO:
             v["log_std"] = ("log_std", self.ppo.log_std)  # no layer: FP32 master (PS)
         self.views = v
 
-    @staticmethod
-    def act(net, x):
+    def act(self, net, x):
         """Acting on the PS in FP32 (AP-DRL Fig. 10)."""
-        return ps_forward(net, x)
+        return ps_forward(net, x, self.ppo.hp["ps_math"])
 
     def round_gae(self, adv, rtg, times):
         """The float GAE node's outputs in its unit's storage format (PS during the delay)."""

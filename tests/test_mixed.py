@@ -91,18 +91,26 @@ def test_real_fp16_overflow_in_backward_is_caught():
     assert mp.loss_scale() < 2.0 ** 24
 
 
-def test_quantization_delay():
+@pytest.mark.parametrize("ps_math", ["float32", "float64"])
+def test_quantization_delay(ps_math):
     net = _net()
-    mp = MixedPrecision(DESIGN, net, "q", ALL_PL, quantization_delay=2)
+    mp = MixedPrecision(DESIGN, net, "q", ALL_PL, quantization_delay=2, ps_math=ps_math)
     opt, views = SGD(1e-3), _views(net)
     assert not mp.quantized and mp.loss_scale() == 1.0
     assert mp.precision_map("fwd")["fc1"].storage == FP32  # FP32 (as the PS) during the delay
     x = np.random.default_rng(0).standard_normal((5, 4))
     ref = Network("q", (4,), [Dense(8), ReLU(), Dense(2)], seed=0)
     y, _ = mp.forward(x)
-    q = FP32.quantize
-    assert np.array_equal(y, q(q(q(np.maximum(q(q(x) @ q(ref["fc1"].params["W"]) + ref["fc1"].params["b"]), 0)))
-                                 @ q(ref["fc2"].params["W"]) + ref["fc2"].params["b"]))
+    if ps_math == "float64":  # FP32 tensors, float64 sums
+        q = FP32.quantize
+        want = q(q(q(np.maximum(q(q(x) @ q(ref["fc1"].params["W"]) + ref["fc1"].params["b"]), 0)))
+                 @ q(ref["fc2"].params["W"]) + ref["fc2"].params["b"])
+    else:  # float32 throughout
+        p = {k: v.astype(np.float32) for k, v in ref.get_params().items()}
+        h = np.maximum(x.astype(np.float32) @ p["fc1.W"] + p["fc1.b"], np.float32(0))
+        want = h @ p["fc2.W"] + p["fc2.b"]
+        assert y.dtype == np.float32
+    assert np.array_equal(y, want)
     for _ in range(2):
         mp.apply(opt, views, {k: np.zeros_like(a) for k, (_, a) in views.items()})
     assert mp.quantized and mp.loss_scale() == 2.0 ** 15
