@@ -8,8 +8,9 @@ FP32 vs BF16 training time against network size).
 **apdrl-table3.** For each benchmark of Table III, ``--seeds`` runs (default 3) in ``fp32`` (every node
 on the PS) and in ``mixed`` (every node in its unit's format under the design's ILP plan, computed
 once and written to ``<out>/<design>/plan/``). Each run is an ordinary ``rlhls train`` run folder
-``<out>/<design>/<precision>-s<seed>/`` started as its own process (``--resume`` when it has a
-checkpoint: running the command again continues unfinished runs). Reported, as the seed does it:
+``<out>/<design>/<precision>-s<seed>/``, its ``rlhls train`` command a Ray task (host/engine.py:
+``--jobs`` at once, ``--address`` a cluster; ``--resume``, or the same command again, keeps finished
+runs and continues the others from their checkpoints). Reported, as the seed does it:
 
 * the moving average of episodic return over a 100-episode window (§V-B; over the episodes so far
   while fewer than 100 have ended);
@@ -48,8 +49,6 @@ import csv
 import dataclasses
 import json
 import math
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -59,7 +58,6 @@ import numpy as np
 from rlhls.designs.errors import RlhlsError
 
 from .experiments import finished_steps, register_experiment
-from .runner import CHECKPOINT
 
 __all__ = ["BENCHMARKS", "TABLE4_SIZES", "run_apdrl_table3", "run_apdrl_table4", "summarize_table3",
            "moving_average", "reward_error", "cartpole_variant", "table4_rows"]
@@ -129,7 +127,7 @@ def _mean_std(v: list) -> tuple[float, float]:
     return float(a.mean()), float(a.std(ddof=1)) if len(a) > 1 else 0.0
 
 
-def summarize_table3(out, designs: list[str], seeds: int, title: str = "") -> list[dict]:
+def summarize_table3(out, designs: list[str], seeds: int, title: str = "", failed: list | None = None) -> list[dict]:
     """table3.csv / table3.md / fig11.png from the run folders under `out`; returns the rows."""
     from .report import markdown_table
     from .runner import atomic_write_text, csv_text
@@ -178,7 +176,7 @@ def summarize_table3(out, designs: list[str], seeds: int, title: str = "") -> li
                            f"{r['fp32_steps']}/{r['mixed_steps']}",
                            "untrained (no gradient step yet)" if r["untrained"] else f"{r['reward_error_percent']:.2f}",
                            seed_err(r["design"])] for r in rows]),
-          "", "![Fig. 11](fig11.png)", ""]
+          "", "![Fig. 11](fig11.png)", "", *(failed or [])]
     atomic_write_text(out / "table3.md", "\n".join(md))
 
     import matplotlib
@@ -229,35 +227,20 @@ def write_design_plan(design, folder: Path, time_limit: float = 60.0) -> Path:
 
 
 def _train_command(job: dict) -> list[str]:
-    cmd = [sys.executable, "-m", "rlhls", "train", job["design"], "--precision", job["precision"],
-           "--seed", str(job["seed"]), "--steps", str(job["steps"]), "--out", job["out"], "--quiet"]
+    """The run's ``rlhls train`` argv (the engine adds --resume when its folder has a checkpoint)."""
+    cmd = ["train", job["design"], "--precision", job["precision"], "--seed", str(job["seed"]), "--steps",
+           str(job["steps"]), "--out", job["out"], "--quiet"]
     if job["plan"]:
         cmd += ["--plan", job["plan"]]
-    if (Path(job["out"]) / CHECKPOINT).exists():
-        cmd.append("--resume")
     for k, v in job["overrides"].items():
         cmd += ["--set", f"{k}={v}"]
     return cmd
 
 
-def _run_job(job: dict) -> dict:
-    t0 = time.perf_counter()
-    if finished_steps(Path(job["out"])) >= job["steps"] and (Path(job["out"]) / CHECKPOINT).exists():
-        return {**job, "seconds": 0.0}  # done: not even a process
-    env = dict(os.environ, OPENBLAS_NUM_THREADS=os.environ.get("OPENBLAS_NUM_THREADS", "1"))
-    p = subprocess.run(_train_command(job), capture_output=True, text=True, env=env)
-    if p.returncode != 0:
-        last = (p.stderr.strip().splitlines() or ["(no message)"])[-1]
-        raise RlhlsError(f"run {job['out']}: rlhls train exited {p.returncode}: {last}")
-    return {**job, "seconds": time.perf_counter() - t0}
-
-
 def run_apdrl_table3(args) -> int:
-    from concurrent.futures import ThreadPoolExecutor, as_completed
-
     from rlhls.designs.registry import get_design
 
-    from .experiments import RECORD, check_out
+    from .experiments import Run, check_out, failed_lines, run_runs, write_record
 
     designs = list(dict.fromkeys(args.design or BENCHMARKS))
     for d in designs:
@@ -280,10 +263,8 @@ def run_apdrl_table3(args) -> int:
                              "out": str(out / d / f"{p}-s{s}"), "plan": None})
     from rlhls.partition.fileio import make_dirs
 
-    from .runner import atomic_write_text
-
     make_dirs(out)
-    atomic_write_text(out / RECORD, json.dumps({**settings, "designs": designs, "seeds": args.seeds}, indent=1) + "\n")
+    write_record(out, {**settings, "designs": designs, "seeds": args.seeds}, args)
     say = (lambda m: None) if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
     for d in designs:  # one plan per design, shared by its mixed runs
         plan = write_design_plan(get_design(d), out / d / "plan")
@@ -299,19 +280,19 @@ def run_apdrl_table3(args) -> int:
         if hp.get("learning_starts", 0) >= j["steps"]:
             say(f"rlhls: warning: {d.name}: {j['steps']} steps do not pass learning_starts = {hp['learning_starts']}; "
                 "its runs take no gradient step and its row is marked untrained")
-    say(f"{args.name}: {len(designs)} benchmark(s) x 2 precisions x {args.seeds} seed(s) = {len(jobs)} run(s), "
-        f"{args.jobs} at a time -> {out}")
+    say(f"{args.name}: {len(designs)} benchmark(s) x 2 precisions x {args.seeds} seed(s) = {len(jobs)} run(s) "
+        f"-> {out}")
     t0 = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=args.jobs) as pool:  # each job is its own process
-        futs = [pool.submit(_run_job, j) for j in jobs]
-        for i, f in enumerate(as_completed(futs), 1):
-            r = f.result()
-            say(f"[{i}/{len(jobs)}] {r['design']} {r['precision']} seed {r['seed']}: {r['steps']} steps "
-                f"in {r['seconds']:.0f} s")
-    _print_rows(summarize_table3(out, designs, args.seeds, f"{args.name}: fp32 vs mixed precision, {args.seeds} seed(s)"),
-                args.json)
+    runs = [Run(f"{j['design']}/{j['precision']}-s{j['seed']}", j["out"], command=_train_command(j), steps=j["steps"])
+            for j in jobs]
+    outcomes = run_runs(args, runs, out=out, say=say)
+    bad = sum(not o.ok for o in outcomes)
+    _print_rows(summarize_table3(out, designs, args.seeds, f"{args.name}: fp32 vs mixed precision, {args.seeds} seed(s)",
+                                 failed=failed_lines(outcomes)), args.json)
     print(f"{len(jobs)} run(s) in {time.perf_counter() - t0:.0f} s -> {out / 'table3.md'}, {out / 'fig11.png'}")
-    return 0
+    if bad:
+        print(f"{bad} run(s) failed (their errors: {out / 'runs.csv'}); --resume retries them")
+    return 1 if bad else 0
 
 
 def _print_rows(rows, as_json: bool = False) -> None:
@@ -429,7 +410,7 @@ def run_apdrl_table4(args) -> int:
 
     from rlhls.partition.fileio import make_dirs
 
-    from .experiments import RECORD, check_out
+    from .experiments import check_out, write_record
 
     sizes = args.sizes or TABLE4_SIZES
     out = Path(args.out or "runs/apdrl-table4")
@@ -438,7 +419,7 @@ def run_apdrl_table4(args) -> int:
     say = (lambda m: None) if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
     rows = table4_rows(sizes, repeats=args.repeats, say=say)
     make_dirs(out)
-    atomic_write_text(out / RECORD, json.dumps(settings, indent=1) + "\n")
+    write_record(out, settings, args)
     atomic_write_text(out / "table4.csv", csv_text(rows, list(rows[0])))
     md = ["# AP-DRL Table IV: DQN-CartPole training time against network size", "",
           "Modeled = the ILP plan's makespan of one training step (batch 128) on the VEK280 with every unit in FP32 "

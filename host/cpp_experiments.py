@@ -16,7 +16,7 @@ kept as ``dataset-<design>.npz`` in ``--out`` and reused while the settings stay
 
 ``cpp-fig4``: x in float64 (the kernel's float64 path: the exact Hessian-vector product) is the
 reference; for every fraction-bit count F in ``bits`` the unit runs with storage
-fixed<4+F,4,RND,SAT> (4 integer bits, §IV-B; the design's accumulator fixed<48,16> and tanh table
+fixed<4+F,4,RND,SAT> (4 integer bits, §IV-B; the design's FVP accumulator and tanh table
 2^-10) and MAPE = mean over the parameters of |x_F - x_ref| / |x_ref| in percent (parameters with
 x_ref = 0 excluded: the padded inputs' weights, which CG never moves). Where the model refuses the
 design's parallelism for a width (its 64-bit sums: W + F + guard(parallelism) <= 62), the unit runs
@@ -290,6 +290,10 @@ def _same_bits_p1(design, data: dict, scale: bool) -> bool:
     return bool(np.array_equal(a(X, th[:pol_P], data["g"], iv), b(X, th[:pol_P], data["g"], iv)))
 
 
+def _fvp_acc(design) -> str:
+    return next(k for k in design.kernels if k.name == "fvp").acc
+
+
 def _design_frac_bits(design) -> int:
     from rlhls.designs.formats import parse_format
 
@@ -297,34 +301,32 @@ def _design_frac_bits(design) -> int:
     return parse_format(spec.storage).frac_bits
 
 
-def fig4_rows(out: Path, designs, p: dict, jobs: int = 1, say=lambda m: None) -> tuple[list, dict]:
+def fig4_rows(out: Path, designs, p: dict, opts=None, say=lambda m: None) -> tuple[list, dict]:
+    """Fig. 4's rows. The widths of every (design, scaling) are split into parts (interleaved:
+    narrow widths cost more where partial sums saturate), one run on the engine each (``--jobs``,
+    ``--address``; host/engine.py); each part recomputes the float64 reference."""
+    import os
+
+    from .experiments import map_runs
+
     scales = {"on": [True], "off": [False], "both": [True, False]}[p["scale"]]
+    jobs, address = (opts.jobs, opts.address) if opts is not None else (1, None)
+    parts = max(1, min(jobs or os.cpu_count() or 1, len(p["bits"])))
     todo = []
     checks = {}
     for d in designs:
         data = _dataset(out, d, p, say)
         checks[d.name] = _same_bits_p1(d, data, scales[0])
-        # with --jobs, every (design, scaling) is split over the workers by width (interleaved: narrow
-        # widths cost more where partial sums saturate); each part recomputes the float64 reference
-        parts = max(1, min(jobs, len(p["bits"]))) if jobs > 1 else 1
         for s in scales:
             for k in range(parts):
                 todo.append({"design": d.name, "dataset": str(out / f"dataset-{d.name}.npz"),
                              "bits": p["bits"][k::parts], "scale": s})
-    rows = []
-    if jobs > 1 and len(todo) > 1:
-        from concurrent.futures import ProcessPoolExecutor
-
-        with ProcessPoolExecutor(max_workers=min(jobs, len(todo))) as pool:
-            for r in pool.map(_fig4_one, todo):
-                rows += r
-        order = [d.name for d in designs]
-        rows.sort(key=lambda r: (order.index(r["design"]), r["scale"] != "on", r["fraction_bits"]))
-    else:
-        for j in todo:
-            say(f"{j['design']}: CG with the fixed-point unit at {len(j['bits'])} width(s), scaling "
-                f"{'on' if j['scale'] else 'off'}")
-            rows += _fig4_one(j)
+    say(f"{len(todo)} part(s): CG with the fixed-point unit at {len(p['bits'])} width(s) per design and scaling")
+    ids = [f"{j['design']}/{'on' if j['scale'] else 'off'}/{','.join(map(str, j['bits']))}" for j in todo]
+    rows = [r for part in map_runs(_fig4_one, todo, jobs=jobs, address=address, ids=ids,
+                                   progress=opts is not None and not opts.quiet) for r in part]
+    order = [d.name for d in designs]
+    rows.sort(key=lambda r: (order.index(r["design"]), r["scale"] != "on", r["fraction_bits"]))
     return rows, checks
 
 
@@ -357,7 +359,8 @@ def _fig4_outputs(out: Path, rows: list, designs, p: dict, checks: dict) -> None
         "# CPP Fig. 4: MAPE of the CG result against float64 by fraction bits", "",
         f"Data set: {p['samples']} samples per design collected with the policy after {p['warmup']} TRPO "
         f"iteration(s) (seed {p['seed']}); CG 10 iterations, damping 0.1; storage fixed<4+F,4,RND,SAT>, "
-        "accumulator fixed<48,16,RND,SAT>, tanh table 2^-10. MAPE over the parameters whose float64 CG "
+        f"accumulator {', '.join(sorted({_fvp_acc(d) for d in designs}))}, tanh table 2^-10. MAPE over the "
+        "parameters whose float64 CG "
         "result is nonzero.", "",
         markdown_table(head, body),
         "¹ run with parallelism 1 (the model refuses the design's blocking at this width; the same bits when "
@@ -403,7 +406,7 @@ def run_fig4(opts) -> int:
     out = _start(opts, p, designs)
     say = _say(opts)
     t0 = time.perf_counter()
-    rows, checks = fig4_rows(out, designs, p, jobs=opts.jobs, say=say)
+    rows, checks = fig4_rows(out, designs, p, opts, say=say)
     _fig4_outputs(out, rows, designs, p, checks)
     if opts.json:
         print(json.dumps(rows, indent=2, default=str))

@@ -9,6 +9,13 @@ apdrl-table4). Every such module is imported on first use (adding one needs no o
 
 Never clobbers: an existing non-empty ``--out`` must hold our ``experiment.json`` with the same
 settings (then it is continued), else it is refused (``check_out``).
+
+The runs run on the engine (host/engine.py, re-exported here: ``Run``, ``run_all``, ``map_runs``):
+Ray tasks on a local Ray instance with the machine's cores, or ``--address`` a cluster; ``--jobs``
+caps the runs at once (``--jobs 1`` without an address: one after another in this process).
+``--resume`` continues the experiment in ``--out`` with the options it was started with (recorded
+by ``write_record`` in ``experiment.json``): finished runs are kept, partial ones resume from their
+checkpoints. Running the same command again does the same.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 import importlib
 import json
 import pkgutil
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -23,7 +31,10 @@ from typing import Callable
 from rlhls.designs.errors import RlhlsError
 from rlhls.partition import fileio
 
-__all__ = ["ExperimentOptions", "register_experiment", "experiment_names", "run_experiment", "check_out", "RECORD"]
+from .engine import Outcome, Run, failed_lines, map_runs, ray_session, run_all
+
+__all__ = ["ExperimentOptions", "register_experiment", "experiment_names", "run_experiment", "check_out", "RECORD",
+           "write_record", "run_runs", "Run", "Outcome", "run_all", "map_runs", "ray_session", "failed_lines"]
 
 RECORD = "experiment.json"
 
@@ -38,7 +49,10 @@ class ExperimentOptions:
     seeds: int | None = None        # seeds 0..K-1
     env: str | None = None          # environment id (default: the design's)
     out: str | None = None          # experiment folder (default runs/<name>)
-    jobs: int = 1                   # runs at once
+    jobs: int = 0                   # runs at once (0: the Ray cluster's CPUs; 1 without address: in-process)
+    address: str | None = None      # a Ray cluster to join ("auto", "HOST:PORT"); None: a local instance
+    resume: bool = False            # continue --out with its recorded options
+    retries: int = 2                # tries again of a run whose worker died (each resumes its checkpoint)
     backend: str = "emu"
     full: bool = False              # the design's own settings instead of the demonstration's
     overrides: dict = field(default_factory=dict)  # hyperparameters of every run
@@ -91,7 +105,61 @@ def run_experiment(opts: ExperimentOptions) -> int:
     if unknown:
         known = f"known: {', '.join(exp.params)}" if exp.params else "it takes no --param"
         raise RlhlsError(f"--param {unknown[0]}: unknown for {opts.name} ({known})")
-    return exp.run(opts)
+    opts.out = opts.out or f"runs/{opts.name}"
+    if opts.resume:
+        _resume_options(opts)
+    rc = exp.run(opts)
+    from .report import HTML_PAGE, write_html
+
+    if Path(opts.out).is_dir() and write_html(opts.out, f"rlhls experiment {opts.name}") and not opts.quiet:
+        print(f"rlhls: {Path(opts.out) / HTML_PAGE}: the tables and figures in one page", file=sys.stderr)
+    return rc
+
+
+# the options a resumed experiment takes from its record; the others (how to run) from the command
+_HOW = ("name", "out", "jobs", "address", "resume", "retries", "quiet", "json", "report")
+
+
+def _recorded(opts: ExperimentOptions) -> dict:
+    from dataclasses import asdict
+
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(opts).items() if k not in _HOW}
+
+
+def write_record(out: Path, settings: dict, opts: ExperimentOptions) -> None:
+    """experiment.json: the experiment's settings and the options it was started with (--resume)."""
+    fileio.write_json(Path(out) / RECORD, {**settings, "options": _recorded(opts)})
+
+
+def _resume_options(opts: ExperimentOptions) -> None:
+    """--resume: the recorded options; one the command also gives must agree with them."""
+    out = Path(opts.out or f"runs/{opts.name}")
+    try:
+        rec = json.loads((out / RECORD).read_text())
+    except FileNotFoundError:
+        raise RlhlsError(f"--resume: '{out}' holds no experiment (no {RECORD}); start it without --resume") from None
+    except (OSError, ValueError) as e:
+        raise RlhlsError(f"--resume: '{out / RECORD}' cannot be read ({type(e).__name__})") from None
+    old = rec.get("options")
+    if not isinstance(old, dict):
+        raise RlhlsError(f"--resume: '{out / RECORD}' records no options (an older experiment); repeat its "
+                         "command instead")
+    defaults = _recorded(ExperimentOptions(name=opts.name))
+    given = _recorded(opts)
+    for k, v in given.items():
+        if k in old and v != defaults.get(k) and json.loads(json.dumps(v, default=str)) != old[k]:
+            raise RlhlsError(f"--resume: '{out}' was started with {k} {old[k]!r}, not {v!r} (drop the option, or "
+                             "choose another --out)")
+    for k, v in old.items():
+        if k in given:
+            setattr(opts, k, tuple(tuple(x) if isinstance(x, list) else x for x in v) if k == "sizes" and v else v)
+    opts.out = str(out)
+
+
+def run_runs(opts: ExperimentOptions, runs: list, out=None, say=None) -> list:
+    """The experiment's runs on the engine with the command's --jobs/--address/--retries/--quiet."""
+    return run_all(runs, jobs=opts.jobs or None, address=opts.address, retries=opts.retries, say=say,
+                   progress=not opts.quiet, out=out)
 
 
 def param(opts: ExperimentOptions, key: str, default, kind=int, low=None):

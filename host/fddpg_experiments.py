@@ -19,8 +19,10 @@ the PL, Adam and the Polyak step on the host) train on eq. 1-6's random starts a
 is saved when the count of finished training episodes reaches each snapshot (the seed: 400, 600,
 ..., 1200 of 1300 episodes of 300 gradients), and every snapshot is evaluated on A-F. A cell of
 ``table7.md`` is, per seed, the first snapshot whose policy completes the sub-task ('x': none).
-Each run is a run folder ``<out>/<variant>-s<seed>/`` (metrics, checkpoint: running the command
-again continues unfinished runs; ``policies/ep<E>.npz``, ``eval.json``). ``--full`` is the seed's
+Each run is a run folder ``<out>/<variant>-s<seed>/`` (metrics, checkpoint; ``policies/ep<E>.npz``,
+``eval.json``: a run with one is finished), each a Ray task (host/engine.py: ``--jobs`` at once,
+``--address`` a cluster; ``--resume``, or the same command again, keeps finished runs and continues
+the others from their checkpoints). ``--full`` is the seed's
 budget (3 seeds x 2 variants x 390,000 steps: about 80 minutes with ``--jobs 2`` on 2 busy cores); the
 default is the demonstration (``DEMO``: 400 episodes, snapshots 100-400, 3 seeds: 16 minutes).
 ``--param episodes=N`` and ``--param snapshots=E1,E2,...`` set the budget and snapshots. ``fig7.png``:
@@ -42,7 +44,6 @@ import csv
 import io
 import json
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 import numpy as np
@@ -50,7 +51,7 @@ import numpy as np
 from rlhls.designs.errors import RlhlsError
 from rlhls.partition import fileio
 
-from .experiments import RECORD, check_out, param, register_experiment
+from .experiments import Run, check_out, failed_lines, param, register_experiment, run_runs, write_record
 from .policy import POLICY_STATES
 from .report import register_report_section
 from .runner import CHECKPOINT, csv_text, read_metrics
@@ -271,7 +272,7 @@ def _first(evals: dict, task: str, key: str, snapshots) -> str:
     return "x"
 
 
-def summarize_table7(out: Path, design: str, seeds: int, snapshots) -> dict:
+def summarize_table7(out: Path, design: str, seeds: int, snapshots, failed: list | None = None) -> dict:
     """table7.md / table7.csv / fig7.png from the runs' eval.json (runs that have one)."""
     from .report import markdown_table, mean_std_band, save_png
 
@@ -300,7 +301,7 @@ def summarize_table7(out: Path, design: str, seeds: int, snapshots) -> dict:
           f"{', '.join(map(str, snapshots))})\n\n"
           "Per seed, the first snapshot (training episodes) whose policy completes the sub-task on the task; "
           "'x': no snapshot does; '*': put without lifting the box. Seed's columns: Table VII.\n\n"
-          + markdown_table(head, rows))
+          + markdown_table(head, rows) + "\n".join(failed or []))
     fileio.atomic_write_text(out / "table7.md", md)
     fileio.atomic_write_text(out / "table7.csv", csv_text(csv_rows, list(csv_rows[0])))
 
@@ -360,30 +361,34 @@ def run_table7(opts) -> int:
                 "steps": steps, "backend": opts.backend, "overrides": {k: str(v) for k, v in opts.overrides.items()}}
     check_out(out, settings)
     fileio.make_dirs(out)
-    fileio.write_json(out / RECORD, settings)
+    write_record(out, settings, opts)
     say = (lambda m: None) if opts.quiet else (lambda m: print(m, flush=True))
     jobs = [(v, s) for s in range(seeds) for v in VARIANTS]
     say(f"fddpg-table7: {design.name}, {len(jobs)} run(s) of {steps} steps ({episodes} episodes of <= {GRADIENTS} "
-        f"steps), snapshots {', '.join(map(str, snaps))}, {opts.jobs} at a time -> {out}")
+        f"steps), snapshots {', '.join(map(str, snaps))} -> {out}")
     t0 = time.perf_counter()
-    args = [(design.name, v, s, str(out / f"{v}-s{s}"), steps, snaps, dict(opts.overrides), opts.backend)
+    runs = [Run(f"{v}-s{s}", out / f"{v}-s{s}", fn=train_run, steps=steps, finished=_evaluated(out / f"{v}-s{s}"),
+                kwargs={"design_name": design.name, "variant": v, "seed": s, "folder": str(out / f"{v}-s{s}"),
+                        "steps": steps, "snapshots": snaps, "overrides": dict(opts.overrides),
+                        "backend": opts.backend})
             for v, s in jobs]
-    if opts.jobs <= 1:
-        for a in args:
-            r = train_run(*a)
-            say(f"  {a[1]} seed {a[2]}: {r['train_seconds']} s")
-    else:
-        with ProcessPoolExecutor(max_workers=opts.jobs) as pool:
-            futs = {pool.submit(train_run, *a): a for a in args}
-            for f in as_completed(futs):
-                r = f.result()
-                say(f"  {futs[f][1]} seed {futs[f][2]}: {r['train_seconds']} s")
-    summary = summarize_table7(out, design.name, seeds, snaps)
+    outcomes = run_runs(opts, runs, out=out, say=say)
+    summary = summarize_table7(out, design.name, seeds, snaps, failed=failed_lines(outcomes))
     say((out / "table7.md").read_text())
     say(f"({time.perf_counter() - t0:.0f} s; fig7.png, table7.csv, run folders in {out})")
     if opts.json:
         print(json.dumps(summary["rows"]))
-    return 0
+    return 1 if any(not o.ok for o in outcomes) else 0
+
+
+class _evaluated:
+    """A Table VII run is finished when its eval.json is there (written after training and evaluation)."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+
+    def __call__(self) -> bool:
+        return (self.folder / "eval.json").is_file()
 
 
 # ----------------------------------------------------------------------------- Table IV
@@ -423,7 +428,7 @@ def run_table4(opts) -> int:
     out = Path(opts.out or "runs/fddpg-table4")
     check_out(out, {"experiment": "fddpg-table4"})
     fileio.make_dirs(out)
-    fileio.write_json(out / RECORD, {"experiment": "fddpg-table4"})
+    write_record(out, {"experiment": "fddpg-table4"}, opts)
     say = (lambda m: None) if opts.quiet else (lambda m: print(m, flush=True))
     total = SEED_EPISODES * GRADIENTS
     rows, md = [], []

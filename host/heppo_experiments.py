@@ -9,8 +9,10 @@
   (experiment 2).
 
 Each (configuration, seed) is a normal ``rlhls train`` run folder ``<out>/<config>-s<seed>/``
-(resumable: running the same command again continues unfinished runs and skips finished
-ones). Seeds are 0..K-1. ``--jobs`` runs that many training processes at once (default 1).
+(resumable: ``--resume``, or the same command again, keeps finished runs and continues unfinished
+ones from their checkpoints). Seeds are 0..K-1. The runs are Ray tasks (host/engine.py): ``--jobs``
+at once (default every CPU; ``--jobs 1``: one after another in this process), ``--address`` a
+cluster.
 The summary: ``summary.csv`` and ``summary.md`` (per configuration: mean +- std over seeds of
 the *final return* = mean return of the last ``rolling_window(n)`` episodes of a run, the
 runner's rolling-average window) and ``comparison.png`` (per configuration the rolling-average
@@ -21,8 +23,9 @@ environment with the demo rollout of ``rlhls run`` (8 envs x 256 steps, 8 miniba
 ``--steps 4096`` and 2 seeds -- far too short to separate the configurations. The seed's
 comparison needs millions of steps with its 64 x 1024 rollout; on a bigger machine:
 
-    rlhls experiment heppo-table3 --full --steps 10000000 --seeds 5 --jobs 25 --out runs/table3
-    rlhls experiment heppo-bits   --full --steps 10000000 --seeds 5 --jobs 45 --out runs/bits
+    rlhls experiment heppo-table3 --full --steps 10000000 --seeds 5 --address auto --out runs/table3
+    rlhls experiment heppo-bits   --full --steps 10000000 --seeds 5 --address auto --out runs/bits
+    rlhls experiment heppo-bits --resume --address auto --out runs/bits   # after an interruption
 
 Never clobbers: an existing non-empty ``--out`` must hold our ``experiment.json`` with the same
 settings (then it is continued), else it is refused.
@@ -67,7 +70,8 @@ def configurations(name: str) -> list[dict]:
 
 
 def _one_run(job: dict) -> dict:
-    """Train one (configuration, seed) run folder; runs in a worker process."""
+    """Train one (configuration, seed) run folder (a Ray task, or in-process with --jobs 1); resumes
+    from the folder's checkpoint when it has one."""
     from rlhls.designs.registry import get_design
 
     from .train import train_design
@@ -95,7 +99,7 @@ def _rolling(y: np.ndarray) -> np.ndarray:
     return np.concatenate([c[1:w] / np.arange(1, w), (c[w:] - c[:-w]) / w]) if len(y) else y
 
 
-def summarize(out, configs: list[dict], seeds: int, title: str = "") -> list[dict]:
+def summarize(out, configs: list[dict], seeds: int, title: str = "", failed: list | None = None) -> list[dict]:
     """summary.csv, summary.md and comparison.png of the run folders in `out`; returns the rows."""
     from .report import markdown_table
     from .runner import atomic_write_text, csv_text, rolling_window
@@ -129,7 +133,7 @@ def summarize(out, configs: list[dict], seeds: int, title: str = "") -> list[dic
                          [[r["config"], r["label"], r["settings"], r["seeds"],
                            f"{r['final_return_mean']:.2f} ± {r['final_return_std']:.2f}", r["per_seed"]]
                           for r in rows]),
-          "", "![comparison](comparison.png)", ""]
+          "", "![comparison](comparison.png)", "", *(failed or [])]
     atomic_write_text(out / "summary.md", "\n".join(md))
 
     import matplotlib
@@ -158,13 +162,10 @@ def summarize(out, configs: list[dict], seeds: int, title: str = "") -> list[dic
 
 def run_heppo(args) -> int:
     """heppo-table3 / heppo-bits (module docstring); `args` an ExperimentOptions."""
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
     from rlhls.designs.registry import get_design
 
     from .algorithms import get_algorithm
-    from .experiments import RECORD, check_out
-    from .runner import atomic_write_text
+    from .experiments import Run, check_out, failed_lines, run_runs, write_record
 
     if args.report:
         raise RlhlsError(f"--report: only for apdrl-table3 (not {args.name})")
@@ -187,37 +188,31 @@ def run_heppo(args) -> int:
                 "overrides": {k: str(v) for k, v in base.items()}}
     check_out(out, settings)
     fileio.make_dirs(out)
-    atomic_write_text(out / RECORD, json.dumps({**settings, "steps": steps, "seeds": args.seeds}, indent=1) + "\n")
+    write_record(out, {**settings, "steps": steps, "seeds": args.seeds}, args)
 
-    jobs = [{"design": design.name, "env": env, "backend": args.backend, "steps": steps, "seed": s,
-             "config": c["name"], "label": c["label"], "overrides": {**base, **c["set"]},
-             "out": str(out / f"{c['name']}-s{s}")} for c in configs for s in range(args.seeds)]
+    runs = [Run(f"{c['name']}-s{s}", out / f"{c['name']}-s{s}", fn=_one_run, steps=steps,
+                kwargs={"job": {"design": design.name, "env": env, "backend": args.backend, "steps": steps, "seed": s,
+                                "config": c["name"], "label": c["label"], "overrides": {**base, **c["set"]},
+                                "out": str(out / f"{c['name']}-s{s}")}})
+            for c in configs for s in range(args.seeds)]
     say = (lambda m: None) if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
-    say(f"{args.name}: {len(configs)} configuration(s) x {args.seeds} seed(s) = {len(jobs)} run(s) of {steps} steps "
-        f"on {env}, {args.jobs} at a time -> {out}")
+    say(f"{args.name}: {len(configs)} configuration(s) x {args.seeds} seed(s) = {len(runs)} run(s) of {steps} steps "
+        f"on {env} -> {out}")
     t0 = time.perf_counter()
-    done = 0
-    if args.jobs == 1:
-        results = (_one_run(j) for j in jobs)
-        for r in results:
-            done += 1
-            say(f"[{done}/{len(jobs)}] {r['config']} seed {r['seed']}: {r['env_steps']} steps in {r['seconds']:.0f} s")
-    else:
-        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-            futs = [pool.submit(_one_run, j) for j in jobs]
-            for f in as_completed(futs):
-                r = f.result()
-                done += 1
-                say(f"[{done}/{len(jobs)}] {r['config']} seed {r['seed']}: {r['env_steps']} steps in {r['seconds']:.0f} s")
-    rows = summarize(out, configs, args.seeds, f"{args.name}: {design.name} on {env}, {steps} steps per run")
+    outcomes = run_runs(args, runs, out=out, say=say)
+    rows = summarize(out, configs, args.seeds, f"{args.name}: {design.name} on {env}, {steps} steps per run",
+                     failed=failed_lines(outcomes))
+    bad = sum(not o.ok for o in outcomes)
     if args.json:
         print(json.dumps(rows, indent=2, default=str))
-        return 0
+        return 1 if bad else 0
     for r in rows:
         print(f"{r['config']:<6} {r['label']:<46} {r['final_return_mean']:10.2f} ± {r['final_return_std']:.2f} "
               f"({r['seeds']} seed(s))")
-    print(f"{len(jobs)} run(s) in {time.perf_counter() - t0:.0f} s -> {out / 'summary.md'}, {out / 'comparison.png'}")
-    return 0
+    print(f"{len(runs)} run(s) in {time.perf_counter() - t0:.0f} s -> {out / 'summary.md'}, {out / 'comparison.png'}")
+    if bad:
+        print(f"{bad} run(s) failed (their errors: {out / 'runs.csv'}); --resume retries them")
+    return 1 if bad else 0
 
 
 register_experiment("heppo-table3", run_heppo, "HEPPO-GAE Table III experiments 1-5 (Fig. 10), several seeds")

@@ -12,6 +12,9 @@
   lines``, [] where it has nothing to say: the traffic seed's compute element and its agent
   against the fixed-time plan).
   The ``host/*_experiments.py`` modules are imported first, so theirs are there.
+* ``write_html(folder)`` — ``<folder>/report.html``: one self-contained page of an experiment's
+  Markdown summaries (tables, rendered by Python-Markdown) with its PNG figures embedded as data
+  URIs, so it opens in any browser, mailed or copied, with no web server and no other file.
 
 Figures are matplotlib ``Figure`` objects (the object API: a notebook's backend is left alone);
 ``save_png`` writes one atomically.
@@ -27,7 +30,9 @@ import numpy as np
 from rlhls.partition.fileio import atomic_write_bytes, atomic_write_text
 
 __all__ = ["phase_totals", "phases_figure", "csim_figure", "save_png", "write_report", "markdown_table",
-           "mean_std_band", "register_report_section"]
+           "mean_std_band", "register_report_section", "write_html", "HTML_PAGE"]
+
+HTML_PAGE = "report.html"
 
 REPORT_SECTIONS: list = []
 
@@ -235,3 +240,56 @@ def write_report(path, rec: dict) -> None:
     for fn in REPORT_SECTIONS:
         L += fn(rec, Path(path).parent)
     atomic_write_text(path, "\n".join(L).rstrip() + "\n")
+
+
+_CSS = ("body{font:15px/1.45 system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
+        "table{border-collapse:collapse;margin:1em 0;font-size:13px}th,td{border:1px solid #ccc;padding:3px 7px}"
+        "th{background:#f3f3f3}tr:nth-child(even) td{background:#fafafa}img{max-width:100%}"
+        "code{background:#f3f3f3;padding:0 3px}h1{font-size:1.6em}h2{font-size:1.3em}nav a{margin-right:1em}")
+
+
+def write_html(folder, title: str | None = None):
+    """``<folder>/report.html`` from the Markdown files at the top of `folder` (their order by name)
+    and its PNG figures: a figure a Markdown file shows is embedded where it stands, the others
+    after the text. Returns the page's path (None when the folder has neither)."""
+    import base64
+    import html
+    import re
+    from pathlib import Path
+
+    import markdown
+
+    folder = Path(folder)
+    mds = sorted(p for p in folder.glob("*.md") if p.is_file())
+    pngs = sorted(p for p in folder.glob("*.png") if p.is_file())
+    if not mds and not pngs:
+        return None
+    shown: set = set()
+
+    def embed(m):
+        src = html.unescape(m.group(2))
+        f = folder / src
+        if "/" in src or f.suffix.lower() != ".png" or not f.is_file():
+            return m.group(0)
+        shown.add(f.name)
+        data = base64.b64encode(f.read_bytes()).decode("ascii")
+        return f'{m.group(1)}data:image/png;base64,{data}{m.group(3)}'
+
+    parts = []
+    for p in mds:
+        body = markdown.markdown(p.read_text(errors="replace"), extensions=["tables", "fenced_code"])
+        parts.append(f'<section id="{html.escape(p.stem)}">\n'
+                     + re.sub(r'(<img[^>]*\ssrc=")([^"]+)(")', embed, body) + "\n</section>")
+    rest = [p for p in pngs if p.name not in shown]
+    if rest:
+        figs = "".join(f'<figure><img alt="{html.escape(p.name)}" src="data:image/png;base64,'
+                       f'{base64.b64encode(p.read_bytes()).decode("ascii")}"><figcaption>{html.escape(p.name)}'
+                       "</figcaption></figure>\n" for p in rest)
+        parts.append(f'<section id="figures"><h2>Figures</h2>\n{figs}</section>')
+    title = title or folder.name
+    nav = " ".join(f'<a href="#{html.escape(p.stem)}">{html.escape(p.name)}</a>' for p in mds)
+    page = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+            f"<style>{_CSS}</style></head>\n<body>\n<nav>{nav}</nav>\n" + "\n".join(parts) + "\n</body></html>\n")
+    path = folder / HTML_PAGE
+    atomic_write_text(path, page)
+    return path

@@ -6,8 +6,9 @@
 
 **Training.** ``--seeds`` (default 2) runs of ``rlhls train a2c-traffic`` (A2C, RMSprop, the conv + fc
 trunk of Fig. 3 under the design's plan), ``--steps`` environment steps each (default
-``DEFAULT_STEPS``), ``--jobs`` at a time, each its own process and run folder ``<out>/train-s<seed>``
-(running the command again continues unfinished runs with ``--resume``). Training episodes are
+``DEFAULT_STEPS``), each its own process and run folder ``<out>/train-s<seed>``, a Ray task
+(host/engine.py: ``--jobs`` at once, ``--address`` a cluster; ``--resume``, or the same command
+again, keeps finished runs and continues the others from their checkpoints). Training episodes are
 an hour of traffic from the ``mixed`` demand (each episode one of the four route sets).
 
 **Evaluation.** Three policies on the same episodes: the trained A2C agent (greedy: the most
@@ -37,8 +38,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -48,7 +47,7 @@ import numpy as np
 from rlhls.designs import traffic as plan
 from rlhls.designs.errors import RlhlsError
 
-from .experiments import finished_steps, param, register_experiment
+from .experiments import param, register_experiment
 from .report import register_report_section
 from .runner import CHECKPOINT
 
@@ -200,10 +199,9 @@ def stage_times(design=None, batch: int | None = None) -> list[dict]:
 # -- the experiment
 
 def _train_command(seed: int, steps: int, out: Path, backend: str, overrides: dict) -> list[str]:
-    cmd = [sys.executable, "-m", "rlhls", "train", DESIGN, "--seed", str(seed), "--steps", str(steps),
-           "--out", str(out), "--backend", backend, "--quiet"]
-    if (out / CHECKPOINT).exists():
-        cmd.append("--resume")
+    """The run's ``rlhls train`` argv (the engine adds --resume when its folder has a checkpoint)."""
+    cmd = ["train", DESIGN, "--seed", str(seed), "--steps", str(steps), "--out", str(out), "--backend", backend,
+           "--quiet"]
     for k, v in overrides.items():
         cmd += ["--set", f"{k}={v}"]
     return cmd
@@ -215,18 +213,6 @@ def _episodes(run: Path) -> list[tuple[int, float]]:
             return [(int(r["env_step"]), float(r["return"])) for r in csv.DictReader(f)]
     except (OSError, KeyError, ValueError):
         return []
-
-
-def _train(seed, steps, out, backend, overrides) -> dict:
-    t0 = time.perf_counter()
-    if finished_steps(out) >= steps and (out / CHECKPOINT).exists():
-        return {"seed": seed, "seconds": 0.0}
-    env = dict(os.environ, OPENBLAS_NUM_THREADS=os.environ.get("OPENBLAS_NUM_THREADS", "1"))
-    p = subprocess.run(_train_command(seed, steps, out, backend, overrides), capture_output=True, text=True, env=env)
-    if p.returncode != 0:
-        last = (p.stderr.strip().splitlines() or ["(no message)"])[-1]
-        raise RlhlsError(f"run {out}: rlhls train exited {p.returncode}: {last}")
-    return {"seed": seed, "seconds": time.perf_counter() - t0}
 
 
 def _stats(xs) -> tuple[float, float]:
@@ -321,13 +307,10 @@ def _speed(rows) -> dict:
 
 
 def run_traffic(opts) -> int:
-    from concurrent.futures import ThreadPoolExecutor, as_completed
-
     from rlhls.partition.fileio import make_dirs
 
     from .envs.sumo_intersection import DEMANDS
-    from .experiments import RECORD, check_out
-    from .runner import atomic_write_text
+    from .experiments import Run, check_out, run_runs, write_record
 
     say = (lambda m: None) if opts.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
     if opts.design and opts.design != [DESIGN]:
@@ -343,16 +326,16 @@ def run_traffic(opts) -> int:
                 "backend": opts.backend, "overrides": overrides}
     check_out(out, settings)
     make_dirs(out)
-    atomic_write_text(out / RECORD, json.dumps({**settings, "seeds": seeds}, indent=1) + "\n")
+    write_record(out, {**settings, "seeds": seeds}, opts)
     t0 = time.perf_counter()
     runs = {s: out / f"train-s{s}" for s in range(seeds)}
-    say(f"traffic: {seeds} x rlhls train {DESIGN} ({steps} steps, backend {opts.backend}), {opts.jobs} at a time "
-        f"-> {out}")
-    with ThreadPoolExecutor(max_workers=opts.jobs) as pool:
-        futs = [pool.submit(_train, s, steps, runs[s], opts.backend, overrides) for s in runs]
-        for f in as_completed(futs):
-            r = f.result()
-            say(f"    seed {r['seed']}: trained in {r['seconds']:.0f} s")
+    say(f"traffic: {seeds} x rlhls train {DESIGN} ({steps} steps, backend {opts.backend}) -> {out}")
+    outcomes = run_runs(opts, [Run(f"train-s{s}", run, command=_train_command(s, steps, run, opts.backend, overrides),
+                                   steps=steps) for s, run in runs.items()], out=out, say=say)
+    bad = [o for o in outcomes if not o.ok]
+    if bad:  # the evaluation needs every trained agent
+        raise RlhlsError(f"traffic: {len(bad)} training run(s) failed (first {bad[0].id}: {bad[0].error}); "
+                         f"'rlhls experiment traffic --resume --out {out}' retries them")
     t_train = time.perf_counter() - t0
     curves = {s: _episodes(run) for s, run in runs.items()}
     eval_seeds = [eval_seed + i for i in range(episodes)]
@@ -370,7 +353,7 @@ def run_traffic(opts) -> int:
     facts = {
         "budget": f"{seeds} training seed(s) x {steps} environment steps (signal decisions) = "
                   f"{sum(len(c) for c in curves.values())} hour-long training episodes; training "
-                  + ", ".join(f"{m:.1f}" for m in minutes) + f" min per run ({opts.jobs} at a time; this "
+                  + ", ".join(f"{m:.1f}" for m in minutes) + f" min per run ({opts.jobs or 'all CPUs'} at a time; this "
                   f"command {t_train / 60:.1f} min), evaluation {t_eval / 60:.1f} min",
         "training speed": ", ".join(f"{m:.0f}" for m in metrics) + " environment steps/s per run (incl. A2C)",
         "SUMO speed (evaluation, fixed-time)": f"{speed['decisions_per_s']:.0f} decisions/s = "

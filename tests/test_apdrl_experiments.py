@@ -73,7 +73,8 @@ def test_table3_cli_runs_resumes_and_refuses(tmp_path, capsys):
     out = tmp_path / "t3"
     args = ["experiment", "apdrl-table3", "--design", "apdrl-dqn-cartpole", "--steps", "400", "--seeds", "1",
             "--set", "learning_starts=100", "--set", "steps_per_update=200", "--out", str(out), "--quiet"]
-    assert main(args) == 0
+    # --jobs 2: the two runs' `rlhls train` commands as Ray tasks (host/engine.py)
+    assert main([*args, "--jobs", "2"]) == 0
     for p in ("fp32", "mixed"):
         run = out / "apdrl-dqn-cartpole" / f"{p}-s0"
         rows = list(csv.DictReader(open(run / "metrics.csv")))
@@ -83,7 +84,7 @@ def test_table3_cli_runs_resumes_and_refuses(tmp_path, capsys):
     assert '"precision": "mixed"' in cfg and "q.fc1.bwd" in cfg
     assert (out / "table3.csv").exists() and (out / "fig11.png").exists()
     # again with a bigger budget: the runs continue from their checkpoints
-    assert main([*args[:4], "--steps", "600", *args[6:]]) == 0
+    assert main([*args[:4], "--steps", "600", *args[6:], "--jobs", "1"]) == 0
     rows = list(csv.DictReader(open(out / "apdrl-dqn-cartpole" / "fp32-s0" / "metrics.csv")))
     assert [r["env_steps"] for r in rows] == ["200", "400", "600"]
     capsys.readouterr()
@@ -118,7 +119,7 @@ def test_table3_marks_untrained_rows(tmp_path, capsys):
     """Runs that never pass learning_starts: a warning at launch, the row marked, no 'reward error'."""
     out = tmp_path / "t3"
     assert main(["experiment", "apdrl-table3", "--design", "apdrl-dqn-cartpole", "--steps", "200", "--seeds", "1",
-                 "--set", "steps_per_update=200", "--out", str(out)]) == 0
+                 "--set", "steps_per_update=200", "--out", str(out), "--jobs", "1"]) == 0
     cap = capsys.readouterr()
     assert "do not pass learning_starts = 10000" in cap.err
     assert "untrained: no gradient step yet" in cap.out and "reward error" not in cap.out

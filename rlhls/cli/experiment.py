@@ -18,6 +18,16 @@ def _sizes(text):
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _count(text):
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return n
+
+
 def register(sub) -> None:
     from rlhls.host.experiments import EXPERIMENTS, experiment_names
 
@@ -36,7 +46,19 @@ def register(sub) -> None:
                    help="seeds 0..K-1 (default: the experiment's; 2 for heppo-*, 3 for apdrl-table3)")
     s.add_argument("--env", help="gymnasium env id (default: the design's)")
     s.add_argument("--out", help="experiment folder (default runs/<name>)")
-    s.add_argument("--jobs", type=positive_int, default=1, help="training processes at once (default 1)")
+    s.add_argument("--jobs", type=positive_int, default=0,
+                   help="runs at once, each a Ray task (default: every CPU of the Ray cluster; 1 without "
+                        "--address: one after another in this process, no Ray)")
+    s.add_argument("--address", default=None, metavar="ADDR",
+                   help="join the Ray cluster at ADDR ('auto': the one 'ray start --head' started on this node, "
+                        "or HOST:PORT) instead of starting a local Ray instance; --out must be a folder every "
+                        "node sees at the same path")
+    s.add_argument("--resume", action="store_true",
+                   help="continue the experiment in --out with the options it was started with: finished runs "
+                        "are kept, partial ones resume from their checkpoints")
+    s.add_argument("--retries", type=_count, default=2, metavar="N",
+                   help="times a run whose worker died is tried again, from its checkpoint (default 2); past "
+                        "that it is recorded as failed")
     s.add_argument("--backend", choices=("emu", "csim"), default="emu", help="kernel backend (default emu)")
     s.add_argument("--full", action="store_true", help="the design's own rollout (heppo-ppo: 64 x 1024)")
     add_hyperparams(s)
@@ -65,5 +87,6 @@ def cmd_experiment(args) -> int:
     opts = ExperimentOptions(name=args.name, design=args.design, steps=args.steps, seeds=args.seeds, env=args.env,
                              out=args.out, jobs=args.jobs, backend=args.backend, full=args.full, overrides=overrides,
                              sizes=args.sizes, repeats=args.repeats, report=args.report, quiet=args.quiet,
-                             json=args.json, params=parse_sets(args.params))
+                             json=args.json, params=parse_sets(args.params), address=args.address,
+                             resume=args.resume, retries=args.retries)
     return run_experiment(opts)
