@@ -101,43 +101,6 @@ def _trainer(key, design, precision, asg, loop_steps, ps_math="float32"):
     return t, step
 
 
-def _torch_ddpg_every_step(obs, act_dim, hidden=(400, 300), batch=256, lr=3e-4, gamma=0.99, tau=0.005):
-    """torch_ref.ddpg_step with the actor update and the Polyak step on every call, as the step
-    timed here (the designs' RL Zoo configs, policy_frequency 1); torch_ref's CleanRL step updates
-    the actor on every other call only, half the actor's work."""
-    import copy
-
-    import torch
-    import torch.nn as nn
-    import torch.nn.functional as F
-
-    actor = torch_ref._mlp((obs, *hidden, act_dim), nn.ReLU, nn.Tanh)
-    critic = torch_ref._mlp((obs + act_dim, *hidden, 1), nn.ReLU)
-    actor_t, critic_t = copy.deepcopy(actor), copy.deepcopy(critic)
-    qopt, aopt = torch.optim.Adam(critic.parameters(), lr=lr), torch.optim.Adam(actor.parameters(), lr=lr)
-    g = torch.Generator().manual_seed(0)
-    s, s2 = torch.randn(batch, obs, generator=g), torch.randn(batch, obs, generator=g)
-    a, r, d = torch.rand(batch, act_dim, generator=g) * 2 - 1, torch.randn(batch, generator=g), torch.zeros(batch)
-
-    def step():
-        with torch.no_grad():
-            y = r + (1 - d) * gamma * critic_t(torch.cat([s2, actor_t(s2)], 1)).view(-1)
-        qloss = F.mse_loss(critic(torch.cat([s, a], 1)).view(-1), y)
-        qopt.zero_grad()
-        qloss.backward()
-        qopt.step()
-        aloss = -critic(torch.cat([s, actor(s)], 1)).mean()
-        aopt.zero_grad()
-        aloss.backward()
-        aopt.step()
-        with torch.no_grad():
-            for net, tgt in ((actor, actor_t), (critic, critic_t)):
-                for p, tp in zip(net.parameters(), tgt.parameters()):
-                    tp.mul_(1 - tau).add_(tau * p)
-
-    return step
-
-
 def main(argv=None):
     p = argparse.ArgumentParser()
     p.add_argument("--repeats", type=int, default=5, help="rounds per configuration (best is kept)")
@@ -168,8 +131,8 @@ def main(argv=None):
         if use_torch:
             if key.startswith("ddpg"):
                 built.append(("PyTorch, CleanRL pf 2", None, torch_ref.REFERENCES[BENCHES[key]]()))
-                built.append(("PyTorch fp32 (CPU)", None, _torch_ddpg_every_step(design.obs_shape[0],
-                                                                                 design.action_dim)))
+                built.append(("PyTorch fp32 (CPU)", None, torch_ref.ddpg_step(
+                    design.obs_shape[0], design.action_dim, policy_frequency=1)))
             else:
                 built.append(("PyTorch fp32 (CPU)", None, torch_ref.REFERENCES[BENCHES[key]]()))
         n = 1 if key.startswith("ddpg") else 10  # steps per timed round

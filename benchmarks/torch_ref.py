@@ -81,8 +81,9 @@ def a2c_step(obs=4, hidden=(64, 64), act_dim=1, batch=40, lr=7e-4):
     return step
 
 
-def ddpg_step(obs=8, act_dim=2, hidden=(400, 300), batch=256, lr=3e-4, gamma=0.99, tau=0.005):
-    """One CleanRL DDPG iteration with the actor update (policy_frequency 2: every other step)."""
+def ddpg_step(obs=8, act_dim=2, hidden=(400, 300), batch=256, lr=3e-4, gamma=0.99, tau=0.005, policy_frequency=2):
+    """One CleanRL DDPG iteration: the critic step, and the actor update and Polyak step every
+    `policy_frequency` calls (CleanRL's 2; the AP-DRL designs' RL Zoo configs 1)."""
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
@@ -105,7 +106,7 @@ def ddpg_step(obs=8, act_dim=2, hidden=(400, 300), batch=256, lr=3e-4, gamma=0.9
         qloss.backward()
         qopt.step()
         state["n"] += 1
-        if state["n"] % 2 == 0:
+        if state["n"] % policy_frequency == 0:
             aloss = -critic(torch.cat([s, actor(s)], 1)).mean()
             aopt.zero_grad()
             aloss.backward()

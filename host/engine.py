@@ -224,8 +224,32 @@ class _Progress:
         now += sum(o.steps - o.start_steps for o in ended if o.status == "done")
         rate = now / max(1e-9, time.perf_counter() - self.t0)
         self.bar.n = done + failed
-        self.bar.set_postfix_str(f"done {done}, running {len(running)}, failed {failed}, {rate:,.0f} steps/s",
-                                 refresh=True)
+        speed = f", {rate:,.0f} steps/s" if any(r.folder is not None for r in self.runs) else ""
+        self.bar.set_postfix_str(f"done {done}, running {len(running)}, failed {failed}{speed}", refresh=True)
+
+    @contextlib.contextmanager
+    def ticking(self, refresh):
+        """refresh() every TICK_S in a thread while the block runs (a run in this process)."""
+        if self.bar is None:
+            yield
+            return
+        import threading
+
+        stop = threading.Event()
+
+        def loop():
+            while True:
+                refresh()
+                if stop.wait(TICK_S):
+                    return
+
+        th = threading.Thread(target=loop, daemon=True)
+        th.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            th.join()
 
     def close(self):
         if self.bar is not None:
@@ -272,8 +296,8 @@ def run_all(runs: list, *, jobs: int | None = None, address: str | None = None, 
         if todo and (jobs or 0) == 1 and not address:
             for r in todo:
                 bar.base[r.id] = _folder_steps(r.folder)
-                bar.refresh(_count(outcomes, True), [r], _count(outcomes, False), ended)
-                o = _outcome(r, execute(r))
+                with bar.ticking(lambda: bar.refresh(_count(outcomes, True), [r], _count(outcomes, False), ended)):
+                    o = _outcome(r, execute(r))
                 finish(r, o)
                 ended.append(o)
         elif todo:
