@@ -68,7 +68,7 @@ import numpy as np
 from rlhls.designs.errors import RlhlsError
 from rlhls.partition import fileio
 
-from .experiments import RECORD, check_out, register_experiment
+from .experiments import check_out, register_experiment, write_record
 
 __all__ = ["collect_dataset", "mape_percent", "fig4_rows", "table2_rows", "run_fig4", "run_table2"]
 
@@ -141,7 +141,7 @@ def _start(opts, params: dict, designs) -> Path:
                 "warmup": params["warmup"], "seed": params["seed"]}
     check_out(out, settings)
     fileio.make_dirs(out)
-    fileio.atomic_write_text(out / RECORD, json.dumps({**settings, "params": params}, indent=1) + "\n")
+    write_record(out, {**settings, "params": params}, opts)
     return out
 
 

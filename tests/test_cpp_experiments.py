@@ -63,6 +63,9 @@ def test_fig4_tiny(tmp_path):
     again = list(csv.DictReader(open(out / "fig4.csv")))
     assert [{k: v for k, v in r.items() if k != "seconds"} for r in again] == \
         [{k: v for k, v in r.items() if k != "seconds"} for r in rows]
+    # --resume takes the recorded settings: the folder alone on the command line
+    assert main(["experiment", "cpp-fig4", "--out", str(out), "--resume", "--quiet"]) == 0
+    assert [r["mape_percent"] for r in csv.DictReader(open(out / "fig4.csv"))] == [r["mape_percent"] for r in rows]
 
 
 def test_table2_tiny(tmp_path, monkeypatch):
