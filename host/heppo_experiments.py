@@ -124,15 +124,19 @@ def summarize(out, configs: list[dict], seeds: int, title: str = "", failed: lis
                      "seeds": len(finals), "final_return_mean": float(v.mean()) if len(v) else float("nan"),
                      "final_return_std": float(v.std(ddof=1)) if len(v) > 1 else (0.0 if len(v) else float("nan")),
                      "per_seed": " ".join("nan" if math.isnan(f) else f"{f:.2f}" for f in finals)})
-    cols = ["config", "label", "settings", "seeds", "final_return_mean", "final_return_std", "per_seed"]
+    base = rows[0]["final_return_mean"] if rows else float("nan")  # the first configuration: the baseline
+    for r in rows:
+        r["vs_baseline"] = r["final_return_mean"] / base if base and not math.isnan(base) else float("nan")
+    cols = ["config", "label", "settings", "seeds", "final_return_mean", "final_return_std", "vs_baseline", "per_seed"]
     atomic_write_text(out / "summary.csv", csv_text(rows, cols))
     md = [f"# {title}" if title else "# experiment summary", "",
           "Final return = mean episodic return of the last rolling-average window of episodes of a run; "
-          "mean ± std (sample) over seeds.", "",
-          markdown_table(["config", "what", "settings", "seeds", "final return (mean ± std)", "per seed"],
+          "mean ± std (sample) over seeds; × = the mean over the first configuration's (the baseline).", "",
+          markdown_table(["config", "what", "settings", "seeds", "final return (mean ± std)",
+                          f"× {rows[0]['config'] if rows else 'baseline'}", "per seed"],
                          [[r["config"], r["label"], r["settings"], r["seeds"],
-                           f"{r['final_return_mean']:.2f} ± {r['final_return_std']:.2f}", r["per_seed"]]
-                          for r in rows]),
+                           f"{r['final_return_mean']:.2f} ± {r['final_return_std']:.2f}", f"{r['vs_baseline']:.2f}",
+                           r["per_seed"]] for r in rows]),
           "", "![comparison](comparison.png)", "", *(failed or [])]
     atomic_write_text(out / "summary.md", "\n".join(md))
 

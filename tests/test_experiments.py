@@ -22,6 +22,8 @@ def test_table3_smoke_parallel_and_resumable(tmp_path, capsys):
     rows = list(csv.DictReader(open(out / "summary.csv")))
     assert [r["config"] for r in rows] == [f"exp{k}" for k in range(1, 6)]
     assert all(r["seeds"] == "2" and float(r["final_return_mean"]) > 0 for r in rows)
+    base = float(rows[0]["final_return_mean"])  # exp 1 is the baseline of the "×" column
+    assert [float(r["vs_baseline"]) for r in rows] == [float(r["final_return_mean"]) / base for r in rows]
     assert (out / "comparison.png").stat().st_size > 1000 and "±" in (out / "summary.md").read_text()
     for k in range(1, 6):
         for s in (0, 1):
