@@ -244,7 +244,7 @@ def _fixed_unit(design, data: dict, bits: int, scale: bool, par1: bool = False):
 
 
 def _fig4_one(job: dict) -> list[dict]:
-    """Every width of one design (and scaling): rows; runs in a worker process with --jobs."""
+    """The widths `job['bits']` of one design and scaling: rows (kept in `job['save']` when given)."""
     from rlhls.designs.registry import get_design
 
     from .backends import EmuBackend
@@ -271,6 +271,8 @@ def _fig4_one(job: dict) -> list[dict]:
             row.update(mape_percent=mape_percent(x, ref), seconds=time.perf_counter() - t0,
                        max_rel_error=float(np.max(np.abs(x[nz] - ref[nz])) / np.max(np.abs(ref[nz]))))
         rows.append(row)
+    if job.get("save"):  # the part's rows, kept for a resumed sweep
+        fileio.write_json(Path(job["save"]), rows)
     return rows
 
 
@@ -302,29 +304,33 @@ def _design_frac_bits(design) -> int:
 
 
 def fig4_rows(out: Path, designs, p: dict, opts=None, say=lambda m: None) -> tuple[list, dict]:
-    """Fig. 4's rows. The widths of every (design, scaling) are split into parts (interleaved:
-    narrow widths cost more where partial sums saturate), one run on the engine each (``--jobs``,
-    ``--address``; host/engine.py); each part recomputes the float64 reference."""
-    import os
-
-    from .experiments import map_runs
+    """Fig. 4's rows. Every (design, scaling, width) is one run on the engine (``--jobs``,
+    ``--address``; host/engine.py) that recomputes the float64 reference and keeps its row in
+    ``<out>/parts/``: a part found there is not run again, so an interrupted sweep (the seed's
+    50,000 samples take hours) continues where it stopped."""
+    from .experiments import Run, run_all
 
     scales = {"on": [True], "off": [False], "both": [True, False]}[p["scale"]]
     jobs, address = (opts.jobs, opts.address) if opts is not None else (1, None)
-    parts = max(1, min(jobs or os.cpu_count() or 1, len(p["bits"])))
-    todo = []
-    checks = {}
+    runs, checks = [], {}
+    fileio.make_dirs(out / "parts")
     for d in designs:
         data = _dataset(out, d, p, say)
         checks[d.name] = _same_bits_p1(d, data, scales[0])
         for s in scales:
-            for k in range(parts):
-                todo.append({"design": d.name, "dataset": str(out / f"dataset-{d.name}.npz"),
-                             "bits": p["bits"][k::parts], "scale": s})
-    say(f"{len(todo)} part(s): CG with the fixed-point unit at {len(p['bits'])} width(s) per design and scaling")
-    ids = [f"{j['design']}/{'on' if j['scale'] else 'off'}/{','.join(map(str, j['bits']))}" for j in todo]
-    rows = [r for part in map_runs(_fig4_one, todo, jobs=jobs, address=address, ids=ids,
-                                   progress=opts is not None and not opts.quiet) for r in part]
+            for b in p["bits"]:
+                part = out / "parts" / f"{d.name}-{'on' if s else 'off'}-F{b}.json"
+                runs.append(Run(part.stem, fn=_fig4_one, finished=part.is_file, kwargs={"job": {
+                    "design": d.name, "dataset": str(out / f"dataset-{d.name}.npz"), "bits": [b], "scale": s,
+                    "save": str(part)}}))
+    say(f"{len(runs)} part(s): CG with the fixed-point unit, one width each")
+    outcomes = run_all(runs, jobs=jobs, address=address, progress=opts is not None and not opts.quiet, say=say,
+                       out=out)
+    bad = [o for o in outcomes if not o.ok]
+    if bad:
+        raise RlhlsError(f"cpp-fig4: {len(bad)} part(s) failed (first {bad[0].id}: {bad[0].error}); the others are "
+                         f"kept in {out / 'parts'}: --resume runs the rest")
+    rows = [r for run in runs for r in json.loads(Path(run.kwargs["job"]["save"]).read_text())]
     order = [d.name for d in designs]
     rows.sort(key=lambda r: (order.index(r["design"]), r["scale"] != "on", r["fraction_bits"]))
     return rows, checks
@@ -474,6 +480,8 @@ def table2_rows(out: Path, designs, p: dict, repeats: int = 3, say=lambda m: Non
         row["speedup_model_vs_float64"] = row["float64_cg_s"] / row["model_cg_s"]
         row["emu_vs_float64"] = row["emu_cg_s"] / row["float64_cg_s"]
         rows.append(row)
+    if job.get("save"):  # the part's rows, kept for a resumed sweep
+        fileio.write_json(Path(job["save"]), rows)
     return rows
 
 
