@@ -315,10 +315,10 @@ def fig4_rows(out: Path, designs, p: dict, opts=None, say=lambda m: None) -> tup
     runs, checks = [], {}
     fileio.make_dirs(out / "parts")
     for d in designs:
-        data = _dataset(out, d, p, say)
-        checks[d.name] = _same_bits_p1(d, data, scales[0])
-        for s in scales:
-            for b in p["bits"]:
+        checks[d.name] = _same_bits_p1(d, _dataset(out, d, p, say), scales[0])
+    for s in scales:  # width by width, every design at each: an interrupted sweep has whole columns
+        for b in p["bits"]:
+            for d in designs:
                 part = out / "parts" / f"{d.name}-{'on' if s else 'off'}-F{b}.json"
                 runs.append(Run(part.stem, fn=_fig4_one, finished=part.is_file, kwargs={"job": {
                     "design": d.name, "dataset": str(out / f"dataset-{d.name}.npz"), "bits": [b], "scale": s,
