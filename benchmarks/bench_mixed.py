@@ -4,7 +4,7 @@ BF16 bit-exact emulation + FP32 masters + loss scaling) vs a plan with every mat
 the AIE (BF16), the ratio to fp32, and the training loop's env steps/s (learning from the first
 step, so every env step pays its share of gradient steps). The PS layers compute in float32
 (``ps_math=float32``, the default); the rows marked "PS float64" run the same configurations with
-``ps_math=float64`` (FP32-rounded tensors, float64 BLAS sums: the path before issue 20), so the
+``ps_math=float64`` (FP32-rounded tensors, float64 BLAS sums: the earlier path), so the
 gain of the float32 path shows beside it; "x torch" is each row's time over PyTorch's.
 
     python benchmarks/bench_mixed.py [--repeats 5] [--only dqn,a2c,ddpg-lunar,ddpg-mntn]

@@ -10,7 +10,7 @@
    gap, HEFT / ILP; the issue's target is a proven optimum in < 1 s each. The load average is
    printed with it (the machine is shared).
 Random DAGs: one row per solver with status, makespan, gap, seconds and every baseline / ILP.
-3. Large graphs (issue 20): random DAGs of --large nodes (default 300 and 1000; 4 PS cores, the
+3. Large graphs: random DAGs of --large nodes (default 300 and 1000; 4 PS cores, the
    VEK280's capacities) at each of --large-limits seconds (default 10 and 60), CBC, side by side:
    before (the whole model, ``solve(lns=False)``) and after (LP rounding + LNS, the default for
    graphs above ``lns.LNS_NODES`` nodes): makespan, gap, bound and HEFT / plan. One solve at a time.

@@ -1,4 +1,4 @@
-"""TRPO learning check (issue 17): our TRPO with CPP's fixed-point FVP unit (fixed<27,4>, emu)
+"""TRPO learning check: our TRPO with CPP's fixed-point FVP unit (fixed<27,4>, emu)
 beside our float64 TRPO on the same seeds, and beside sb3-contrib's TRPO with RL Zoo's MuJoCo
 settings where sb3-contrib imports (it is not a dependency: ``pip install torch sb3-contrib`` into
 the venv for the measurement).

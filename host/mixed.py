@@ -25,9 +25,9 @@ applied in place on the matmul's result, activations and their derivatives in fl
 float32 tanh / exp), bias gradients as float32 column sums; no round trips through float64
 between PS nodes. Its bits are deterministic on a given machine and BLAS thread count (the runs
 here: OpenBLAS, one thread); the BLAS's summation order, and so the last bits, are not fixed
-across CPUs or BLAS builds. ``float64`` (``--set ps_math=float64``; the path of every result
-before issue 20): every tensor rounded to FP32, products and sums in float64 BLAS, activations
-in float64 rounded to FP32. Both model FP32 storage; float32 sums model the PS at least as
+across CPUs or BLAS builds. ``float64`` (``--set ps_math=float64``; the path of the results
+measured before 2026-11-27): every tensor rounded to FP32, products and sums in float64 BLAS,
+activations in float64 rounded to FP32. Both model FP32 storage; float32 sums model the PS at least as
 faithfully. The update node on the PS steps the optimizer in the gradients' precision
 (host/optim.py): float32 state and float32 operations with ``float32``, float64 operations with
 FP32-rounded state with ``float64``. PL and AIE layers are the kernels' bit-exact emulation
@@ -337,7 +337,7 @@ class MixedPrecisionArgs(HyperParams):
     loss_scale_growth_interval: int = hp(2000, "mixed precision: good steps before the loss scale doubles", low=1)
     quantization_delay: int = hp(0, "mixed precision: gradient steps in FP32 before FP16/BF16 start", low=0)
     ps_math: str = hp("float32", "PS layers' arithmetic: float32 (float32 BLAS, as the Arm cores) or float64 "
-                      "(FP32-rounded tensors, float64 BLAS sums: the results before issue 20)", choices=PS_MATHS)
+                      "(FP32-rounded tensors, float64 BLAS sums: the earlier results' path)", choices=PS_MATHS)
 
 
 class LossScaler:
