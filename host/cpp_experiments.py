@@ -480,8 +480,6 @@ def table2_rows(out: Path, designs, p: dict, repeats: int = 3, say=lambda m: Non
         row["speedup_model_vs_float64"] = row["float64_cg_s"] / row["model_cg_s"]
         row["emu_vs_float64"] = row["emu_cg_s"] / row["float64_cg_s"]
         rows.append(row)
-    if job.get("save"):  # the part's rows, kept for a resumed sweep
-        fileio.write_json(Path(job["save"]), rows)
     return rows
 
 
