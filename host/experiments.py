@@ -133,7 +133,7 @@ def write_record(out: Path, settings: dict, opts: ExperimentOptions) -> None:
 
 def _resume_options(opts: ExperimentOptions) -> None:
     """--resume: the recorded options; one the command also gives must agree with them."""
-    out = Path(opts.out or f"runs/{opts.name}")
+    out = Path(opts.out)  # run_experiment gave it its default
     try:
         rec = json.loads((out / RECORD).read_text())
     except FileNotFoundError:
