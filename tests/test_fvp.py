@@ -29,6 +29,10 @@ K = get_kernel("fvp")
 DESIGNS = ("cpp-trpo-ant", "cpp-trpo-humanoid")
 NARROW = {"storage": "fixed<14,3,RND,SAT>", "acc": "fixed<20,5,RND,SAT>", "tanh_bits": 5}
 WRAP = {"storage": "fixed<12,3,TRN,WRAP>", "acc": "fixed<18,4,RND_CONV,WRAP>", "tanh_bits": 4}
+# the accumulator holds a product's fraction bits and more (narrow storage under fixed<53,21>): products
+# shift left, exactly; the partial sums still saturate
+SHL = {"storage": "fixed<10,3,RND,SAT>", "acc": "fixed<22,6,RND,SAT>", "tanh_bits": 4}
+SHL0 = {"storage": "fixed<10,3,RND,SAT>", "acc": "fixed<20,6,RND,SAT>", "tanh_bits": 4}
 
 
 def _bits(a):
@@ -189,7 +193,8 @@ def _naive(p, a):
     return A.from_mantissa(np.array(out + Fls, dtype=np.int64))
 
 
-@pytest.mark.parametrize("extra, scale", [({}, 1.0), (NARROW, 3.0), (WRAP, 3.0)], ids=["design", "saturating", "wrap"])
+@pytest.mark.parametrize("extra, scale", [({}, 1.0), (NARROW, 3.0), (WRAP, 3.0), (SHL, 3.0), (SHL0, 3.0)],
+                         ids=["design", "saturating", "wrap", "shift-left", "no-shift"])
 def test_model_follows_its_semantics(extra, scale):
     p = K.resolve({"layers": [5, 4, 3, 2], "parallelism": [2, 3, 2, 1], "samples": 4, **extra})
     x = {k: v * scale for k, v in K.random_inputs(p, np.random.default_rng(4), rows=4).items()}
@@ -251,7 +256,8 @@ def csim():
     {"layers": [9, 7, 3], "parallelism": [2, 3, 2], **NARROW},
     {"layers": [9, 7, 3], "parallelism": [4, 1, 3], **NARROW},
     {"layers": [9, 7, 3], "parallelism": [2, 3, 2], **WRAP},
-], ids=["4layers", "1layer", "sat-2-3-2", "sat-4-1-3", "wrap"])
+    {"layers": [9, 7, 3], "parallelism": [2, 3, 2], **SHL},
+], ids=["4layers", "1layer", "sat-2-3-2", "sat-4-1-3", "wrap", "shift-left"])
 def test_emu_equals_csim(params, csim):
     p = K.resolve({**params, "samples": 12})
     emu = get_backend("emu")

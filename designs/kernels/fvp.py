@@ -234,8 +234,10 @@ class _Fx:
         self.amax = A.max_mantissa
         self.shift = 2 * self.fs - self.fa  # product -> A
         top = (1 << (2 * S.width - 2)) >> max(0, self.shift)
-        # A(x * w) cannot overflow: round only (one int64 pass instead of a full cast)
+        # A(x * w) cannot overflow: round only (one int64 pass instead of a full cast) or, where A
+        # has at least the product's fraction bits, shift left exactly
         self.fast_prod = self.shift > 0 and top + 1 <= self.amax
+        self.shl_prod = self.shift <= 0 and top << -self.shift <= self.amax
 
     def fits(self, abs_sums) -> bool:
         """Every partial sum stays in A: float64 sums of |terms| (no int64 overflow), with a
@@ -253,6 +255,8 @@ class _Fx:
             if self.A.quant == "RND":
                 return (a * b + (1 << (self.shift - 1))) >> self.shift
             return _round_right(a * b, self.shift, self.A.quant)
+        if self.shl_prod:
+            return (a * b) << -self.shift
         return self.a_of(a * b, 2 * self.fs)
 
     def prod_bound(self, a, b) -> int:  # |A(a * b)| over all pairs, from the operand maxima
