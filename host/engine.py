@@ -22,7 +22,9 @@ retried up to ``retries`` times, and each try resumes from the run's checkpoint 
 and ``rlhls train`` resume when their folder holds one); past that the run is recorded ``failed``
 ("worker died"). A run is ``skipped`` without a task when it is finished already: ``finished()``
 where given, else its folder's metrics reached ``steps`` with a checkpoint beside them. So running
-an interrupted experiment again keeps the finished runs and resumes the partial ones.
+an interrupted experiment again keeps the finished runs and resumes the partial ones. A try first
+takes its run folder's lock (``.<run>.lock`` beside the folder): a try of the same run that outlives
+a killed driver or worker ends before the next one reads the folder.
 
 Progress (stderr, tqdm): runs done / running / failed and the environment steps per second of the
 run folders (their metrics.csv). ``out``: ``<out>/runs.csv`` lists every run's status, steps,
@@ -116,7 +118,40 @@ def _die_with_parent() -> None:
         pass
 
 
-def _run_command(command: list, folder) -> dict:
+# how long a try waits for an earlier try of the same run that still holds its folder
+LOCK_WAIT_S = 300.0
+
+
+def _lock_folder(folder) -> int | None:
+    """An exclusive lock on a run folder for one try (``.<name>.lock`` beside it), or None where
+    there is no folder or no flock. A try of the same run that outlives its driver or worker (an
+    orphan of a SIGKILL, on its way out) still writes the folder; the next try waits for it before
+    it reads the folder's checkpoint. The try's command inherits the lock: the kernel releases it
+    when both processes are gone."""
+    if folder is None:
+        return None
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        return None
+    folder = Path(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    path = folder.parent / f".{folder.name}.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                os.close(fd)
+                raise RlhlsError(f"run folder '{folder}': another process still writes it after {LOCK_WAIT_S:.0f} s "
+                                 f"(it holds {path})") from None
+            time.sleep(0.2)
+
+
+def _run_command(command: list, folder, lock: int | None = None) -> dict:
     command = list(command)
     if command[:1] == ["train"] and folder is not None and "--resume" not in command:
         from .runner import CHECKPOINT
@@ -125,7 +160,8 @@ def _run_command(command: list, folder) -> dict:
             command.append("--resume")
     env = dict(os.environ, OPENBLAS_NUM_THREADS=os.environ.get("OPENBLAS_NUM_THREADS", "1"))
     p = subprocess.run([sys.executable, "-m", "rlhls", *map(str, command)], capture_output=True, text=True, env=env,
-                       preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+                       preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+                       pass_fds=() if lock is None else (lock,))
     if p.returncode != 0:
         last = (p.stderr.strip().splitlines() or ["(no message)"])[-1]
         raise RlhlsError(f"rlhls {command[0]} exited {p.returncode}: {last}")
@@ -136,12 +172,18 @@ def execute(run: Run) -> dict:
     """One try of a run, in the process that calls it (a Ray worker, or the driver's serial path):
     {'result' | 'error', 'seconds', 'start_steps', 'pid'}."""
     t0 = time.perf_counter()
-    start = _folder_steps(run.folder)
-    out = {"start_steps": start, "pid": os.getpid()}
+    out = {"start_steps": 0, "pid": os.getpid()}
+    lock = None
     try:
-        out["result"] = _run_command(run.command, run.folder) if run.command is not None else run.fn(**run.kwargs)
+        lock = _lock_folder(run.folder)  # first: an earlier try may still be writing the folder
+        out["start_steps"] = _folder_steps(run.folder)
+        out["result"] = (_run_command(run.command, run.folder, lock) if run.command is not None
+                         else run.fn(**run.kwargs))
     except Exception as e:  # the run failed (its own error): recorded, the others go on
         out["error"] = _one_line(e)
+    finally:
+        if lock is not None:
+            os.close(lock)
     out["seconds"] = time.perf_counter() - t0
     return out
 

@@ -45,3 +45,38 @@ def test_an_unknown_param_is_refused_before_anything_runs(tmp_path, capsys):
         assert main(["experiment", name, "--out", str(out), "--param", "nosuch=1"]) == 2
         err = capsys.readouterr().err
         assert f"--param nosuch: unknown for {name} ({known}" in err and not out.exists()
+
+
+def test_a_try_waits_for_an_earlier_try_still_writing_its_folder(tmp_path, monkeypatch):
+    """An orphan of a killed driver may still write a run folder: the next try of that run waits
+    for its lock before it reads the folder, and names the folder if the orphan never goes."""
+    import subprocess
+    import sys
+    import time
+
+    from rlhls.host import engine
+
+    folder = tmp_path / "exp" / "exp1-s0"
+    hold = ("import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); "
+            "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(float(sys.argv[2]))")
+    lock = tmp_path / "exp" / ".exp1-s0.lock"
+    lock.parent.mkdir()
+    seen = []
+    run = engine.Run("exp1-s0", str(folder), fn=lambda: seen.append(time.monotonic()) or "ran")
+    orphan = subprocess.Popen([sys.executable, "-c", hold, str(lock), "1.5"], stdout=subprocess.PIPE, text=True)
+    assert orphan.stdout.readline().strip() == "held"
+    t0 = time.monotonic()
+    res = engine.execute(run)
+    orphan.wait()
+    assert res["result"] == "ran" and seen[0] - t0 >= 1.0  # it ran once the orphan had gone
+    # an orphan that never goes: the try fails with one line naming the folder, the lock is left to it
+    monkeypatch.setattr(engine, "LOCK_WAIT_S", 0.5)
+    orphan = subprocess.Popen([sys.executable, "-c", hold, str(lock), "30"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert orphan.stdout.readline().strip() == "held"
+        res = engine.execute(run)
+    finally:
+        orphan.kill()
+        orphan.wait()
+    assert "another process still writes it" in res["error"] and str(folder) in res["error"] and len(seen) == 1
+    assert engine.execute(run)["result"] == "ran"  # the lock went with the orphan
