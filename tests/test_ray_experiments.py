@@ -53,15 +53,31 @@ def _table(out: Path) -> list:
     return list(csv.DictReader(open(out / "summary.csv")))
 
 
+def _parent(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat[stat.rindex(")") + 2:].split()[1])
+
+
+def _ours(pid: int) -> bool:
+    """pid descends from this test process (its Ray instance's workers do; another Ray's do not)."""
+    me = os.getpid()
+    while pid > 1:
+        if pid == me:
+            return True
+        pid = _parent(pid)
+    return False
+
+
 def _workers(name: str = "ray::rlhls_run") -> list:
-    """pids of Ray workers running a run (their process title names the task)."""
+    """pids of this test's Ray workers running a run (their process title names the task): an
+    experiment of the user's running beside the suite is left alone."""
     pids = []
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             try:
-                if (d / "cmdline").read_bytes().split(b"\0")[0].decode().startswith(name):
+                if (d / "cmdline").read_bytes().split(b"\0")[0].decode().startswith(name) and _ours(int(d.name)):
                     pids.append(int(d.name))
-            except OSError:
+            except (OSError, ValueError):
                 pass
     return pids
 
