@@ -243,8 +243,9 @@ def _fixed_unit(design, data: dict, bits: int, scale: bool, par1: bool = False):
         return None, str(e)
 
 
-def _fig4_one(job: dict) -> list[dict]:
-    """The widths `job['bits']` of one design and scaling: rows (kept in `job['save']` when given)."""
+def _fig4_one(job: dict) -> dict:
+    """The row of one design, scaling and width (`job['bits']` fraction bits), kept in `job['save']`
+    as a one-row list for a resumed sweep."""
     from rlhls.designs.registry import get_design
 
     from .backends import EmuBackend
@@ -256,24 +257,20 @@ def _fig4_one(job: dict) -> list[dict]:
     iters = _hp(design, "float64", True)["cg_iters"]
     layers = [int(n) for n in data["layers"]]
     ref = _cg(FvpUnit(design, None, layers, data["obs"].shape[0], _hp(design, "float64", True)), data, iters)
-    rows = []
-    emu = EmuBackend()
-    for bits in job["bits"]:
-        unit, note = _fixed_unit(design, data, bits, job["scale"])
-        row = {"design": design.name, "scale": "on" if job["scale"] else "off", "fraction_bits": bits,
-               "width": INT_BITS + bits, "mape_percent": float("nan"), "max_rel_error": float("nan"),
-               "seconds": 0.0, "note": note}
-        if unit is not None:
-            unit.backend = emu
-            t0 = time.perf_counter()
-            x = _cg(unit, data, iters)
-            nz = ref != 0
-            row.update(mape_percent=mape_percent(x, ref), seconds=time.perf_counter() - t0,
-                       max_rel_error=float(np.max(np.abs(x[nz] - ref[nz])) / np.max(np.abs(ref[nz]))))
-        rows.append(row)
-    if job.get("save"):  # the part's rows, kept for a resumed sweep
-        fileio.write_json(Path(job["save"]), rows)
-    return rows
+    bits = job["bits"]
+    unit, note = _fixed_unit(design, data, bits, job["scale"])
+    row = {"design": design.name, "scale": "on" if job["scale"] else "off", "fraction_bits": bits,
+           "width": INT_BITS + bits, "mape_percent": float("nan"), "max_rel_error": float("nan"),
+           "seconds": 0.0, "note": note}
+    if unit is not None:
+        unit.backend = EmuBackend()
+        t0 = time.perf_counter()
+        x = _cg(unit, data, iters)
+        nz = ref != 0
+        row.update(mape_percent=mape_percent(x, ref), seconds=time.perf_counter() - t0,
+                   max_rel_error=float(np.max(np.abs(x[nz] - ref[nz])) / np.max(np.abs(ref[nz]))))
+    fileio.write_json(Path(job["save"]), [row])
+    return row
 
 
 def _same_bits_p1(design, data: dict, scale: bool) -> bool:
@@ -321,7 +318,7 @@ def fig4_rows(out: Path, designs, p: dict, opts=None, say=lambda m: None) -> tup
             for d in designs:
                 part = out / "parts" / f"{d.name}-{'on' if s else 'off'}-F{b}.json"
                 runs.append(Run(part.stem, fn=_fig4_one, finished=part.is_file, kwargs={"job": {
-                    "design": d.name, "dataset": str(out / f"dataset-{d.name}.npz"), "bits": [b], "scale": s,
+                    "design": d.name, "dataset": str(out / f"dataset-{d.name}.npz"), "bits": b, "scale": s,
                     "save": str(part)}}))
     say(f"{len(runs)} part(s): CG with the fixed-point unit, one width each")
     outcomes = run_all(runs, jobs=jobs, address=address, progress=opts is not None and not opts.quiet, say=say,

@@ -34,6 +34,7 @@ seconds, the steps its last try resumed at (0: from the start) and error.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import signal
 import socket
@@ -124,15 +125,11 @@ LOCK_WAIT_S = 300.0
 
 def _lock_folder(folder) -> int | None:
     """An exclusive lock on a run folder for one try (``.<name>.lock`` beside it), or None where
-    there is no folder or no flock. A try of the same run that outlives its driver or worker (an
+    there is no folder. A try of the same run that outlives its driver or worker (an
     orphan of a SIGKILL, on its way out) still writes the folder; the next try waits for it before
     it reads the folder's checkpoint. The try's command inherits the lock: the kernel releases it
     when both processes are gone."""
     if folder is None:
-        return None
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX
         return None
     folder = Path(folder)
     folder.parent.mkdir(parents=True, exist_ok=True)
