@@ -27,6 +27,11 @@ PAD = 24  # §V-A: "the output layers require a minimum of 24 nodes" (the even l
 DSP_PER_MULT = round(1913 / 2176, 4)
 STORAGE = "fixed<32,8,RND,SAT>"
 ACC = "fixed<64,16,RND,SAT>"
+# The AMD part the Vitis HLS projects name (the MAX4's Stratix V 5SGSD8 has none): the Alveo U250's
+# Virtex UltraScale+ VU13P-class FPGA, a PCIe card with an x86 host as the MAX4. A fixed<32,8> product
+# takes 4 DSP48E2 (27x18 each), so the kernel's 2,176 tree multipliers need ~8,704 of its 12,288
+# (AMD DS962 Alveo U200/U250 data sheet); the KU15P of the CPP designs (1,968) could not hold them.
+BUILD_PART = "xcu250-figd2104-2L-e"
 
 MODELS = {
     "m1": dict(hidden=(108,), out_pad=None, fpgas=1, cycles=5450, time_ms=0.028, table_iii_ms=0.250,
@@ -91,6 +96,7 @@ def _design(key: str, m: dict) -> Design:
         ),
         formats={"storage": STORAGE, "acc": ACC, "ps": "fp32", "master": "fp32"},
         device="max4-5sgsd8",
+        part=BUILD_PART,
         clocks_mhz={"PL": 200.0},
         batch_size=32,
         hyperparams=dict(HYPERPARAMS),
@@ -119,6 +125,10 @@ def _design(key: str, m: dict) -> Design:
             "kernel parallelism: 4 x 4 MADD trees (Fig. 1's example) of 16 products; the seed does not give it. "
             "DSP blocks per product 0.88, from Table I (1913 blocks / 2176 multipliers)",
             "tanh: hls4ml's 1024-entry table (the same as the exported policy)",
+            f"build part {BUILD_PART} (Alveo U250, a PCIe card with an x86 host like the MAX4; the Stratix V has no "
+            "AMD part): a fixed<32,8> product takes 4 DSP48E2, so the kernel's 2,176 tree multipliers need ~8,704 "
+            "of its 12,288 DSP48E2 (AMD DS962), which the KU15P of the CPP designs (1,968) could not hold. The "
+            "seed's figures stay on the Stratix V (device max4-5sgsd8)",
             "DDPG hyperparameters from Lillicrap et al. (the seed's [2]): Adam 1e-4 / 1e-3, tau 0.001, OU noise "
             "theta 0.15 sigma 0.2 (dt 1), one critic and one actor step per env step; the optimizer runs on the "
             "host (§III)",

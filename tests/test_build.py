@@ -132,15 +132,19 @@ def test_bad_input_writes_nothing(tmp_path, case):
 
 
 def test_rebuild_over_own_build_and_placeholder_part(tmp_path):
+    import dataclasses
+
+    # a design on the MAX4 that names no AMD part (the registered F-DDPG designs name the U250's)
+    bare = dataclasses.replace(get_design("fddpg-arm-m1"), part=None)
     out = tmp_path / "f"
     plan = _plan(tmp_path / "p.json", "fddpg-arm-m1", _one_layer("critic", "fc2"))
-    r1 = build_design("fddpg-arm-m1", out, plan=plan, hls4ml=False)
+    r1 = build_design(bare, out, plan=plan, hls4ml=False)
     assert r1.part == PLACEHOLDER_PART and any("no AMD/Xilinx part" in w for w in r1.warnings)
-    r2 = build_design("fddpg-arm-m1", out, plan=plan, part="xczu7ev-ffvc1156-2-e", hls4ml=False)
+    r2 = build_design(bare, out, plan=plan, part="xczu7ev-ffvc1156-2-e", hls4ml=False)
     assert P.parse_cfg((out / r2.components[0].dir / P.HLS_CONFIG).read_text())[0]["part"] == ["xczu7ev-ffvc1156-2-e"]
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
     with pytest.raises(RlhlsError, match="--part"):
-        build_design("fddpg-arm-m1", tmp_path / "g", synth=True, hls4ml=False)
+        build_design(bare, tmp_path / "g", synth=True, hls4ml=False)
 
 
 GENERIC = {"dense_forward", "dense_backward", "weight_gradient", "weight_update"}
@@ -195,4 +199,7 @@ def test_cpp_designs_build_for_their_amd_part(tmp_path):
     assert BUILD_PART in tcl and "PLACEHOLDER" not in tcl
     assert json.loads((tmp_path / "b" / "manifest.json").read_text())["part_placeholder"] is False
     assert B.resolve_part(get_design("cpp-trpo-ant"), "xcvu9p-flga2104-2L-e", need_real=True)[0] == "xcvu9p-flga2104-2L-e"
-    assert B.resolve_part(get_design("fddpg-arm-m1"), None, need_real=False)[0] == PLACEHOLDER_PART
+    from rlhls.designs.fddpg import BUILD_PART as FDDPG_PART
+
+    for name in ("fddpg-arm-m1", "fddpg-arm-m2", "fddpg-arm-m3"):  # the Alveo U250's part, not the placeholder
+        assert B.resolve_part(get_design(name), None, need_real=True) == (FDDPG_PART, "")
