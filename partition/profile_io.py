@@ -6,18 +6,23 @@ spreadsheet shows them (the header is row 1).
 
 Profile CSV — one row per node x unit (x design point)::
 
-    node,unit,latency_us,point,lut,ff,dsp,bram36,uram,aie_tiles,cycles,flops
-    q.fc1.fwd,PS,120.5,,0,0,0,0,0,0,,2048
-    q.fc1.fwd,PL,8.2,u4,5200,7100,40,4,0,0,2460,2048
-    q.fc1.fwd,PL,4.6,u8,9800,13900,80,4,0,0,1380,2048
-    q.fc1.fwd,AIE,3.1,,0,0,0,0,0,2,,2048
+    node,unit,latency_us,point,lut,ff,dsp,bram36,uram,aie_tiles,source,cycles,flops
+    q.fc1.fwd,PS,120.5,,0,0,0,0,0,0,model,,2048
+    q.fc1.fwd,PL,8.2,u4,5200,7100,40,4,0,0,model,2460,2048
+    q.fc1.fwd,PL,4.6,u8,9800,13900,80,4,0,0,csynth,1380,2048
+    q.fc1.fwd,AIE,3.1,,0,0,0,0,0,2,model,,2048
 
 * required: ``node``, ``unit`` (PS, PL or AIE), ``latency_us`` (a number >= 0);
 * resource columns ``lut, ff, dsp, bram36, uram, aie_tiles, plio``: any subset, missing or empty = 0
   (``plio``: PL<->AIE stream pairs an AIE node uses; capacity ``AIE,plio``);
 * ``point`` (optional): the design point (e.g. an unroll factor); several rows of one node and unit
   with different points are alternatives, the partitioner picks one; missing or empty = ``"0"``;
-* ``cycles``, ``flops`` (optional): informative only.
+* ``cycles``, ``flops`` (optional): informative only;
+* ``source`` (optional, missing or empty = ``model``): where the row's latency and resources come
+  from: ``model`` (the kernels' cost models), ``csynth`` (a Vitis HLS synthesis report: cycles x
+  the clock the kernel runs at), ``cosim`` (a co-simulation report's measured cycles, resources
+  from synthesis), ``aie`` (AIE compiler / simulator outputs), ``measured`` (timed on this
+  machine). The partitioner treats every source alike; the plan records the ones it used.
 A unit with no row for a node is forbidden for that node (that is how "only matrix-multiply nodes
 may go to AIE" is written: the profile has no AIE rows for the others).
 
@@ -54,12 +59,13 @@ from rlhls.designs.errors import RlhlsError
 from .fileio import atomic_write_text
 
 __all__ = [
-    "RESOURCES", "UNITS", "ProfileRow", "read_profile", "write_profile", "read_graph",
+    "RESOURCES", "UNITS", "SOURCES", "ProfileRow", "read_profile", "write_profile", "read_graph",
     "read_capacity", "read_links", "check_inputs", "atomic_write_text", "topo_order", "is_carry",
 ]
 
 RESOURCES = ("lut", "ff", "dsp", "bram36", "uram", "aie_tiles", "plio")
 UNITS = ("PS", "PL", "AIE")
+SOURCES = ("model", "csynth", "cosim", "aie", "measured")
 CAPACITY_RESOURCES = RESOURCES + ("cores",)
 
 
@@ -74,6 +80,7 @@ class ProfileRow:
     resources: dict = field(default_factory=dict)
     cycles: float | None = None
     flops: float | None = None
+    source: str = "model"
 
     def usage(self, resource: str) -> float:
         return float(self.resources.get(resource, 0.0) or 0.0)
@@ -159,7 +166,7 @@ def read_profile(path) -> list[ProfileRow]:
     """Read a profile CSV (format in the module docstring)."""
     rows: list[ProfileRow] = []
     seen: dict = {}
-    optional = ("point",) + RESOURCES + ("cycles", "flops")
+    optional = ("point",) + RESOURCES + ("cycles", "flops", "source")
     for n, rec in _read_rows(path, "profile", ("node", "unit", "latency_us"), optional):
         node = rec["node"]
         if not node:
@@ -179,18 +186,22 @@ def read_profile(path) -> list[ProfileRow]:
                 "give distinct 'point' values for alternatives"
             )
         seen[key] = n
+        source = rec.get("source", "").lower() or "model"
+        if source not in SOURCES:
+            raise RlhlsError(f"{path}: row {n}: unknown source '{rec['source']}'; expected one of {', '.join(SOURCES)}")
         rows.append(ProfileRow(
             node=node, unit=unit, latency_us=lat, point=point, resources=res,
             cycles=_number(rec.get("cycles", ""), path, n, "cycles", required=False),
-            flops=_number(rec.get("flops", ""), path, n, "flops", required=False),
+            flops=_number(rec.get("flops", ""), path, n, "flops", required=False), source=source,
         ))
     return rows
 
 
 def write_profile(rows, path) -> None:
-    """Write profile rows as CSV (atomically); ``point`` always written, cycles/flops if any row has them."""
+    """Write profile rows as CSV (atomically); ``point`` and ``source`` always written, cycles/flops if
+    any row has them."""
     rows = list(rows)
-    cols = ["node", "unit", "latency_us", "point", *RESOURCES]
+    cols = ["node", "unit", "latency_us", "point", *RESOURCES, "source"]
     extra = [c for c in ("cycles", "flops") if any(getattr(r, c) is not None for r in rows)]
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
@@ -201,7 +212,7 @@ def write_profile(rows, path) -> None:
 
     for r in rows:
         w.writerow([r.node, r.unit, fmt(r.latency_us), r.point, *[fmt(r.usage(k)) for k in RESOURCES],
-                    *[fmt(getattr(r, c)) for c in extra]])
+                    r.source, *[fmt(getattr(r, c)) for c in extra]])
     atomic_write_text(path, buf.getvalue())
 
 

@@ -24,14 +24,30 @@ def register(sub) -> None:
 
     s = sub.add_parser("profile", help="profile every training-graph node on every unit",
                        description="Cost every training-graph node on every unit it may run on (the kernel that "
-                                   "implements it, else the generic models) and write the profile CSV.")
-    s.add_argument("design", help="registered design name (see `rlhls designs`)")
+                                   "implements it, else the generic models) and write the profile CSV. --reports "
+                                   "replaces the rows of the nodes a build's components implement with their Vitis "
+                                   "reports; --compare prints a model profile against a calibrated one.")
+    s.add_argument("design", nargs="?", help="registered design name (see `rlhls designs`)")
     s.add_argument("--device", default=None, help="catalogue device (default: the design's)")
     s.add_argument("--batch", type=positive_int, default=None, help="batch size (default: the design's)")
-    s.add_argument("--out", required=True, help="profile CSV to write")
+    s.add_argument("--reports", metavar="BUILD_DIR",
+                   help="a folder of `rlhls build` with Vitis reports (csynth.xml, <top>_cosim.rpt): the nodes of "
+                        "each reported component take the report's latency and resources")
+    s.add_argument("--compare", nargs=2, metavar=("MODEL.csv", "CALIBRATED.csv"),
+                   help="print each calibrated row against the model's row of the same node, unit and point (or "
+                        "the model's nearest in latency), with the error in %%; --out: the figure (PNG)")
+    s.add_argument("--out", help="profile CSV to write (with --compare: the figure, PNG)")
     s.add_argument("--force", action="store_true", help="replace an --out file that rlhls did not write")
     s.add_argument("--json", action="store_true", help="print the rows as JSON")
     s.set_defaults(func=cmd_profile)
+
+    s = sub.add_parser("report-read", help="read one Vitis HLS synthesis or co-simulation report",
+                       description="Read a Vitis/Vivado HLS csynth.xml (classic or unified layout, 2018.3-2025.2) "
+                                   "or a <top>_cosim.rpt and print what a profile takes from it: top, part, clocks, "
+                                   "latency, interval and resources.")
+    s.add_argument("file", metavar="FILE", help="csynth.xml, <top>_csynth.xml or <top>_cosim.rpt")
+    s.add_argument("--json", action="store_true", help="print JSON (null: 'undef' or an element the report lacks)")
+    s.set_defaults(func=cmd_report_read)
 
     s = sub.add_parser("partition", help="solve the PS/PL/AIE partition (ILP) of a profile",
                        description="Solve the PS/PL/AIE partition (ILP) of a profile; write plan.json, plan.csv and "
@@ -92,6 +108,12 @@ def cmd_profile(args) -> int:
     from rlhls.partition.fileio import check_file_out
     from rlhls.partition.profile import profile_design
 
+    if args.compare:
+        return cmd_compare(args)
+    if not args.design:
+        raise RlhlsError("rlhls profile: a DESIGN is required (or --compare MODEL.csv CALIBRATED.csv)")
+    if not args.out:
+        raise RlhlsError("rlhls profile: --out profile.csv is required")
     design = get_design(args.design)
     device = get_device(args.device if args.device else design.device)
     out = Path(args.out)
@@ -99,14 +121,60 @@ def cmd_profile(args) -> int:
         raise RlhlsError(f"--out '{out}': folder '{out.parent}' does not exist")
     check_file_out(out, header="node,unit,latency_us", force=args.force)
     rows = profile_design(design, device, args.batch)
+    notes = []
+    if args.reports:
+        from rlhls.flow.project import MANIFEST, read_manifest
+        from rlhls.partition.calibrate import calibrate
+
+        build = Path(args.reports)
+        if not build.is_dir():
+            raise RlhlsError(f"--reports '{build}': no such folder; expected a folder written by `rlhls build`")
+        manifest = read_manifest(build)
+        if manifest is None:
+            raise RlhlsError(f"--reports '{build}': no {MANIFEST} written by `rlhls build` in it")
+        rows[:], notes = calibrate(rows, build, manifest, batch=args.batch or design.batch_size)
     rows.write_csv(out)
     if args.json:
         print_json([{"node": r.node, "unit": r.unit, "latency_us": r.latency_us, "point": r.point,
-                     "resources": dict(r.resources), "cycles": r.cycles, "flops": r.flops} for r in rows])
+                     "resources": dict(r.resources), "cycles": r.cycles, "flops": r.flops, "source": r.source}
+                    for r in rows])
     else:
         nodes = len({r.node for r in rows})
         units = sorted({r.unit for r in rows})
-        print(f"{design.name} on {device.id}: {len(rows)} rows for {nodes} nodes on {', '.join(units)} -> {out}")
+        src = {}
+        for r in rows:
+            src[r.source] = src.get(r.source, 0) + 1
+        print(f"{design.name} on {device.id}: {len(rows)} rows for {nodes} nodes on {', '.join(units)} "
+              f"({', '.join(f'{k} {v}' for k, v in src.items())}) -> {out}")
+        for n in notes:
+            print(f"  note: {n}")
+    return 0
+
+
+def cmd_report_read(args) -> int:
+    from rlhls.partition.reports import REPORT_RESOURCES, read_cosim, read_csynth
+
+    path = Path(args.file)
+    rep = read_cosim(path) if path.name.endswith(".rpt") else read_csynth(path)
+    d = rep.to_json()
+    if args.json:
+        print_json(d)
+        return 0
+
+    def v(x):
+        return "undef" if x is None else f"{x:g}" if isinstance(x, float) else str(x)
+
+    if path.name.endswith(".rpt"):
+        print(f"{d['top']}: co-simulation ({d['rtl']}) {d['status']}")
+        print(f"  latency   min {v(d['latency_min_cycles'])}  avg {v(d['latency_avg_cycles'])}  "
+              f"max {v(d['latency_max_cycles'])} cycles")
+        print(f"  interval  min {v(d['interval_min'])}  max {v(d['interval_max'])} cycles")
+        return 0
+    print(f"{d['top']}: {d['tool']} {d['version'] or '?'} ({d['layout']} layout) for {d['part']}")
+    print(f"  clock     target {v(d['target_clock_ns'])} ns  estimated {v(d['estimated_clock_ns'])} ns")
+    print(f"  latency   best {v(d['latency_best_cycles'])}  worst {v(d['latency_worst_cycles'])} cycles")
+    print(f"  interval  min {v(d['interval_min'])}  max {v(d['interval_max'])} cycles")
+    print("  resources " + "  ".join(f"{k} {'-' if d[k] is None else d[k]}" for k in REPORT_RESOURCES))
     return 0
 
 

@@ -1,0 +1,182 @@
+"""Calibrated profiles: the model's rows of the nodes a build's components implement, replaced
+by what the vendor tools reported for those components.
+
+``calibrate(profile, build_dir, manifest)`` (the build's ``manifest.json`` as a dict) reads every
+report under ``build_dir`` (``partition.reports.find_reports``) and matches each to the component
+of the manifest whose ``top`` it names. For every node a component implements (the manifest's ``nodes``), the
+node's PL rows (every design point of the model) become one row:
+
+* ``latency_us = cycles x clock_ns / 1000 + launch_overhead_us``: cycles are the co-simulation's
+  average latency where a passing co-simulation report exists (``source`` ``cosim``), else the
+  synthesis report's worst-case latency (``csynth``); the clock is the period the kernel runs at
+  (the target, or the estimate where synthesis misses it); the launch overhead is the device
+  catalogue's, the same term the model adds (the host's start of a kernel, which the tools do not
+  see);
+* resources from the synthesis report: LUT, FF, DSP, URAM, and BRAM_18K / 2 as ``bram36``;
+* a node several components implement (a backward pass: input gradient and weight gradient) adds
+  their latencies (the host calls them in turn) and their resources; it is calibrated only when
+  every one of them has a report;
+* ``point``: the built design point, ``pf<N>`` from the component's parameters (``+``-joined for
+  several), else ``built``;
+* an activation folded into a component (the manifest's ``folded``) runs inside that component's
+  call: its PL row costs 0 and no resources, with the component's source.
+
+A component whose report gives no latency (``undef`` and no co-simulation) stays on the model,
+and a note says so. Refused with one line naming the file: a folder without a manifest or without
+reports, a build of another design or batch, a report whose top is no component of the build, a
+report for another part, any report that cannot be read.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rlhls.designs.devices import get_device
+from rlhls.designs.errors import RlhlsError
+
+from .profile_io import ProfileRow
+from .reports import find_reports, read_cosim, read_csynth
+
+__all__ = ["calibrate"]
+
+
+def _point(comps) -> str:
+    pfs = [c.get("params", {}).get("pf") for c in comps]
+    return "+".join(f"pf{p}" for p in pfs) if all(isinstance(p, int) for p in pfs) else "built"
+
+
+def _component_of(path: Path, build_dir: Path, comps: list) -> dict | None:
+    """The component whose folder holds `path`, if any."""
+    for c in comps:
+        d = build_dir / c.get("dir", "")
+        if c.get("dir") and d in path.parents:
+            return c
+    return None
+
+
+def _pick(paths_reports, notes, what):
+    """One report per top: copies in one folder are the same report; else the newest file."""
+    by_top = {}
+    for path, rep in paths_reports:
+        by_top.setdefault(rep.top, []).append((path, rep))
+    out = {}
+    for top, items in by_top.items():
+        items.sort(key=lambda pr: (pr[0].stat().st_mtime, pr[0].name == "csynth.xml"), reverse=True)
+        out[top] = items[0][1]
+        folders = {p.parent for p, _ in items}
+        if len(folders) > 1:
+            notes.append(f"{what} of '{top}': {len(items)} reports, the newest used ({items[0][0]})")
+    return out
+
+
+def calibrate(profile, build_dir, manifest: dict, *, batch: int | None = None):
+    """``(rows, notes)``: `profile`'s rows with the reported components' nodes replaced (module
+    docstring), and one line per thing left on the model. `batch`: the profile's batch, checked
+    against the build's."""
+    build_dir = Path(build_dir)
+    where = build_dir / "manifest.json"
+    design = getattr(profile, "design", None)
+    if design and manifest.get("design") and manifest["design"] != design:
+        raise RlhlsError(f"{where}: the build is of design '{manifest['design']}', the profile of '{design}'")
+    if batch is not None and manifest.get("batch") not in (None, batch):
+        raise RlhlsError(f"{where}: the build is at batch {manifest['batch']}, the profile at batch {batch}")
+    found = find_reports(build_dir)
+    if not found["csynth"] and not found["cosim"]:
+        raise RlhlsError(f"{build_dir}: no synthesis or co-simulation reports (csynth.xml, <top>_cosim.rpt) in it; "
+                         "run `rlhls build --synth` (and --cosim) with Vitis first")
+    comps = [c for c in manifest["components"] if isinstance(c, dict) and c.get("top")]
+    tops = {c["top"]: c for c in comps}
+    part = str(manifest.get("part") or "")
+
+    def check(path, rep, kind):
+        if rep.top not in tops:
+            raise RlhlsError(f"{path}: top '{rep.top}' is no component of the build in {build_dir} "
+                             f"(its tops: {', '.join(sorted(tops)) or 'none'})")
+        home = _component_of(path, build_dir, comps)
+        if home is not None and home["top"] != rep.top:
+            raise RlhlsError(f"{path}: {kind} of top '{rep.top}' inside component '{home['name']}', whose top is "
+                             f"'{home['top']}'")
+        if kind == "synthesis report" and part and rep.part.lower() != part.lower():
+            raise RlhlsError(f"{path}: synthesised for part {rep.part}; the build is for {part}")
+
+    synths, cosims = [], []
+    for p in found["csynth"]:
+        rep = read_csynth(p)
+        check(p, rep, "synthesis report")
+        synths.append((p, rep))
+    for p in found["cosim"]:
+        rep = read_cosim(p)
+        check(p, rep, "co-simulation report")
+        cosims.append((p, rep))
+    notes = []
+    synth = _pick(synths, notes, "synthesis")
+    cosim = _pick(cosims, notes, "co-simulation")
+
+    device = get_device(getattr(profile, "device", None) or manifest.get("device"))
+    pl = device.units.get("PL")
+    launch = pl.perf["launch_overhead_us"].value if pl is not None and "launch_overhead_us" in pl.perf else 0.0
+
+    per_comp = {}  # component name -> (latency_us, cycles, resources, source)
+    for top, c in tops.items():
+        s, m = synth.get(top), cosim.get(top)
+        if s is None:
+            if m is not None:
+                notes.append(f"{c['name']}: a co-simulation report but no synthesis report (resources, clock); "
+                             "stays on the model")
+            continue
+        cycles, source = s.latency_worst_cycles, "csynth"
+        if m is not None and m.status.lower() != "pass":
+            notes.append(f"{c['name']}: co-simulation status {m.status}; its latency is not used")
+        elif m is not None and m.latency_avg_cycles is not None:
+            cycles, source = m.latency_avg_cycles, "cosim"
+        if cycles is None:
+            notes.append(f"{c['name']}: latency 'undef' in {s.path} and no co-simulation; stays on the model")
+            continue
+        res = {"lut": s.resources.get("LUT"), "ff": s.resources.get("FF"), "dsp": s.resources.get("DSP"),
+               "bram36": None if s.resources.get("BRAM_18K") is None else s.resources["BRAM_18K"] / 2,
+               "uram": s.resources.get("URAM")}
+        per_comp[c["name"]] = (cycles * s.clock_ns / 1000.0 + launch, float(cycles),
+                               {k: float(v) for k, v in res.items() if v}, source)
+
+    by_node, folded = {}, {}
+    for c in comps:
+        for n in c.get("nodes") or []:
+            by_node.setdefault(n, []).append(c)
+        for n in c.get("folded") or []:
+            folded[n] = c
+    have_pl = {r.node for r in profile if r.unit == "PL"}
+    known = {r.node for r in profile}
+    unknown = sorted(n for n in list(by_node) + list(folded) if n not in known)
+    if unknown:
+        raise RlhlsError(f"{where}: node '{unknown[0]}' of the build is not in the profile's training graph")
+    new = {}
+    for node, cs in by_node.items():
+        if not all(c["name"] in per_comp for c in cs):
+            if any(c["name"] in per_comp for c in cs):
+                missing = [c["name"] for c in cs if c["name"] not in per_comp]
+                notes.append(f"{node}: no usable report for {', '.join(missing)}; stays on the model")
+            continue
+        if node not in have_pl:
+            notes.append(f"{node}: the profile allows it no PL row; the report is not used")
+            continue
+        parts = [per_comp[c["name"]] for c in cs]
+        res = {}
+        for _, _, r, _ in parts:
+            for k, v in r.items():
+                res[k] = res.get(k, 0.0) + v
+        src = "cosim" if all(p[3] == "cosim" for p in parts) else "csynth"
+        new[node] = dict(latency_us=sum(p[0] for p in parts), cycles=sum(p[1] for p in parts), resources=res,
+                         source=src, point=_point(cs))
+    for node, c in folded.items():
+        if node in new or c["name"] not in per_comp or node not in have_pl:
+            continue
+        new[node] = dict(latency_us=0.0, cycles=0.0, resources={}, source=per_comp[c["name"]][3], point=_point([c]))
+
+    rows, done = [], set()
+    for r in profile:
+        if r.unit != "PL" or r.node not in new:
+            rows.append(r)
+        elif r.node not in done:
+            done.add(r.node)
+            rows.append(ProfileRow(node=r.node, unit="PL", flops=r.flops, **new[r.node]))
+    return rows, notes
