@@ -21,6 +21,10 @@ node's PL rows (every design point of the model) become one row:
 * an activation folded into a component (the manifest's ``folded``) runs inside that component's
   call: its PL row costs 0 and no resources, with the component's source.
 
+``compare(model_rows, calibrated_rows)`` pairs every calibrated row with the model's row of the
+same node, unit and design point (else the point nearest in parallelism) and gives the model's
+error in % against the report; ``compare_figure`` plots it.
+
 A component whose report gives no latency (``undef`` and no co-simulation) stays on the model,
 and a note says so. Refused with one line naming the file: a folder without a manifest or without
 reports, a build of another design or batch, a report whose top is no component of the build, a
@@ -29,6 +33,8 @@ report for another part, any report that cannot be read.
 
 from __future__ import annotations
 
+import math
+import re
 from pathlib import Path
 
 from rlhls.designs.devices import get_device
@@ -37,7 +43,7 @@ from rlhls.designs.errors import RlhlsError
 from .profile_io import ProfileRow
 from .reports import find_reports, read_cosim, read_csynth
 
-__all__ = ["calibrate"]
+__all__ = ["calibrate", "compare", "compare_figure"]
 
 
 def _point(comps) -> str:
@@ -180,3 +186,69 @@ def calibrate(profile, build_dir, manifest: dict, *, batch: int | None = None):
             done.add(r.node)
             rows.append(ProfileRow(node=r.node, unit="PL", flops=r.flops, **new[r.node]))
     return rows, notes
+
+
+def _pf(point: str) -> int | None:
+    nums = re.findall(r"pf(\d+)", point or "")
+    return sum(int(n) for n in nums) if nums else None
+
+
+def compare(model, calibrated) -> list[dict]:
+    """Each row of `calibrated` whose source is not the model's, beside the model's row of the same
+    node and unit: the same design point, else the one nearest in parallelism (``pf``, on a log
+    scale), else the first. ``error_pct`` = (model - report) / report x 100, per latency and resource;
+    None where the report's figure is 0."""
+    by = {}
+    for r in model:
+        by.setdefault((r.node, r.unit), []).append(r)
+    out = []
+    for c in calibrated:
+        if c.source == "model":
+            continue
+        cands = by.get((c.node, c.unit))
+        if not cands:
+            out.append({"node": c.node, "unit": c.unit, "source": c.source, "point": c.point, "model_point": None,
+                        "latency_us": c.latency_us, "model_latency_us": None, "error_pct": None})
+            continue
+        same = [m for m in cands if m.point == c.point]
+        pf = _pf(c.point)
+        if same:
+            m = same[0]
+        elif pf is not None and any(_pf(x.point) for x in cands):
+            m = min((x for x in cands if _pf(x.point)), key=lambda x: abs(math.log(_pf(x.point) / pf)))
+        else:
+            m = cands[0]
+
+        def err(mv, cv):
+            return None if not cv else (mv - cv) / cv * 100.0
+
+        rec = {"node": c.node, "unit": c.unit, "source": c.source, "point": c.point, "model_point": m.point,
+               "latency_us": c.latency_us, "model_latency_us": m.latency_us,
+               "error_pct": err(m.latency_us, c.latency_us)}
+        for k in ("lut", "ff", "dsp", "bram36", "uram"):
+            rec[k] = c.usage(k)
+            rec[f"model_{k}"] = m.usage(k)
+            rec[f"{k}_error_pct"] = err(m.usage(k), c.usage(k))
+        out.append(rec)
+    return out
+
+
+def compare_figure(rows: list[dict]):
+    """Model against report per node: latency bars (log scale) and the latency error in %."""
+    from matplotlib.figure import Figure
+
+    rows = [r for r in rows if r["model_latency_us"] is not None and r["latency_us"] > 0]
+    fig = Figure(figsize=(max(6.0, 0.45 * len(rows) + 2), 6.5), layout="constrained")
+    ax, ax2 = fig.subplots(2, 1, sharex=True, height_ratios=(2, 1))
+    x = range(len(rows))
+    ax.bar([i - 0.2 for i in x], [r["model_latency_us"] for r in rows], 0.4, label="model")
+    ax.bar([i + 0.2 for i in x], [r["latency_us"] for r in rows], 0.4, label="report")
+    ax.set_yscale("log")
+    ax.set_ylabel("latency (us)")
+    ax.legend()
+    ax.set_title("profile: model against the tools' reports")
+    ax2.bar(list(x), [r["error_pct"] or 0.0 for r in rows], 0.6, color="tab:red")
+    ax2.axhline(0, color="black", lw=0.8)
+    ax2.set_ylabel("model error (%)")
+    ax2.set_xticks(list(x), [f"{r['node']} ({r['source']})" for r in rows], rotation=60, ha="right", fontsize=7)
+    return fig

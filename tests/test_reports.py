@@ -307,3 +307,33 @@ def test_profile_reports_bad_input(build, tmp_path):
     rc, _, err = _cli(["profile", "apdrl-a2c-invpendulum", "--reports", str(b), "--out", str(tmp_path / "p.csv")])
     assert rc == 2 and "is of design 'apdrl-dqn-cartpole'" in err
     assert not (tmp_path / "p.csv").exists()
+
+
+def test_compare_model_against_calibrated(build, tmp_path):
+    b = _fresh(build, tmp_path)
+    comps = _comps(b)
+    write_csynth(b / comps["q_fc1_fwd"]["dir"], "q_fc1_fwd", PART, target_ns=4.08, est_ns=3.0, worst=2000,
+                 res={"LUT": 2000, "FF": 2568, "DSP": 8, "BRAM_18K": 2, "URAM": 0})
+    model_csv, cal_csv, fig = tmp_path / "model.csv", tmp_path / "cal.csv", tmp_path / "cmp.png"
+    assert _cli(["profile", DESIGN, "--out", str(model_csv)])[0] == 0
+    assert _cli(["profile", DESIGN, "--reports", str(b), "--out", str(cal_csv)])[0] == 0
+    rc, out, err = _cli(["profile", "--compare", str(model_csv), str(cal_csv), "--out", str(fig), "--json"])
+    assert rc == 0, err
+    rows = {r["node"]: r for r in json.loads(out)}
+    assert set(rows) == {"q.fc1.fwd", "q.fc1.tfwd", "q.fc1_relu.fwd", "q.fc1_relu.tfwd"}
+    r = rows["q.fc1.fwd"]
+    # built at pf8: the model's nearest points are pf4 and pf16 (equally far); the first is taken
+    model_pf4 = next(m for m in read_profile(model_csv) if (m.node, m.unit, m.point) == ("q.fc1.fwd", "PL", "pf4"))
+    assert (r["point"], r["model_point"], r["model_latency_us"]) == ("pf8", "pf4", model_pf4.latency_us)
+    report_us = 2000 * 4.08 / 1000 + get_device("vek280").units["PL"].perf["launch_overhead_us"].value
+    assert r["latency_us"] == pytest.approx(report_us)
+    assert r["error_pct"] == pytest.approx((model_pf4.latency_us - report_us) / report_us * 100)
+    assert r["ff_error_pct"] == pytest.approx(0.0) and r["dsp_error_pct"] == pytest.approx(-50.0)
+    assert fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    rc, out, _ = _cli(["profile", "--compare", str(model_csv), str(cal_csv)])
+    assert rc == 0 and "pf4~pf8" in out and "latency error: mean |e|" in out
+    # nothing calibrated / a figure that is not a PNG: one line, nothing written
+    rc, _, err = _cli(["profile", "--compare", str(model_csv), str(model_csv), "--out", str(tmp_path / "x.png")])
+    assert rc == 2 and "nothing to compare" in err and not (tmp_path / "x.png").exists()
+    rc, _, err = _cli(["profile", "--compare", str(model_csv), str(cal_csv), "--out", str(tmp_path / "x.txt")])
+    assert rc == 2 and "ends in .png" in err and not (tmp_path / "x.txt").exists()

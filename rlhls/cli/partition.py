@@ -151,6 +151,52 @@ def cmd_profile(args) -> int:
     return 0
 
 
+def cmd_compare(args) -> int:
+    import io
+
+    from rlhls.partition.calibrate import compare, compare_figure
+    from rlhls.partition.fileio import atomic_write_bytes
+    from rlhls.partition.profile_io import read_profile
+
+    if args.design or args.reports:
+        raise RlhlsError("rlhls profile: --compare takes two profile CSVs, no DESIGN or --reports")
+    fig_out = Path(args.out) if args.out else None
+    if fig_out is not None:
+        if fig_out.suffix.lower() != ".png":
+            raise RlhlsError(f"--out '{fig_out}': with --compare, the figure's file ends in .png")
+        if not fig_out.absolute().parent.is_dir():
+            raise RlhlsError(f"--out '{fig_out}': folder '{fig_out.parent}' does not exist")
+    model, cal = (read_profile(p) for p in args.compare)
+    rows = compare(model, cal)
+    if not rows:
+        raise RlhlsError(f"{args.compare[1]}: every row's source is 'model'; nothing to compare (write it with "
+                         "`rlhls profile DESIGN --reports BUILD_DIR`)")
+    if fig_out is not None:
+        buf = io.BytesIO()
+        compare_figure(rows).savefig(buf, format="png", dpi=110)
+        atomic_write_bytes(fig_out, buf.getvalue())
+    if args.json:
+        print_json(rows)
+        return 0
+
+    def pct(x):
+        return "-" if x is None else f"{x:+.1f}%"
+
+    print(f"{'node':<28} {'unit':<4} {'source':<8} {'point':<14} {'model us':>10} {'report us':>10} {'error':>8}"
+          f" {'lut err':>8} {'ff err':>8} {'dsp err':>8} {'bram36 err':>10}")
+    for r in rows:
+        pts = r["point"] if r["model_point"] in (None, r["point"]) else f"{r['model_point']}~{r['point']}"
+        ml = "-" if r["model_latency_us"] is None else f"{r['model_latency_us']:.4g}"
+        print(f"{r['node']:<28} {r['unit']:<4} {r['source']:<8} {pts:<14} {ml:>10} {r['latency_us']:>10.4g} "
+              f"{pct(r['error_pct']):>8} {pct(r.get('lut_error_pct')):>8} {pct(r.get('ff_error_pct')):>8} "
+              f"{pct(r.get('dsp_error_pct')):>8} {pct(r.get('bram36_error_pct')):>10}")
+    errs = [abs(r["error_pct"]) for r in rows if r["error_pct"] is not None]
+    if errs:
+        print(f"{len(rows)} rows; latency error: mean |e| {sum(errs) / len(errs):.1f}%, max {max(errs):.1f}%"
+              + (f"; figure {fig_out}" if fig_out else ""))
+    return 0
+
+
 def cmd_report_read(args) -> int:
     from rlhls.partition.reports import REPORT_RESOURCES, read_cosim, read_csynth
 
