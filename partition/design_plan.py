@@ -26,5 +26,7 @@ def partition_design(design, device=None, batch: int | None = None, *, graph=Non
     rows = rows if rows is not None else profile_design(design, dev, graph=graph)
     capacity, links = device_inputs(dev)
     cores = capacity.get(("PS", "cores"))
-    return solve(rows, graph.all_edges(), capacity, links, ps_cores=int(cores) if cores else 1, solver=solver,
+    plan = solve(rows, graph.all_edges(), capacity, links, ps_cores=int(cores) if cores else 1, solver=solver,
                  time_limit=time_limit, source=f"device {dev.id}")
+    plan.record_sources(rows)
+    return plan

@@ -7,7 +7,8 @@ plan.json::
      "finish_us": {node: float}, "core": {PS node: int}, "ps_cores": int,
      "baselines": {"all_PS"|"all_PL"|"all_AIE"|"HEFT": float | null},
      "utilisation": {unit: {"busy": fraction of makespan (PS: of makespan x cores), resource: fraction}},
-     "solver": "cbc"|"highs", "solve_seconds": float, "bound": float | null}
+     "solver": "cbc"|"highs", "solve_seconds": float, "bound": float | null,
+     "sources": {node: "model"|"csynth"|"cosim"|"aie"|"measured"}}   (the profile row each node got)
 
 plan.csv: ``node,unit,point,start_us,finish_us,latency_us`` in start order.
 gantt.png: one lane per unit (one per PS core), a bar per node, the makespan as a line.
@@ -49,6 +50,18 @@ class Plan:
     solver_seconds: float = 0.0
     utilisation: dict = field(default_factory=dict)
     source: str = ""  # the plan.json it was read from ("" when solved in this process)
+    sources: dict = field(default_factory=dict)  # node -> source of the profile row it got
+
+    def record_sources(self, rows) -> dict:
+        """Note, per node, the source of the profile row the plan chose (unit and point); returns
+        {source: nodes}."""
+        for r in rows:
+            if self.assignment.get(r.node) == r.unit and self.point.get(r.node, r.point) == r.point:
+                self.sources[r.node] = getattr(r, "source", "model")
+        count = {}
+        for s in self.sources.values():
+            count[s] = count.get(s, 0) + 1
+        return count
 
     @property
     def units(self) -> dict:
@@ -78,6 +91,7 @@ class Plan:
             "solver": self.solver,
             "solve_seconds": self.solve_seconds,
             "bound": self.bound,
+            "sources": dict(self.sources),
         }
 
 
@@ -241,7 +255,8 @@ def load_plan(path) -> Plan:
                 baselines=dict(d.get("baselines") or {}), solve_seconds=float(d.get("solve_seconds") or 0.0),
                 solver=str(d.get("solver") or ""), core=dict(d.get("core") or {}),
                 ps_cores=int(d.get("ps_cores") or 1), bound=d.get("bound"),
-                utilisation=dict(d.get("utilisation") or {}), source=str(path))
+                utilisation=dict(d.get("utilisation") or {}), source=str(path),
+                sources=dict(d.get("sources") or {}))
 
 
 def check_plan(plan, graph, *, where: str = "plan") -> dict:

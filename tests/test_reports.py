@@ -263,7 +263,20 @@ def test_profile_cli_reports_and_plan_moves(build, tmp_path):
                                                                "q.fc2_relu.tfwd"}
     after = solve(rows, edges, cap, links, ps_cores=2, time_limit=20)
     assert after.assignment["q.fc2.fwd"] != "PL" and after.assignment["q.fc2.tfwd"] != "PL"
-    assert after.makespan_us != before.makespan_us
+    assert after.makespan_us > before.makespan_us
+    # the partition command on the calibrated CSV: the plan records each node's row source
+    write_csynth(b / comps["q_fc1_fwd"]["dir"], "q_fc1_fwd", PART, target_ns=4.08, est_ns=3.9, worst=300)
+    assert _cli(["profile", DESIGN, "--reports", str(b), "--out", str(out)])[0] == 0
+    graph = tmp_path / "g.csv"
+    assert _cli(["graph", DESIGN, "--csv", str(graph)])[0] == 0
+    rc, stdout, err = _cli(["partition", str(out), "--graph", str(graph), "--device", "vek280",
+                            "--out", str(tmp_path / "plan")])
+    assert rc == 0, err
+    plan = json.loads((tmp_path / "plan" / "plan.json").read_text())
+    assert plan["assignment"]["q.fc1.fwd"] == "PL" and plan["sources"]["q.fc1.fwd"] == "csynth"
+    assert plan["assignment"]["q.fc2.fwd"] != "PL" and plan["sources"]["q.fc2.fwd"] == "model"
+    assert set(plan["sources"]) == set(plan["assignment"])
+    assert "profile rows used: csynth" in stdout
 
 
 def _bad(b, tmp_path, what):

@@ -248,12 +248,14 @@ def cmd_partition(args) -> int:
     cores = capacity.get(("PS", "cores"))
     plan = solve(rows, edges, capacity, links, ps_cores=int(cores) if cores else 1, solver=args.solver,
                  time_limit=args.time_limit, source=source)
+    used = plan.record_sources(rows)
     out = write_plan(plan, Path(args.out), edges=edges, force=args.force)
     if args.json:
         print_json(plan.to_json())
         return 0
     print(f"makespan {plan.makespan_us:.6g} us  status {plan.status}  gap {plan.gap:.2%}  "
           f"solver {plan.solver} {plan.solve_seconds:.2f} s  PS cores {plan.ps_cores}")
+    print("  profile rows used: " + ", ".join(f"{k} {v}" for k, v in sorted(used.items())))
     for unit, u in plan.utilisation.items():
         res = "  ".join(f"{k} {v:.1%}" for k, v in u.items() if k not in ("busy", "nodes"))
         print(f"  {unit:<4} {u['nodes']:>3} nodes  busy {u['busy']:.1%}  {res}".rstrip())
