@@ -57,7 +57,8 @@ from . import project as P
 from . import vitis as V
 from .aie import aie_fit, check_aie, emit_aie
 from .csim import run_csim
-from .hls4ml_convert import check_hls4ml, convert_network
+from .hls4ml_convert import check_hls4ml, convert_network, csim_flags
+from .hls4ml_kernel import run_wrapper_csim, wrap_network
 from .kernels import render_kernel
 from .mapping import Component, jsonable, map_design
 from .paths import cache_dir, include_dir
@@ -196,20 +197,24 @@ def write_kernel_component(d: Path, src, design_name: str, part: str, clock_ns: 
 
 
 def _write_hls4ml(comp: Component, root: Path, nets, design, part, clock_ns, note):
+    """hls4ml's project of the network (its function: <name>_core) in a Vitis kernel top named after
+    the component (flow.hls4ml_kernel), with the testbench and vectors that compare it."""
     d = root / comp.dir
     prec = Precision(comp.params["storage"], comp.params["acc"])
+    core = f"{comp.name}_core"
     with contextlib.redirect_stdout(sys.stderr):  # hls4ml prints its progress on stdout (breaks --json)
-        res = convert_network(nets[comp.network], prec, d, part=part, clock_ns=clock_ns, io_type="io_parallel")
+        res = convert_network(nets[comp.network], prec, d, part=part, clock_ns=clock_ns, io_type="io_parallel",
+                              name=core)
     comp._net = nets[comp.network]
-    comp.top, comp.hls_model = res["top"], res["hls_model"]
-    comp.params = {**comp.params, "top": comp.top}
-    syn = sorted(f"firmware/{p.name}" for p in (d / "firmware").glob("*.cpp"))  # convert_network wrote d
-    tb = sorted(p.name for p in d.glob("*_test.cpp"))
-    if (d / "tb_data").is_dir():
-        tb += sorted(f"tb_data/{p.name}" for p in (d / "tb_data").iterdir() if p.is_file())
-    if not syn:
-        raise RlhlsError(f"component '{comp.name}': the hls4ml project in '{d}' has no firmware/*.cpp")
-    hc = P.HlsComponent(comp.name, comp.top, syn, tb, cflags="-std=c++14", tb_cflags="-std=c++14 -Ifirmware")
+    comp.top, comp.hls_model, comp._core = comp.name, res["hls_model"], core
+    w = wrap_network(comp._net, prec, d, core=core, top=comp.top, n_max=int(comp.params.get("batch") or 1))
+    comp.params = {**comp.params, "top": comp.top, "core": core}
+    for h in sorted(include_dir().iterdir()):  # rlhls_tb.h: the testbench stands alone on a Vitis machine
+        if h.name == "rlhls_tb.h":
+            (d / "include").mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(h, d / "include" / h.name)
+    hc = P.HlsComponent(comp.name, comp.top, w["syn"], w["tb"], cflags="-std=c++14 -Isrc -Ifirmware",
+                        tb_cflags="-std=c++14 -Isrc -Ifirmware -Iinclude")
     _write_project_files(d, hc, design, part, clock_ns, note)
 
 
@@ -346,17 +351,10 @@ def build_design(design, out, *, plan=None, graph=None, part=None, clock_ns=None
 
 
 def _check_hls4ml(comp: Component) -> dict:
-    """hls4ml's compile + predict against the network model, in a scratch copy of the project
-    (hls4ml compiles inside its OutputDir; the build folder stays as the manifest lists it)."""
-    net = comp._net
-    prec = Precision(comp.params["storage"], comp.params["acc"])
-    x = np.random.default_rng(0).uniform(-1.0, 1.0, size=(4, *net.input_shape))
-    with tempfile.TemporaryDirectory(prefix=f"rlhls-hls4ml-{comp.name}-") as work:
-        shutil.copytree(comp._final_dir, Path(work) / comp.name)
-        comp.hls_model.config.config["OutputDir"] = str(Path(work) / comp.name)
-        r = check_hls4ml(net, prec, comp.hls_model, x)
-    return {"passed": r["passed"],
-            "detail": f"max |hls4ml - model| = {r['max_diff_lsb']:.3g} LSB (bound {r['bound_lsb']:.3g} LSB)"}
+    """The kernel top + hls4ml's function + testbench under g++ against the emulator's vectors
+    (what vitis-run --csim of the component runs)."""
+    return run_wrapper_csim(comp._final_dir, top=comp.top, core=comp._core, include=include_dir(),
+                            flags=csim_flags(comp.hls_model)[:1])
 
 
 def _csim_one(comp: Component, cache: Path) -> None:
