@@ -294,7 +294,7 @@ def build_design(design, out, *, plan=None, graph=None, part=None, clock_ns=None
         assignment = check_plan(plan, graph)
         plan_info = {"source": getattr(plan, "source", "") or None, "sha256": hashlib.sha256(
             json.dumps(assignment, sort_keys=True).encode()).hexdigest()}
-    check_out(out, force=force, ours=_ours)
+    check_out(out, command="build", force=force, ours=_ours)
     mapping = map_design(design, graph, assignment, hls4ml=hls4ml)
     warnings = ([note] if note else []) + mapping.warnings
     points = ({n: plan.point[n] for n in mapping.aie_nodes if n in plan.point}
@@ -529,7 +529,7 @@ def export_policy(design, net, out, states, *, expected=None, run=None, part=Non
     ref = net.forward(states, table_precisions(net, prec))
     if expected is not None:
         expected = np.asarray(expected, dtype=np.float64).reshape(ref.shape)
-    check_out(out, force=force, ours=_ours)
+    check_out(out, command="build", force=force, ours=_ours)
     name = f"{net.name}_policy"
     d_rel = f"pl/{name}"
     with staged_folder(out, command="build", ours=_ours) as tmp:

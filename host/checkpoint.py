@@ -76,6 +76,30 @@ def save_checkpoint(path, state) -> None:
     atomic_write_bytes(path, buf.getvalue())
 
 
+def _check_sizes(path: Path, data: bytes) -> None:
+    """Every array's header against the bytes its entry holds, before anything is allocated: a
+    checkpoint whose header claims terabytes is refused, not read."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            for info in zf.infolist():
+                if info.compress_type != zipfile.ZIP_STORED or info.file_size > len(data):
+                    raise ValueError(f"entry '{info.filename}' is compressed or larger than the file")  # savez stores
+                with zf.open(info) as f:
+                    version = np.lib.format.read_magic(f)
+                    read = {(1, 0): np.lib.format.read_array_header_1_0,
+                            (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+                    if read is None:
+                        raise ValueError(f"array format {version}")
+                    shape, _, dtype = read(f)
+                    size = int(np.prod(shape, dtype=object)) * dtype.itemsize
+                    if dtype.hasobject or size != info.file_size - f.tell():
+                        raise ValueError(f"entry '{info.filename}' claims {size} bytes and holds "
+                                         f"{info.file_size - f.tell()}")
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, TypeError) as e:
+        raise RlhlsError(f"checkpoint '{path}' is not an rlhls checkpoint (empty, truncated or another file: "
+                         f"{type(e).__name__}{': ' + str(e) if isinstance(e, ValueError) else ''})") from None
+
+
 def load_checkpoint(path):
     path = Path(path)
     try:
@@ -85,6 +109,7 @@ def load_checkpoint(path):
     if data[:2] == b"\x80\x04" or data[:1] == b"\x80":
         raise RlhlsError(f"checkpoint '{path}' is a pickle (an older rlhls): pickles can run code and are not "
                          "loaded; start the run again")
+    _check_sizes(path, data)
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as z:
             head = json.loads(bytes(z["state"]).decode("utf-8"))

@@ -34,7 +34,6 @@ seconds, the steps its last try resumed at (0: from the start) and error.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import signal
 import socket
@@ -46,6 +45,7 @@ from pathlib import Path
 from typing import Callable
 
 from rlhls.designs.errors import RlhlsError
+from rlhls.partition.fileio import folder_lock
 
 __all__ = ["Run", "Outcome", "run_all", "map_runs", "ray_session", "failed_lines", "RUNS_CSV"]
 
@@ -123,32 +123,7 @@ def _die_with_parent() -> None:
 LOCK_WAIT_S = 300.0
 
 
-def _lock_folder(folder) -> int | None:
-    """An exclusive lock on a run folder for one try (``.<name>.lock`` beside it), or None where
-    there is no folder. A try of the same run that outlives its driver or worker (an
-    orphan of a SIGKILL, on its way out) still writes the folder; the next try waits for it before
-    it reads the folder's checkpoint. The try's command inherits the lock: the kernel releases it
-    when both processes are gone."""
-    if folder is None:
-        return None
-    folder = Path(folder)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    path = folder.parent / f".{folder.name}.lock"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    deadline = time.monotonic() + LOCK_WAIT_S
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return fd
-        except BlockingIOError:
-            if time.monotonic() > deadline:
-                os.close(fd)
-                raise RlhlsError(f"run folder '{folder}': another process still writes it after {LOCK_WAIT_S:.0f} s "
-                                 f"(it holds {path})") from None
-            time.sleep(0.2)
-
-
-def _run_command(command: list, folder, lock: int | None = None) -> dict:
+def _run_command(command: list, folder, lock=None) -> dict:
     command = list(command)
     if command[:1] == ["train"] and folder is not None and "--resume" not in command:
         from .runner import CHECKPOINT
@@ -156,9 +131,11 @@ def _run_command(command: list, folder, lock: int | None = None) -> dict:
         if (Path(folder) / CHECKPOINT).is_file():  # decided per try: a retried run continues its checkpoint
             command.append("--resume")
     env = dict(os.environ, OPENBLAS_NUM_THREADS=os.environ.get("OPENBLAS_NUM_THREADS", "1"))
+    if lock is not None:  # the command takes the try's lock over (fileio.folder_lock)
+        env["RLHLS_FOLDER_LOCK"] = str(lock.fd)
     p = subprocess.run([sys.executable, "-m", "rlhls", *map(str, command)], capture_output=True, text=True, env=env,
                        preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
-                       pass_fds=() if lock is None else (lock,))
+                       pass_fds=() if lock is None else (lock.fd,))
     if p.returncode != 0:
         last = (p.stderr.strip().splitlines() or ["(no message)"])[-1]
         raise RlhlsError(f"rlhls {command[0]} exited {p.returncode}: {last}")
@@ -172,7 +149,9 @@ def execute(run: Run) -> dict:
     out = {"start_steps": 0, "pid": os.getpid()}
     lock = None
     try:
-        lock = _lock_folder(run.folder)  # first: an earlier try may still be writing the folder
+        # first: an earlier try (an orphan of a killed driver or worker, on its way out) may still be
+        # writing the folder; the try's command inherits the lock, released when both are gone
+        lock = None if run.folder is None else folder_lock(run.folder, wait=LOCK_WAIT_S)
         out["start_steps"] = _folder_steps(run.folder)
         out["result"] = (_run_command(run.command, run.folder, lock) if run.command is not None
                          else run.fn(**run.kwargs))
@@ -180,7 +159,7 @@ def execute(run: Run) -> dict:
         out["error"] = _one_line(e)
     finally:
         if lock is not None:
-            os.close(lock)
+            lock.close()
     out["seconds"] = time.perf_counter() - t0
     return out
 

@@ -128,6 +128,8 @@ def _recorded(opts: ExperimentOptions) -> dict:
 
 def write_record(out: Path, settings: dict, opts: ExperimentOptions) -> None:
     """experiment.json: the experiment's settings and the options it was started with (--resume)."""
+    if fileio.read_record(out) is None:
+        fileio.write_json(Path(out) / fileio.OWNER, {"command": "experiment", "files": []})
     fileio.write_json(Path(out) / RECORD, {**settings, "options": _recorded(opts)})
 
 
@@ -190,7 +192,7 @@ def finished_steps(run: Path) -> int:
 
 def check_out(out: Path, settings: dict) -> None:
     """Refuse an --out that is a file, holds files rlhls did not write, or runs of other settings."""
-    fileio.check_out(out, ours=lambda d: (d / RECORD).is_file(), hint="choose another --out")
+    fileio.check_out(out, command="experiment", ours=lambda d: (d / RECORD).is_file(), hint="choose another --out")
     if (out / RECORD).exists():
         old = json.loads((out / RECORD).read_text())
         diff = [k for k in settings if old.get(k) != settings[k]]

@@ -38,8 +38,12 @@ def run_folder(design, run) -> tuple[Path, dict]:
         raise RlhlsError(f"--weights '{run}': no {CHECKPOINT} (expected a run folder of rlhls train)")
     try:
         cfg = json.loads((run / "config.json").read_text())
-    except (OSError, ValueError):
-        cfg = {}
+    except FileNotFoundError:
+        cfg = {}  # the checkpoint names its design too
+    except (OSError, ValueError, UnicodeDecodeError):
+        raise RlhlsError(f"--weights '{run}': config.json cannot be read as JSON") from None
+    if not isinstance(cfg, dict):
+        raise RlhlsError(f"--weights '{run}': config.json is not a run's config (expected a JSON object)")
     if cfg.get("design", design.name) != design.name:
         raise RlhlsError(f"--weights '{run}': a run of design '{cfg['design']}', not '{design.name}'")
     return run, cfg
@@ -75,7 +79,12 @@ def export_run_policy(design, run, out, *, part=None, clock_ns=None, force=False
     if isinstance(design, str):
         design = get_design(design)
     run, cfg = run_folder(design, run)
-    net = policy_network(design, load_checkpoint(run / CHECKPOINT)["trainer"])
+    ck = load_checkpoint(run / CHECKPOINT)
+    if not isinstance(ck, dict) or not isinstance(ck.get("trainer"), dict):
+        raise RlhlsError(f"--weights '{run}': {CHECKPOINT} holds no trainer state")
+    if ck.get("design") != design.name:
+        raise RlhlsError(f"--weights '{run}': its checkpoint is of design {ck.get('design')!r}, not '{design.name}'")
+    net = policy_network(design, ck["trainer"])
     states, expected, where = recorded_states(run, cfg.get("env") or design.env_id)
     if states.shape[1:] != tuple(net.input_shape):
         raise RlhlsError(f"--weights '{run}': its network '{net.name}' takes inputs of shape {tuple(net.input_shape)}, "

@@ -163,8 +163,11 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
         diff = sorted(k for k in set(old) | set(config)
                       if k not in _IGNORED_ON_RESUME and old.get(k) != json.loads(json.dumps(config.get(k), default=str)))
         if diff:
-            raise RlhlsError(f"--resume: '{out}' was run with a different {diff[0]} "
-                             f"({old.get(diff[0])!r}, now {config.get(diff[0])!r})")
+            key, was, now = diff[0], old.get(diff[0]), json.loads(json.dumps(config.get(diff[0]), default=str))
+            if isinstance(was, dict) and isinstance(now, dict):  # name the entry, not the whole mapping
+                sub = sorted(k for k in set(was) | set(now) if was.get(k) != now.get(k))[0]
+                key, was, now = f"{key} entry {sub!r}", was.get(sub), now.get(sub)
+            raise RlhlsError(f"--resume: '{out}' was run with a different {key} ({_short(was)}, now {_short(now)})")
         ck = load_checkpoint(ckpt_path)
         _check_checkpoint(ck, ckpt_path, config)
     trainer = make_trainer()  # bad environments and parameters fail here, before anything is written
@@ -181,6 +184,13 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
             update, env_steps = int(ck["update"]), int(ck["env_steps"])
             metrics, episodes = list(ck["metrics"]), [tuple(e) for e in ck["episodes"]]
         per = trainer.steps_per_update
+        if ck is not None and env_steps != update * per:
+            raise RlhlsError(f"--resume: checkpoint '{ckpt_path}' is damaged: env_steps {env_steps} are not "
+                             f"{update} updates of {per} steps")
+        if env_steps > steps:  # a resume asked for fewer steps than the run has: the record keeps what it holds
+            notes.append(f"'{out}' has trained {env_steps} steps already, more than the {steps} asked: nothing to do")
+            steps = env_steps
+            config["steps"] = steps
         config["steps_trained"] = max(1, math.ceil(steps / per)) * per  # whole updates
         if not resume:
             make_dirs(out)
@@ -222,6 +232,11 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
         trainer.close()
 
 
+def _short(v, limit: int = 80) -> str:
+    text = repr(v)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def check_folder(out, resume: bool) -> None:
     """The run folder's own checks (before the run's slow preparations: they fail first):
     --resume needs a checkpoint; a new run needs an --out that is new, empty or a run of ours
@@ -235,7 +250,7 @@ def check_folder(out, resume: bool) -> None:
         if ckpt_path.exists():
             raise RlhlsError(f"run folder '{out}' already has a checkpoint: pass --resume to continue it "
                              "or choose another --out")
-        check_out(out, ours=lambda d: (d / "config.json").is_file() and (d / "metrics.csv").is_file())
+        check_out(out, command="train", hint="choose another --out", ours=lambda d: (d / "config.json").is_file() and (d / "metrics.csv").is_file())
 
 
 def _read_config(path: Path) -> dict:
@@ -259,6 +274,31 @@ def _check_checkpoint(ck, path: Path, config: dict) -> None:
         if ck.get(key) != config.get(key):
             raise RlhlsError(f"--resume: checkpoint '{path}' is of {key} {ck.get(key)!r}, this run of "
                              f"{config.get(key)!r}")
+    bad = None
+    update, env_steps, metrics, episodes = ck["update"], ck["env_steps"], ck["metrics"], ck["episodes"]
+    if not _count(update):
+        bad = f"update {_short(update)} (expected an integer >= 0)"
+    elif not _count(env_steps):
+        bad = f"env_steps {_short(env_steps)} (expected an integer >= 0)"
+    elif not isinstance(metrics, list) or not all(isinstance(m, dict) for m in metrics):
+        bad = "metrics (expected a list of rows)"
+    elif len(metrics) != update or any(m.get("update") != i for i, m in enumerate(metrics, 1)):
+        bad = f"update {update} against its {len(metrics)} metrics rows"
+    elif metrics and metrics[-1].get("env_steps") != env_steps:
+        bad = f"env_steps {env_steps} against its metrics ({_short(metrics[-1].get('env_steps'))})"
+    elif not isinstance(episodes, list) or not all(
+            isinstance(e, (list, tuple)) and len(e) == 3 and all(_number(x) for x in e) for e in episodes):
+        bad = "episodes (expected a list of (env_step, return, length))"
+    if bad is not None:
+        raise RlhlsError(f"--resume: checkpoint '{path}' is damaged: {bad}")
+
+
+def _count(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 2 ** 62
+
+
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 def _remove_stale_temps(out: Path) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from rlhls.designs.errors import RlhlsError
 from rlhls.designs.graph import build_graph
-from rlhls.partition.fileio import library_output
+from rlhls.partition.fileio import folder_lock, library_output
 
 from .algorithms import get_algorithm
 from .runner import train
@@ -84,6 +84,26 @@ def train_design(design, *, out=None, steps: int | None = None, seed: int = 0, e
     hp = alg.hyperparams(design, overrides, config)
     env_id = env_id or design.env_id
     out = Path(out or default_out(design, env_id, seed, hp))
+    recorded = _recorded_hyperparams(out) if resume else None
+    if recorded is not None:  # a resume continues with the run's own values; those given must agree
+        hp = alg.hyperparams(design, {**recorded, **(config or {}), **overrides}, None)
+    with folder_lock(out):  # one writer per run folder: a second is refused in one line
+        return _train(design, alg, hp, out, steps=steps, seed=seed, env_id=env_id, backend=backend, plan=plan,
+                      resume=resume, progress=progress, say=say, on_update=on_update,
+                      plan_time_limit=plan_time_limit, log=log)
+
+
+def _recorded_hyperparams(out: Path) -> dict | None:
+    try:
+        rec = json.loads((out / "config.json").read_text())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None  # the runner names what is wrong with the folder
+    hp = rec.get("hyperparams") if isinstance(rec, dict) else None
+    return hp if isinstance(hp, dict) else None
+
+
+def _train(design, alg, hp, out: Path, *, steps, seed, env_id, backend, plan, resume, progress, say, on_update,
+           plan_time_limit, log) -> Run:
     mixed = hp.get("precision") == "mixed"
     if plan is not None and not mixed:
         raise RlhlsError(f"--plan: only with --precision mixed (this run is {hp.get('precision', 'fp32')}: "
@@ -109,15 +129,19 @@ def train_design(design, *, out=None, steps: int | None = None, seed: int = 0, e
         if plan is not None:
             from rlhls.partition.plan import check_plan
 
-            assignment = check_plan(plan, build_graph(design, batch))
-            plan_src = getattr(plan, "source", "") or "given"
+            # recorded as content (the assignment), never as the path it was typed as: a resume from
+            # another working directory, or of an rlhls run folder that re-reads its plan.json, is the same run
+            assignment, plan_src = check_plan(plan, build_graph(design, batch)), "given"
         elif resume and old.is_file():
             try:
                 rec = json.loads(old.read_text())
-            except (OSError, ValueError):
+            except (OSError, ValueError, UnicodeDecodeError):
                 rec = {}
-            if rec.get("plan_source") == "ilp" and isinstance(rec.get("plan"), dict):
-                assignment, plan_src = rec["plan"], "ilp"
+            if isinstance(rec, dict) and isinstance(rec.get("plan"), dict):  # the plan it trained under
+                from rlhls.partition.plan import check_plan
+
+                assignment = check_plan(rec["plan"], build_graph(design, batch), where=str(old))
+                plan_src = rec.get("plan_source") if rec.get("plan_source") in ("ilp", "given") else "given"
         if assignment is None:
             from rlhls.partition.design_plan import partition_design
 

@@ -6,9 +6,13 @@ knows nothing of files), so ``flow/``, ``host/`` and the command line can all im
 * ``atomic_write_bytes`` / ``atomic_write_text`` / ``write_json``: a file is written to a temporary
   name beside its target, flushed, given the user's umask and renamed into place, so a killed
   process leaves the old file or the new one, never half of one.
-* ``check_out`` refuses an output that is a file, or a non-empty folder rlhls did not write (no
-  ``OWNER`` record in it); ``force`` is the only way over, and it still never deletes a file rlhls
-  did not write.
+* ``check_out`` refuses an output that is a file, a non-empty folder rlhls did not write (no
+  ``OWNER`` record in it), or a folder another command owns (a build folder as a run's ``--out``);
+  ``force`` is the only way over, and it still never deletes a file rlhls did not write.
+* The ``OWNER`` record is data, never an instruction: ``read_record`` refuses one whose file list
+  names anything outside its folder (``..``, an absolute path, a path through a symbolic link), so
+  nothing outside ``--out`` is ever touched.
+* ``folder_lock`` gives one process at a time a run folder (``.<name>.lock`` beside it).
 * ``staged_folder`` builds a folder beside its target and publishes it: renamed into place when the
   target does not exist or holds only rlhls' own files, else merged file by file (files of the
   old record that the new output lacks are removed, anything else is left alone).
@@ -28,12 +32,12 @@ import os
 import shutil
 import tempfile
 import time
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from rlhls.designs.errors import RlhlsError
 
 __all__ = ["OWNER", "library_output", "atomic_write_bytes", "atomic_write_text", "write_json", "check_out", "staged_folder",
-           "owned_files", "os_error", "make_dirs", "timed"]
+           "owned_files", "read_record", "folder_command", "folder_lock", "FolderLock", "os_error", "make_dirs", "timed"]
 
 OWNER = ".rlhls.json"  # {"command": ..., "files": [...]}: which files of a folder rlhls wrote
 
@@ -119,17 +123,135 @@ def write_json(path, obj, indent: int = 1) -> None:
     atomic_write_text(path, json.dumps(obj, indent=indent, default=str) + "\n")
 
 
-def owned_files(folder) -> list[str] | None:
-    """The files rlhls recorded writing in `folder` (relative paths), or None when it has no record."""
+def _inside(folder: Path, rel) -> bool:
+    """`rel` names a path inside `folder`: relative, no '..', and not through a link leading out."""
+    if not isinstance(rel, str) or not rel or "\x00" in rel:
+        return False
+    pure = PurePosixPath(rel)
+    if pure.is_absolute() or ".." in pure.parts:
+        return False
+    root = os.path.realpath(folder)
+    parent = os.path.realpath(os.path.join(folder, *pure.parts[:-1]))
+    return parent == root or parent.startswith(root + os.sep)
+
+
+def read_record(folder) -> dict | None:
+    """`folder`'s ownership record ``{'command': str, 'files': [relative paths]}``, or None when it
+    has none (or one that is not a record). A record naming a path outside the folder is refused:
+    it is data someone may have crafted, and rlhls deletes and replaces the files it lists."""
     rec = Path(folder) / OWNER
     try:
         data = json.loads(rec.read_text())
-        files = data["files"]
-        if isinstance(files, list) and all(isinstance(f, str) for f in files):
-            return files
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    return None
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("files"), list):
+        return None
+    files = data["files"]
+    bad = next((f for f in files if not _inside(Path(folder), f)), None)
+    if bad is not None or any(not isinstance(f, str) for f in files):
+        raise RlhlsError(f"'{rec}' lists {bad!r}, which is not a file inside '{folder}': the record is refused "
+                         "(nothing was written or deleted); remove it or choose another --out")
+    command = data.get("command")
+    return {"command": command if isinstance(command, str) else None, "files": list(files)}
+
+
+def owned_files(folder) -> list[str] | None:
+    """The files rlhls recorded writing in `folder` (relative paths), or None when it has no record."""
+    rec = read_record(folder)
+    return None if rec is None else rec["files"]
+
+
+class FolderLock:
+    """An exclusive lock on a folder (``.<name>.lock`` beside it) for this process; see
+    ``folder_lock``. ``close()`` (or the end of a ``with`` block, or of the process) releases it."""
+
+    _held: dict = {}  # lock path -> {fd, holders, created, own}: this process may take it again
+
+    def __init__(self, path: str):
+        self.path = path
+        self.fd = self._held[path]["fd"]
+
+    def close(self) -> None:
+        entry = self._held.get(self.path)
+        if self.fd is None or entry is None:
+            return
+        self.fd = None
+        entry["holders"] -= 1
+        if entry["holders"] > 0:
+            return
+        del self._held[self.path]
+        if entry["own"]:  # removed while held: a process that waits on it sees the change and reopens
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+            _remove_dirs(entry["created"])  # only the empty ones: a folder that never got written
+        with contextlib.suppress(OSError):
+            os.close(entry["fd"])
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()
+
+
+def folder_lock(folder, *, wait: float = 0.0) -> FolderLock:
+    """One process at a time writes `folder`: an exclusive lock on ``.<name>.lock`` beside it
+    (removed again when released). A folder another process holds is waited for up to `wait`
+    seconds, then refused in one line. The process that holds it may take it again (nested
+    holders), and so may a child that inherited it (``RLHLS_FOLDER_LOCK=<fd>``: the experiment
+    engine's try starting its command)."""
+    import fcntl
+
+    folder = Path(folder).absolute()
+    path = str(folder.parent / f".{folder.name}.lock")
+    held = FolderLock._held
+    if path in held:
+        held[path]["holders"] += 1
+        return FolderLock(path)
+    inherited = os.environ.get("RLHLS_FOLDER_LOCK", "")
+    if inherited.isdigit():
+        with contextlib.suppress(OSError):
+            if os.path.samestat(os.fstat(int(inherited)), os.stat(path)):
+                held[path] = {"fd": os.dup(int(inherited)), "holders": 1, "created": [], "own": False}
+                return FolderLock(path)
+    _probe_parent(folder)
+    created = make_dirs(folder.parent)
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666 & ~_UMASK)
+        except OSError as e:
+            _remove_dirs(created)
+            raise os_error(path, e, "create lock") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            try:
+                if os.path.samestat(os.fstat(fd), os.stat(path)):
+                    break
+            except FileNotFoundError:
+                pass
+            os.close(fd)  # its holder removed it on release: take the path's current file
+            continue
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                holder = ""
+                with contextlib.suppress(OSError, ValueError, IndexError):
+                    holder = f" (pid {int(os.pread(fd, 32, 0).split()[0])})"
+                os.close(fd)
+                _remove_dirs(created)
+                more = f" after {wait:g} s" if wait else ""
+                raise RlhlsError(f"'{folder}' is being written by another rlhls process{holder}{more}: wait for it "
+                                 "to finish, or choose another --out") from None
+            os.close(fd)
+            time.sleep(0.2)
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    held[path] = {"fd": fd, "holders": 1, "created": created, "own": True}
+    return FolderLock(path)
 
 
 def _probe_parent(out: Path, verb: str = "create folder") -> None:
@@ -164,23 +286,39 @@ def check_file_out(path, *, header: str, force: bool = False, what: str = "--out
         _probe_parent(path, "write")
 
 
-def check_out(out, *, force: bool = False, ours=None, what: str = "--out", hint: str = "") -> None:
-    """Refuse `out` when it is a file, or a non-empty folder without rlhls' record (unless
-    `force`). `ours(out) -> bool` recognises folders written before the record existed."""
+def folder_command(folder, ours=None, command: str | None = None) -> str | None:
+    """Which rlhls command owns `folder`: its record's, else `command` where ``ours(folder)``
+    recognises a folder written before the record existed; None for a folder that is not ours."""
+    rec = read_record(folder)
+    if rec is not None:
+        return rec["command"] or command
+    if ours is not None and ours(Path(folder)):
+        return command
+    return None
+
+
+def check_out(out, *, command: str, force: bool = False, ours=None, what: str = "--out", hint: str = "") -> None:
+    """Refuse `out` when it is a file, a non-empty folder without rlhls' record, or a folder of
+    another command than `command` (unless `force`). `ours(out) -> bool` recognises this
+    command's folders written before the record existed."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise RlhlsError(f"{what} '{out}' is a file; expected a folder (nothing was written)")
     if not out.is_dir():
         _probe_parent(out)
         return
-    if force:
-        return
     try:
         empty = not any(out.iterdir())
     except OSError as e:
         raise os_error(out, e, "read folder") from None
-    if empty or owned_files(out) is not None or (ours is not None and ours(out)):
+    if empty:
         return
+    owner = folder_command(out, ours, command)  # a hostile record is refused even with force
+    if owner == command or force:
+        return
+    if owner is not None:
+        raise RlhlsError(f"{what} '{out}' is a folder of 'rlhls {owner}', not of 'rlhls {command}' "
+                         f"({hint or 'choose another --out, or pass --force: only files rlhls wrote there are replaced'})")
     raise RlhlsError(f"{what} '{out}' is not empty and was not written by rlhls "
                      f"({hint or 'pass --force to write into it; no file of yours is deleted'})")
 
@@ -205,7 +343,7 @@ def staged_folder(out, *, command: str, ours=None):
         yield tmp
         new = [f for f in _all_files(tmp) if f != OWNER]
         write_json(tmp / OWNER, {"command": command, "files": new})
-        _publish(tmp, out, new, ours)
+        _publish(tmp, out, new, ours, command)
     except OSError as e:
         shutil.rmtree(tmp, ignore_errors=True)
         _remove_dirs(created)
@@ -216,12 +354,14 @@ def staged_folder(out, *, command: str, ours=None):
         raise
 
 
-def _publish(tmp: Path, out: Path, new: list[str], ours) -> None:
+def _publish(tmp: Path, out: Path, new: list[str], ours, command: str) -> None:
     if not out.exists():
         os.rename(tmp, out)
         return
-    old = owned_files(out)
-    if old is None and ours is not None and ours(out):
+    rec = read_record(out)  # checked: every entry inside `out`
+    # another command's files (a --force over its folder) are left as the user's
+    old = rec["files"] if rec is not None and rec["command"] in (None, command) else None
+    if rec is None and ours is not None and ours(out):
         old = _all_files(out)  # an rlhls folder written before the record: every file is ours
     present = _all_files(out)
     if old is not None and set(present) <= set(old) | {OWNER}:

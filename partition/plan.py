@@ -234,7 +234,7 @@ def write_plan(plan: Plan, out_dir, rows=None, edges=(), *, force: bool = False)
     then published; a folder rlhls did not write is refused unless ``force``, which still deletes
     nothing of the user's)."""
     out_dir = Path(out_dir)
-    check_out(out_dir, force=force, ours=plan_folder)
+    check_out(out_dir, command="partition", force=force, ours=plan_folder)
     with staged_folder(out_dir, command="partition", ours=plan_folder) as tmp:
         atomic_write_text(tmp / "plan.json", json.dumps(plan.to_json(), indent=1) + "\n")
         atomic_write_text(tmp / "plan.csv", plan_csv(plan))

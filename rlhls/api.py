@@ -26,6 +26,7 @@ from the cache) and training continues from its checkpoint.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -36,7 +37,8 @@ from rlhls.designs.devices import get_device
 from rlhls.designs.errors import RlhlsError
 from rlhls.designs.graph import build_graph
 from rlhls.designs.registry import get_design
-from rlhls.partition.fileio import OWNER, atomic_write_text, check_out, library_output, make_dirs, write_json
+from rlhls.partition.fileio import (OWNER, atomic_write_text, check_out, folder_command, folder_lock, library_output,
+                                    make_dirs, write_json)
 
 __all__ = ["Flow", "RECORD"]
 
@@ -81,6 +83,8 @@ class Flow:
         self.out = Path(out or f"runs/{self.design.name}-{datetime.now().strftime('%Y%m%d-%H%M%S')}").absolute()
         self.resume = resume
         self._check_out()
+        self._lock = folder_lock(self.out)  # one process writes the folder: a second is refused in one line
+        self._check_out()  # again, holding it: another process may have started the run meanwhile
         self._console = os.fdopen(os.dup(2), "w", buffering=1)  # progress stays on the console
         self._graph = self._profile = self._plan = self._build = self._run = None
         self.record = {"design": self.design.name, "seed_file": self.design.seed_file,
@@ -96,17 +100,25 @@ class Flow:
             self.record["seed_phase_shares"] = self.design.seed_figures["phase_shares"]
         self._old = self._old_record() if resume else {}
 
+    def close(self) -> None:
+        """Release the output folder (another process may then write it); the end of the
+        process, or of the object, does the same."""
+        self._lock.close()
+
     # -- files
     def _check_out(self) -> None:
         rec = self.out / RECORD
         if self.resume:
             if not rec.is_file():
                 raise RlhlsError(f"--resume: '{self.out}' has no {RECORD} (not a folder written by rlhls run)")
+            owner = folder_command(self.out)
+            if owner not in (None, "run"):
+                raise RlhlsError(f"--resume: '{self.out}' is a folder of 'rlhls {owner}', not of 'rlhls run'")
             return
         if rec.is_file():
             raise RlhlsError(f"--out '{self.out}' holds a run already: pass --resume to continue it, or choose "
                              "another --out")
-        check_out(self.out, hint="choose another --out")
+        check_out(self.out, command="run", ours=lambda d: (d / RECORD).is_file(), hint="choose another --out")
 
     def _old_record(self) -> dict:
         try:
@@ -139,7 +151,19 @@ class Flow:
         self._ensure_out()
         self.say(f"[{len(self.record['stages']) + 1}] {name} ...")
         t0 = time.perf_counter()
-        result, status = fn()
+        try:
+            result, status = fn()
+        except BaseException as e:  # the record says the stage failed, then the error goes on
+            msg = str(e) if isinstance(e, RlhlsError) else ("interrupted" if isinstance(e, KeyboardInterrupt)
+                                                            else f"{type(e).__name__}: {e}")
+            self.record["stages"] = [s for s in self.record["stages"] if s["stage"] != name]
+            self.record["stages"].append({"stage": name, "seconds": time.perf_counter() - t0, "status": "failed",
+                                          "output": output, "error": msg})
+            self.record["failures"].append(f"{name}: {msg}")
+            self.record["ok"] = False
+            with contextlib.suppress(RlhlsError):
+                self._save()
+            raise
         dt = time.perf_counter() - t0
         self.record["stages"] = [s for s in self.record["stages"] if s["stage"] != name]
         self.record["stages"].append({"stage": name, "seconds": dt, "status": status, "output": output})

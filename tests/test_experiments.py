@@ -78,5 +78,5 @@ def test_a_try_waits_for_an_earlier_try_still_writing_its_folder(tmp_path, monke
     finally:
         orphan.kill()
         orphan.wait()
-    assert "another process still writes it" in res["error"] and str(folder) in res["error"] and len(seen) == 1
+    assert "is being written by another rlhls process" in res["error"] and str(folder) in res["error"] and len(seen) == 1
     assert engine.execute(run)["result"] == "ran"  # the lock went with the orphan

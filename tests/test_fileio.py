@@ -160,13 +160,16 @@ def test_modes_follow_the_umask(tmp_path):
 
 
 def test_check_out_accepts_own_and_empty_folders(tmp_path):
-    check_out(tmp_path / "new")
+    check_out(tmp_path / "new", command="test")
     (tmp_path / "empty").mkdir()
-    check_out(tmp_path / "empty")
+    check_out(tmp_path / "empty", command="test")
     with staged_folder(tmp_path / "own", command="test") as tmp:
         (tmp / "a.txt").write_text("a")
     assert (tmp_path / "own" / OWNER).is_file()
-    check_out(tmp_path / "own")
+    check_out(tmp_path / "own", command="test")
+    with pytest.raises(RlhlsError, match="is a folder of 'rlhls test', not of 'rlhls build'"):
+        check_out(tmp_path / "own", command="build")
+    check_out(tmp_path / "own", command="build", force=True)
     with staged_folder(tmp_path / "own", command="test") as tmp:  # republish over our own: a swap
         (tmp / "b.txt").write_text("b")
     assert sorted(p.name for p in (tmp_path / "own").iterdir()) == [OWNER, "b.txt"]

@@ -233,7 +233,7 @@ def cmd_partition(args) -> int:
 
     if args.time_limit is not None and not args.time_limit > 0:
         raise RlhlsError(f"--time-limit {args.time_limit:g} must be > 0 seconds")
-    check_out(Path(args.out), force=args.force, ours=plan_folder)  # before the solve
+    check_out(Path(args.out), command="partition", force=args.force, ours=plan_folder)  # before the solve
     rows = read_profile(args.profile)
     edges = read_graph(args.graph)
     check_inputs(rows, edges, profile_name=str(args.profile), graph_name=str(args.graph))
