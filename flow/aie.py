@@ -13,6 +13,10 @@ sources under g++; the same sources serve the csim backend of AIE nodes (``aie_g
     kernels/<node>.h/.cc   the node's kernel class (one object per tile; ``input_buffer`` packet in,
                        ``output_async_buffer`` out, fp32 partial sums kept in the tile)
     aie.cfg, Makefile  ``v++ -c --mode aie`` compile (hw / x86sim) and the simulators
+    data/              every PLIO's simulation file (``plio_data``): input streams of random bf16
+                       operands as the data mover sends them, the emulator's outputs beside each
+                       output PLIO (``<name>_expected.txt``), and the same vectors as the g++
+                       harness reads them (``<node>.in.bin`` / ``<node>.expected.bin``)
     manifest.json      what was generated from what: per node its point, tiles, PLIOs, products
                        (shape, chunk, grid), kernels (blocks, chunks per kernel); the totals and
                        the device's capacity
@@ -416,9 +420,11 @@ def _env():
 
 
 def emit_aie(design, nodes: list[str], out_dir, *, batch: int | None = None, graph=None,
-             points: dict | None = None) -> list[Path]:
+             points: dict | None = None, data: bool = True) -> list[Path]:
     """Write ``out_dir/aie/`` for the given mm nodes at their design points (module docstring);
-    refuses a graph over the device's tiles / PLIOs (as ``aie_fit``). Returns the files written."""
+    refuses a graph over the device's tiles / PLIOs (as ``aie_fit``). `data`: the simulation files
+    of ``data/`` (``plio_data``; one training step's streams: large for a big batch). Returns the
+    files written."""
     _check_formats(design)
     graph = graph if graph is not None else build_graph(design, batch)
     node_ctx, caps = _layout(design, nodes, graph, points)
@@ -451,7 +457,122 @@ def emit_aie(design, nodes: list[str], out_dir, *, batch: int | None = None, gra
         "nodes": [{k: v for k, v in n.items() if k != "groups"} for n in node_ctx],
     }
     files["manifest.json"] = json.dumps(manifest, indent=1) + "\n"
+    for i, n in enumerate(node_ctx if data else ()):
+        files.update(plio_data(n, np.random.default_rng(i)))
     return _write_folder(Path(out_dir) / "aie", files)
+
+
+# ------------------------------------------------------------------ simulation data (aie/data/)
+
+PKT_SOURCE = 0x0FFF0000  # source row / column fields of a PL packet header, as UG1079's example (0x8FFF0000)
+
+
+def pkt_header(pkt_id: int) -> int:
+    """A PL packet header: packet ID in bits 4:0, bit 31 the odd parity of the word (UG1079 'Packet
+    Switching and the aiesimulator': 0x8FFF0000 is packet 0)."""
+    h = PKT_SOURCE | (pkt_id & 0x1F)
+    return h | (0 if bin(h).count("1") % 2 else 0x80000000)
+
+
+def _plio_text(packets: list, header: bool) -> str:
+    """32-bit words, two per line (a 64-bit PLIO, UG1076 'TXT File Format'); a packet-switched stream
+    starts each packet with its header and marks its last line TLAST."""
+    out, i = [], 0
+    while i < len(packets):  # runs of packets of one size share a printf template
+        j = i
+        while j < len(packets) and len(packets[j][1]) == len(packets[i][1]):
+            j += 1
+        w = np.stack([np.asarray(words, dtype=np.uint16) for _, words in packets[i:j]])
+        if w.shape[1] % 2:
+            w = np.concatenate([w, np.zeros((len(w), 1), np.uint16)], axis=1)  # whole 32-bit lanes
+        u32 = np.ascontiguousarray(w).view("<u4").astype(np.uint64)
+        if header:
+            u32 = np.concatenate([np.array([[pkt_header(pid)] for pid, _ in packets[i:j]], np.uint64), u32], axis=1)
+        n = u32.shape[1]
+        rows = ["%d %d"] * (n // 2) + (["%d"] if n % 2 else [])
+        if header:
+            rows.insert(len(rows) - 1, "TLAST")
+        out.append((("\n".join(rows) + "\n") * len(u32)) % tuple(u32.ravel().tolist()))
+        i = j
+    return "".join(out)
+
+
+def plio_data(node: dict, rng) -> dict:
+    """aie/data/ files of one node: random bf16 operands through the emulator (``aie_dense_reference``)
+    as the PL data mover streams them (the harness's order: harness.cpp.j2 ``run_pass``):
+
+    * ``<in PLIO>.txt`` per input PLIO: each K chunk's packet (A, B[, bias] chunk, IN words, padded
+      as the harness pads), in the order the movers send them; behind a pktsplit, packet i goes to
+      the split's output i (header + TLAST);
+    * ``<out PLIO>_expected.txt``: each released output block's MC x NC values (row-major; the rest
+      of the OUT-word buffer is not compared), behind a pktmerge with its source's packet header;
+    * ``<node>.in.bin`` / ``<node>.expected.bin``: the same operands and results in the layout the
+      g++ shim harness reads and writes (``harness inputs.bin outputs.bin``: uint16 LE per product).
+    """
+    gemms, T, P, IN = node["gemms"], node["tiles"], node["plio_pairs"], node["packet_words"]
+    ops, ins = [], []
+    for g in gemms:
+        M, K, N = g["M"], g["K"], g["N"]
+        A, B = order_sensitive_operands(rng, M, K, N)
+        bias = random_bf16(rng, (N,)) if g["bias"] else None
+        ins += [_bf16_bits(A.T if g["at"] else A).ravel(), _bf16_bits(B.T if g["bt"] else B).ravel()]
+        if bias is not None:
+            ins.append(_bf16_bits(bias))
+        mp, kp, np_ = g["grid_m"] * g["mc"], g["grid_k"] * g["kc"], g["grid_n"] * g["nc"]
+        a = np.zeros((mp, kp))
+        a[:M, :K] = A
+        a[:, K:] = -0.0  # the harness's K padding of A
+        b = np.zeros((kp, np_))
+        b[:K, :N] = B
+        bb = np.zeros(np_)
+        if bias is not None:
+            bb[:N] = bias
+        c = aie_dense_reference(a, b, bb if bias is not None else None)
+        ops.append((_bf16_bits(a), _bf16_bits(b), _bf16_bits(bb), _bf16_bits(c), c[:M, :N]))
+    steps = [[] for _ in range(T)]
+    j = 0
+    for gi, g in enumerate(gemms):
+        for mi in range(g["grid_m"]):
+            for ni in range(g["grid_n"]):
+                steps[j % T] += [(gi, mi, ni, ki) for ki in range(g["grid_k"])]
+                j += 1
+    groups = {q: [t for t in range(T) if t * P // T == q] for q in range(P)}
+    sent = {q: [] for q in range(P)}
+    released = {q: [] for q in range(P)}
+    pos = [0] * T
+    more = True
+    while more:
+        more = False
+        for q in range(P):
+            for t in groups[q]:
+                if pos[t] == len(steps[t]):
+                    continue
+                more = True
+                gi, mi, ni, ki = steps[t][pos[t]]
+                pos[t] += 1
+                g, (a, b, bb, c, _) = gemms[gi], ops[gi]
+                mc, kc, nc = g["mc"], g["kc"], g["nc"]
+                ablk = a[mi * mc:(mi + 1) * mc, ki * kc:(ki + 1) * kc]
+                bblk = b[ki * kc:(ki + 1) * kc, ni * nc:(ni + 1) * nc]
+                pkt = np.zeros(IN, dtype=np.uint16)
+                parts = [(ablk.T if g["at"] else ablk).ravel(), (bblk.T if g["bt"] else bblk).ravel()]
+                if g["bias"]:
+                    parts.append(bb[ni * nc:(ni + 1) * nc])
+                flat = np.concatenate(parts)
+                pkt[:flat.size] = flat
+                pid = groups[q].index(t)
+                sent[q].append((pid, pkt))
+                if ki + 1 == g["grid_k"]:
+                    released[q].append((pid, c[mi * mc:(mi + 1) * mc, ni * nc:(ni + 1) * nc].ravel()))
+    files = {}
+    for q in range(P):
+        split = len(groups[q]) > 1
+        files[f"data/{node['plio_inputs'][q]}.txt"] = _plio_text(sent[q], split)
+        files[f"data/{node['plio_outputs'][q]}_expected.txt"] = _plio_text(released[q], split)
+    files[f"data/{node['cname']}.in.bin"] = np.concatenate(ins).astype("<u2").tobytes()
+    files[f"data/{node['cname']}.expected.bin"] = np.concatenate(
+        [_bf16_bits(o[4]).ravel() for o in ops]).astype("<u2").tobytes()
+    return files
 
 
 def _write_folder(target: Path, files: dict) -> list[Path]:
@@ -462,7 +583,10 @@ def _write_folder(target: Path, files: dict) -> list[Path]:
         for rel, text in files.items():
             p = tmp / rel
             p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_text(text)
+            if isinstance(text, bytes):
+                p.write_bytes(text)
+            else:
+                p.write_text(text)
     return [target / rel for rel in files]
 
 

@@ -61,6 +61,8 @@ from .hls4ml_convert import check_hls4ml, convert_network, csim_flags
 from .hls4ml_kernel import run_wrapper_csim, wrap_network
 from .kernels import render_kernel
 from .mapping import Component, jsonable, map_design
+from .rules import check_build
+from .rules import summary as rules_summary
 from .paths import cache_dir, include_dir
 
 PLACEHOLDER_PART = "PLACEHOLDER_PART"
@@ -85,6 +87,7 @@ class BuildResult:
     warnings: list
     flow: str | None = None
     seconds: float = 0.0
+    rules: dict | None = None  # flow.rules.summary of the finished folder
 
     @property
     def csim_passed(self) -> bool:
@@ -96,7 +99,8 @@ class BuildResult:
 
     @property
     def ok(self) -> bool:
-        return self.csim_passed and self.vitis_passed and all(a["passed"] for a in self.aie.get("csim") or [])
+        return (self.csim_passed and self.vitis_passed and all(a["passed"] for a in self.aie.get("csim") or [])
+                and (self.rules is None or self.rules["passed"]))
 
     @property
     def passed(self) -> bool:
@@ -107,7 +111,7 @@ class BuildResult:
         return {"design": self.design, "out": str(self.out), "part": self.part, "clock_ns": self.clock_ns,
                 "ok": self.ok, "components": [c.to_json() for c in self.components], "aie": self.aie,
                 "host": self.host, "unmapped": self.unmapped, "warnings": self.warnings,
-                "vitis_flow": self.flow, "seconds": round(self.seconds, 3)}
+                "vitis_flow": self.flow, "rules": self.rules, "seconds": round(self.seconds, 3)}
 
 
 def csim_cache_dir() -> Path:
@@ -342,10 +346,12 @@ def build_design(design, out, *, plan=None, graph=None, part=None, clock_ns=None
                 comp.vitis.append(V.run_step(step))
                 if not comp.vitis[-1]["passed"]:
                     break
-    if csim or flow:  # the manifest records what the checks found
-        manifest["components"] = _manifest_components(comps)
-        manifest["aie"] = aie
-        P.write_json(out / P.MANIFEST, manifest)
+    # the vendor's documented rules on the finished folder (flow.rules), recorded with the checks
+    result.rules = rules_summary(check_build(out))
+    manifest["rules"] = result.rules
+    manifest["components"] = _manifest_components(comps)
+    manifest["aie"] = aie
+    P.write_json(out / P.MANIFEST, manifest)
     result.seconds = time.perf_counter() - t0
     return result
 

@@ -58,8 +58,14 @@ def test_emitted_project_has_the_adf_constructs(tmp_path):
     files = emit_aie(d, ["q.fc2.fwd", "q.fc3.bwd"], tmp_path, batch=4, points=points)
     aie = tmp_path / "aie"
     names = {p.relative_to(aie).as_posix() for p in files}
-    assert names == {"graph.h", "graph.cpp", "aie.cfg", "Makefile", "manifest.json", "kernels/mm_bf16.h",
-                     "kernels/q_fc2_fwd.h", "kernels/q_fc2_fwd.cc", "kernels/q_fc3_bwd.h", "kernels/q_fc3_bwd.cc"}
+    assert {n for n in names if not n.startswith("data/")} == {
+        "graph.h", "graph.cpp", "aie.cfg", "Makefile", "manifest.json", "kernels/mm_bf16.h",
+        "kernels/q_fc2_fwd.h", "kernels/q_fc2_fwd.cc", "kernels/q_fc3_bwd.h", "kernels/q_fc3_bwd.cc"}
+    # simulation data: every PLIO's input stream and its expected output, the harness's vectors
+    assert {n for n in names if n.startswith("data/")} == {
+        f"data/{f}" for node, q in (("q_fc2_fwd", 1), ("q_fc3_bwd", 2))
+        for f in [f"{node}.in.bin", f"{node}.expected.bin"] + [f"{node}_in{i}.txt" for i in range(q)]
+        + [f"{node}_out{i}_expected.txt" for i in range(q)]}
     assert all(p.is_file() for p in files)
     g = (aie / "graph.h").read_text()
     for construct in ("public adf::graph", "adf::kernel::create_object<q_fc2_fwd_tile>(1)",
@@ -156,7 +162,7 @@ def test_breakout_plan_fits_the_vek280(tmp_path):
     # every mm node on the AIE at a modest point: 15 x 16 tiles, 15 x 8 stream pairs
     points = {n: "t16p8" for n in mm}
     assert aie_fit(d, mm, graph, points=points) == []
-    emit_aie(d, mm, tmp_path, graph=graph, points=points)
+    emit_aie(d, mm, tmp_path, graph=graph, points=points, data=False)  # the layout (data: ~400 MB of streams)
     m = _manifest(tmp_path)
     _check_layout(m, points)
     assert m["tiles"] <= VEK280_TILES and m["plio_pairs"] <= VEK280_PAIRS
@@ -165,7 +171,7 @@ def test_breakout_plan_fits_the_vek280(tmp_path):
     assert all(n["tiles"] == 16 and n["plio_pairs"] == 8 for n in big)  # the big layers use their whole point
     assert all(n["chunks_per_kernel"]["max"] > 1 for n in big)  # time-shared
     # one PLIO pair feeds at most 32 tiles (pktsplit<n>, n <= 32): t64p1 runs on 32
-    emit_aie(d, ["q.fc1.fwd"], tmp_path / "fanout", graph=graph, points={"q.fc1.fwd": "t64p1"})
+    emit_aie(d, ["q.fc1.fwd"], tmp_path / "fanout", graph=graph, points={"q.fc1.fwd": "t64p1"}, data=False)
     assert (_manifest(tmp_path / "fanout")["tiles"], _manifest(tmp_path / "fanout")["plio_pairs"]) == (32, 1)
     assert "adf::pktsplit<32> split0" in (tmp_path / "fanout" / "aie" / "graph.h").read_text()
     # the partitioner's own plan (its points sum to at most the device) fits as emitted
@@ -176,7 +182,7 @@ def test_breakout_plan_fits_the_vek280(tmp_path):
     if aie:
         pts = {n: plan.point[n] for n in aie}
         assert aie_fit(d, aie, graph, points=pts) == []
-        emit_aie(d, aie, tmp_path / "plan", graph=graph, points=pts)
+        emit_aie(d, aie, tmp_path / "plan", graph=graph, points=pts, data=False)
         mp = _manifest(tmp_path / "plan")
         _check_layout(mp, pts)
         assert mp["tiles"] <= VEK280_TILES and mp["plio_pairs"] <= VEK280_PAIRS

@@ -1,4 +1,4 @@
-"""How it becomes hardware: ``build``."""
+"""How it becomes hardware: ``build``, and ``check`` (the vendor's rules on a build folder)."""
 
 from __future__ import annotations
 
@@ -38,6 +38,28 @@ def register(sub) -> None:
     s.add_argument("--verbose", action="store_true", help="show what hls4ml and the compilers print")
     s.add_argument("--json", action="store_true", help="print the result as JSON (no progress lines)")
     s.set_defaults(func=cmd_build)
+    c = sub.add_parser("check", help="check a build folder against AMD's documented rules (UG1399, UG1393, UG1079)",
+                       description="Check the Vitis HLS components, system.cfg and the AIE graph of a build folder "
+                                   "against the vendor's documented rules (kernel interfaces and pragmas, linking, ADF "
+                                   "graph, PLIO and kernel sources, part names); each violation names its file, line, "
+                                   "rule and the document section. rlhls build runs it last. Exit 0 no violation, 1 "
+                                   "violations, 2 bad input.")
+    c.add_argument("build_dir", metavar="BUILD_DIR", help="a folder written by rlhls build")
+    c.add_argument("--json", action="store_true", help="print the result as JSON")
+    c.set_defaults(func=cmd_check)
+
+
+def cmd_check(args) -> int:
+    from rlhls.flow.rules import RULES, check_build, summary
+
+    v = check_build(args.build_dir)
+    if args.json:
+        print_json({"build_dir": str(args.build_dir), **summary(v)})
+        return 1 if v else 0
+    for x in v:
+        print(x)
+    print(f"{args.build_dir}: {len(RULES)} rule(s), {len(v)} violation(s)")
+    return 1 if v else 0
 
 
 def cmd_policy(args) -> int:
@@ -114,4 +136,8 @@ def cmd_build(args) -> int:
             print(f"    {a['kernel']:<40} check {'pass' if a['passed'] else 'FAIL'}: {a.get('detail', '')}")
     if res.unmapped:
         print(f"  unmapped (host): {', '.join(res.unmapped)}")
+    if res.rules is not None:
+        bad = res.rules["violations"]
+        print(f"  rules: {len(res.rules['rules'])} checked, {len(bad)} violation(s)"
+              + "".join(f"\n    {x['file']}:{x['line']}: [{x['rule']}] {x['message']}" for x in bad))
     return 0 if res.ok else 1
