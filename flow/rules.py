@@ -11,8 +11,9 @@ reports the file (relative to ``out``) and line of every violation:
   Sources", "HLS General Options"): the top ``syn.top`` names is defined in a ``syn.file``, every
   listed file exists, the tcl lists the same top and files, clock and flow target are the design's.
 * ``kernel_interfaces`` — the top function of a Vitis kernel (UG1399 "Interfaces for Vitis Kernel
-  Flow"): pointer / array arguments on ``m_axi`` or ``axis``, scalars and ``return`` on ``s_axilite``,
-  no Vivado-IP-only modes (``ap_vld``, ``ap_none``, ...).
+  Flow", "AXI Adapter Interface Protocols"): pointer / array arguments on ``m_axi`` or ``axis`` (or
+  ``s_axilite``, a register array), scalars and ``return`` on ``s_axilite``, no Vivado-IP-only modes
+  (``ap_vld``, ``ap_none``, ...).
 * ``hls_pragmas`` — every ``#pragma HLS`` of the synthesis sources is a pragma of UG1399 "HLS
   Pragmas", with its required option (``variable=`` / ``port=``) and positive integer factors.
 * ``testbench`` — a self-checking testbench (UG1399 "Writing a Test Bench": returns 0 only when
@@ -49,7 +50,7 @@ __all__ = ["Violation", "RULES", "check_build", "is_amd_part", "AMD_PART"]
 AMD_PART = re.compile(r"^x[caq][a-z]{1,4}\d{1,4}[a-z]{0,3}-[a-z]{2,6}\d{3,4}-\d[a-z]{0,3}(-[a-z](-[a-z0-9]+)?)?$",
                       re.I)
 UG1399_PARTS = "UG1399 'HLS General Options' (part); DS890/DS950 ordering information"
-VITIS_IFACE = "UG1399 'Interfaces for Vitis Kernel Flow'"
+VITIS_IFACE = "UG1399 'Interfaces for Vitis Kernel Flow', 'AXI Adapter Interface Protocols'"
 PRAGMAS = {"aggregate", "alias", "allocation", "array_partition", "array_reshape", "array_stencil", "bind_op",
            "bind_storage", "cache", "dataflow", "dependence", "disaggregate", "expression_balance",
            "function_instantiate", "inline", "interface", "latency", "loop_flatten", "loop_merge",
@@ -296,12 +297,14 @@ def rule_kernel_interfaces(out: Path, m: dict) -> list[Violation]:
                 v.append(Violation("kernel_interfaces", VITIS_IFACE, rel, got[0][1],
                                    f"{c['top']}: port {name} on {', '.join(sorted(bad))}, a Vivado IP mode (a Vitis "
                                    "kernel takes m_axi / axis data and s_axilite scalars)"))
-            elif ptr and not ms & VITIS_MODES_DATA:
+            elif ptr and not ms & (VITIS_MODES_DATA | {"s_axilite"}):
+                # s_axilite takes any argument but a stream: a small register array (AXI adapter protocols)
                 v.append(Violation("kernel_interfaces", VITIS_IFACE, rel, line,
-                                   f"{c['top']}: pointer/array port {name} has no m_axi or axis INTERFACE"))
-            elif not ptr and not ms & {"s_axilite"}:
+                                   f"{c['top']}: pointer/array port {name} has no m_axi, axis or s_axilite INTERFACE"))
+            elif not ptr and (not ms & {"s_axilite"} or ms & VITIS_MODES_DATA):
                 v.append(Violation("kernel_interfaces", VITIS_IFACE, rel, line,
-                                   f"{c['top']}: scalar port {name} has no s_axilite INTERFACE"))
+                                   f"{c['top']}: scalar port {name} takes s_axilite only (m_axi / axis: arrays, "
+                                   "pointers and streams)"))
         if "s_axilite" not in {g for g, _ in modes.get("return", [])}:
             v.append(Violation("kernel_interfaces", VITIS_IFACE, rel, line,
                                f"{c['top']}: no 'INTERFACE s_axilite port=return' (the kernel's control)"))

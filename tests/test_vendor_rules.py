@@ -127,3 +127,191 @@ def test_aie_data_files_hold_the_streams_the_shim_harness_plays(tmp_path):
                 assert len(got) == len(want) and len(want) >= 1, name
                 for (pg, wg), (pw, ww) in zip(got, want):
                     assert pg == pw and wg[:len(ww)] == ww and wg[len(ww):] in ([], [0]), name
+
+
+# ----------------------------------------------------------------------------------- the rule checker
+
+from rlhls.designs.registry import design_names  # noqa: E402
+from rlhls.flow.rules import RULES, check_build, is_amd_part  # noqa: E402
+
+
+@pytest.mark.parametrize("design", design_names())
+def test_every_registered_design_builds_without_a_violation(tmp_path, design):
+    res = build_design(design, tmp_path / design)  # hls4ml projects where the design's formats allow
+    m = json.loads((tmp_path / design / P.MANIFEST).read_text())
+    assert m["rules"] == res.rules and m["rules"]["rules"] == list(RULES)
+    assert m["rules"]["violations"] == [] and m["rules"]["passed"] and res.ok
+    assert is_amd_part(m["part"]) and m["part_placeholder"] is False
+
+
+@pytest.fixture(scope="module")
+def cartpole_aie(tmp_path_factory):
+    """apdrl-dqn-cartpole with its matrix products on the AIE, the rest on the PL."""
+    from rlhls.designs.graph import build_graph
+    from rlhls.designs.registry import get_design
+
+    d = get_design("apdrl-dqn-cartpole")
+    g = build_graph(d)
+    plan = {n.name: ("AIE" if n.mm and n.phase in ("fwd", "tfwd", "bwd") else "PL") for n in g.nodes}
+    out = tmp_path_factory.mktemp("b") / "cartpole"
+    res = build_design(d, out, plan=plan, graph=g)
+    assert res.aie["nodes"] and res.rules["passed"], res.rules
+    return out
+
+
+def _copy(src, dst):
+    import shutil
+
+    shutil.copytree(src, dst)
+    return dst
+
+
+def _edit(path, old, new, count=1):
+    text = path.read_text()
+    assert old in text, (path, old)
+    path.write_text(text.replace(old, new, count))
+
+
+def _line_of(path, text):
+    return next(i for i, ln in enumerate(path.read_text().splitlines(), 1) if text in ln)
+
+
+def _fired(out, rule):
+    v = RULES[rule](out, json.loads((out / P.MANIFEST).read_text()))
+    assert v and all(x.rule == rule for x in v), (rule, [str(x) for x in check_build(out)])
+    return v
+
+
+def _kernel_dir(out):
+    m = json.loads((out / P.MANIFEST).read_text())
+    c = next(c for c in m["components"] if c["kind"] == "kernel")
+    return out / c["dir"], c
+
+
+def test_part_name_fires_on_a_placeholder_and_on_a_part_other_than_the_builds(cartpole_aie, tmp_path):
+    out = _copy(cartpole_aie, tmp_path / "b")
+    d, c = _kernel_dir(out)
+    cfg = d / P.HLS_CONFIG
+    part = json.loads((out / P.MANIFEST).read_text())["part"]
+    _edit(cfg, f"part={part}", "part=PLACEHOLDER_PART")
+    _edit(d / P.RUN_HLS, f"set_part {part}", "set_part xczu9eg-ffvb1156-2-e")
+    v = _fired(out, "part_name")
+    assert {(x.file, x.line) for x in v} == {(f"{c['dir']}/{P.HLS_CONFIG}", _line_of(cfg, "part=PLACEHOLDER")),
+                                             (f"{c['dir']}/{P.RUN_HLS}", _line_of(d / P.RUN_HLS, "set_part"))}
+    assert "UG1399" in v[0].doc
+    assert not is_amd_part("5SGSD8") and is_amd_part("xcve2802-vsvh1760-2MP-e-S") and is_amd_part("xcu250-figd2104-2L-e")
+
+
+def test_hls_sources_fires_on_a_top_no_file_defines_and_a_missing_file(cartpole_aie, tmp_path):
+    out = _copy(cartpole_aie, tmp_path / "b")
+    d, c = _kernel_dir(out)
+    cfg = d / P.HLS_CONFIG
+    _edit(cfg, f"syn.top={c['top']}", "syn.top=no_such_top")
+    (d / "tb" / "n.txt").unlink(missing_ok=True)
+    tb_data = next(p for p in (d / "tb").iterdir() if p.suffix == ".bin")
+    tb_data.unlink()
+    msgs = [(x.line, x.message) for x in _fired(out, "hls_sources")]
+    assert (_line_of(cfg, "syn.top="), "syn.top=no_such_top: no syn.file defines void no_such_top(...)") in msgs
+    assert (_line_of(cfg, f"tb/{tb_data.name}"), f"tb/{tb_data.name} does not exist") in msgs
+
+
+def test_kernel_interfaces_fire_on_hls4mls_ap_vld_top_and_a_missing_control(heppo, tmp_path):
+    out = _copy(heppo.out, tmp_path / "b")
+    top = out / "pl" / "policy_fwd" / "src" / "policy_fwd.cpp"
+    _edit(top, "INTERFACE m_axi port=x", "INTERFACE ap_vld port=x")
+    _edit(top, "#pragma HLS INTERFACE s_axilite port=return\n", "")
+    v = _fired(out, "kernel_interfaces")
+    assert [(x.file, x.line) for x in v] == [("pl/policy_fwd/src/policy_fwd.cpp", _line_of(top, "ap_vld port=x")),
+                                             ("pl/policy_fwd/src/policy_fwd.cpp", _line_of(top, "void policy_fwd("))]
+    assert "ap_vld" in v[0].message and "s_axilite port=return" in v[1].message
+    assert "Interfaces for Vitis Kernel Flow" in v[0].doc
+
+
+def test_hls_pragmas_fire_on_an_unknown_pragma_and_a_bad_factor(cartpole_aie, tmp_path):
+    out = _copy(cartpole_aie, tmp_path / "b")
+    d, c = _kernel_dir(out)
+    src = d / "src" / f"{c['top']}.cpp"
+    _edit(src, "#pragma HLS PIPELINE II=1", "#pragma HLS PIPELINE II=0\n#pragma HLS PIPELIN II=1")
+    v = _fired(out, "hls_pragmas")
+    assert [(x.file, x.line, x.message) for x in v] == [
+        (f"{c['dir']}/src/{c['top']}.cpp", _line_of(src, "II=0"), "pragma HLS pipeline ii=0: expected a positive integer"),
+        (f"{c['dir']}/src/{c['top']}.cpp", _line_of(src, "PIPELIN II"), "unknown pragma HLS PIPELIN")]
+
+
+def test_testbench_fires_without_expected_vectors_and_on_an_empty_one(heppo, cartpole_aie, tmp_path):
+    out = _copy(heppo.out, tmp_path / "h")
+    cfg = out / "pl" / "policy_fwd" / P.HLS_CONFIG
+    _edit(cfg, "tb.file=tb/expected_y.bin\n", "")
+    v = _fired(out, "testbench")
+    assert [x.message for x in v] == ["component policy_fwd: no expected-output vectors in tb.file"]
+    out = _copy(cartpole_aie, tmp_path / "c")
+    d, c = _kernel_dir(out)
+    exp = next(p for p in (d / "tb").iterdir() if p.name.startswith("expected_"))
+    exp.write_bytes(b"")
+    v = _fired(out, "testbench")
+    assert [(x.line, x.message) for x in v] == [(_line_of(d / P.HLS_CONFIG, f"tb/{exp.name}"), f"tb/{exp.name} is empty")]
+
+
+def test_system_cfg_fires_on_an_unknown_kernel_and_a_kernel_without_nk(cartpole_aie, tmp_path):
+    out = _copy(cartpole_aie, tmp_path / "b")
+    _, c = _kernel_dir(out)
+    cfg = out / P.SYSTEM_CFG
+    _edit(cfg, f"nk={c['top']}:1:{c['top']}_1", "nk=ghost:1:ghost_1")
+    v = _fired(out, "system_cfg")
+    assert {(x.line, x.message) for x in v} == {
+        (_line_of(cfg, "nk=ghost"), "nk=ghost:1:ghost_1: no kernel top ghost in this build"),
+        (0, f"kernel {c['top']} has no nk= line")}
+    assert "UG1393" in v[0].doc
+
+
+def test_aie_graph_fires_on_a_missing_plio_file_a_bad_ratio_and_a_wide_split(cartpole_aie, tmp_path):
+    out = _copy(cartpole_aie, tmp_path / "b")
+    g = out / "aie" / "graph.h"
+    m = json.loads((out / "aie" / "manifest.json").read_text())
+    plio = m["nodes"][0]["plio_inputs"][0]
+    (out / "aie" / "data" / f"{plio}.txt").unlink()
+    _edit(g, "adf::runtime<adf::ratio>(k[0]) = 0.9", "adf::runtime<adf::ratio>(k[0]) = 1.5")
+    text = g.read_text()
+    g.write_text(text.replace("};\n", "    adf::pktsplit<40> wide;\n};\n", 1))
+    v = _fired(out, "aie_graph")
+    lines = {x.line for x in v}
+    assert _line_of(g, f'"data/{plio}.txt"') in lines and _line_of(g, "= 1.5") in lines
+    assert _line_of(g, "pktsplit<40>") in lines and "UG1079" in v[0].doc
+
+
+def test_aie_kernel_source_fires_on_an_unregistered_kernel_class(cartpole_aie, tmp_path):
+    out = _copy(cartpole_aie, tmp_path / "b")
+    h = next((out / "aie" / "kernels").glob("q_*.h"))
+    cls = h.stem + "_tile"
+    _edit(h, f"REGISTER_FUNCTION({cls}::run);", "")
+    v = _fired(out, "aie_kernel_source")
+    assert [(x.file, x.line) for x in v] == [(f"aie/kernels/{h.name}", _line_of(h, f"class {cls}"))]
+
+
+def test_aie_budget_fires_past_the_routable_streams(cartpole_aie, tmp_path):
+    from rlhls.designs.devices import get_device
+    from rlhls.designs.kernels.cost import aie_plio_pairs
+
+    out = _copy(cartpole_aie, tmp_path / "b")
+    p = out / "aie" / "manifest.json"
+    m = json.loads(p.read_text())
+    m["plio_pairs"] = aie_plio_pairs(get_device(m["device"])) + 1
+    p.write_text(json.dumps(m))
+    (v,) = _fired(out, "aie_budget")
+    assert "routable budget" in v.message
+
+
+def test_check_command(cartpole_aie, tmp_path, capsys):
+    from rlhls.cli import main
+
+    assert main(["check", str(cartpole_aie)]) == 0
+    assert capsys.readouterr().out.strip().endswith("0 violation(s)")
+    out = _copy(cartpole_aie, tmp_path / "b")
+    _, c = _kernel_dir(out)
+    _edit(out / P.SYSTEM_CFG, f"nk={c['top']}:1:", f"nk={c['top']}:0:")
+    assert main(["check", str(out), "--json"]) == 1
+    r = json.loads(capsys.readouterr().out)
+    assert not r["passed"] and r["violations"][0]["file"] == P.SYSTEM_CFG and r["violations"][0]["line"] > 0
+    assert main(["check", str(tmp_path / "nowhere")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rlhls: error:") and err.count("\n") == 1 and "Traceback" not in err
