@@ -6,7 +6,7 @@ from pathlib import Path
 
 from rlhls.designs.errors import RlhlsError
 
-from .common import positive_int, print_json
+from .common import positive_int, print_json, say
 
 
 def register(sub) -> None:
@@ -33,6 +33,10 @@ def register(sub) -> None:
     s.add_argument("--reports", metavar="BUILD_DIR",
                    help="a folder of `rlhls build` with Vitis reports (csynth.xml, <top>_cosim.rpt): the nodes of "
                         "each reported component take the report's latency and resources")
+    s.add_argument("--measure-ps", action="store_true",
+                   help="time each node's PS implementation (the emulator's PS code in the design's PS format) on "
+                        "this machine; its PS row takes the median (source 'measured')")
+    s.add_argument("--repeats", type=positive_int, default=15, help="timed calls per node with --measure-ps (default 15)")
     s.add_argument("--compare", nargs=2, metavar=("MODEL.csv", "CALIBRATED.csv"),
                    help="print each calibrated row against the model's row of the same node, unit and point (or "
                         "the model's nearest in latency), with the error in %%; --out: the figure (PNG)")
@@ -104,6 +108,7 @@ def cmd_graph(args) -> int:
 
 def cmd_profile(args) -> int:
     from rlhls.designs.devices import get_device
+    from rlhls.designs.graph import build_graph
     from rlhls.designs.registry import get_design
     from rlhls.partition.fileio import check_file_out
     from rlhls.partition.profile import profile_design
@@ -133,10 +138,20 @@ def cmd_profile(args) -> int:
         if manifest is None:
             raise RlhlsError(f"--reports '{build}': no {MANIFEST} written by `rlhls build` in it")
         rows[:], notes = calibrate(rows, build, manifest, batch=args.batch or design.batch_size)
+    timings = {}
+    if args.measure_ps:
+        from rlhls.host.measure_ps import measure_ps, measured_rows
+
+        timings, skipped = measure_ps(design, build_graph(design, args.batch), repeats=args.repeats,
+                                      progress=None if args.json else say())
+        rows[:] = measured_rows(rows, timings)
+        if skipped:
+            notes.append(f"PS not timed (the algorithm's own code, on the model): {', '.join(skipped)}")
     rows.write_csv(out)
     if args.json:
         print_json([{"node": r.node, "unit": r.unit, "latency_us": r.latency_us, "point": r.point,
-                     "resources": dict(r.resources), "cycles": r.cycles, "flops": r.flops, "source": r.source}
+                     "resources": dict(r.resources), "cycles": r.cycles, "flops": r.flops, "source": r.source,
+                     **({"spread": timings[r.node].to_json()} if r.source == "measured" else {})}
                     for r in rows])
     else:
         nodes = len({r.node for r in rows})
@@ -146,6 +161,10 @@ def cmd_profile(args) -> int:
             src[r.source] = src.get(r.source, 0) + 1
         print(f"{design.name} on {device.id}: {len(rows)} rows for {nodes} nodes on {', '.join(units)} "
               f"({', '.join(f'{k} {v}' for k, v in src.items())}) -> {out}")
+        if timings:
+            print(f"  PS measured on this machine ({args.repeats} calls each): node, median, min-max, IQR (us)")
+            for node, t in timings.items():
+                print(f"    {node:<30} {t.median_us:>10.2f}  {t.min_us:.2f}-{t.max_us:.2f}  {t.iqr_us:.2f}")
         for n in notes:
             print(f"  note: {n}")
     return 0
