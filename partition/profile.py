@@ -51,7 +51,7 @@ from rlhls.designs.errors import RlhlsError
 from rlhls.designs.graph import build_graph
 from rlhls.designs.kernels import KernelContext, kernels_for, unit_formats
 from rlhls.designs.kernels.dense import gemm_points
-from rlhls.designs.kernels.cost import aie_plio_pairs, pl_elementwise, ps_cost
+from rlhls.designs.kernels.cost import aie_plio_pairs, combine_provenance, pl_elementwise, ps_cost
 
 from .profile_io import RESOURCES, ProfileRow, write_profile
 
@@ -76,7 +76,8 @@ def _row(node, unit, cost, point) -> ProfileRow:
     if unit == "AIE" and cost.get("plio"):
         res["plio"] = float(cost["plio"])
     return ProfileRow(node=node.name, unit=unit, latency_us=float(cost["latency_us"]), point=point,
-                      resources=res, cycles=float(cost["cycles"]), flops=float(node.flops))
+                      resources=res, cycles=float(cost["cycles"]), flops=float(node.flops),
+                      provenance=cost.get("provenance"))
 
 
 def _elements(node, layer, batch: int, word: int) -> int:
@@ -123,8 +124,11 @@ def _in_sequence(parts: list) -> list:
     for c in costs:
         for r, v in c["resources"].items():
             res[r] = res.get(r, 0) + (v or 0)
-    return [("+".join(names), {"latency_us": sum(c["latency_us"] for c in costs),
-                               "cycles": sum(c.get("cycles") or 0 for c in costs), "resources": res})]
+    out = {"latency_us": sum(c["latency_us"] for c in costs), "cycles": sum(c.get("cycles") or 0 for c in costs),
+           "resources": res}
+    if all(c.get("provenance") for c in costs):
+        out["provenance"] = combine_provenance([c["provenance"] for c in costs])
+    return [("+".join(names), out)]
 
 
 def profile_design(design, device=None, batch: int | None = None, *, graph=None) -> Profile:

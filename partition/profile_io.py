@@ -81,6 +81,7 @@ class ProfileRow:
     cycles: float | None = None
     flops: float | None = None
     source: str = "model"
+    provenance: dict | None = field(default=None, compare=False)  # model rows: {figure: where it comes from}
 
     def usage(self, resource: str) -> float:
         return float(self.resources.get(resource, 0.0) or 0.0)

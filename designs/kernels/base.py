@@ -343,8 +343,9 @@ def finish_cost(kname: str, c: dict, *, elements: int | None = None, memory_byte
            "memory_bytes": int(c.get("memory_bytes", memory_bytes)), "resources": res}
     if elements is not None and c["latency_us"] > 0:
         out["throughput_el_per_s"] = elements / (c["latency_us"] * 1e-6)
-    if "source" in c:
-        out["source"] = c["source"]
+    for key in ("source", "provenance"):
+        if key in c:
+            out[key] = c[key]
     return out
 
 

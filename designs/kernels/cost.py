@@ -65,7 +65,8 @@ from ..errors import RlhlsError
 from ..formats import FixedFormat, FloatFormat, UniformFormat, parse_format
 
 __all__ = ["ps_cost", "pl_matmul", "pl_elementwise", "aie_matmul", "RESOURCE_KEYS", "format_key",
-           "dsp_per_mac", "bram36_for", "AIE_MMUL_BLOCK"]
+           "dsp_per_mac", "bram36_for", "AIE_MMUL_BLOCK", "FIGURES", "PROVENANCE_KINDS", "provenance", "tag",
+           "combine_provenance"]
 
 RESOURCE_KEYS = ("lut", "ff", "dsp", "bram36", "uram", "aie_tiles")
 
@@ -172,6 +173,11 @@ def _dsp_source(pl, f) -> str:
     return pl.perf[key].source if key in pl.perf else f"no {key}: widened to the next catalogue format"
 
 
+def _dsp_tag(pl, f) -> str:
+    key = "dsp_per_mac_" + format_key(f)
+    return tag(pl.perf[key]) if key in pl.perf else "assumed"
+
+
 def _port_depth(width: int) -> int:
     """Words of ``width`` bits one 36 Kb block RAM holds (ports 1,2,4,9,18,36,72 bits)."""
     for port in (1, 2, 4, 9, 18, 36, 72):
@@ -190,6 +196,42 @@ def bram36_for(elements: int, width: int, banks: int = 1) -> tuple[int, int]:
         return 0, banks * math.ceil(depth / 64) * width
     per_bank = math.ceil(depth / _port_depth(width)) * math.ceil(width / 72)
     return banks * per_bank, 0
+
+
+# Provenance of every figure a model gives: its kind first, then why (``"assumed: ..."``).
+FIGURES = ("cycles", "latency_us") + RESOURCE_KEYS
+PROVENANCE_KINDS = ("derived", "seed", "fitted to", "assumed")
+
+
+def tag(figure) -> str:
+    """The kind of a catalogue figure: 'assumed' where its source says so, else 'derived' (a data
+    sheet's figure, or one computed from them)."""
+    return "assumed" if figure.source.lower().startswith("assumed") else "derived"
+
+
+def provenance(rest: str = "derived: none used", **figs) -> dict:
+    """``{figure: text}`` for every figure of FIGURES (`rest` for those not given); each text starts
+    with a kind of PROVENANCE_KINDS."""
+    out = {k: figs.get(k, rest) for k in FIGURES}
+    for k, v in out.items():
+        if not any(v.startswith(kind) for kind in PROVENANCE_KINDS):
+            raise RlhlsError(f"provenance of {k} {v!r}: expected it to start with one of {', '.join(PROVENANCE_KINDS)}")
+    return out
+
+
+def combine_provenance(parts) -> dict:
+    """The provenance of figures that add up several models' (units run in turn): the weakest kind
+    first (assumed, fitted, seed, derived), then each part's text."""
+    order = ("assumed", "fitted to", "seed", "derived")
+    out = {}
+    for k in FIGURES:
+        texts = list(dict.fromkeys(p[k] for p in parts))
+        if len(texts) == 1:
+            out[k] = texts[0]
+        else:
+            kind = next(o for o in order if any(t.startswith(o) for t in texts))
+            out[k] = f"{kind.split()[0] if kind != 'fitted to' else 'fitted to'} (sum): " + "; ".join(texts)
+    return out
 
 
 def _result(cycles, latency_us, memory_bytes, resources, source, **extra) -> dict:
@@ -219,8 +261,12 @@ def ps_cost(flops: float, device, *, nbytes: float = 0) -> dict:
     latency = max(compute_us, mem_us, 1.0 / clock)
     src = (f"PS roofline: {flops:g} FLOP / {rate / 1e3:g} GFLOP/s ({ps.perf['gflops_fp32_sustained'].source})"
            + (f", {nbytes:g} B / {mem.value:g} GB/s ({mem.source})" if mem is not None else ""))
+    rates = "assumed" if "assumed" in (tag(ps.perf["gflops_fp32_sustained"]), tag(mem) if mem else "derived") \
+        else "derived"
+    why = f"{rates}: roofline of the catalogue's per-core sustained FLOP and memory rates"
     return _result(latency * clock, latency, nbytes, _zero_resources(), src,
-                   compute_us=compute_us, io_us=mem_us, launch_us=0.0)
+                   compute_us=compute_us, io_us=mem_us, launch_us=0.0,
+                   provenance=provenance("derived: the PS uses no PL/AIE resources", cycles=why, latency_us=why))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -280,8 +326,15 @@ def pl_matmul(n, k, m, fmt, device, *, pf: int | None = None, ii: int = 1, clock
     src = (f"PL GEMM {n}x{k}x{m} {f}/{a}, pf={pf} (pk={pk}, pm={pm}, pn={pn}), II={ii} at {clock:g} MHz; "
            f"DSP/MAC {_dsp_source(pl, f)}; "
            f"launch {pl.perf['launch_overhead_us'].source}")
+    prov = provenance(
+        cycles="derived: loop nest ceil(n/pn) ceil(m/pm) ceil(k/pk) x II + pipeline depth (depths assumed)",
+        latency_us=f"derived: cycles / clock + launch overhead ({tag(pl.perf['launch_overhead_us'])})",
+        lut="assumed: LUT_BASE + per-lane LUT per accumulator bit (cost.py) + LUTRAM banks",
+        ff="assumed: FF_BASE + per-lane FF per accumulator bit (cost.py)",
+        dsp=f"{_dsp_tag(pl, f)}: pf x dsp_per_mac_{format_key(f)} (catalogue)",
+        bram36="derived: weight and row buffers in pf banks of 36 Kb block RAM")
     return _result(cycles, compute_us + launch, nbytes, res, src, compute_us=compute_us, launch_us=launch,
-                   io_us=0.0, iterations=iters, depth=depth, clock_mhz=clock)
+                   io_us=0.0, iterations=iters, depth=depth, clock_mhz=clock, provenance=prov)
 
 
 def pl_elementwise(n_elements, ops_per_element, fmt, device, *, pf: int = 1, ii: int = 1, clock_mhz=None) -> dict:
@@ -312,8 +365,15 @@ def pl_elementwise(n_elements, ops_per_element, fmt, device, *, pf: int = 1, ii:
     nbytes = 2 * n_el * math.ceil(f.bits / 8)
     src = (f"PL elementwise {n_el} x {ops} op(s) {f}, pf={pf}, II={ii} at {clock:g} MHz; "
            f"launch {pl.perf['launch_overhead_us'].source}")
+    prov = provenance(
+        cycles="derived: ceil(elements / pf) x II + operator depth (depths assumed)",
+        latency_us=f"derived: cycles / clock + launch overhead ({tag(pl.perf['launch_overhead_us'])})",
+        lut="assumed: LUT_BASE + per-lane LUT per bit per operator (cost.py)",
+        ff="assumed: FF_BASE + per-lane FF per bit per operator (cost.py)",
+        dsp=(f"{_dsp_tag(pl, f)}: pf x floor(ops / 2) x dsp_per_mac_{format_key(f)} (catalogue)" if cls == "float"
+             else "derived: fixed-point adds and compares stay in fabric"))
     return _result(cycles, compute_us + launch, nbytes, res, src, compute_us=compute_us, launch_us=launch,
-                   io_us=0.0, clock_mhz=clock)
+                   io_us=0.0, clock_mhz=clock, provenance=prov)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -78,6 +78,27 @@ say how its products map onto DSP blocks; Table VI is its theoretical figure). W
 multipliers, two blocks each: 2176) the model gives 10376 cycles, 0.052 ms at 200 MHz, against Table
 V's measured 0.0492 ms of computation without transmission (+5 %).
 
+Resource model (``hardware``), derived from the same PEs (``_pes``: the main set's forward and
+backward PEs, the critic-only half set on one FPGA), not fitted to Tables I-II:
+
+* logic, in LUT equivalents (two per Stratix V ALM; an ALM adds two bits): every MADD tree's
+  ``T - 1`` adders of the accumulator's ``A`` bits, every accumulator lane ``2A`` (adder and
+  saturating select; odd PE ``R C`` lanes, even ``C``), the pair of 2-input multiplexers of ``W`` bits
+  on every backward multiplier (§III-C), one ``W``-bit activation unit per output lane;
+* registers: per multiplier its two operands and its product (``2W + A``), one ``A``-bit register per
+  tree adder, the odd PE's accumulators;
+* block memory, one bank per word read in a cycle: a layer's weights in ``R T`` (odd) or ``T`` (even)
+  banks, twice on the main set's forward PEs (online and target parameters, FMEM); each forward
+  PE's inputs (``C T`` banks) and activation gradients (one bank per output lane) kept for the
+  backward pass; the even PE's ``C`` accumulator banks of ``max(M, acc_latency)`` ``A``-bit words.
+  On the Stratix V each bank takes whole M20K blocks (512 x 40 ... 16K x 1), else 36 Kb BRAMs.
+
+Against the seed (``rlhls kernel ddpg_gradient --design fddpg-arm-m1|m3 --json``: ``alm``, ``ff``,
+``m20k``): models 1-2 115,776 ALMs, 416,256 FFs, 1488 M20K against Table I's 143,569, 318,246
+(primary + secondary) and 1913 (-19 %, +31 %, -22 %); model 3 (one FPGA of two) 99,392, 416,256,
+1552 against Table II's 129,013, 280,123 and 1930 (-23 %, +49 %, -20 %). Model 3 has less logic and
+more memory than models 1-2, as in the tables. DSP blocks stay fitted (``dsp_per_mult``, above).
+
 Transfer model (``transfer``; Tables III-V): per gradient step the host streams the online and
 target parameters (padded) and the minibatch, and reads the gradients back: ``t = cycles / f +
 transfers * latency + bytes / bandwidth`` on the device's PS<->PL link (the MAX4's PCIe 2.0 x4).
@@ -92,7 +113,8 @@ import numpy as np
 from ..formats import FixedFormat, parse_format
 from .base import Array, Kernel, Param, check_formats, get_dev
 
-__all__ = ["DdpgGradient", "net_dims", "packed_layout", "pack", "unpack", "schedule", "transfer", "multipliers"]
+__all__ = ["DdpgGradient", "net_dims", "packed_layout", "pack", "unpack", "schedule", "transfer", "multipliers",
+           "hardware"]
 
 
 # ----------------------------------------------------------------------------- geometry
@@ -437,6 +459,61 @@ def multipliers(p) -> dict:
             "total": per_fpga * p["fpgas"]}
 
 
+def _pes(p) -> list[tuple[str, str, int, int]]:
+    """The PEs of one FPGA as ``(role, kind, K, M)``, in the order ``multipliers`` counts them."""
+    a, c = _padded(p)
+    n = len(a) - 1
+    k = _kinds(n)
+    sw = {"odd": "even", "even": "odd"}
+    pes = [("main_fwd", k[i], a[i], a[i + 1]) for i in range(n)]
+    pes += [("main_fwd", k[0], c[0] - a[-1], c[1]), ("main_fwd", k[0], a[-1], c[1])]  # state, action halves
+    pes += [("main_fwd", k[i], c[i], c[i + 1]) for i in range(1, n)]
+    pes += [("main_bwd", sw[k[i]], d[i + 1], d[i]) for d in (a, c) for i in range(n)]
+    if p["fpgas"] == 1:
+        pes += [("critic_set", kk, K, M) for i in range(n)
+                for kk, K, M in ((k[i], c[i], c[i + 1]), (sw[k[i]], c[i + 1], c[i]))]
+    return pes
+
+
+def hardware(p) -> dict:
+    """Logic, registers and on-chip memory of one FPGA, derived from the PEs (module docstring,
+    "Resource model"): ``{'lut', 'ff', 'alm', 'm20k', 'terms'}``."""
+    from .fvp import _m20k
+
+    R, C, T, B = p["rows"], p["cols"], p["tree"], p["batch"]
+    W, A = parse_format(p["storage"]).bits, parse_format(p["acc"]).bits
+    lut = ff = m20k = 0
+    terms = {"tree_adders_lut": 0, "accumulators_lut": 0, "muxes_lut": 0, "act_lut": 0, "pipeline_ff": 0,
+             "weights_m20k": 0, "activations_m20k": 0, "acc_banks_m20k": 0}
+    memories = []  # (term, banks, depth, width bits)
+
+    def mem(term, banks, depth, width, copies=1):
+        memories.extend([(term, banks, depth, width)] * copies)
+        terms[term] += copies * banks * _m20k(depth, width)
+    for role, kind, K, M in _pes(p):
+        trees, lanes = (R * C, R * C) if kind == "odd" else (C, C)
+        mults = trees * T
+        terms["tree_adders_lut"] += trees * (T - 1) * A
+        terms["accumulators_lut"] += lanes * 2 * A  # adder + saturating select
+        if role != "main_fwd":  # the pair of 2-input multiplexers on each backward multiplier (§III-C)
+            terms["muxes_lut"] += mults * 2 * W
+        terms["act_lut"] += (R if kind == "odd" else C) * W
+        # operand and product registers per multiplier, one register per tree adder, accumulators
+        terms["pipeline_ff"] += mults * (2 * W + A) + trees * (T - 1) * A + (lanes * A if kind == "odd" else 0)
+        wbanks = R * T if kind == "odd" else T
+        copies = 2 if role == "main_fwd" else 1  # the main set also holds the target parameters (FMEM)
+        mem("weights_m20k", wbanks, _ce(K * M, wbanks), W, copies)
+        if role != "main_bwd":  # inputs and activation gradients kept for the backward pass
+            mem("activations_m20k", C * T, _ce(B * K, C * T), W)
+            mem("activations_m20k", lanes, _ce(B * M, lanes), W)
+        if kind == "even":
+            mem("acc_banks_m20k", C, max(M, p["acc_latency"]), A)
+    lut = sum(v for k_, v in terms.items() if k_.endswith("_lut"))
+    ff = terms["pipeline_ff"]
+    m20k = sum(v for k_, v in terms.items() if k_.endswith("_m20k"))
+    return {"lut": lut, "ff": ff, "alm": _ce(lut, 2), "m20k": m20k, "terms": terms, "memories": memories}
+
+
 def stream_words(p) -> dict:
     """32-bit words crossing the link per gradient step (padded parameters, minibatch, gradients)."""
     a, c = _padded(p)
@@ -625,7 +702,7 @@ class DdpgGradient(Kernel):
         rest = whole["cycles"] - len(nodes)  # every node at least one cycle, the rest by FLOPs
         shares = [1 + math.floor(rest * f / tot) for f in flops]
         shares[int(np.argmax(flops))] += whole["cycles"] - sum(shares)
-        c = {k: v for k, v in whole.items() if k in ("cycles", "latency_us", "memory_bytes", "resources")}
+        c = {k: v for k, v in whole.items() if k in ("cycles", "latency_us", "memory_bytes", "resources", "provenance")}
         c["cycles"] = shares[idx]
         c["latency_us"] = shares[idx] / p["clock_mhz"]
         if idx:
@@ -637,7 +714,7 @@ class DdpgGradient(Kernel):
     def cost(self, p, unit="PL", device=None):
         if unit != "PL":
             raise self._err(f"unit {unit!r}: the gradient kernel is PL logic (expected PL)")
-        from .cost import bram36_for, dsp_per_mac
+        from .cost import bram36_for, dsp_per_mac, format_key, provenance, tag
 
         dev = get_dev(device or "max4-5sgsd8")
         sch = schedule(p)
@@ -647,13 +724,31 @@ class DdpgGradient(Kernel):
         words = 2 * (_size(a) + _size(c)) * 2  # online + target parameters, and their gradients
         words += p["batch"] * (sum(a[1:]) + 2 * sum(c[1:]) + 2 * p["obs"] + p["act"]) * 2  # activations, masks
         nbytes = words * _ce(S.bits, 8)
-        bram, lut = bram36_for(words, S.bits)
+        hw = hardware(p)
+        if "m20k" in dev.units["PL"].resources:  # Stratix V: M20K blocks as 36 Kb equivalents (profile)
+            from .fvp import BRAM36_BITS, M20K_BITS
+
+            bram = math.ceil(hw["m20k"] * M20K_BITS / BRAM36_BITS)
+        else:
+            bram = sum(bram36_for(b * d, w, b)[0] for _, b, d, w in hw["memories"])
         per = p["dsp_per_mult"] or dsp_per_mac(dev, S)
         dsp = math.ceil(mult["per_fpga"] * per - 1e-9)
         cycles = sch["total"]
+        dsp_why = ("fitted to F-DDPG Table I: dsp_per_mult (1913 DSP blocks / 2176 multipliers)" if p["dsp_per_mult"]
+                   else f"{tag(dev.units['PL'].perf['dsp_per_mac_' + format_key(S)]) if 'dsp_per_mac_' + format_key(S) in dev.units['PL'].perf else 'assumed'}: multipliers x dsp_per_mac (catalogue)")
         return {"cycles": cycles, "latency_us": cycles / p["clock_mhz"], "memory_bytes": nbytes,
-                "resources": {"lut": float(lut), "ff": 0.0, "dsp": float(dsp), "bram36": float(bram), "uram": 0.0,
-                              "aie_tiles": 0.0},
+                "resources": {"lut": float(hw["lut"]), "ff": float(hw["ff"]), "dsp": float(dsp), "bram36": float(bram),
+                              "uram": 0.0, "aie_tiles": 0.0},
+                "alm": hw["alm"], "m20k": hw["m20k"], "hardware": hw["terms"],
+                "provenance": provenance(
+                    cycles="derived: the PE schedule of §III (module docstring; Table VI within 2 %)",
+                    latency_us="derived: cycles / clock",
+                    lut="derived: MADD-tree adders, saturating accumulators, the backward PEs' 2-input multiplexers, "
+                        "activation units (hardware())",
+                    ff="derived: operand, product, tree and accumulator registers (hardware())",
+                    dsp=dsp_why,
+                    bram36="derived: weight banks (online + target on the main set), inputs and activation "
+                           "gradients kept for the backward pass, even-PE accumulator banks (hardware())"),
                 "multipliers": mult, "phases": {k: v for k, v in sch.items() if k != "total"},
                 "transfer": transfer(p, dev),
                 "source": f"ddpg_gradient schedule: R={p['rows']} C={p['cols']} T={p['tree']} trees, hop "

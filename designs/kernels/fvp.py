@@ -646,7 +646,7 @@ class FvpKernel(Kernel):
     def cost(self, p, unit="PL", device=None):
         if unit != "PL":
             raise self._err(f"unit {unit!r} is not supported (the FVP unit runs on the PL)")
-        from .cost import bram36_for, dsp_per_mac
+        from .cost import bram36_for, dsp_per_mac, format_key, provenance, tag
 
         dev = get_dev(device or SEED_DEVICE)
         sch = schedule(p)
@@ -678,4 +678,13 @@ class FvpKernel(Kernel):
                 "resources": res, "throughput_el_per_s": n * p["iterations"] / (latency_us * 1e-6),
                 "cycles_per_call": int(per_call), "ii": sch["ii"], "schedule": sch, "model_s": latency_us * 1e-6,
                 "multipliers": inv["multipliers"], "m20k": m20k, "alm": math.ceil(alm),
-                "source": "CPP §III-E Fig. 1-2 cascade timing; Table I fitted tanh unit, logic/FF ratios (fvp.py)"}
+                "source": "CPP §III-E Fig. 1-2 cascade timing; Table I fitted tanh unit, logic/FF ratios (fvp.py)",
+                "provenance": provenance(
+                    cycles="derived: CPP §III-E cascade timing (Fig. 1-2) per call x CG iterations",
+                    latency_us="derived: cycles / clock",
+                    lut="fitted to CPP Table I: ALM_PER_MAC x MACs, two LUTs per ALM",
+                    ff="fitted to CPP Table I: FF_PER_MAC x MACs",
+                    dsp=f"{tag(dev.units['PL'].perf['dsp_per_mac_' + format_key(S)]) if 'dsp_per_mac_' + format_key(S) in dev.units['PL'].perf else 'assumed'}: "
+                        "multipliers x dsp_per_mac (catalogue)",
+                    bram36=("fitted to CPP Table I: vector memories + the seed's tanh unit's M20K" if inv["seed_act_m20k"]
+                            else "derived: the vector memories in block RAM"))}

@@ -100,6 +100,7 @@ import numpy as np
 from ..errors import RlhlsError
 from ..formats import FixedFormat, FloatFormat, UniformFormat, parse_format
 from .base import Array, Kernel, Param
+from .cost import provenance
 
 __all__ = ["GaeKernel", "set_model_kernel", "memory_layout", "textbook_gae", "error_bound", "level_values",
            "TABLE_IV_PER_PE", "DONE_CONTINUE", "DONE_TERMINATED", "DONE_TRUNCATED"]
@@ -108,6 +109,13 @@ DONE_CONTINUE, DONE_TERMINATED, DONE_TRUNCATED = 0, 1, 2
 
 # Table IV (64 PEs, 2-step lookahead, fp32): 12864 LUT, 54336 FF, 768 DSP -> per PE:
 TABLE_IV_PER_PE = {"lut": 12864 / 64, "ff": 54336 / 64, "dsp": 768 / 64}
+_PROVENANCE = provenance(
+    cycles="derived: rows per PE x II + pipeline depth + lookahead (HEPPO-GAE §V-D)",
+    latency_us="derived: cycles / clock",
+    lut="fitted to HEPPO-GAE Table IV: per-PE LUT, grown with k^2 (Fig. 11)",
+    ff="fitted to HEPPO-GAE Table IV: per-PE FF, grown with k^2 (Fig. 11)",
+    dsp="fitted to HEPPO-GAE Table IV: per-PE DSP, grown with k^2 (Fig. 11)",
+    bram36="derived: the FILO reward/value memory's rows and ports (HEPPO-GAE §V-D2)")
 BRAM36_BITS = 36 * 1024  # capacity of one BRAM36 (the seed's "36 Kb")
 BRAM_PORT_BYTES = 4  # 32 data bits per port (x36 mode, parity unused), as §V-D2 says
 BRAM_PORT_BYTES_WITH_PARITY = 4.5  # the 36-bit port the seed's "57 ports" implies
@@ -478,7 +486,7 @@ class GaeKernel(Kernel):
                    "throughput_el_per_s": S * T / (c["latency_us"] * 1e-6),
                    "memory_bytes": int(math.ceil(mem["capacity_bytes"])),
                    "resources": {k: 0 for k in ("lut", "ff", "dsp", "bram36", "uram", "aie_tiles")},
-                   "source": c.get("source", "")}
+                   "source": c.get("source", ""), "provenance": c["provenance"]}
             return out
         if unit != "PL":
             raise self._err(f"unit {unit!r} is not supported (expected PL or PS)")
@@ -494,4 +502,5 @@ class GaeKernel(Kernel):
                 "memory_bytes": int(math.ceil(mem["capacity_bytes"])),
                 "resources": res, "pe_resources": pe, "ii": ii, "depth": self.depth(p),
                 "memory": mem,
-                "source": "HEPPO-GAE §V-D: Table IV per PE, Fig. 11 k^2 growth, §V-D2 BRAM (see gae.py)"}
+                "source": "HEPPO-GAE §V-D: Table IV per PE, Fig. 11 k^2 growth, §V-D2 BRAM (see gae.py)",
+                "provenance": _PROVENANCE}

@@ -634,6 +634,8 @@ class MacArray(Kernel):
         """The FSM's cycles per stage (module docstring), for `stages` (default all five, in order)."""
         if unit != "PL":
             raise self._err(f"unit {unit!r}: the MAC array is PL logic (expected PL)")
+        from . import cost as C
+
         stages = list(STAGES if stages is None else stages)
         table = {s["name"]: s for s in self.stage_table(p)}
         wb = _ceil(self.formats(p)["storage"].bits, 8)
@@ -652,4 +654,11 @@ class MacArray(Kernel):
                 "resources": self.resources(p, device), "stages": rows,
                 "iterations": sum(r["iterations"] for r in rows),
                 "source": f"mac_array FSM model: {p['macs']} MACs at {p['clock_mhz']:g} MHz, {len(rows)} stage(s) "
-                          "(seed 004 FSM listing; timing assumptions in designs/kernels/mac_array.py)"}
+                          "(seed 004 FSM listing; timing assumptions in designs/kernels/mac_array.py)",
+                "provenance": C.provenance(
+                    cycles="seed: the FSM listing of seed 004 per stage (per-state timings assumed, mac_array.py)",
+                    latency_us="derived: cycles / clock",
+                    lut="assumed: LUT_BASE + per-MAC LUT per accumulator bit (cost.py) + LUTRAM banks",
+                    ff="assumed: FF_BASE + per-MAC FF per accumulator bit (cost.py)",
+                    dsp="derived: MACs x dsp_per_mac (catalogue)",
+                    bram36="derived: the input, init and output buffers in block RAM")}

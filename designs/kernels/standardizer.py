@@ -463,7 +463,7 @@ class Standardizer(Kernel):
                     "throughput_el_per_s": elements / (c["latency_us"] * 1e-6),
                     "memory_bytes": int(c["memory_bytes"]),
                     "resources": {k: 0 for k in ("lut", "ff", "dsp", "bram36", "uram", "aie_tiles")},
-                    "source": c.get("source", "")}
+                    "source": c.get("source", ""), "provenance": c["provenance"]}
         if unit != "PL":
             raise self._err(f"unit {unit!r} is not supported (expected PL or PS)")
         cyc = self.cycles(p, device)
@@ -473,7 +473,17 @@ class Standardizer(Kernel):
                 "memory_bytes": int(cyc["bytes_in"]), "resources": self.resources(p, device),
                 "terms": cyc,
                 "source": "standardizer.py: 3 pipelined passes x 2 streams, PS->PL link load, "
-                          "assumed fp64/fp32 operator figures (OPS)"}
+                          "assumed fp64/fp32 operator figures (OPS)",
+                "provenance": _provenance()}
+
+
+def _provenance() -> dict:
+    from .cost import provenance
+
+    ops = "assumed: the fp64/fp32 operators' figures (OPS) per lane and pass"
+    return provenance(cycles="derived: three pipelined passes over two streams + the PS->PL load",
+                      latency_us="derived: cycles / clock", lut=ops, ff=ops, dsp=ops,
+                      bram36="derived: the statistics and code buffers", uram="derived: the stream buffers")
 
 
 def _link_bytes_per_cycle(device, clock_mhz: float) -> float:

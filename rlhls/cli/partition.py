@@ -151,6 +151,7 @@ def cmd_profile(args) -> int:
     if args.json:
         print_json([{"node": r.node, "unit": r.unit, "latency_us": r.latency_us, "point": r.point,
                      "resources": dict(r.resources), "cycles": r.cycles, "flops": r.flops, "source": r.source,
+                     "provenance": r.provenance if r.source == "model" else None,
                      **({"spread": timings[r.node].to_json()} if r.source == "measured" else {})}
                     for r in rows])
     else:
