@@ -542,6 +542,9 @@ def _versal_links(pl_clock_mhz: float, aie_clock_mhz: float) -> tuple:
     )
 
 
+PLIO_ROUTABLE_FRACTION = 0.75  # see perf['plio_routable_fraction']
+
+
 def _aie_interface_perf(tiles: int, tiles_source: str, total_gbs: float, total_source: str) -> dict:
     return {
         "plio_bits": _fig(64, "bits", f"{AM020_PL}; {AM009_PL}",
@@ -552,6 +555,15 @@ def _aie_interface_perf(tiles: int, tiles_source: str, total_gbs: float, total_s
         "plio_count_out": _fig(6 * tiles, "AIE->PL streams",
                                f"derived: 6 AIE->PL streams per PL interface tile ({AM020_PL}) x pl_interface_tiles"),
         "pl_to_aie_gbytes_per_s": _fig(total_gbs, "GB/s", total_source, "total PL->AIE interface bandwidth, -2 (0.80 V) grade"),
+        # what a graph may use of plio_count / plio_count_out (designs.kernels.cost.aie_plio_pairs)
+        "plio_routable_fraction": _fig(
+            PLIO_ROUTABLE_FRACTION, "of the PL<->AIE streams",
+            "assumed: AMD publishes no routable fraction. The AIE compiler places each PLIO on an interface-tile "
+            "column near its kernels and routes packet-switched and memory-tile traffic through the same stream "
+            "switches, so a graph that takes every stream (AP-DRL's plans fill them to 98-100 %) leaves the router "
+            "no freedom; 3/4 keeps one stream in four free",
+            "the partitioner's ('AIE', 'plio') capacity and the build's AIE fit use the budget; raise it when a "
+            "placed-and-routed graph shows more"),
         "launch_overhead_us": _fig(
             20.0, "us",
             "assumed: XRT graph run/wait per kernel invocation (AP-DRL §III-A: kernel launch dominates small layers)",

@@ -49,9 +49,10 @@ PL->AIE plus P AIE->PL PLIOs (``points``; a node without one gets the smallest p
 * Streams. The tiles use min(P, tiles) PLIO pairs: tile t on pair t * P // tiles; a pair serving
   several tiles goes through ``pktsplit<n>`` / ``pktmerge<n>`` (n <= 32, so a node uses at most
   32 x P tiles), one packet per chunk, the PL data mover sending each tile's chunks in turn.
-* Fit. The sums of tiles and PLIO pairs over the nodes must stay within the device
-  (``aie_tiles``, ``cost.aie_plio_pairs``); ``aie_fit`` (and ``emit_aie``) refuse a graph that does
-  not, with one RlhlsError line naming the node, the resource and the capacity.
+* Fit. The sums of tiles and PLIO pairs over the nodes must stay within the device's tiles
+  (``aie_tiles``) and its routable stream budget (``cost.aie_plio_pairs``: a documented fraction of
+  the interface streams, the partitioner's capacity too); ``aie_fit`` (and ``emit_aie``) refuse a
+  graph that does not, with one RlhlsError line naming the node, the resource and the capacity.
 
 Accumulation order (kernels/mm_bf16.h, the shim ``vitis/aie_shim`` and ``aie_dense_reference`` agree
 on it bit for bit): acc = bf16 bias (or +0); for k = 0 .. K-1 in order: acc = fp32(acc + fp32(a*b));
@@ -309,7 +310,7 @@ def _parse_point(node: str, point, caps: dict | None, dev_id: str = "") -> tuple
                              f"{caps['tiles']} of {dev_id}")
         if p > caps["plio"]:
             raise RlhlsError(f"AIE emission: node '{node}': design point {point} asks for {p} PL<->AIE stream pairs "
-                             f"(PLIOs), over the {caps['plio']} of {dev_id}")
+                             f"(PLIOs), over the routable budget {caps['plio']} of {dev_id}")
     return t, p
 
 
@@ -384,9 +385,10 @@ def _layout(design, nodes, graph, points, device=None) -> tuple[list, dict]:
         for res, cap in caps.items():
             if used[res] > cap:
                 what = "AIE tiles" if res == "tiles" else "PL<->AIE stream pairs (PLIOs)"
+                budget = "" if res == "tiles" else "routable budget "
                 raise RlhlsError(f"AIE emission: node '{name}' (at {node['point']}) brings the graph of design "
-                                 f"'{design.name}' to {used[res]} {what}, over the {cap} of {dev.id}; plan fewer "
-                                 f"nodes on the AIE or smaller design points")
+                                 f"'{design.name}' to {used[res]} {what}, over the {budget}{cap} of {dev.id}; plan "
+                                 f"fewer nodes on the AIE or smaller design points")
         out.append(node)
     return out, {"device": dev.id, "tiles": caps["tiles"], "plio_pairs": caps["plio"]}
 

@@ -18,7 +18,7 @@ from rlhls.designs.registry import get_design
 from rlhls.flow.aie import (TILE_BUFFER_BYTES, aie_dense_reference, aie_fit, aie_gemm, check_aie, emit_aie,
                             order_sensitive_operands, plan_chunks, random_bf16)
 
-VEK280_TILES, VEK280_PAIRS = 304, 168
+VEK280_TILES, VEK280_PAIRS = 304, 126  # 3/4 of the 168 AIE->PL streams: the routable budget (designs/devices.py)
 
 
 def _bits(a):
@@ -99,7 +99,7 @@ def test_emitted_project_has_the_adf_constructs(tmp_path):
     assert (dw["M"], dw["K"], dw["N"], dw["at"]) == (64, 4, 2, True)
     # t4p2: the small products are split into blocks so that 4 tiles share 2 PLIO pairs
     assert (m["nodes"][1]["tiles"], m["nodes"][1]["plio_pairs"]) == (4, 2)
-    assert (m["tiles"], m["plio_pairs"], m["capacity"]["tiles"], m["capacity"]["plio_pairs"]) == (5, 3, 304, 168)
+    assert (m["tiles"], m["plio_pairs"], m["capacity"]["tiles"], m["capacity"]["plio_pairs"]) == (5, 3, 304, 126)
     _check_layout(m, points)
 
 
@@ -194,11 +194,11 @@ def test_graph_over_the_device_is_refused(tmp_path):
     with pytest.raises(RlhlsError, match=rf"node '{re.escape(big[4])}' \(at t64p4\) brings .* to 320 AIE tiles, "
                                          rf"over the 304 of vek280"):
         aie_fit(d, big, graph, points={n: "t64p4" for n in big})
-    with pytest.raises(RlhlsError, match=rf"node '{re.escape(big[10])}' .* 176 PL<->AIE stream pairs \(PLIOs\), "
-                                         rf"over the 168 of vek280"):
+    with pytest.raises(RlhlsError, match=rf"node '{re.escape(big[7])}' .* 128 PL<->AIE stream pairs \(PLIOs\), "
+                                         rf"over the routable budget 126 of vek280"):
         aie_fit(d, big, graph, points={n: "t16p16" for n in big})
     for point, msg in [("t512p1", r"512 AIE tiles, over the 304 of vek280"), ("t1p4", r"at most two per tile"),
-                       ("t128p200", r"200 PL<->AIE stream pairs \(PLIOs\), over the 168"),
+                       ("t128p200", r"200 PL<->AIE stream pairs \(PLIOs\), over the routable budget 126"),
                        ("16 tiles", r"not of the form t<tiles>p<plios>"), ("t0p1", r"not of the form")]:
         with pytest.raises(RlhlsError, match=rf"node 'q\.fc1\.fwd': .*{msg}"):
             aie_fit(d, ["q.fc1.fwd"], graph, points={"q.fc1.fwd": point})

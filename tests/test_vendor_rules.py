@@ -315,3 +315,56 @@ def test_check_command(cartpole_aie, tmp_path, capsys):
     assert main(["check", str(tmp_path / "nowhere")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("rlhls: error:") and err.count("\n") == 1 and "Traceback" not in err
+
+
+# ----------------------------------------------------------------------------- the routable stream budget
+
+
+def _breakout_plan():
+    from rlhls.designs.graph import build_graph
+    from rlhls.designs.registry import get_design
+    from rlhls.partition.design_plan import partition_design
+
+    d = get_design("apdrl-dqn-breakout")
+    g = build_graph(d)
+    return d, g, partition_design(d, graph=g)
+
+
+def _streams(plan) -> int:
+    return sum(int(plan.point[n].split("p")[1]) for n, u in plan.assignment.items() if u == "AIE")
+
+
+def test_partitioner_plans_within_the_routable_stream_budget_and_the_build_refuses_past_it(tmp_path, monkeypatch):
+    import dataclasses
+
+    from rlhls.designs.devices import get_device
+    from rlhls.designs.errors import RlhlsError
+    from rlhls.designs.kernels import cost
+    from rlhls.flow.aie import aie_fit, emit_aie
+    from rlhls.partition import profile
+
+    vek = get_device("vek280")
+    budget, streams = cost.aie_plio_pairs(vek), cost.aie_plio_pairs(vek, routable=False)
+    assert (budget, streams) == (126, 168)  # 3/4 of the 168 AIE->PL streams
+    assert "assumed" in vek.units["AIE"].perf["plio_routable_fraction"].source
+    d, g, plan = _breakout_plan()
+    assert 0 < _streams(plan) <= budget
+    aie = [n for n, u in plan.assignment.items() if u == "AIE"]
+    assert aie_fit(d, aie, g, points={n: plan.point[n] for n in aie}) == []
+    emit_aie(d, aie, tmp_path / "ok", graph=g, points={n: plan.point[n] for n in aie}, data=False)  # ~380 MB of data
+    am = json.loads((tmp_path / "ok" / "aie" / "manifest.json").read_text())
+    assert am["plio_pairs"] <= budget and am["capacity"]["plio_pairs"] == budget
+    # a plan past the budget (every AIE node at 16 stream pairs): refused in one line, nothing written
+    over = dataclasses.replace(plan, point={n: ("t16p16" if u == "AIE" else plan.point[n])
+                                            for n, u in plan.assignment.items()})
+    assert _streams(over) > budget
+    with pytest.raises(RlhlsError) as e:
+        build_design(d, tmp_path / "over", plan=over, graph=g)
+    assert "routable budget 126 of vek280" in str(e.value) and "\n" not in str(e.value)
+    assert not (tmp_path / "over").exists()
+    # the budget is what holds the plan back: with every stream the same partitioner takes more
+    original = cost.aie_plio_pairs
+    whole = lambda dev, routable=True: original(dev, routable=False)  # noqa: E731
+    monkeypatch.setattr(cost, "aie_plio_pairs", whole)
+    monkeypatch.setattr(profile, "aie_plio_pairs", whole)
+    assert _streams(_breakout_plan()[2]) > budget

@@ -430,10 +430,14 @@ def _aie_one(n, k, m, f, device, tiles, where, plios=None) -> dict:
                    plio_in=p_in, plio_out=p_out, plio=max(p_in, p_out), tiles_busy=used)
 
 
-def aie_plio_pairs(device) -> int:
-    """PL<->AIE stream pairs of a device: min(PL->AIE, AIE->PL PLIOs) of the catalogue (AM020)."""
+def aie_plio_pairs(device, *, routable: bool = True) -> int:
+    """PL<->AIE stream pairs a graph may use on a device: min(PL->AIE, AIE->PL PLIOs) of the catalogue
+    (AM020) times its routable fraction (``perf['plio_routable_fraction']``, documented there; 1 where
+    a device gives none), rounded down. routable=False: every stream pair of the device."""
     aie = _unit(_device(device), "AIE", "aie_plio_pairs")
-    return int(min(aie.perf["plio_count"].value, aie.perf["plio_count_out"].value))
+    pairs = min(aie.perf["plio_count"].value, aie.perf["plio_count_out"].value)
+    frac = aie.perf["plio_routable_fraction"].value if routable and "plio_routable_fraction" in aie.perf else 1.0
+    return int(math.floor(pairs * frac + 1e-9))
 
 
 def aie_matmul(n, k, m, fmt, device, *, tiles: int | None = None, plios: int | None = None) -> dict:
