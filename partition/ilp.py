@@ -61,11 +61,15 @@ units. HEPPO-GAE's GAE unit, off the critical path of a minibatch step, goes to 
 
 Large graphs (more than ``lns.LNS_NODES`` nodes, with a time limit; ``solve(lns=False)`` keeps the
 whole model): the whole model found no plan in 30 s on a 300-node random DAG, and its bound after
-60 s was its LP relaxation's. Instead: the LP relaxation of the model without PS pair rows (the
-bound), its options rounded within the capacities and list-scheduled (partition/relax.py), the
-better of that and HEFT improved by the local search, then large-neighbourhood search with the ILP
-as sub-solver on windows of the incumbent (partition/lns.py) until a tenth of the limit is left,
-in which the LP is solved again below the final makespan (its windows only tighten the bound).
+60 s was its LP relaxation's. Instead: the LP relaxation of the model without PS pair rows (a
+bound), its options rounded within the capacities and list-scheduled (partition/relax.py); when
+that LP was quick, the same model as a MIP (HiGHS) with PS work held to the share of the cores the
+best plan keeps busy, list-scheduled (the relaxation alone crowds the PS); the best of these and
+HEFT improved by the local search, then large-neighbourhood search with the ILP as sub-solver on
+windows of the incumbent (partition/lns.py) until a reserve (a tenth of the limit, or 2.5 times
+that first LP) is left, in which the LP is solved again below the final makespan with rounds of
+the violated energy rows (partition/energy.py: PS work of a node's ancestors, descendants, or of
+the nodes between two nodes, over the cores): the bound.
 
 Gap: 0 when the solver proves optimality; otherwise (incumbent - bound) / incumbent, the bound
 read from CBC's log ("Objective value"/"Lower bound" after a stop) or HiGHS' ``mip_dual_bound``,
@@ -90,6 +94,7 @@ from rlhls.designs.errors import RlhlsError
 
 from .fileio import library_output
 from .heft import EPS, Problem, Schedule, baselines, heft, local_search, semi_active
+from . import energy as energy_rows
 from .lns import LNS_NODES, improve
 from .relax import list_schedule, round_options
 from .plan import Plan, utilisation
@@ -138,7 +143,7 @@ class _HiGHSWarm(pulp.HiGHS):
                 json.dump({names[v.name]: v.varValue for v in vs if v.varValue is not None}, f)
             left = max(self.deadline - time.perf_counter(), 0.05)
             code = "import sys; from rlhls.partition.ilp import _highs_child; _highs_child(*sys.argv[1:])"
-            proc = subprocess.Popen([sys.executable, "-c", code, model, start, out, repr(left)],
+            proc = subprocess.Popen([sys.executable, "-c", code, model, start, out, repr(left), repr(time.time())],
                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             rc = _wait(proc, self.deadline)
             if rc != 0 or not os.path.exists(out):
@@ -232,11 +237,15 @@ def _solver(name: str, deadline, log_path=None):
     raise RlhlsError(f"solver '{name}' is not known; expected one of {', '.join(SOLVERS)}")
 
 
-def _highs_child(model: str, start: str, out: str, left: str) -> None:
+def _highs_child(model: str, start: str, out: str, left: str, sent: str | None = None) -> None:
     """The child process of a HiGHS solve under a deadline (``_HiGHSWarm``): solves the MPS
-    ``model`` from the start values in JSON file ``start`` within ``left`` s and writes the values,
-    statuses and bound."""
-    deadline = time.perf_counter() + float(left)
+    ``model`` from the start values in JSON file ``start`` within ``left`` s of ``sent`` (epoch
+    seconds) and writes the values, statuses and bound."""
+    left_s = float(left)
+    if sent is not None:  # the child's start-up (imports, reading the model) took seconds on 300 nodes
+        left_s -= time.time() - float(sent)
+    # stop a little before the parent kills this process, so that the plan and bound get written
+    deadline = time.perf_counter() + left_s - min(0.5, 0.1 * float(left))
     variables, lp = pulp.LpProblem.fromMPS(model)
     with open(start) as f:
         for name, value in json.load(f).items():
@@ -446,18 +455,25 @@ def _finish(problem, sched, proven, bound, base, solver, t0, solve_seconds, dead
 
 
 SUB_GRACE_S = 0.3
-LS_SHARE, BOUND_SHARE = 0.15, 0.1  # of the time limit: local search by then; the last LP bound's reserve
+# of the time limit: local search by then; the packed start's MIP; the last bound's reserve (at
+# least BOUND_LPS times the first LP's time: the energy rows take a second LP, at most BOUND_SHARE)
+LS_SHARE, PACK_SHARE, BOUND_SHARE, BOUND_LPS = 0.15, 0.3, 0.3, 2.5
+PACK_GATE = 0.05  # the packed start only when the first LP took less than this share of the limit
 
 
 def _solve_large(problem: Problem, start: Schedule, base, solver, t0, deadline, seed) -> Plan:
     """Large graphs: the LP relaxation of the model without PS pair rows (a bound, and its options
-    rounded and list-scheduled: partition/relax.py), the better of that and HEFT improved by local
-    search, then LNS with the ILP as sub-solver (partition/lns.py); at the end the LP again at the
-    final makespan (its windows only tighten) when there is time."""
+    rounded and list-scheduled: partition/relax.py); the same model as a MIP with the PS work held
+    to the share of the cores the best plan so far keeps busy (its options list-scheduled: the
+    "packed" start); the best of these and HEFT improved by local search, then LNS with the ILP as
+    sub-solver (partition/lns.py); at the end the LP again at the final makespan (its windows only
+    tighten) with rounds of the violated energy rows (partition/energy.py): the bound."""
     limit = deadline - t0
     ts = time.perf_counter()
     bound, sched = None, start
     lp = _lp_relaxation(problem, start.makespan * (1 + 1e-9) + 1e-9, t0 + 0.5 * limit)
+    t_lp = time.perf_counter() - ts
+    reserve = min(BOUND_SHARE, max(0.1, BOUND_LPS * t_lp / limit)) * limit
     if lp is not None:
         bound, var = lp
         option = round_options(problem, var["opts"], {v: [var["x"][v, k].varValue or 0.0 for k in range(len(o))]
@@ -465,6 +481,15 @@ def _solve_large(problem: Problem, start: Schedule, base, solver, t0, deadline, 
         rounded = None if option is None else list_schedule(problem, option)
         if rounded is not None and rounded.makespan < sched.makespan:
             sched = rounded
+    # the relaxation's optimum crowds the PS (its plan took 1.2x its makespan once packed on the
+    # cores); asked to leave the cores the idle time the best plan needed, its plan packs. Its
+    # root is the LP: when that alone took a large share of the limit, the MIP finds no plan in time
+    if lp is not None and t_lp < PACK_GATE * limit:
+        end = min(time.perf_counter() + PACK_SHARE * limit, deadline - reserve - 0.1 * limit)
+        option = _relaxed_mip(problem, sched.makespan * (1 + 1e-9) + 1e-9, end, _ps_busy(problem, sched), sched)
+        packed = None if option is None else list_schedule(problem, option)
+        if packed is not None and packed.makespan < sched.makespan:
+            sched = packed
     sched = local_search(problem, sched, max_evals=LS_EVALS, deadline=max(t0 + LS_SHARE * limit, time.perf_counter() + 0.05 * limit))
 
     def sub_solver(end):
@@ -477,32 +502,71 @@ def _solve_large(problem: Problem, start: Schedule, base, solver, t0, deadline, 
         cmd.grace = SUB_GRACE_S
         return cmd
 
-    sched = improve(problem, sched, deadline - BOUND_SHARE * limit, sub_solver, seed=seed)
-    lp = _lp_relaxation(problem, sched.makespan * (1 + 1e-9) + 1e-9, deadline)
+    sched = improve(problem, sched, deadline - reserve, sub_solver, seed=seed)
+    lp = _lp_relaxation(problem, sched.makespan * (1 + 1e-9) + 1e-9, deadline, energy=True)
     if lp is not None:
         bound = lp[0] if bound is None else max(bound, lp[0])
     return _finish(problem, sched, False, bound, base, solver, t0, time.perf_counter() - ts, deadline)
 
 
-def _lp_relaxation(problem: Problem, H: float, deadline: float):
+def _ps_busy(problem: Problem, sched: Schedule) -> float:
+    """The share of the PS cores' time over the makespan that a schedule keeps busy."""
+    work = sum(o.latency_us for o in sched.option.values() if o.unit == "PS")
+    return min(1.0, work / (problem.ps_cores * sched.makespan)) if sched.makespan > 0 else 1.0
+
+
+def _relaxed_mip(problem: Problem, H: float, deadline: float, ps_share: float, start: Schedule | None):
+    """The options of HiGHS's best plan of the model without PS pair rows at horizon H with PS work
+    <= ps_share * C * T, found by ``deadline``; None when it found none."""
+    try:
+        prob, var = _build(problem, H, ps_pairs=False, deadline=deadline, ps_share=ps_share)
+    except _OutOfTime:
+        return None
+    if deadline - time.perf_counter() <= 0.1:
+        return None
+    if start is not None:
+        _set_start(problem, var, start)
+    with tempfile.TemporaryDirectory(prefix="rlhls-mip-") as tmp:
+        with library_output(os.path.join(tmp, "solver.out"), fds=(1,)):
+            prob.solve(_solver("highs", deadline))
+    if pulp.LpStatus[prob.status] != "Optimal" or var["T"].varValue is None:
+        return None
+    return {v: o[max(range(len(o)), key=lambda k: var["x"][v, k].varValue or 0.0)] for v, o in var["opts"].items()}
+
+
+def _lp_relaxation(problem: Problem, H: float, deadline: float, energy: bool = False):
     """(optimum, var) of the LP relaxation of the model without PS pair rows at horizon H (a bound
-    on every plan at most H long), or None when it is not solved by ``deadline``."""
+    on every plan at most H long), or None when it is not solved by ``deadline``. ``energy``: then
+    rounds of the violated energy rows (partition/energy.py) and the LP again, while time is left;
+    the optimum of the last LP solved in time."""
     try:
         prob, var = _build(problem, H, ps_pairs=False, deadline=deadline)
     except _OutOfTime:
         return None
     for v in prob.variables():
         v.cat = pulp.LpContinuous
-    left = deadline - time.perf_counter()
-    if left <= 0.05:
-        return None
-    cmd = pulp.HiGHS(msg=False, timeLimit=left, threads=1)
-    with tempfile.TemporaryDirectory(prefix="rlhls-lp-") as tmp:
-        with library_output(os.path.join(tmp, "solver.out"), fds=(1,)):
-            prob.solve(cmd)
-    if pulp.LpStatus[prob.status] != "Optimal" or var["T"].varValue is None:
-        return None
-    return float(var["T"].varValue) * (1 - 1e-7), var
+    best, D = None, None
+    while True:
+        left = deadline - time.perf_counter()
+        if left <= 0.05:
+            break
+        cmd = pulp.HiGHS(msg=False, timeLimit=left, threads=1)
+        with tempfile.TemporaryDirectory(prefix="rlhls-lp-") as tmp:
+            with library_output(os.path.join(tmp, "solver.out"), fds=(1,)):
+                prob.solve(cmd)
+        if pulp.LpStatus[prob.status] != "Optimal" or var["T"].varValue is None:
+            break
+        best = float(var["T"].varValue) * (1 - 1e-7)
+        if not energy:
+            break
+        if D is None:
+            D = energy_rows.descendants(problem)
+        rows = energy_rows.separate(problem, var, D)
+        if not rows:
+            break
+        for name, row in rows:
+            prob.addConstraint(row, name)
+    return None if best is None else (best, var)
 
 
 def _run(problem: Problem, H: float, solver: str, deadline, start: Schedule | None, ps_pairs: bool):
@@ -555,9 +619,12 @@ class _OutOfTime(Exception):
     """The deadline passed while the model was being built."""
 
 
-def _build(problem: Problem, H: float, opts: dict | None = None, ps_pairs: bool = True, deadline=None):
+def _build(problem: Problem, H: float, opts: dict | None = None, ps_pairs: bool = True, deadline=None,
+           ps_share: float = 1.0):
     """The model at horizon H. ``ps_pairs`` False leaves out the PS core and pair-ordering rows
     (a relaxation: PS nodes may then overlap beyond the core count; the ``ps_work`` cut stays).
+    ``ps_share`` < 1 asks PS work <= ps_share * C * T (a restriction, not a relaxation: it leaves
+    the cores idle time to pack the PS nodes in; for starting plans only, never for bounds).
     _OutOfTime when ``deadline`` (perf_counter) passes during the pair rows (quadratic in PS nodes)."""
     P = problem
     prob = pulp.LpProblem("rlhls_partition", pulp.LpMinimize)
@@ -632,7 +699,7 @@ def _build(problem: Problem, H: float, opts: dict | None = None, ps_pairs: bool 
     w, o_var = {}, {}
     if ps:
         ps_lat = pulp.lpSum(o.latency_us * x[v, k] for v in ps for k, o in enumerate(opts[v]) if o.unit == "PS")
-        prob += C * T >= ps_lat, "ps_work"
+        prob += C * ps_share * T >= ps_lat, "ps_work"
     relaxed = len(ps) > C and not ps_pairs
     if len(ps) > C and ps_pairs:
         desc = _reach(P)
