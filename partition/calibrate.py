@@ -25,6 +25,11 @@ node's PL rows (every design point of the model) become one row:
 same node, unit and design point (else the point nearest in parallelism) and gives the model's
 error in % against the report; ``compare_figure`` plots it.
 
+AIE nodes (``source`` ``aie``): a node of the build's AIE graph (``aie/manifest.json``) whose every
+output PLIO has an aiesimulator output gets one AIE row: ``latency_us`` = the last output time
+stamp (the simulation starts at 0) + the catalogue's AIE launch overhead; tiles and PLIO pairs as
+built, the PL data movers' LUT/FF the model's at that point.
+
 A component whose report gives no latency (``undef`` and no co-simulation) stays on the model,
 and a note says so. Refused with one line naming the file: a folder without a manifest or without
 reports, a build of another design or batch, a report whose top is no component of the build, a
@@ -41,7 +46,7 @@ from rlhls.designs.devices import get_device
 from rlhls.designs.errors import RlhlsError
 
 from .profile_io import ProfileRow
-from .reports import find_reports, read_cosim, read_csynth
+from .reports import find_reports, read_aiesim_output, read_cosim, read_csynth
 
 __all__ = ["calibrate", "compare", "compare_figure"]
 
@@ -87,9 +92,9 @@ def calibrate(profile, build_dir, manifest: dict, *, batch: int | None = None):
     if batch is not None and manifest.get("batch") not in (None, batch):
         raise RlhlsError(f"{where}: the build is at batch {manifest['batch']}, the profile at batch {batch}")
     found = find_reports(build_dir)
-    if not found["csynth"] and not found["cosim"]:
-        raise RlhlsError(f"{build_dir}: no synthesis or co-simulation reports (csynth.xml, <top>_cosim.rpt) in it; "
-                         "run `rlhls build --synth` (and --cosim) with Vitis first")
+    if not any(found.values()):
+        raise RlhlsError(f"{build_dir}: no synthesis or co-simulation reports (csynth.xml, <top>_cosim.rpt) nor "
+                         "aiesimulator outputs in it; run `rlhls build --synth` (and --cosim) with Vitis first")
     comps = [c for c in manifest["components"] if isinstance(c, dict) and c.get("top")]
     tops = {c["top"]: c for c in comps}
     part = str(manifest.get("part") or "")
@@ -178,14 +183,66 @@ def calibrate(profile, build_dir, manifest: dict, *, batch: int | None = None):
             continue
         new[node] = dict(latency_us=0.0, cycles=0.0, resources={}, source=per_comp[c["name"]][3], point=_point([c]))
 
+    aie = _aie_rows(profile, build_dir, manifest, found["aiesim"], device, notes)
     rows, done = [], set()
     for r in profile:
-        if r.unit != "PL" or r.node not in new:
+        repl = new if r.unit == "PL" else aie if r.unit == "AIE" else {}
+        if r.node not in repl:
             rows.append(r)
-        elif r.node not in done:
-            done.add(r.node)
-            rows.append(ProfileRow(node=r.node, unit="PL", flops=r.flops, **new[r.node]))
+        elif (r.node, r.unit) not in done:
+            done.add((r.node, r.unit))
+            rows.append(ProfileRow(node=r.node, unit=r.unit, flops=r.flops, **repl[r.node]))
     return rows, notes
+
+
+def _aie_rows(profile, build_dir: Path, manifest: dict, outputs: list, device, notes: list) -> dict:
+    """{node: row fields} of the AIE nodes whose every output PLIO has an aiesimulator output: the
+    last time stamp + the catalogue's AIE launch overhead; tiles and PLIO pairs as built, the PL
+    data movers' LUT/FF the model's at that point."""
+    if not outputs:
+        return {}
+    import json
+
+    files = (manifest.get("aie") or {}).get("files") or []
+    mpath = next((build_dir / f for f in files if f.endswith("manifest.json")), None)
+    if mpath is None or not mpath.is_file():
+        raise RlhlsError(f"{outputs[0]}: an aiesimulator output, but the build in {build_dir} has no AIE graph")
+    try:
+        graph = json.loads(mpath.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise RlhlsError(f"{mpath}: cannot be read ({e})") from None
+    nodes = graph.get("nodes") or []
+    owner = {plio: n for n in nodes for plio in n.get("plio_outputs") or []}
+    sims = {}
+    for p in outputs:
+        out = read_aiesim_output(p)
+        if out.plio not in owner:
+            raise RlhlsError(f"{p}: PLIO '{out.plio}' is no output of the build's AIE graph "
+                             f"(its outputs: {', '.join(sorted(owner)) or 'none'})")
+        sims[out.plio] = out
+    unit = device.units.get("AIE")
+    launch = unit.perf["launch_overhead_us"].value if unit is not None and "launch_overhead_us" in unit.perf else 0.0
+    model = {(r.node, r.point): r for r in profile if r.unit == "AIE"}
+    out = {}
+    for n in nodes:
+        got = [sims[q] for q in n.get("plio_outputs") or [] if q in sims]
+        if not got:
+            continue
+        if len(got) < len(n["plio_outputs"]):
+            notes.append(f"{n['name']}: aiesimulator outputs for {len(got)} of its {len(n['plio_outputs'])} PLIOs; "
+                         "stays on the model")
+            continue
+        if not any(node == n["name"] for node, _ in model):
+            notes.append(f"{n['name']}: the profile allows it no AIE row; the simulation is not used")
+            continue
+        m = model.get((n["name"], n.get("point")))
+        res = {"aie_tiles": float(n["tiles"]), "plio": float(n["plio_pairs"])}
+        if m is not None:  # the PL data movers of the point built, as the model has them
+            res.update({k: m.usage(k) for k in ("lut", "ff") if m.usage(k)})
+        last = max(o.last_ns for o in got)
+        out[n["name"]] = dict(latency_us=last / 1000.0 + launch, cycles=None, resources=res, source="aie",
+                              point=str(n.get("point") or "built"))
+    return out
 
 
 def _pf(point: str) -> int | None:

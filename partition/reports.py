@@ -38,10 +38,18 @@ and interval come from hls4ml too (the report placed at ``solution1/sim/report/<
 hls4ml skips the average latency column, which is the one a profile wants (the mean of the
 testbench's calls), so that column and the top (from the report's heading) are read here.
 
+``read_aiesim_output(path) -> AieSimOutput`` reads one output PLIO's file as aiesimulator writes
+it (``aiesimulator_output/data/<plio>.txt``, AMD UG1076 "Simulation Output Files"): data lines of
+whitespace-separated numbers (the stream's words), each burst preceded by its time stamp
+``T <time> ps|ns|us`` and, where a packet ends, ``TLAST``. It gives the words, the first and last
+time stamps (ns) and the throughput between them. The AIE compiler's own reports (``Work/``:
+mapping, tiles and PLIOs per graph) have no published schema and are not read.
+
 ``find_reports(folder)`` lists the synthesis and co-simulation reports under a folder: every
 ``csynth.xml``; a ``<name>_csynth.xml`` only where its ``TopModelName`` is ``<name>`` (Vitis also
 writes one report per sub-function beside the top's, named after the function, which are not
-the component's); every ``<top>_cosim.rpt``.
+the component's); every ``<top>_cosim.rpt``; every ``*.txt`` under an ``aiesimulator_output``
+folder's ``data/``.
 
 Every problem — a file that cannot be read, malformed XML, a report without an element above — is
 an ``RlhlsError`` of one line naming the file and what is wrong.
@@ -59,7 +67,8 @@ from pathlib import Path
 
 from rlhls.designs.errors import RlhlsError
 
-__all__ = ["SynthReport", "CosimReport", "read_csynth", "read_cosim", "find_reports", "REPORT_RESOURCES"]
+__all__ = ["SynthReport", "CosimReport", "AieSimOutput", "read_csynth", "read_cosim", "read_aiesim_output",
+           "find_reports", "REPORT_RESOURCES"]
 
 REPORT_RESOURCES = ("LUT", "FF", "DSP", "BRAM_18K", "URAM")
 
@@ -127,6 +136,26 @@ class CosimReport:
 
     def to_json(self) -> dict:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class AieSimOutput:
+    """One aiesimulator output PLIO: its words and time stamps (ns from the simulation's start)."""
+
+    path: str
+    plio: str
+    words: int
+    stamps: int
+    first_ns: float
+    last_ns: float
+
+    @property
+    def words_per_us(self) -> float | None:
+        span = self.last_ns - self.first_ns
+        return None if span <= 0 else self.words / span * 1e3
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "words_per_us": self.words_per_us}
 
 
 def _read_bytes(path: Path) -> bytes:
@@ -273,6 +302,41 @@ def read_cosim(path) -> CosimReport:
                        interval_max=num(rep.get("IntervalMax"), "maximum interval"))
 
 
+_STAMP = re.compile(r"^T\s+([0-9.]+(?:[eE][+-]?[0-9]+)?)\s*(ps|ns|us)\s*$")
+_SCALE_NS = {"ps": 1e-3, "ns": 1.0, "us": 1e3}
+
+
+def read_aiesim_output(path) -> AieSimOutput:
+    """One aiesimulator output file (module docstring)."""
+    path = Path(path)
+    data = _read_bytes(path)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise RlhlsError(f"{path}: not a text file; expected an aiesimulator output (T <time> ns lines and data)") from None
+    words, stamps = 0, []
+    for n, ln in enumerate(text.splitlines(), 1):
+        ln = ln.strip()
+        if not ln or ln == "TLAST":
+            continue
+        m = _STAMP.match(ln)
+        if m:
+            stamps.append(float(m.group(1)) * _SCALE_NS[m.group(2)])
+            continue
+        for cell in ln.split():
+            try:
+                float(cell)
+            except ValueError:
+                raise RlhlsError(f"{path}: line {n}: '{cell}' is neither a time stamp (T <time> ps|ns|us), TLAST "
+                                 "nor a number; expected an aiesimulator output") from None
+        words += len(ln.split())
+    if not stamps or not words:
+        raise RlhlsError(f"{path}: no {'time stamps (T <time> ps|ns|us)' if not stamps else 'data'}; expected an "
+                         "aiesimulator output, written with time stamps")
+    return AieSimOutput(path=str(path), plio=path.stem, words=words, stamps=len(stamps), first_ns=min(stamps),
+                        last_ns=max(stamps))
+
+
 def _named_top(path: Path) -> bool:
     """A ``<name>_csynth.xml`` is a top's report when it names ``<name>`` its top (module docstring)."""
     name = path.name[: -len("_csynth.xml")]
@@ -284,9 +348,10 @@ def _named_top(path: Path) -> bool:
 
 
 def find_reports(folder) -> dict:
-    """``{"csynth": [paths], "cosim": [paths]}`` under `folder`, sorted (module docstring)."""
+    """``{"csynth": [paths], "cosim": [paths], "aiesim": [paths]}`` under `folder`, sorted (module
+    docstring)."""
     folder = Path(folder)
-    synth, cosim = [], []
+    synth, cosim, aiesim = [], [], []
     for p in sorted(folder.rglob("*")):
         if p.is_dir():  # a broken link stays in: reading it says what is wrong
             continue
@@ -296,4 +361,6 @@ def find_reports(folder) -> dict:
             synth.append(p)
         elif p.name.endswith("_cosim.rpt"):
             cosim.append(p)
-    return {"csynth": synth, "cosim": cosim}
+        elif p.suffix == ".txt" and p.parent.name == "data" and p.parent.parent.name == "aiesimulator_output":
+            aiesim.append(p)
+    return {"csynth": synth, "cosim": cosim, "aiesim": aiesim}

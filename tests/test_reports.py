@@ -350,3 +350,77 @@ def test_compare_model_against_calibrated(build, tmp_path):
     assert rc == 2 and "nothing to compare" in err and not (tmp_path / "x.png").exists()
     rc, _, err = _cli(["profile", "--compare", str(model_csv), str(cal_csv), "--out", str(tmp_path / "x.txt")])
     assert rc == 2 and "ends in .png" in err and not (tmp_path / "x.txt").exists()
+
+
+# ---- aiesimulator outputs ------------------------------------------------------------------------
+
+def _aiesim(path: Path, bursts) -> Path:
+    """An aiesimulator output file: per burst its time stamp, then its data lines (two words each)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for stamp, n in bursts:
+        lines.append(f"T {stamp}")
+        lines += [f"{i} {i + 1}" for i in range(n)]
+        lines.append("TLAST")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_aiesim_output(tmp_path):
+    p = _aiesim(tmp_path / "aiesimulator_output" / "data" / "n_out0.txt",
+                [("800 ns", 4), ("1200000 ps", 4), ("2 us", 2)])
+    rc, out, err = _cli(["report-read", str(p), "--json"])
+    assert rc == 0, err
+    d = json.loads(out)
+    assert (d["plio"], d["words"], d["stamps"], d["first_ns"], d["last_ns"]) == ("n_out0", 20, 3, 800.0, 2000.0)
+    assert d["words_per_us"] == pytest.approx(20 / 1.2)
+    assert find_reports(tmp_path)["aiesim"] == [p]
+    bad = tmp_path / "x.txt"
+    bad.write_text("1 2\n3 4\n")
+    rc, _, err = _cli(["report-read", str(bad)])
+    assert rc == 2 and "no time stamps" in err and err.count("\n") == 1
+    bad.write_text("T 10 ns\n1 two\n")
+    rc, _, err = _cli(["report-read", str(bad)])
+    assert rc == 2 and f"{bad}: line 2: 'two'" in err
+
+
+@pytest.fixture(scope="module")
+def aie_build(tmp_path_factory):
+    from rlhls.flow.build import build_design
+
+    g = build_graph(get_design(DESIGN))
+    plan = {n.name: "PL" for n in g.nodes}
+    plan["q.fc2.fwd"] = "AIE"
+    out = tmp_path_factory.mktemp("aiebuild") / "b"
+    build_design(DESIGN, out, plan=plan, hls4ml=False)
+    return out
+
+
+def test_aiesim_calibrates_the_aie_node(aie_build, tmp_path):
+    b = _fresh(aie_build, tmp_path)
+    node = json.loads((b / "aie" / "manifest.json").read_text())["nodes"][0]
+    assert node["name"] == "q.fc2.fwd"
+    sim = b / "aie" / "aiesimulator_output" / "data"
+    for q in node["plio_outputs"]:
+        _aiesim(sim / f"{q}.txt", [("3000 ns", 8), ("41.5 us", 8)])
+    model = profile_design(DESIGN)
+    rows, notes = calibrate(model, b, json.loads((b / "manifest.json").read_text()))
+    aie = [r for r in rows if (r.node, r.unit) == ("q.fc2.fwd", "AIE")]
+    launch = get_device("vek280").units["AIE"].perf["launch_overhead_us"].value
+    assert len(aie) == 1 and aie[0].source == "aie" and aie[0].point == node["point"]
+    assert aie[0].latency_us == pytest.approx(41.5 + launch)
+    assert aie[0].usage("aie_tiles") == node["tiles"] and aie[0].usage("plio") == node["plio_pairs"]
+    assert [r for r in rows if r.unit != "AIE" or r.node != "q.fc2.fwd"] == \
+        [r for r in model if r.unit != "AIE" or r.node != "q.fc2.fwd"]
+    _aiesim(sim / "ghost_out0.txt", [("10 ns", 1)])  # a PLIO the graph does not have
+    out = tmp_path / "p.csv"
+    rc, _, err = _cli(["profile", DESIGN, "--reports", str(b), "--out", str(out)])
+    assert rc == 2 and "PLIO 'ghost_out0' is no output of the build's AIE graph" in err and not out.exists()
+
+
+def test_aiesim_in_a_build_without_aie(build, tmp_path):
+    b = _fresh(build, tmp_path)
+    p = _aiesim(b / "aiesimulator_output" / "data" / "q_out0.txt", [("10 ns", 1)])
+    out = tmp_path / "p.csv"
+    rc, _, err = _cli(["profile", DESIGN, "--reports", str(b), "--out", str(out)])
+    assert rc == 2 and f"{p}: an aiesimulator output, but the build" in err and not out.exists()

@@ -49,7 +49,8 @@ def register(sub) -> None:
                        description="Read a Vitis/Vivado HLS csynth.xml (classic or unified layout, 2018.3-2025.2) "
                                    "or a <top>_cosim.rpt and print what a profile takes from it: top, part, clocks, "
                                    "latency, interval and resources.")
-    s.add_argument("file", metavar="FILE", help="csynth.xml, <top>_csynth.xml or <top>_cosim.rpt")
+    s.add_argument("file", metavar="FILE", help="csynth.xml, <top>_csynth.xml, <top>_cosim.rpt or an aiesimulator "
+                                                "output (aiesimulator_output/data/<plio>.txt)")
     s.add_argument("--json", action="store_true", help="print JSON (null: 'undef' or an element the report lacks)")
     s.set_defaults(func=cmd_report_read)
 
@@ -218,13 +219,21 @@ def cmd_compare(args) -> int:
 
 
 def cmd_report_read(args) -> int:
-    from rlhls.partition.reports import REPORT_RESOURCES, read_cosim, read_csynth
+    from rlhls.partition.reports import REPORT_RESOURCES, read_aiesim_output, read_cosim, read_csynth
 
     path = Path(args.file)
-    rep = read_cosim(path) if path.name.endswith(".rpt") else read_csynth(path)
+    if path.suffix == ".txt":
+        rep = read_aiesim_output(path)
+    else:
+        rep = read_cosim(path) if path.name.endswith(".rpt") else read_csynth(path)
     d = rep.to_json()
     if args.json:
         print_json(d)
+        return 0
+    if path.suffix == ".txt":
+        rate = "-" if d["words_per_us"] is None else f"{d['words_per_us']:.4g} words/us"
+        print(f"{d['plio']}: aiesimulator output, {d['words']} words in {d['stamps']} stamped bursts")
+        print(f"  time      first {d['first_ns']:g} ns  last {d['last_ns']:g} ns  throughput {rate}")
         return 0
 
     def v(x):
