@@ -36,7 +36,6 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -50,7 +49,7 @@ from rlhls.designs.errors import RlhlsError
 from rlhls.designs.graph import build_graph
 from rlhls.designs.network import Precision
 from rlhls.designs.registry import get_design
-from rlhls.partition.fileio import check_out, staged_folder
+from rlhls.partition.fileio import check_out, scratch_dir, staged_folder
 from rlhls.partition.plan import check_plan
 
 from . import project as P
@@ -366,7 +365,7 @@ def _check_hls4ml(comp: Component) -> dict:
 def _csim_one(comp: Component, cache: Path) -> None:
     t = time.perf_counter()
     if comp.kind == "kernel":
-        with tempfile.TemporaryDirectory(prefix=f"rlhls-csim-{comp.name}-") as work:
+        with scratch_dir(f"csim-{comp.name}") as work:
             try:
                 r = run_csim(comp.sources, Path(work), cache)
                 comp.csim = {"passed": bool(r.passed), "detail": str(r.detail), "cached": bool(r.cached),
@@ -561,7 +560,7 @@ def export_policy(design, net, out, states, *, expected=None, run=None, part=Non
     if csim:
         say(f"C simulation of {name} on {len(states)} recorded state(s)")
         hls_model = res["hls_model"]
-        with tempfile.TemporaryDirectory(prefix=f"rlhls-policy-{name}-") as work:
+        with scratch_dir(f"policy-{name}") as work:
             shutil.copytree(out / d_rel, Path(work) / name)
             hls_model.config.config["OutputDir"] = str(Path(work) / name)
             with contextlib.redirect_stdout(sys.stderr):

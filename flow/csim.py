@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlhls.designs.errors import RlhlsError
+from rlhls.partition import procs
 from rlhls.partition.fileio import atomic_write_bytes
 
 from .kernels import KernelSources
@@ -94,8 +95,7 @@ def run_csim(src: KernelSources, workdir: Path, cache_dir: Path) -> CsimResult:
     except RlhlsError as e:
         return CsimResult(src.top, False, f"build failed: {e}", False, time.perf_counter() - t0)
     try:
-        res = subprocess.run([str(exe)], cwd=workdir, capture_output=True, text=True,
-                             timeout=TB_TIMEOUT_S, check=False)
+        res = procs.run([str(exe)], cwd=workdir, capture_output=True, text=True, timeout=TB_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         return CsimResult(src.top, False, f"testbench timed out after {TB_TIMEOUT_S} s", cached,
                           time.perf_counter() - t0)

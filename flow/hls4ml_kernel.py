@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
@@ -29,7 +28,7 @@ import jinja2
 import numpy as np
 
 from rlhls.designs.errors import RlhlsError
-from rlhls.partition.fileio import atomic_write_bytes, atomic_write_text
+from rlhls.partition.fileio import atomic_write_bytes, atomic_write_text, scratch_dir
 
 from .hls4ml_convert import _libm, _lsb, error_bound, table_precisions
 from .paths import templates_dir
@@ -110,7 +109,7 @@ def run_wrapper_csim(d: Path, *, top: str, core: str, include: Path, flags=("-O1
     (read only). {'passed', 'detail', 'seconds'}; a build failure is a failed result."""
     t0 = time.perf_counter()
     d = Path(d).resolve()
-    with tempfile.TemporaryDirectory(prefix=f"rlhls-csim-{top}-") as work:
+    with scratch_dir(f"csim-{top}") as work:
         unity = Path(work) / f"csim_{top}.cpp"
         unity.write_text("".join(f'#include "{p}"\n' for p in (d / "src" / f"{top}.cpp", d / "firmware" / f"{core}.cpp",
                                                                d / "tb" / f"tb_{top}.cpp")))

@@ -13,15 +13,18 @@ from the installed hls4ml package, never copied.
 from __future__ import annotations
 
 import fcntl
+import glob
 import hashlib
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from rlhls.designs.errors import RlhlsError
+from rlhls.partition import procs
 
 BASE_FLAGS = ("-O2", "-std=c++14", "-ffp-contract=off")
 _HEADER_SUFFIXES = {".h", ".hh", ".hpp", ".hxx", ".inc", ".ipp", ".tpp"}
@@ -95,6 +98,9 @@ def compile_cpp(sources, output, include_dirs=(), flags=()) -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another worker may be building the same thing
         if output.is_file() and stamp.is_file() and stamp.read_text().strip() == digest:
             return output
+        for stale in output.parent.glob(f"{glob.escape(output.name)}.*[0-9]"):  # a killed build's (we hold the lock)
+            if re.fullmatch(r"\.(tmp|objs)\d+", stale.name[len(output.name):]):
+                shutil.rmtree(stale) if stale.is_dir() else stale.unlink(missing_ok=True)
         tmp = output.with_name(f"{output.name}.tmp{os.getpid()}")
         incs = [f"-I{d}" for d in include_dirs]
         if len(sources) == 1:
@@ -119,7 +125,7 @@ def compile_cpp(sources, output, include_dirs=(), flags=()) -> Path:
 
 
 def _run(cxx, args, output):
-    res = subprocess.run([cxx, *args], capture_output=True, text=True, check=False)
+    res = procs.run([cxx, *args], capture_output=True, text=True)  # g++ dies with rlhls
     if res.returncode != 0:
         log = output.with_name(output.name + ".log")
         log.write_text(" ".join([cxx, *args]) + "\n\n" + res.stderr)

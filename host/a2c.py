@@ -85,7 +85,7 @@ from .hyperparams import hp
 from .optim import make_optimizer
 from .gae import gae_reference
 from .ppo import adapt_network
-from .trainer import TrainerBase, param_views
+from .trainer import TrainerBase, check_memory, param_views, sample_bytes
 
 __all__ = ["A2CArgs", "batch_size", "PHASES", "resolve_hyperparams", "a2c_loss", "A2C"]
 
@@ -115,6 +115,11 @@ class A2CArgs(MixedPrecisionArgs):
     log_std_init: float = hp(0.0, "initial log standard deviation of the Gaussian policy")
     rollouts_per_update: int = hp(25, "rollouts per runner update (one metrics row and checkpoint)", low=1)
     precision: str = hp("fp32", "fp32 (all on the PS) or mixed (the plan's units)", choices=PRECISIONS)
+
+    def check(self, design):
+        super().check(design)
+        check_memory(f"num_envs x n_steps = {self.num_envs} x {self.n_steps} (the rollout)",
+                     self.num_envs * self.n_steps * sample_bytes(design))
 
 
 def batch_size(hp: dict) -> int:

@@ -444,6 +444,9 @@ def run_apdrl_table4(args) -> int:
     return 0
 
 
+MAX_HIDDEN = 16384  # Table IV goes to 4096x3072; a 16384x16384 layer's float64 weights are 2 GiB
+
+
 def parse_sizes(text: str) -> tuple:
     """'64x64,400x300' -> ((64, 64), (400, 300))."""
     out = []
@@ -454,6 +457,8 @@ def parse_sizes(text: str) -> tuple:
             raise RlhlsError(f"--sizes {text!r}: expected H1xH2[,H1xH2...] (e.g. 64x64,400x300)") from None
         if a < 1 or b < 1:
             raise RlhlsError(f"--sizes {text!r}: hidden sizes must be >= 1")
+        if a > MAX_HIDDEN or b > MAX_HIDDEN:  # the H1 x H2 weights are allocated: bounded before any work
+            raise RlhlsError(f"--sizes {text!r}: hidden sizes must be <= {MAX_HIDDEN}")
         out.append((a, b))
     return tuple(out)
 

@@ -111,14 +111,14 @@ def _bits(text) -> tuple:
     try:
         if "-" in str(text):
             a, b = (int(x) for x in str(text).split("-"))
-            out = tuple(range(a, b + 1))
+            out = range(a, b + 1)  # a range object: 1-1000000000 is refused below, never built
         else:
             out = tuple(int(x) for x in str(text).split(","))
     except ValueError:
         raise RlhlsError(f"--param bits={text!r}: expected A-B or a,b,c (fraction bits)") from None
     if not out or min(out) < 1 or max(out) > 48:
         raise RlhlsError(f"--param bits={text!r}: expected fraction bits in 1..48")
-    return out
+    return tuple(out)
 
 
 def _designs(opts) -> list:

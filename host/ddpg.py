@@ -79,7 +79,7 @@ from .algorithms import Algorithm, register_algorithm
 from .hyperparams import hp
 from .mixed import PRECISIONS, MixedPrecision, MixedPrecisionArgs, _fp32_inplace, count_columns, ps_forward
 from .optim import make_optimizer
-from .trainer import TrainerBase, check_buffer_memory, param_views
+from .trainer import TrainerBase, check_buffer_memory, check_memory, param_views, sample_bytes
 
 
 __all__ = ["DDPGArgs", "batch_size", "PHASES", "NOISES", "resolve_hyperparams", "soft_update", "DDPG"]
@@ -126,6 +126,7 @@ class DDPGArgs(MixedPrecisionArgs):
         # _Buffer per transition: float32 observation and actions, DQN's int64 action slot, reward and done
         check_buffer_memory(self.buffer_size, 4 * int(np.prod(design.obs_shape)) + 4 * int(design.action_dim)
                             + 8 + 4 + 4)
+        check_memory(f"batch_size = {self.batch_size}", self.batch_size * sample_bytes(design))
 
 
 def batch_size(hp: dict) -> int:

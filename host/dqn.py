@@ -74,7 +74,7 @@ from .mixed import PRECISIONS, MixedPrecision, MixedPrecisionArgs, count_columns
 from .algorithms import Algorithm, register_algorithm
 from .hyperparams import hp
 from .optim import make_optimizer
-from .trainer import TrainerBase, check_buffer_memory, param_views
+from .trainer import TrainerBase, check_buffer_memory, check_memory, param_views, sample_bytes
 
 __all__ = ["DQNArgs", "batch_size", "PHASES", "ReplayBuffer", "resolve_hyperparams", "linear_schedule", "DQN"]
 
@@ -117,6 +117,7 @@ class DQNArgs(MixedPrecisionArgs):
                              f"num_envs {self.num_envs}")
         # a byte per input value at least (Atari frames; the buffer checks its real size when made)
         check_buffer_memory(self.buffer_size, int(np.prod(design.obs_shape)) + 16)
+        check_memory(f"batch_size = {self.batch_size}", self.batch_size * sample_bytes(design))
 
 
 def batch_size(hp: dict) -> int:

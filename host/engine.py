@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -46,6 +45,7 @@ from typing import Callable
 
 from rlhls.designs.errors import RlhlsError
 from rlhls.partition.fileio import folder_lock
+from rlhls.partition.procs import die_with_parent
 
 __all__ = ["Run", "Outcome", "run_all", "map_runs", "ray_session", "failed_lines", "RUNS_CSV"]
 
@@ -108,17 +108,6 @@ def _folder_steps(folder) -> int:
     return finished_steps(Path(folder))
 
 
-def _die_with_parent() -> None:
-    """preexec_fn: the command's process is killed when its worker dies (Linux), so a retried
-    run never shares its folder with an orphan of the killed try."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
 # how long a try waits for an earlier try of the same run that still holds its folder
 LOCK_WAIT_S = 300.0
 
@@ -134,7 +123,7 @@ def _run_command(command: list, folder, lock=None) -> dict:
     if lock is not None:  # the command takes the try's lock over (fileio.folder_lock)
         env["RLHLS_FOLDER_LOCK"] = str(lock.fd)
     p = subprocess.run([sys.executable, "-m", "rlhls", *map(str, command)], capture_output=True, text=True, env=env,
-                       preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+                       preexec_fn=die_with_parent if sys.platform.startswith("linux") else None,
                        pass_fds=() if lock is None else (lock.fd,))
     if p.returncode != 0:
         last = (p.stderr.strip().splitlines() or ["(no message)"])[-1]
@@ -166,18 +155,30 @@ def execute(run: Run) -> dict:
 
 # ----------------------------------------------------------------------------- Ray
 
-def _check_reachable(address: str) -> None:
+def check_reachable(address: str) -> None:
     """A host:port that does not answer fails here in seconds (ray.init waits on it for minutes)."""
     a = address.split("://", 1)[-1]
     if address == "auto" or ":" not in a:
         return
     host, _, port = a.rpartition(":")
     try:
-        with socket.create_connection((host, int(port)), timeout=5.0):
-            pass
+        with socket.create_connection((host, int(port)), timeout=5.0) as sock:
+            # Ray's GCS is a gRPC server: it answers HTTP/2's client preface with a SETTINGS frame
+            sock.settimeout(5.0)
+            sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))
+            head = b""
+            with contextlib.suppress(OSError):
+                while len(head) < 9:
+                    chunk = sock.recv(9 - len(head))
+                    if not chunk:
+                        break
+                    head += chunk
     except (OSError, ValueError) as e:
         raise RlhlsError(f"--address {address}: no Ray cluster answers there ({type(e).__name__}: {e}); "
                          "start one with 'ray start --head' or use --address auto on its head node") from None
+    if len(head) < 9 or head[3] != 4:
+        raise RlhlsError(f"--address {address}: something answers there, but not a Ray cluster (no gRPC server); "
+                         "give the head node's GCS address (host:6379 by default)")
 
 
 @contextlib.contextmanager
@@ -189,7 +190,7 @@ def ray_session(address: str | None = None, num_cpus: int | None = None):
     except ImportError as e:  # pragma: no cover - a dependency of the package
         raise RlhlsError(f"Ray is not installed ({e}); pip install -e . installs it") from None
     if address:
-        _check_reachable(address)
+        check_reachable(address)
     if ray.is_initialized():
         yield ray
         return
@@ -198,7 +199,7 @@ def ray_session(address: str | None = None, num_cpus: int | None = None):
     kw = dict(include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     try:
         if address:
-            ray.init(address=address, **kw)
+            _init_within(ray, INIT_DEADLINE_S, address=address, **kw)
         else:
             # "local": a new instance even where another one runs on this machine (never joined unasked)
             ray.init(address="local", num_cpus=num_cpus or os.cpu_count() or 1, **kw)
@@ -209,6 +210,35 @@ def ray_session(address: str | None = None, num_cpus: int | None = None):
         yield ray
     finally:
         ray.shutdown()
+
+
+INIT_DEADLINE_S = 30.0  # joining a cluster: longer than a healthy head takes, short of a user's patience
+
+
+def _init_within(ray, deadline: float, **kw) -> None:
+    """ray.init(**kw), given up after `deadline` seconds with one line (a head that accepts the
+    connection but never completes the handshake makes ray.init wait without end); what Ray
+    prints meanwhile goes nowhere."""
+    import threading
+
+    from rlhls.partition.fileio import library_output
+
+    done, err = threading.Event(), []
+
+    def go():
+        try:
+            ray.init(**kw)
+        except Exception as e:  # reported by the caller
+            err.append(e)
+        finally:
+            done.set()
+    with library_output(None, fds=(2,)):
+        threading.Thread(target=go, daemon=True).start()
+        finished = done.wait(deadline)
+    if not finished:
+        raise RlhlsError(f"Ray did not connect within {deadline:.0f} s")
+    if err:
+        raise err[0]
 
 
 def _remote(ray, retries: int):

@@ -106,9 +106,25 @@ def run_experiment(opts: ExperimentOptions) -> int:
         known = f"known: {', '.join(exp.params)}" if exp.params else "it takes no --param"
         raise RlhlsError(f"--param {unknown[0]}: unknown for {opts.name} ({known})")
     opts.out = opts.out or f"runs/{opts.name}"
+    fileio.check_name(opts.out)
     if opts.resume:
         _resume_options(opts)
-    rc = exp.run(opts)
+    if opts.address:  # before anything is written
+        from .engine import check_reachable
+
+        check_reachable(opts.address)
+    fresh = not Path(opts.out).exists()
+    try:
+        rc = exp.run(opts)
+    except RlhlsError:
+        # refused (a bad --set found by a run's own checks, a cluster that went away) before any run
+        # trained: the folder this command created holds nothing of value and goes with it
+        out = Path(opts.out)
+        if fresh and out.is_dir() and not any(out.rglob("checkpoint.npz")):
+            import shutil
+
+            shutil.rmtree(out, ignore_errors=True)
+        raise
     from .report import HTML_PAGE, write_html
 
     if Path(opts.out).is_dir() and write_html(opts.out, f"rlhls experiment {opts.name}") and not opts.quiet:
@@ -140,8 +156,10 @@ def _resume_options(opts: ExperimentOptions) -> None:
         rec = json.loads((out / RECORD).read_text())
     except FileNotFoundError:
         raise RlhlsError(f"--resume: '{out}' holds no experiment (no {RECORD}); start it without --resume") from None
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, UnicodeDecodeError) as e:
         raise RlhlsError(f"--resume: '{out / RECORD}' cannot be read ({type(e).__name__})") from None
+    if not isinstance(rec, dict):
+        raise RlhlsError(f"--resume: '{out / RECORD}' is not an experiment's record (expected a JSON object)")
     old = rec.get("options")
     if not isinstance(old, dict):
         raise RlhlsError(f"--resume: '{out / RECORD}' records no options (an older experiment); repeat its "
@@ -194,7 +212,12 @@ def check_out(out: Path, settings: dict) -> None:
     """Refuse an --out that is a file, holds files rlhls did not write, or runs of other settings."""
     fileio.check_out(out, command="experiment", ours=lambda d: (d / RECORD).is_file(), hint="choose another --out")
     if (out / RECORD).exists():
-        old = json.loads((out / RECORD).read_text())
+        try:
+            old = json.loads((out / RECORD).read_text())
+        except (OSError, ValueError, UnicodeDecodeError) as e:
+            raise RlhlsError(f"--out '{out}': its {RECORD} cannot be read ({type(e).__name__})") from None
+        if not isinstance(old, dict):
+            raise RlhlsError(f"--out '{out}': its {RECORD} is not an experiment's record (expected a JSON object)")
         diff = [k for k in settings if old.get(k) != settings[k]]
         if diff:
             raise RlhlsError(f"--out '{out}' holds experiment runs with a different {diff[0]} "

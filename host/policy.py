@@ -10,6 +10,7 @@ recorded actions). An ``rlhls run`` folder stands for its ``train/`` run.
 from __future__ import annotations
 
 import json
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -54,8 +55,17 @@ def recorded_states(run: Path, env_id: str) -> tuple:
     else states of ``env_id`` under seeded random actions."""
     rec = Path(run) / POLICY_STATES
     if rec.is_file():
-        with np.load(rec, allow_pickle=False) as z:
-            return np.asarray(z["states"]), np.asarray(z["actions"]) if "actions" in z else None, str(rec)
+        try:
+            with np.load(rec, allow_pickle=False) as z:
+                states = np.asarray(z["states"], dtype=np.float64)
+                actions = np.asarray(z["actions"], dtype=np.float64) if "actions" in z else None
+        except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as e:
+            raise RlhlsError(f"--weights: '{rec}' is not a policy-states record ({type(e).__name__}: "
+                             f"{str(e)[:100]})") from None
+        if states.ndim < 2 or not len(states) or (actions is not None and len(actions) != len(states)):
+            raise RlhlsError(f"--weights: '{rec}' holds states of shape {states.shape} and actions of shape "
+                             f"{None if actions is None else actions.shape}: expected (N >= 1, ...) each")
+        return states, actions, str(rec)
     from .envs import make_env
 
     env = make_env(env_id)
@@ -84,7 +94,18 @@ def export_run_policy(design, run, out, *, part=None, clock_ns=None, force=False
         raise RlhlsError(f"--weights '{run}': {CHECKPOINT} holds no trainer state")
     if ck.get("design") != design.name:
         raise RlhlsError(f"--weights '{run}': its checkpoint is of design {ck.get('design')!r}, not '{design.name}'")
-    net = policy_network(design, ck["trainer"])
+    try:
+        net = policy_network(design, ck["trainer"])
+    except RlhlsError:
+        raise
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
+        raise RlhlsError(f"--weights '{run}': its checkpoint's weights do not fit design '{design.name}''s policy "
+                         f"network ({type(e).__name__}: {str(e)[:120]})") from None
+    bad = next((f"{l.name}.{k}" for l in net.layers for k, a in l.params.items()
+                if not np.issubdtype(np.asarray(a).dtype, np.floating) or not np.all(np.isfinite(a))), None)
+    if bad is not None:
+        raise RlhlsError(f"--weights '{run}': weight '{bad}' of its policy is not finite (NaN or infinite: the "
+                         "training diverged) or not floating point; nothing to export")
     states, expected, where = recorded_states(run, cfg.get("env") or design.env_id)
     if states.shape[1:] != tuple(net.input_shape):
         raise RlhlsError(f"--weights '{run}': its network '{net.name}' takes inputs of shape {tuple(net.input_shape)}, "

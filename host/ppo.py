@@ -71,6 +71,7 @@ from .algorithms import Algorithm, register_algorithm
 from .gae import EXPERIMENTS, gae_stage
 from .hyperparams import hp
 from .mixed import MixedPrecisionArgs
+from .trainer import check_memory, sample_bytes
 from .optim import clip_grad_norm, make_optimizer
 
 __all__ = ["PPOArgs", "batch_size", "PHASES", "PRECISIONS", "ppo_loss", "resolve_hyperparams", "PPO"]
@@ -113,6 +114,8 @@ class PPOArgs(MixedPrecisionArgs):
                         choices=PRECISIONS)
 
     def check(self, design):
+        check_memory(f"num_envs x num_steps = {self.num_envs} x {self.num_steps} (the rollout)",
+                     self.num_envs * self.num_steps * sample_bytes(design))
         if self.num_envs * self.num_steps < self.num_minibatches:
             raise RlhlsError(f"PPO hyperparameters: num_envs x num_steps = {self.num_envs * self.num_steps} is "
                              f"smaller than num_minibatches = {self.num_minibatches}")

@@ -75,7 +75,14 @@ def train_design(design, *, out=None, steps: int | None = None, seed: int = 0, e
                  on_update=None, plan_time_limit: float | None = 60.0, log=None) -> Run:
     """Train `design` (a Design) into the run folder `out`; see the module docstring. `log`: a file
     that takes what libraries print while the trainer builds its environments (the ALE's banner)."""
+    import numbers
+
     say = say or (lambda msg: None)
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 1):
+        raise RlhlsError(f"steps={steps!r}: expected a positive integer (None: the design's budget)")
+    for name, value in (("overrides", overrides), ("config", config)):
+        if value is not None and not isinstance(value, dict):
+            raise RlhlsError(f"{name}={value!r}: expected a dict of hyperparameters")
     alg = get_algorithm(design.algorithm)
     seed = check_seed(seed)
     overrides = dict(overrides or {})
@@ -90,7 +97,7 @@ def train_design(design, *, out=None, steps: int | None = None, seed: int = 0, e
     with folder_lock(out):  # one writer per run folder: a second is refused in one line
         return _train(design, alg, hp, out, steps=steps, seed=seed, env_id=env_id, backend=backend, plan=plan,
                       resume=resume, progress=progress, say=say, on_update=on_update,
-                      plan_time_limit=plan_time_limit, log=log)
+                      plan_time_limit=plan_time_limit, log=log, explicit=set(overrides) | set(config or {}))
 
 
 def _recorded_hyperparams(out: Path) -> dict | None:
@@ -103,7 +110,12 @@ def _recorded_hyperparams(out: Path) -> dict | None:
 
 
 def _train(design, alg, hp, out: Path, *, steps, seed, env_id, backend, plan, resume, progress, say, on_update,
-           plan_time_limit, log) -> Run:
+           plan_time_limit, log, explicit) -> Run:
+    steps = int(steps or design.hyperparams.get("total_timesteps", DEFAULT_STEPS))
+    for key, unit in (("steps_per_update", 1), ("rollouts_per_update", hp.get("num_envs", 1) * hp.get("n_steps", 1))):
+        if key in explicit and key in hp and hp[key] * unit > steps:  # else one update trains far past --steps
+            raise RlhlsError(f"hyperparameter {key} = {hp[key]}: one update is {hp[key] * unit} environment steps, "
+                             f"more than the run's {steps} (--steps)")
     mixed = hp.get("precision") == "mixed"
     if plan is not None and not mixed:
         raise RlhlsError(f"--plan: only with --precision mixed (this run is {hp.get('precision', 'fp32')}: "
@@ -147,7 +159,6 @@ def _train(design, alg, hp, out: Path, *, steps, seed, env_id, backend, plan, re
 
             say(f"partitioning {design.name} at batch {batch} (profile + ILP) for mixed precision ...")
             assignment, plan_src = dict(partition_design(design, batch=batch, time_limit=plan_time_limit).assignment), "ilp"
-    steps = int(steps or design.hyperparams.get("total_timesteps", DEFAULT_STEPS))
     run_config = {"design": design.name, "algorithm": design.algorithm, "env": env_id, "seed": seed,
                   "backend": backend, "hyperparams": hp}
     if hp.get("precision", "fp64") != "fp64":  # PPO's float64 HEPPO path follows no plan

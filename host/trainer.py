@@ -17,20 +17,32 @@ from .mixed import default_plan
 __all__ = ["TrainerBase", "param_views", "check_buffer_memory"]
 
 
-def check_buffer_memory(capacity: int, bytes_per_transition: int) -> None:
-    """RlhlsError when a replay buffer of `capacity` transitions would not fit in this machine's
-    memory (numpy would fail with a bare ValueError, or the kernel kill the run later)."""
+def check_memory(what: str, need_bytes: int) -> None:
+    """RlhlsError when `need_bytes` (at least what a hyperparameter's value makes the run hold) are
+    more than this machine's memory: one line before anything is allocated or written, where numpy
+    would fail with a bare MemoryError or the kernel kill the run later."""
     import os
 
-    need = int(capacity) * int(bytes_per_transition)
     try:
         mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (AttributeError, ValueError, OSError):
         mem = None
-    if need > (mem if mem else 2 ** 62):
+    if need_bytes > (mem if mem else 2 ** 62):
         have = f"this machine's {mem / 2 ** 30:.1f} GiB" if mem else "what numpy can allocate"
-        raise RlhlsError(f"hyperparameter buffer_size = {capacity}: the replay buffer needs "
-                         f"{need / 2 ** 30:.3g} GiB, more than {have}")
+        raise RlhlsError(f"hyperparameter {what}: needs at least {need_bytes / 2 ** 30:.3g} GiB, more than {have}")
+
+
+def check_buffer_memory(capacity: int, bytes_per_transition: int) -> None:
+    """RlhlsError when a replay buffer of `capacity` transitions would not fit in this machine's memory."""
+    check_memory(f"buffer_size = {capacity} (the replay buffer)", int(capacity) * int(bytes_per_transition))
+
+
+def sample_bytes(design) -> int:
+    """A lower bound of the bytes one sample of a batch or rollout takes: its observation, next
+    observation and action in float64, with a few scalars (reward, done, value, log-probability)."""
+    import numpy as np
+
+    return 8 * (2 * int(np.prod(design.obs_shape)) + int(getattr(design, "action_dim", 1) or 1) + 4)
 
 
 def param_views(inst: str, net, masters: str = "") -> dict:

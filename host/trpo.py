@@ -90,7 +90,7 @@ from .gae import gae_reference
 from .hyperparams import HyperParams, hp
 from .optim import make_optimizer
 from .ppo import adapt_network
-from .trainer import TrainerBase
+from .trainer import TrainerBase, check_memory, sample_bytes
 
 __all__ = ["TRPOArgs", "batch_size", "PHASES", "FVP_MODES", "resolve_hyperparams", "conjugate_gradient",
            "GaussianMLP", "FvpUnit", "TRPO"]
@@ -146,6 +146,7 @@ class TRPOArgs(HyperParams):
 
     def check(self, design):
         n = self.num_envs * self.num_steps
+        check_memory(f"num_envs x num_steps = {self.num_envs} x {self.num_steps} (the rollout)", n * sample_bytes(design))
         if n // self.fvp_subsample < 1:
             raise RlhlsError(f"TRPO hyperparameters: num_envs x num_steps = {n} leaves no sample for the FVP "
                              f"with fvp_subsample = {self.fvp_subsample}")

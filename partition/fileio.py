@@ -37,7 +37,7 @@ from pathlib import Path, PurePosixPath
 from rlhls.designs.errors import RlhlsError
 
 __all__ = ["OWNER", "library_output", "atomic_write_bytes", "atomic_write_text", "write_json", "check_out", "staged_folder",
-           "owned_files", "read_record", "folder_command", "folder_lock", "FolderLock", "os_error", "make_dirs", "timed"]
+           "owned_files", "read_record", "side_name", "scratch_dir", "sweep_dead", "pid_alive", "check_name", "folder_command", "folder_lock", "FolderLock", "os_error", "make_dirs", "timed"]
 
 OWNER = ".rlhls.json"  # {"command": ..., "files": [...]}: which files of a folder rlhls wrote
 
@@ -51,6 +51,33 @@ def _umask() -> int:
 _UMASK = _umask()
 
 
+NAME_MAX = 255  # bytes in one file name: Linux's file systems (ext4, xfs, btrfs, tmpfs)
+_SIDE_ROOM = 40  # a temp name's extra: a dot, a tag, mkstemp's 8 random characters, a pid and a clock
+
+
+def side_name(name: str, tag: str) -> str:
+    """``.<name><tag>``: the start of a temp or lock file's name beside `name`, shortened (with a
+    hash of the whole name) where `name` is near the file system's limit, so that every name the
+    file system takes works as an output."""
+    full = f".{name}{tag}"
+    if len(full.encode()) + _SIDE_ROOM <= NAME_MAX:
+        return full
+    import hashlib
+
+    digest = hashlib.sha256(name.encode()).hexdigest()[:12]
+    keep = name.encode()[:NAME_MAX - _SIDE_ROOM - len(tag.encode()) - 15].decode("utf-8", "ignore")
+    return f".{keep}~{digest}{tag}"
+
+
+def check_name(path, what: str = "--out") -> None:
+    """One line for a path with a component longer than a file name may be (before any OS call
+    that would fail on it with a bare ENAMETOOLONG)."""
+    for part in Path(path).parts:
+        if len(part.encode()) > NAME_MAX:
+            raise RlhlsError(f"{what} '{path}': the name '{part[:40]}...' is {len(part.encode())} bytes, longer "
+                             f"than a file name may be ({NAME_MAX})")
+
+
 def os_error(path, exc: OSError, verb: str = "write") -> RlhlsError:
     """One line naming the path and the OS's reason."""
     reason = exc.strerror or str(exc)
@@ -62,6 +89,7 @@ def os_error(path, exc: OSError, verb: str = "write") -> RlhlsError:
 def make_dirs(path) -> list[Path]:
     """Create `path` and its missing parents; returns the folders created (outermost first)."""
     path = Path(path)
+    check_name(path, "folder")
     created = []
     p = path
     while not p.exists():
@@ -96,7 +124,7 @@ def atomic_write_bytes(path, data: bytes) -> None:
         raise RlhlsError(f"cannot write '{path}': folder '{path.parent}' does not exist")
     tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=side_name(path.name, "."), suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
@@ -206,7 +234,8 @@ def folder_lock(folder, *, wait: float = 0.0) -> FolderLock:
     import fcntl
 
     folder = Path(folder).absolute()
-    path = str(folder.parent / f".{folder.name}.lock")
+    check_name(folder)
+    path = str(folder.parent / (side_name(folder.name, "") + ".lock"))
     held = FolderLock._held
     if path in held:
         held[path]["holders"] += 1
@@ -272,6 +301,7 @@ def check_file_out(path, *, header: str, force: bool = False, what: str = "--out
     """Refuse to replace an existing file unless it is one of ours (its first line starts with
     `header`) or `force`: a CSV rlhls wrote is rewritten, anything else of the user's is kept."""
     path = Path(path)
+    check_name(path, what)
     if path.is_dir():
         raise RlhlsError(f"{what} '{path}' is a folder; expected a file path")
     if path.exists() and not force:
@@ -302,6 +332,7 @@ def check_out(out, *, command: str, force: bool = False, ours=None, what: str = 
     another command than `command` (unless `force`). `ours(out) -> bool` recognises this
     command's folders written before the record existed."""
     out = Path(out)
+    check_name(out, what)
     if out.exists() and not out.is_dir():
         raise RlhlsError(f"{what} '{out}' is a file; expected a folder (nothing was written)")
     if not out.is_dir():
@@ -334,7 +365,7 @@ def staged_folder(out, *, command: str, ours=None):
     out = Path(out).absolute()
     created = make_dirs(out.parent)
     try:
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+        tmp = Path(tempfile.mkdtemp(prefix=side_name(out.name, ".tmp-"), dir=out.parent))
     except OSError as e:
         _remove_dirs(created)
         raise os_error(out.parent, e, "write into") from None
@@ -366,7 +397,7 @@ def _publish(tmp: Path, out: Path, new: list[str], ours, command: str) -> None:
     present = _all_files(out)
     if old is not None and set(present) <= set(old) | {OWNER}:
         # only our own files: swap the folders (the old one is moved aside first)
-        aside = out.parent / f".{out.name}.old-{os.getpid()}-{time.monotonic_ns()}"
+        aside = out.parent / (side_name(out.name, ".old-") + f"{os.getpid()}-{time.monotonic_ns()}")
         os.rename(out, aside)
         os.rename(tmp, out)
         shutil.rmtree(aside, ignore_errors=True)
@@ -388,6 +419,49 @@ def _publish(tmp: Path, out: Path, new: list[str], ours, command: str) -> None:
             raise RlhlsError(f"cannot write '{dst}': a folder of that name is in the way")
         os.replace(tmp / rel, dst)
     shutil.rmtree(tmp, ignore_errors=True)
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True
+    return True
+
+
+def sweep_dead(folder, pattern: str) -> None:
+    """Remove the files and folders matching `pattern` (a regex whose group 1 is the pid of the
+    process that made them) in `folder` whose process is gone: what a killed process left."""
+    import re
+
+    try:
+        entries = list(Path(folder).iterdir())
+    except OSError:
+        return
+    for p in entries:
+        m = re.fullmatch(pattern, p.name)
+        if m and not pid_alive(int(m.group(1))):
+            with contextlib.suppress(OSError):
+                shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+
+
+@contextlib.contextmanager
+def scratch_dir(tag: str):
+    """A temporary folder for one step's own files (a compile, a solver's model), removed after the
+    block; those a killed process left behind (``rlhls-<pid>-...`` of a pid that is gone) are
+    removed when the next one is made."""
+    import re
+
+    base = tempfile.gettempdir()
+    sweep_dead(base, r"rlhls-(\d+)-.*")
+    tag = re.sub(r"[^A-Za-z0-9_.]+", "_", tag)[:60]
+    d = Path(tempfile.mkdtemp(prefix=f"rlhls-{os.getpid()}-{tag}-", dir=base))
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 @contextlib.contextmanager

@@ -84,7 +84,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import warnings
@@ -92,7 +91,8 @@ import pulp
 
 from rlhls.designs.errors import RlhlsError
 
-from .fileio import library_output
+from . import procs
+from .fileio import library_output, scratch_dir
 from .heft import EPS, Problem, Schedule, baselines, heft, local_search, semi_active
 from . import energy as energy_rows
 from .lns import LNS_NODES, improve
@@ -136,15 +136,15 @@ class _HiGHSWarm(pulp.HiGHS):
             except Exception:  # older highspy: no info
                 self.dual_bound = None
             return status
-        with tempfile.TemporaryDirectory(prefix="rlhls-highs-") as tmp:
+        with scratch_dir("highs") as tmp:
             model, start, out = (os.path.join(tmp, f) for f in ("model.mps", "start.json", "solution.json"))
             vs, names, _, _ = lp.writeMPS(model, rename=1)  # MPS: JSON took 1.4 s on a 28k-row model
             with open(start, "w") as f:
                 json.dump({names[v.name]: v.varValue for v in vs if v.varValue is not None}, f)
             left = max(self.deadline - time.perf_counter(), 0.05)
             code = "import sys; from rlhls.partition.ilp import _highs_child; _highs_child(*sys.argv[1:])"
-            proc = subprocess.Popen([sys.executable, "-c", code, model, start, out, repr(left), repr(time.time())],
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            proc = procs.popen([sys.executable, "-c", code, model, start, out, repr(left), repr(time.time())],
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             rc = _wait(proc, self.deadline)
             if rc != 0 or not os.path.exists(out):
                 lp.assignStatus(pulp.LpStatusNotSolved, pulp.LpSolutionNoSolutionFound)
@@ -200,7 +200,7 @@ class _CbcDeadline(pulp.PULP_CBC_CMD):
                                                            if not o.startswith("sec")),
                 "-solve", "-printingOptions", "all", "-solution", tmp_sol]
         with open(self.optionsDict.get("logPath") or os.devnull, "w") as log:
-            proc = subprocess.Popen(args, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+            proc = procs.popen(args, stdout=log, stderr=log, stdin=subprocess.DEVNULL)  # CBC dies with rlhls
             rc = _wait(proc, self.deadline + self.grace)
         try:
             if rc != 0 or not os.path.exists(tmp_sol):
@@ -526,7 +526,7 @@ def _relaxed_mip(problem: Problem, H: float, deadline: float, ps_share: float, s
         return None
     if start is not None:
         _set_start(problem, var, start)
-    with tempfile.TemporaryDirectory(prefix="rlhls-mip-") as tmp:
+    with scratch_dir("mip") as tmp:
         with library_output(os.path.join(tmp, "solver.out"), fds=(1,)):
             prob.solve(_solver("highs", deadline))
     if pulp.LpStatus[prob.status] != "Optimal" or var["T"].varValue is None:
@@ -551,7 +551,7 @@ def _lp_relaxation(problem: Problem, H: float, deadline: float, energy: bool = F
         if left <= 0.05:
             break
         cmd = pulp.HiGHS(msg=False, timeLimit=left, threads=1)
-        with tempfile.TemporaryDirectory(prefix="rlhls-lp-") as tmp:
+        with scratch_dir("lp") as tmp:
             with library_output(os.path.join(tmp, "solver.out"), fds=(1,)):
                 prob.solve(cmd)
         if pulp.LpStatus[prob.status] != "Optimal" or var["T"].varValue is None:
@@ -578,9 +578,10 @@ def _run(problem: Problem, H: float, solver: str, deadline, start: Schedule | No
         return "Not Solved", False, None, None, {"relaxed": False}
     if start is not None and solver == "highs":
         _set_start(problem, var, start)
-    with tempfile.TemporaryDirectory(prefix="rlhls-ilp-") as tmp:
+    with scratch_dir("ilp") as tmp:
         log = os.path.join(tmp, "cbc.log") if solver == "cbc" else None
         cmd = _solver(solver, deadline, log)
+        cmd.tmpDir = str(tmp)  # the solver's model and solution files: swept if this process is killed
         with library_output(os.path.join(tmp, "solver.out"), fds=(1,)):  # HiGHS prints a banner from C++
             prob.solve(cmd)
         bound = _cbc_bound(log) if solver == "cbc" else cmd.dual_bound

@@ -60,12 +60,12 @@ from __future__ import annotations
 import contextlib
 import io
 import re
-import tempfile
 import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from rlhls.designs.errors import RlhlsError
+from rlhls.partition.fileio import scratch_dir
 
 __all__ = ["SynthReport", "CosimReport", "AieSimOutput", "read_csynth", "read_cosim", "read_aiesim_output",
            "find_reports", "REPORT_RESOURCES"]
@@ -210,7 +210,7 @@ def _hls4ml_report(top: str, csynth: bytes | None = None, cosim: bytes | None = 
     """hls4ml's parse_vivado_report on a throw-away project holding these reports."""
     from hls4ml.report.vivado_report import parse_vivado_report
 
-    with tempfile.TemporaryDirectory(prefix="rlhls-report-") as tmp:
+    with scratch_dir("report") as tmp:
         root = Path(tmp)
         (root / "project.tcl").write_text(f'set project_name "{top}"\nset backend "Vivado"\n')
         sol = root / f"{top}_prj" / "solution1"

@@ -37,7 +37,7 @@ from rlhls.designs.devices import get_device
 from rlhls.designs.errors import RlhlsError
 from rlhls.designs.graph import build_graph
 from rlhls.designs.registry import get_design
-from rlhls.partition.fileio import (OWNER, atomic_write_text, check_out, folder_command, folder_lock, library_output,
+from rlhls.partition.fileio import (OWNER, atomic_write_text, check_name, check_out, folder_command, folder_lock, library_output,
                                     make_dirs, write_json)
 
 __all__ = ["Flow", "RECORD"]
@@ -58,13 +58,27 @@ class Flow:
         from rlhls.host.backends import BACKENDS
         from rlhls.host.train import check_seed
 
-        self.design = get_design(design) if isinstance(design, str) else design
+        from rlhls.designs.design import Design
+
+        if isinstance(design, str):
+            design = get_design(design)
+        if not isinstance(design, Design):
+            raise RlhlsError(f"Flow(design={design!r}): expected a design name (rlhls designs) or a Design")
+        self.design = design
+        if device is not None and not isinstance(device, str):
+            raise RlhlsError(f"Flow(device={device!r}): expected a device name (rlhls devices)")
         self.device = get_device(device or self.design.device)
         self.seed = check_seed(seed)
-        if backend not in BACKENDS:
+        if not isinstance(backend, str) or backend not in BACKENDS:
             raise RlhlsError(f"--backend {backend!r}: expected one of {', '.join(BACKENDS)}")
-        if time_limit is not None and not time_limit > 0:
-            raise RlhlsError(f"--time-limit {time_limit:g} must be > 0 seconds")
+        for name, value, kind in (("overrides", overrides, dict), ("config", config, dict),
+                                  ("env_id", env_id, str), ("precision", precision, str), ("solver", solver, str)):
+            if value is not None and not isinstance(value, kind):
+                hint = " (read a YAML file with rlhls.host.hyperparams.read_config)" if name == "config" else ""
+                raise RlhlsError(f"Flow({name}={value!r}): expected a {kind.__name__}{hint}")
+        if time_limit is not None and (isinstance(time_limit, bool) or not isinstance(time_limit, (int, float))
+                                       or not time_limit > 0):
+            raise RlhlsError(f"--time-limit {time_limit!r}: expected a number of seconds > 0")
         self.backend, self.env_id, self.verbose, self.quiet = backend, env_id, verbose, quiet
         self.solver, self.time_limit = solver, time_limit
         d = self.design.demo if demo else {}
@@ -107,6 +121,7 @@ class Flow:
 
     # -- files
     def _check_out(self) -> None:
+        check_name(self.out)
         rec = self.out / RECORD
         if self.resume:
             if not rec.is_file():
@@ -123,8 +138,10 @@ class Flow:
     def _old_record(self) -> dict:
         try:
             old = json.loads((self.out / RECORD).read_text())
-        except (OSError, ValueError):
+        except (OSError, ValueError, UnicodeDecodeError):
             raise RlhlsError(f"--resume: '{self.out / RECORD}' is not a run record (not JSON)") from None
+        if not isinstance(old, dict) or not isinstance(old.get("stages", []), list):
+            raise RlhlsError(f"--resume: '{self.out / RECORD}' is not a run record (expected a JSON object)")
         for k in ("design", "env", "backend", "seed", "demo", "overrides"):
             if old.get(k) != self.record.get(k):
                 raise RlhlsError(f"--resume: '{self.out}' was run with a different {k} ({old.get(k)!r}, now "
@@ -208,7 +225,7 @@ class Flow:
             graph, rows = self.graph(), self.profile()
 
             def step():
-                done = any(s["stage"] == "partition" for s in self._old.get("stages", []))
+                done = any(isinstance(s, dict) and s.get("stage") == "partition" for s in self._old.get("stages", []))
                 if done and (self.out / "plan" / "plan.json").is_file():
                     plan = load_plan(self.out / "plan")
                 else:
@@ -267,6 +284,7 @@ class Flow:
 
         if self.algorithm is None:
             raise RlhlsError(f"design '{self.design.name}': algorithm '{self.design.algorithm}' has no trainer yet")
+        _check_steps(steps)
         plan = self.partition() if self.hyperparams.get("precision") == "mixed" else None
         run_dir = self.out / "train"
 
@@ -301,6 +319,7 @@ class Flow:
         if self.algorithm is None:
             raise RlhlsError(f"design '{self.design.name}': algorithm '{self.design.algorithm}' has no trainer yet; "
                              "rlhls graph / profile / partition / build work for it")
+        _check_steps(steps)
         self.graph()
         self.profile()
         self.partition()
@@ -308,6 +327,14 @@ class Flow:
         self.train(steps=steps)
         self.report()
         return self.record
+
+
+def _check_steps(steps) -> None:
+    """`steps`: None (the default budget) or a positive integer, checked before any stage runs."""
+    import numbers
+
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 1):
+        raise RlhlsError(f"steps={steps!r}: expected a positive integer (None: the design's budget)")
 
 
 def _kernels(design, graph, node: str, unit: str):

@@ -229,3 +229,197 @@ def test_weights_of_another_design_are_refused_without_config(tmp_path, capsys):
     assert main(["build", "apdrl-a2c-invpendulum", "--weights", str(t), "--out", str(tmp_path / "w")]) == 2
     assert "config.json is not a run's config" in capsys.readouterr().err
     assert not (tmp_path / "w").exists()
+
+
+# ----------------------------------------------------------------------------- bounds before work
+
+@pytest.mark.parametrize("argv, what", [
+    (["train", "apdrl-dqn-cartpole", "--precision", "fp32", "--steps", "1000",
+      "--set", "steps_per_update=1000000000000"], "one update is 1000000000000 environment steps"),
+    (["train", "apdrl-dqn-cartpole", "--precision", "fp32", "--set", "batch_size=1000000000000"], "batch_size"),
+    (["train", "heppo-ppo", "--set", "num_steps=1000000000"], "num_envs x num_steps"),
+    (["train", "apdrl-a2c-invpendulum", "--set", "n_steps=1000000000000"], "num_envs x n_steps"),
+    (["train", "cpp-trpo-ant", "--set", "num_steps=1000000000000"], "num_envs x num_steps"),
+    (["experiment", "cpp-fig4", "--param", "bits=1-1000000000", "--jobs", "1"], "fraction bits in 1..48"),
+    (["experiment", "apdrl-table4", "--sizes", "1000000000x1000000000"], "hidden sizes must be <= 16384"),
+    (["experiment", "apdrl-table3", "--retries", "99999999999999999999"], "expected an integer 0..100"),
+])
+def test_sizes_are_bounded_before_any_work(tmp_path, capsys, argv, what):
+    out = tmp_path / "out"
+    assert main(argv + ["--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert what in err and err.count("\n") == 1 and "Traceback" not in err
+    assert not out.exists() and not any(tmp_path.iterdir())
+
+
+def test_names_up_to_the_file_systems_limit(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    long = "b" * 250  # a valid name whose temp and lock names would be longer than 255 bytes
+    assert main(["train", "apdrl-dqn-cartpole", "--out", long, *FP32]) == 0
+    assert main(["build", "apdrl-dqn-cartpole", "--out", "c" * 250]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([long, "c" * 250])
+    capsys.readouterr()
+    for argv in (["train", "apdrl-dqn-cartpole", *FP32], ["build", "apdrl-dqn-cartpole"],
+                 ["run", "apdrl-dqn-cartpole", "--quiet"],
+                 ["experiment", "apdrl-table3", "--jobs", "1", "--quiet"]):
+        assert main(argv + ["--out", "a" * 300]) == 2, argv
+        err = capsys.readouterr().err
+        assert "is 300 bytes, longer than a file name may be (255)" in err and err.count("\n") == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([long, "c" * 250])
+
+
+def test_an_address_that_answers_but_is_not_ray(tmp_path, capsys):
+    import socket
+    import threading
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+
+    def serve():
+        while True:
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                return
+            c.recv(100)
+            c.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+            c.close()
+    threading.Thread(target=serve, daemon=True).start()
+    out = tmp_path / "e"
+    t0 = time.monotonic()
+    try:
+        assert main(["experiment", "apdrl-table3", "--design", "apdrl-dqn-cartpole", "--steps", "100", "--seeds", "1",
+                     "--jobs", "2", "--address", f"127.0.0.1:{srv.getsockname()[1]}", "--out", str(out),
+                     "--quiet"]) == 2
+    finally:
+        srv.close()
+    err = capsys.readouterr().err
+    assert "something answers there, but not a Ray cluster" in err and err.count("\n") == 1
+    assert time.monotonic() - t0 < 30 and not out.exists()
+
+
+def test_a_bad_set_in_an_experiment_leaves_nothing(tmp_path, capsys):
+    out = tmp_path / "e"
+    args = ["experiment", "heppo-table3", "--steps", "100", "--seeds", "1", "--jobs", "1", "--quiet", "--out", str(out)]
+    assert main(args + ["--set", "nope=1"]) == 2
+    assert "--set nope: unknown PPO hyperparameter" in capsys.readouterr().err
+    assert not out.exists()
+
+
+# ----------------------------------------------------------------------------- malformed files, API arguments
+
+@pytest.mark.parametrize("name, text", [("run.json", "[]"), ("run.json", '{"stages": 3}')])
+def test_records_of_the_wrong_json_type(tmp_path, capsys, name, text):
+    r = tmp_path / "r"
+    assert main(["run", "apdrl-dqn-cartpole", "--steps", "100", "--set", "precision=fp32", "--out", str(r),
+                 "--quiet"]) == 0
+    (r / name).write_text(text)
+    capsys.readouterr()
+    assert main(["run", "apdrl-dqn-cartpole", "--steps", "200", "--set", "precision=fp32", "--out", str(r), "--resume",
+                 "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "is not a run record" in err and err.count("\n") == 1
+
+
+def test_an_experiment_record_of_the_wrong_json_type(tmp_path, capsys):
+    out = tmp_path / "e"
+    out.mkdir()
+    (out / "experiment.json").write_text("[1, 2]")
+    for extra in ([], ["--resume"]):
+        assert main(["experiment", "heppo-table3", "--steps", "100", "--seeds", "1", "--jobs", "1", "--quiet",
+                     "--out", str(out), *extra]) == 2
+        err = capsys.readouterr().err
+        assert "not an experiment's record" in err and err.count("\n") == 1
+    assert [p.name for p in out.iterdir()] == ["experiment.json"]
+
+
+def test_the_python_api_checks_its_arguments(tmp_path):
+    import rlhls
+
+    for kw in (dict(design=None), dict(design=42), dict(design="apdrl-dqn-cartpole", overrides=["gamma=0.9"]),
+               dict(design="apdrl-dqn-cartpole", config="x.yaml"), dict(design="apdrl-dqn-cartpole", time_limit="x"),
+               dict(design="apdrl-dqn-cartpole", backend=3)):
+        with pytest.raises(RlhlsError):
+            rlhls.Flow(**kw, out=tmp_path / "api")
+    for steps in ("x", 0, -1, 2.5, True):
+        flow = rlhls.Flow("apdrl-dqn-cartpole", out=tmp_path / f"s{steps}", quiet=True)
+        with pytest.raises(RlhlsError, match="expected a positive integer"):
+            flow.train(steps=steps)
+        with pytest.raises(RlhlsError, match="expected a positive integer"):
+            flow.run(steps=steps)
+        flow.close()
+    assert not any(tmp_path.iterdir())  # nothing written, no lock left
+
+
+def test_weights_that_cannot_be_exported_are_one_line(tmp_path, capsys):
+    t = tmp_path / "t"
+    assert main(["train", "apdrl-dqn-cartpole", "--out", str(t), *FP32]) == 0
+    ck = load_checkpoint(t / "checkpoint.npz")
+    key = next(k for k, v in ck["trainer"].items() if isinstance(v, dict) and any(
+        isinstance(a, np.ndarray) and a.ndim == 2 for a in v.values()))
+    good = ck["trainer"][key]
+    for broken, what in (({k: (a[0] if isinstance(a, np.ndarray) and a.ndim == 2 else a) for k, a in good.items()},
+                          "do not fit design"),
+                         ({k: (np.full_like(a, np.nan) if isinstance(a, np.ndarray) else a) for k, a in good.items()},
+                          "is not finite")):
+        ck["trainer"][key] = broken
+        save_checkpoint(t / "checkpoint.npz", ck)
+        capsys.readouterr()
+        assert main(["build", "apdrl-dqn-cartpole", "--weights", str(t), "--out", str(tmp_path / "w")]) == 2
+        err = capsys.readouterr().err
+        assert what in err and err.count("\n") == 1, err
+    ck["trainer"][key] = good
+    save_checkpoint(t / "checkpoint.npz", ck)
+    (t / "policy_states.npz").write_bytes(b"PK\x03\x04 broken")
+    assert main(["build", "apdrl-dqn-cartpole", "--weights", str(t), "--out", str(tmp_path / "w")]) == 2
+    assert "is not a policy-states record" in capsys.readouterr().err
+    assert not (tmp_path / "w").exists()
+
+
+# ----------------------------------------------------------------------------- no orphans
+
+def _children(pid: int) -> list:
+    out = []
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                stat = open(f"/proc/{p}/stat").read()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(p))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_killed_build_leaves_no_compiler_running_and_its_temps_are_swept(tmp_path):
+    env = dict(os.environ, RLHLS_CACHE_DIR=str(tmp_path / "cache"), TMPDIR=str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    p = subprocess.Popen([sys.executable, "-m", "rlhls", "build", "apdrl-dqn-cartpole", "--csim", "--out",
+                          str(tmp_path / "b")], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline, kids = time.monotonic() + 120, []
+    while time.monotonic() < deadline and not kids and p.poll() is None:
+        kids = [k for k in _children(p.pid) if "g++" in open(f"/proc/{k}/cmdline").read() or
+                "c++" in open(f"/proc/{k}/cmdline").read()]
+        time.sleep(0.01)
+    assert kids, "the build started no compiler"
+    p.kill()
+    p.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(k) for k in kids):
+        time.sleep(0.05)
+    assert not any(_alive(k) for k in kids)
+    # what the killed build left is swept by the next one
+    stale = [q.name for q in (tmp_path / "cache").rglob("*") if ".tmp" in q.name or ".objs" in q.name]
+    subprocess.run([sys.executable, "-m", "rlhls", "build", "apdrl-dqn-cartpole", "--csim", "--out",
+                    str(tmp_path / "b2")], env=env, check=True, capture_output=True)
+    left = [q.name for q in (tmp_path / "cache").rglob("*") if ".tmp" in q.name or ".objs" in q.name]
+    assert not left, (stale, left)
+    assert not [q for q in (tmp_path / "tmp").iterdir() if q.name.startswith("rlhls-")]

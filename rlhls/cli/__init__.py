@@ -45,8 +45,15 @@ def main(argv=None) -> int:
     except RlhlsError as e:
         print(f"rlhls: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except MemoryError:  # a last line of defence: sizes are checked before work where they can be
+        print("rlhls: error: out of memory (a size given is more than this machine holds)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except BrokenPipeError:
+        return 0
+    except OSError as e:  # the same for an OS error a check did not foresee: one line, not a traceback
+        where = f" '{e.filename}'" if e.filename else ""
+        print(f"rlhls: error: {e.strerror or e}{where}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("rlhls: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        return 0

@@ -23,9 +23,12 @@ def _count(text):
         n = int(text)
     except ValueError:
         n = -1
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    if not 0 <= n <= MAX_RETRIES:
+        raise argparse.ArgumentTypeError(f"expected an integer 0..{MAX_RETRIES}, got {text!r}")
     return n
+
+
+MAX_RETRIES = 100  # Ray takes a 32-bit count; a run that dies a hundred times will not finish
 
 
 def register(sub) -> None:
