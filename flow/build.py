@@ -5,17 +5,21 @@ components (``flow.mapping.map_design``: hls4ml forward networks, the kernels th
 PL node, the AIE nodes, the host nodes; without a plan every node is on the PL) and writes:
 
 * one Vitis HLS component per kernel component (``flow.kernels.render_kernel``: HLS top,
-  testbench, tb data from the numpy model) or hls4ml project (``flow.hls4ml_convert``), each with
-  ``hls_config.cfg`` (``v++ -c --mode hls``) and ``run_hls.tcl`` (classic flow);
+  testbench, tb data from the numpy model) or hls4ml project (``flow.hls4ml_convert``, its function
+  wrapped in a Vitis kernel top with its testbench and the emulator's vectors:
+  ``flow.hls4ml_kernel``), each with ``hls_config.cfg`` (``v++ -c --mode hls``) and ``run_hls.tcl``
+  (classic flow);
 * ``aie/`` for the AIE nodes (``flow.aie.emit_aie``: an ADF graph within the device's tiles and
   PLIOs);
 * ``system.cfg`` (v++ link) and ``manifest.json`` (what was generated from what, with sha256s,
-  and after ``csim`` the results of every check).
+  and after ``csim`` the results of every check); last, the rule checker (``flow.rules``) on the
+  finished folder, its result in the manifest's ``rules`` (a violation makes the build not ok).
 
-Part: ``part``, else the design's ``part``, else the device catalogue's part. The CPP designs name
-the Kintex UltraScale+ KU15P (``designs/cpp.py`` BUILD_PART) beside their Stratix-V device; the
-MAX4 Stratix-V of F-DDPG has no Xilinx part: sources are emitted with ``part=PLACEHOLDER_PART``
-(a comment and a warning say to pass --part); synth/cosim refuse such a build. Clock: ``clock_ns``, else 1000 / the design's PL MHz.
+Part: ``part``, else the design's ``part``, else the device catalogue's part. The CPP and F-DDPG
+designs name an AMD part (the KU15P, the Alveo U250's VU13P-class part: ``BUILD_PART`` in
+``designs/cpp.py`` / ``designs/fddpg.py``) beside their Stratix-V device; a design on a device with
+no AMD part that names none is emitted with ``part=PLACEHOLDER_PART`` (a comment and a warning say
+to pass --part; the rule checker reports it); synth/cosim refuse such a build. Clock: ``clock_ns``, else 1000 / the design's PL MHz.
 
 Never clobbers (``partition.fileio``): a non-empty ``out`` rlhls did not write is refused unless
 ``force`` (which deletes nothing of the user's); the folder is built beside ``out`` and published
