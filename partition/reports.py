@@ -268,7 +268,7 @@ _COSIM_TOP = re.compile(r"Co-Simulation Report for '([^']+)'")
 
 
 def read_cosim(path) -> CosimReport:
-    """One ``<top>_cosim.rpt`` (module docstring): the first RTL whose status is not NA."""
+    """One ``<top>_cosim.rpt`` (module docstring): the last RTL whose status is not NA."""
     path = Path(path)
     data = _read_bytes(path)
     try:
@@ -283,7 +283,8 @@ def read_cosim(path) -> CosimReport:
     if not _TOP_RE.match(top):
         raise RlhlsError(f"{path}: top '{top}' is not a C function name")
     rows = [ln for ln in text.splitlines() if re.match(r"^\|\s*(VHDL|Verilog)\s*\|", ln)]
-    cells = next(([c.strip() for c in ln.strip().strip("|").split("|")] for ln in rows
+    # the last simulated RTL, as hls4ml takes it (its min/max and our average from one row)
+    cells = next(([c.strip() for c in ln.strip().strip("|").split("|")] for ln in reversed(rows)
                   if ln.split("|")[2].strip() != "NA"), None)
     if cells is None or len(cells) < 8:
         raise RlhlsError(f"{path}: no VHDL or Verilog row with a status; expected a simulated RTL")

@@ -131,6 +131,12 @@ def test_cosim_report(version, tmp_path):
     assert (r.interval_min, r.interval_max) == (301, 321)
     rc, out, _ = _cli(["report-read", str(p), "--json"])
     assert rc == 0 and json.loads(out)["latency_avg_cycles"] == 311.0
+    # both RTLs simulated: the last row, as hls4ml takes it
+    text = p.read_text().replace("|    VHDL|      NA|", "|    VHDL|    Pass|", 1)
+    text = text.replace("     NA|", "    900|", 3)
+    p.write_text(text)
+    r = read_cosim(p)
+    assert (r.rtl, r.latency_min_cycles, r.latency_avg_cycles) == ("Verilog", 300, 311.0)
 
 
 @pytest.mark.parametrize("text, what", [
