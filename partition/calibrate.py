@@ -16,6 +16,10 @@ node's PL rows (every design point of the model) become one row:
 * a node several components implement (a backward pass: input gradient and weight gradient) adds
   their latencies (the host calls them in turn) and their resources; it is calibrated only when
   every one of them has a report;
+* an hls4ml component computes a whole forward pass of its network in one call (its nodes of one
+  instance and phase: ``q`` fwd, ``q`` tfwd): the call's latency is shared over those nodes by
+  their FLOPs, and the pass's first node carries the component's resources (the ILP adds them up
+  per node);
 * ``point``: the built design point, ``pf<N>`` from the component's parameters (``+``-joined for
   several), else ``built``;
 * an activation folded into a component (the manifest's ``folded``) runs inside that component's
@@ -80,10 +84,38 @@ def _pick(paths_reports, notes, what):
     return out
 
 
-def calibrate(profile, build_dir, manifest: dict, *, batch: int | None = None):
+def _calls(comps, profile, graph, manifest) -> dict:
+    """``{(component, node): (share of one call, carries the resources)}`` for the hls4ml components:
+    one call of the network's top computes every layer of one forward pass (an instance and phase:
+    ``q`` fwd, ``q`` tfwd), shared over its nodes by FLOPs; the pass's first node carries the
+    component's resources. Other components: one call per node (absent: (1, True))."""
+    if not any(c.get("kind") == "hls4ml" for c in comps):
+        return {}
+    if graph is None:
+        from rlhls.designs.graph import build_graph
+        from rlhls.designs.registry import get_design
+
+        graph = build_graph(get_design(manifest["design"]), manifest.get("batch"))
+    where = {n.name: (n.instance, n.phase) for n in graph.nodes}
+    flops = {r.node: max(1.0, float(r.flops or 0)) for r in profile}
+    out = {}
+    for c in comps:
+        if c.get("kind") != "hls4ml":
+            continue
+        passes = {}
+        for n in c.get("nodes") or []:
+            passes.setdefault(where.get(n, (n, "")), []).append(n)
+        for nodes in passes.values():
+            tot = sum(flops.get(n, 1.0) for n in nodes)
+            for i, n in enumerate(nodes):
+                out[(c["name"], n)] = (flops.get(n, 1.0) / tot, i == 0)
+    return out
+
+
+def calibrate(profile, build_dir, manifest: dict, *, batch: int | None = None, graph=None):
     """``(rows, notes)``: `profile`'s rows with the reported components' nodes replaced (module
     docstring), and one line per thing left on the model. `batch`: the profile's batch, checked
-    against the build's."""
+    against the build's; `graph`: its training graph, when the caller has it."""
     build_dir = Path(build_dir)
     where = build_dir / "manifest.json"
     design = getattr(profile, "design", None)
@@ -160,6 +192,7 @@ def calibrate(profile, build_dir, manifest: dict, *, batch: int | None = None):
     unknown = sorted(n for n in list(by_node) + list(folded) if n not in known)
     if unknown:
         raise RlhlsError(f"{where}: node '{unknown[0]}' of the build is not in the profile's training graph")
+    share = _calls(comps, profile, graph, manifest)
     new = {}
     for node, cs in by_node.items():
         if not all(c["name"] in per_comp for c in cs):
@@ -170,7 +203,11 @@ def calibrate(profile, build_dir, manifest: dict, *, batch: int | None = None):
         if node not in have_pl:
             notes.append(f"{node}: the profile allows it no PL row; the report is not used")
             continue
-        parts = [per_comp[c["name"]] for c in cs]
+        parts = []
+        for c in cs:
+            lat, cyc, r, src = per_comp[c["name"]]
+            frac, first = share.get((c["name"], node), (1.0, True))
+            parts.append((lat * frac, cyc * frac, r if first else {}, src))
         res = {}
         for _, _, r, _ in parts:
             for k, v in r.items():

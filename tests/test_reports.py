@@ -430,3 +430,29 @@ def test_aiesim_in_a_build_without_aie(build, tmp_path):
     out = tmp_path / "p.csv"
     rc, _, err = _cli(["profile", DESIGN, "--reports", str(b), "--out", str(out)])
     assert rc == 2 and f"{p}: an aiesimulator output, but the build" in err and not out.exists()
+
+
+def test_hls4ml_component_shares_one_call_over_its_layers(tmp_path):
+    # a manifest of the shape `rlhls build` writes: the Q network's forward layers as one hls4ml
+    # project, called once for the online pass and once for the target pass
+    model = profile_design(DESIGN)
+    fwd = [f"q.fc{i}.fwd" for i in (1, 2, 3)]
+    tfwd = [f"q.fc{i}.tfwd" for i in (1, 2, 3)]
+    comp = {"name": "q_fwd", "kind": "hls4ml", "kernel": None, "top": "q_fwd", "dir": "pl/q_fwd",
+            "nodes": fwd + tfwd, "folded": ["q.fc1_relu.fwd", "q.fc2_relu.fwd"], "params": {"network": "q"}}
+    manifest = {"design": DESIGN, "batch": 128, "part": PART, "device": "vek280", "components": [comp]}
+    write_csynth(tmp_path / "pl" / "q_fwd", "q_fwd", PART, target_ns=4.0, est_ns=3.0, worst=10_000,
+                 res={"LUT": 9000, "FF": 12000, "DSP": 40, "BRAM_18K": 8, "URAM": 0})
+    rows, _ = calibrate(model, tmp_path, manifest)
+    pl = {r.node: r for r in rows if r.unit == "PL" and r.source == "csynth"}
+    launch = get_device("vek280").units["PL"].perf["launch_overhead_us"].value
+    flops = {r.node: r.flops for r in model if r.unit == "PL"}
+    for group in (fwd, tfwd):
+        # one call per pass: the pass's latencies add up to the report's, shared by FLOPs
+        assert sum(pl[n].latency_us for n in group) == pytest.approx(10_000 * 4.0 / 1000 + launch)
+        assert sum(pl[n].cycles for n in group) == pytest.approx(10_000)
+        tot = sum(flops[n] for n in group)
+        for n in group:
+            assert pl[n].latency_us == pytest.approx((10_000 * 4.0 / 1000 + launch) * flops[n] / tot)
+        assert pl[group[0]].resources == {"lut": 9000, "ff": 12000, "dsp": 40, "bram36": 4}
+        assert all(pl[n].resources == {} for n in group[1:])

@@ -126,7 +126,8 @@ def cmd_profile(args) -> int:
     if not out.absolute().parent.is_dir():
         raise RlhlsError(f"--out '{out}': folder '{out.parent}' does not exist")
     check_file_out(out, header="node,unit,latency_us", force=args.force)
-    rows = profile_design(design, device, args.batch)
+    graph = build_graph(design, args.batch)
+    rows = profile_design(design, device, graph=graph)
     notes = []
     if args.reports:
         from rlhls.flow.project import MANIFEST, read_manifest
@@ -138,12 +139,12 @@ def cmd_profile(args) -> int:
         manifest = read_manifest(build)
         if manifest is None:
             raise RlhlsError(f"--reports '{build}': no {MANIFEST} written by `rlhls build` in it")
-        rows[:], notes = calibrate(rows, build, manifest, batch=args.batch or design.batch_size)
+        rows[:], notes = calibrate(rows, build, manifest, batch=graph.batch, graph=graph)
     timings = {}
     if args.measure_ps:
         from rlhls.host.measure_ps import measure_ps, measured_rows
 
-        timings, skipped = measure_ps(design, build_graph(design, args.batch), repeats=args.repeats,
+        timings, skipped = measure_ps(design, graph, repeats=args.repeats,
                                       progress=None if args.json else say())
         rows[:] = measured_rows(rows, timings)
         if skipped:
