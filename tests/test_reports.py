@@ -5,14 +5,12 @@ here (tests/report_fixtures.py) for every tool generation and layout; calibrated
 import contextlib
 import io
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 from rlhls.cli import main
 from rlhls.designs.devices import get_device
-from rlhls.designs.errors import RlhlsError
 from rlhls.designs.graph import build_graph
 from rlhls.designs.registry import get_design
 from rlhls.partition.calibrate import calibrate
