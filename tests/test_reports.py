@@ -354,6 +354,11 @@ def test_compare_model_against_calibrated(build, tmp_path):
     assert rc == 2 and "nothing to compare" in err and not (tmp_path / "x.png").exists()
     rc, _, err = _cli(["profile", "--compare", str(model_csv), str(cal_csv), "--out", str(tmp_path / "x.txt")])
     assert rc == 2 and "ends in .png" in err and not (tmp_path / "x.txt").exists()
+    mine = tmp_path / "mine.png"
+    mine.write_text("not a figure of ours\n")
+    rc, _, err = _cli(["profile", "--compare", str(model_csv), str(cal_csv), "--out", str(mine)])
+    assert rc == 2 and "pass --force" in err and mine.read_text() == "not a figure of ours\n"
+    assert _cli(["profile", "--compare", str(model_csv), str(cal_csv), "--out", str(fig)])[0] == 0  # ours: rewritten
 
 
 # ---- aiesimulator outputs ------------------------------------------------------------------------

@@ -31,15 +31,15 @@ def register(sub) -> None:
     s.add_argument("--device", default=None, help="catalogue device (default: the design's)")
     s.add_argument("--batch", type=positive_int, default=None, help="batch size (default: the design's)")
     s.add_argument("--reports", metavar="BUILD_DIR",
-                   help="a folder of `rlhls build` with Vitis reports (csynth.xml, <top>_cosim.rpt): the nodes of "
-                        "each reported component take the report's latency and resources")
+                   help="a folder of `rlhls build` with Vitis reports (csynth.xml, <top>_cosim.rpt) or aiesimulator "
+                        "outputs: the nodes of each reported component take the report's latency and resources")
     s.add_argument("--measure-ps", action="store_true",
                    help="time each node's PS implementation (the emulator's PS code in the design's PS format) on "
                         "this machine; its PS row takes the median (source 'measured')")
     s.add_argument("--repeats", type=positive_int, default=15, help="timed calls per node with --measure-ps (default 15)")
     s.add_argument("--compare", nargs=2, metavar=("MODEL.csv", "CALIBRATED.csv"),
-                   help="print each calibrated row against the model's row of the same node, unit and point (or "
-                        "the model's nearest in latency), with the error in %%; --out: the figure (PNG)")
+                   help="print each calibrated row against the model's row of the same node, unit and point (else "
+                        "the point nearest in parallelism, pf), with the error in %%; --out: the figure (PNG)")
     s.add_argument("--out", help="profile CSV to write (with --compare: the figure, PNG)")
     s.add_argument("--force", action="store_true", help="replace an --out file that rlhls did not write")
     s.add_argument("--json", action="store_true", help="print the rows as JSON")
@@ -173,6 +173,14 @@ def cmd_profile(args) -> int:
     return 0
 
 
+def _head(path: Path) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(8)
+    except OSError as e:
+        raise RlhlsError(f"--out '{path}': cannot be read ({e.strerror or e})") from None
+
+
 def cmd_compare(args) -> int:
     import io
 
@@ -188,6 +196,10 @@ def cmd_compare(args) -> int:
             raise RlhlsError(f"--out '{fig_out}': with --compare, the figure's file ends in .png")
         if not fig_out.absolute().parent.is_dir():
             raise RlhlsError(f"--out '{fig_out}': folder '{fig_out.parent}' does not exist")
+        if fig_out.is_dir():
+            raise RlhlsError(f"--out '{fig_out}' is a folder; expected a .png file path")
+        if fig_out.exists() and not args.force and _head(fig_out) != b"\x89PNG\r\n\x1a\n":  # only a PNG is replaced
+            raise RlhlsError(f"--out '{fig_out}' exists and is not a figure rlhls wrote (pass --force to replace it)")
     model, cal = (read_profile(p) for p in args.compare)
     rows = compare(model, cal)
     if not rows:
