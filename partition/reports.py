@@ -46,9 +46,10 @@ time stamps (ns) and the throughput between them. The AIE compiler's own reports
 mapping, tiles and PLIOs per graph) have no published schema and are not read.
 
 ``find_reports(folder)`` lists the synthesis and co-simulation reports under a folder: every
-``csynth.xml``; a ``<name>_csynth.xml`` only where its ``TopModelName`` is ``<name>`` (Vitis also
-writes one report per sub-function beside the top's, named after the function, which are not
-the component's); every ``<top>_cosim.rpt``; every ``*.txt`` under an ``aiesimulator_output``
+``csynth.xml`` (the top's summary); a ``<name>_csynth.xml`` only in a folder without one and where
+its ``TopModelName`` is ``<name>`` (beside ``csynth.xml`` the tool writes the top's copy and one
+report per sub-function, named after the function, which are not the component's); every
+``<top>_cosim.rpt``; every ``*.txt`` under an ``aiesimulator_output``
 folder's ``data/``.
 
 Every problem — a file that cannot be read, malformed XML, a report without an element above — is
@@ -358,7 +359,7 @@ def find_reports(folder) -> dict:
             continue
         if p.name == "csynth.xml":
             synth.append(p)
-        elif p.name.endswith("_csynth.xml") and _named_top(p):
+        elif p.name.endswith("_csynth.xml") and not (p.parent / "csynth.xml").is_file() and _named_top(p):
             synth.append(p)
         elif p.name.endswith("_cosim.rpt"):
             cosim.append(p)

@@ -165,12 +165,17 @@ def test_report_read_unreadable(tmp_path):
 
 
 def test_find_reports_skips_sub_function_reports(tmp_path):
-    d = write_csynth(tmp_path, "top", PART, layout="classic").parent
-    (d / "top_Pipeline_1_csynth.xml").write_text(csynth_xml("top", PART).replace(
-        "<TopModelName>top</TopModelName>", "<TopModelName>top_Pipeline_1_x</TopModelName>"))
-    write_cosim(tmp_path, "top", layout="classic")
+    # beside csynth.xml: the top's copy and the sub-functions' reports (whatever they name) are skipped
+    d = write_csynth(tmp_path / "a", "top", PART, layout="classic").parent
+    (d / "top_Pipeline_1_csynth.xml").write_text(csynth_xml("top_Pipeline_1", PART))
+    write_cosim(tmp_path / "a", "top", layout="classic")
+    # a folder without csynth.xml: the report named after the top it names; a sub-function's is not
+    e = write_csynth(tmp_path / "b", "k2", PART, layout="unified").parent
+    (e / "csynth.xml").unlink()
+    (e / "k2_loop_csynth.xml").write_text(csynth_xml("k2", PART))
     found = find_reports(tmp_path)
-    assert [p.name for p in found["csynth"]] == ["csynth.xml", "top_csynth.xml"]
+    assert [p.relative_to(tmp_path).as_posix() for p in found["csynth"]] == [
+        "a/prj/sol1/syn/report/csynth.xml", "b/work/hls/syn/report/k2_csynth.xml"]
     assert [p.name for p in found["cosim"]] == ["top_cosim.rpt"]
 
 
