@@ -216,11 +216,14 @@ def _write_hls4ml(comp: Component, root: Path, nets, design, part, clock_ns, not
     comp.top, comp.hls_model, comp._core = comp.name, res["hls_model"], core
     w = wrap_network(comp._net, prec, d, core=core, top=comp.top, n_max=int(comp.params.get("batch") or 1))
     comp.params = {**comp.params, "top": comp.top, "core": core}
-    for h in sorted(include_dir().iterdir()):  # rlhls_tb.h: the testbench stands alone on a Vitis machine
-        if h.name == "rlhls_tb.h":
-            (d / "include").mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(h, d / "include" / h.name)
-    hc = P.HlsComponent(comp.name, comp.top, w["syn"], w["tb"], cflags="-std=c++14 -Isrc -Ifirmware",
+    _write_wrapped_project(d, comp.name, w, design, part, clock_ns, note)
+
+
+def _write_wrapped_project(d: Path, top: str, w: dict, design, part, clock_ns, note) -> None:
+    """Project files of an hls4ml network in its kernel top (``hls4ml_kernel.wrap_network``'s `w`)."""
+    (d / "include").mkdir(parents=True, exist_ok=True)  # rlhls_tb.h: the testbench stands alone on a Vitis machine
+    shutil.copyfile(include_dir() / "rlhls_tb.h", d / "include" / "rlhls_tb.h")
+    hc = P.HlsComponent(top, top, w["syn"], w["tb"], cflags="-std=c++14 -Isrc -Ifirmware",
                         tb_cflags="-std=c++14 -Isrc -Ifirmware -Iinclude")
     _write_project_files(d, hc, design, part, clock_ns, note)
 
@@ -543,22 +546,23 @@ def export_policy(design, net, out, states, *, expected=None, run=None, part=Non
     d_rel = f"pl/{name}"
     with staged_folder(out, command="build", ours=_ours) as tmp:
         say(f"hls4ml project of '{net.name}' ({prec.storage} / {prec.acc}) with the trained weights")
+        core = f"{name}_core"
         with contextlib.redirect_stdout(sys.stderr):
             res = convert_network(net, prec, tmp / d_rel, part=part, clock_ns=clock_ns, io_type="io_parallel",
-                                  name=name)
+                                  name=core)
         d = tmp / d_rel
         np.save(d / POLICY_FILES[0], states)
         np.save(d / POLICY_FILES[1], ref)
-        syn = sorted(f"firmware/{p.name}" for p in (d / "firmware").glob("*.cpp"))
-        hc = P.HlsComponent(name, res["top"], syn, list(POLICY_FILES), cflags="-std=c++14",
-                            tb_cflags="-std=c++14 -Ifirmware")
-        _write_project_files(d, hc, design, part, clock_ns, note)
+        # the Vitis kernel top of a build's forward networks; its testbench on the recorded states
+        w = wrap_network(net, prec, d, core=core, top=name, n_max=len(states), x=states)
+        _write_wrapped_project(d, name, w, design, part, clock_ns, note)
         manifest = {"generator": P.GENERATOR, "version": __version__, "design": design.name, "kind": "policy",
                     "run": str(run) if run is not None else None, "network": net.name,
                     "layers": [l.describe() for l in net.layers], "device": design.device, "part": part,
                     "part_placeholder": bool(note), "clock_ns": clock_ns,
                     "formats": {"storage": str(prec.storage), "acc": str(prec.acc)},
-                    "component": {"name": name, "top": res["top"], "dir": d_rel}, "states": int(len(states)),
+                    "component": {"name": name, "top": name, "core": core, "dir": d_rel},
+                    "states": int(len(states)),
                     "notes": [n for n in (note, fmt_note) if n], "csim": None, "files": P.file_entries(tmp)}
         P.write_json(tmp / P.MANIFEST, manifest)
     if csim:
@@ -571,9 +575,13 @@ def export_policy(design, net, out, states, *, expected=None, run=None, part=Non
                 r = check_hls4ml(net, prec, hls_model, states)
         got = np.asarray(r["output"], dtype=np.float64).reshape(ref.shape)
         rec = None if expected is None else bool(np.array_equal(got, expected))
-        manifest["csim"] = {"passed": bool(r["passed"] and rec is not False), "exact": bool(r["exact"]),
-                            "max_diff_lsb": float(r["max_diff_lsb"]), "equals_recorded": rec,
-                            "seconds": round(float(r["seconds"]), 3)}
-        P.write_json(out / P.MANIFEST, manifest)
+        top = run_wrapper_csim(out / d_rel, top=name, core=core, include=include_dir(),
+                               flags=csim_flags(hls_model)[:1])  # the kernel top's testbench, as Vitis runs it
+        manifest["csim"] = {"passed": bool(r["passed"] and rec is not False and top["passed"]),
+                            "exact": bool(r["exact"]), "max_diff_lsb": float(r["max_diff_lsb"]),
+                            "equals_recorded": rec, "kernel_top": top["detail"],
+                            "seconds": round(float(r["seconds"]) + top["seconds"], 3)}
+    manifest["rules"] = rules_summary(check_build(out))
+    P.write_json(out / P.MANIFEST, manifest)
     manifest["seconds"] = round(time.perf_counter() - t0, 3)
     return manifest

@@ -57,10 +57,14 @@ def _render(name: str, ctx: dict) -> str:
     return env.get_template(name).render(ctx)
 
 
-def tb_vectors(net, precision, rows: int = TB_ROWS, seed: int = 0) -> dict:
-    """{file: bytes}: inputs, the emulator's outputs, n and the tolerance (module docstring)."""
+def tb_vectors(net, precision, rows: int = TB_ROWS, seed: int = 0, x=None) -> dict:
+    """{file: bytes}: inputs (`x`, N x input shape; else `rows` seeded uniform ones), the emulator's
+    outputs, n and the tolerance (module docstring)."""
     ps = table_precisions(net, precision)
-    x = np.random.default_rng(seed).uniform(-1.0, 1.0, size=(rows, *net.input_shape))
+    if x is None:
+        x = np.random.default_rng(seed).uniform(-1.0, 1.0, size=(rows, *net.input_shape))
+    x = np.asarray(x, dtype=np.float64)
+    rows = len(x)
     ref = np.asarray(net.forward(x, ps), dtype=np.float64).reshape(rows, -1)
     xin = np.asarray(ps[net.layers[0].name].storage.quantize(x), dtype=np.float64)
     if xin.ndim == 4:
@@ -78,8 +82,10 @@ def tb_vectors(net, precision, rows: int = TB_ROWS, seed: int = 0) -> dict:
             "n.txt": f"{rows}\n".encode(), "tolerance.bin": np.asarray([tol], dtype="<f8").tobytes()}
 
 
-def wrap_network(net, precision, d: Path, *, core: str, top: str, n_max: int, rows: int = TB_ROWS) -> dict:
-    """Write the kernel top, testbench and vectors of hls4ml project `d` (module docstring).
+def wrap_network(net, precision, d: Path, *, core: str, top: str, n_max: int, rows: int = TB_ROWS,
+                 x=None) -> dict:
+    """Write the kernel top, testbench and vectors of hls4ml project `d` (module docstring); `x`: the
+    testbench's inputs (at most n_max rows; default `rows` seeded ones).
     Returns {'syn': [...], 'tb': [...], 'sig': core_signature}: paths relative to `d`."""
     d = Path(d)
     if not top.isidentifier() or top == core:
@@ -87,6 +93,8 @@ def wrap_network(net, precision, d: Path, *, core: str, top: str, n_max: int, ro
     if not (isinstance(n_max, int) and n_max >= 1):
         raise RlhlsError(f"hls4ml: kernel '{top}': N_MAX {n_max!r}, expected an integer >= 1")
     rows = min(rows, n_max)
+    if x is not None and not 1 <= len(x) <= n_max:
+        raise RlhlsError(f"hls4ml: kernel '{top}': {len(x)} testbench rows, expected 1..{n_max}")
     sig = core_signature((d / "firmware" / f"{core}.h").read_text(), core)
     core_cpp = d / "firmware" / f"{core}.cpp"
     text = core_cpp.read_text()
@@ -98,7 +106,7 @@ def wrap_network(net, precision, d: Path, *, core: str, top: str, n_max: int, ro
     atomic_write_text(d / "src" / f"{top}.h", _render("hls4ml_top.h.j2", ctx))
     atomic_write_text(d / "src" / f"{top}.cpp", _render("hls4ml_top.cpp.j2", ctx))
     atomic_write_text(d / "tb" / f"tb_{top}.cpp", _render("hls4ml_tb.cpp.j2", ctx))
-    for name, data in tb_vectors(net, precision, rows).items():
+    for name, data in tb_vectors(net, precision, rows, x=x).items():
         atomic_write_bytes(d / "tb" / name, data)
     return {"syn": [f"src/{top}.cpp", f"firmware/{core}.cpp"],
             "tb": [f"tb/tb_{top}.cpp", *(f"tb/{n}" for n in TB_VECTORS), "firmware/weights"], "sig": sig}

@@ -369,6 +369,8 @@ def rule_testbench(out: Path, m: dict) -> list[Violation]:
 
 def rule_system_cfg(out: Path, m: dict) -> list[Violation]:
     doc = "UG1393 'Linking the Kernels'; UG1702 '--connectivity Options'"
+    if m.get("kind") == "policy":
+        return []
     path = out / P.SYSTEM_CFG
     rel = P.SYSTEM_CFG
     if not path.is_file():
@@ -526,6 +528,8 @@ def check_build(out) -> list[Violation]:
     """Every rule on the build folder `out`; RlhlsError when it is no build folder of ours."""
     out = Path(out)
     m = P.read_manifest(out)
+    if m is not None and m.get("kind") == "policy":  # rlhls build --weights: one project, no link
+        m = {**m, "components": [{**m["component"], "kind": "hls4ml"}]}
     if m is None or "components" not in m:
         raise RlhlsError(f"'{out}': not a build folder (no manifest.json written by {P.GENERATOR})")
     v = []

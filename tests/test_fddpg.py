@@ -86,6 +86,9 @@ def test_exported_actor_csim_equals_the_emulators_recorded_actions(runs, tmp_pat
     files = {f["path"] for f in m["files"]}
     assert "pl/actor_policy/states.npy" in files and any("firmware/weights/" in f for f in files)
     assert (out / "pl" / "actor_policy" / "hls_config.cfg").is_file()
+    # a Vitis kernel top whose testbench replays the recorded states bit for bit; the rules hold
+    assert m["csim"]["kernel_top"].startswith("PASS actor_policy:") and "bit-exact" in m["csim"]["kernel_top"]
+    assert m["rules"]["passed"] and m["component"]["top"] == "actor_policy"
     # the recorded actions are the trained weights' (csim equal to them: the project holds those weights)
     assert np.array_equal(np.load(out / "pl" / "actor_policy" / "expected.npy"), ev["actions"])
 
@@ -207,6 +210,7 @@ def test_every_designs_policy_network_exports_and_its_csim_passes(other_runs, tm
     m = json.loads(capsys.readouterr().out)
     assert m["network"] == net and m["kind"] == "policy" and m["states"] == 64  # the env under seeded random actions
     assert m["csim"]["passed"] and m["csim"]["equals_recorded"] is None
+    assert m["csim"]["kernel_top"].startswith(f"PASS {net}_policy:") and m["rules"]["passed"]
     # fp32: hls4ml's float sums in another order than numpy's; within its bound, not always bit for bit
     assert m["csim"]["exact"] or m["csim"]["max_diff_lsb"] <= 2.5
     trained = policy_network(get_design(design), load_checkpoint(run / "checkpoint.npz")["trainer"])
