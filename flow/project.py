@@ -174,6 +174,17 @@ def read_manifest(out: Path) -> dict | None:
     return m if isinstance(m, dict) and m.get("generator") == GENERATOR else None
 
 
+def build_manifest(folder, what: str = "--reports") -> tuple[Path, dict]:
+    """(folder, its manifest) of a build folder `rlhls build` wrote; one RlhlsError line otherwise."""
+    path = Path(folder).absolute()
+    if not path.is_dir():
+        raise RlhlsError(f"{what} '{folder}': no such folder; expected a folder written by `{GENERATOR}`")
+    m = read_manifest(path)
+    if m is None:
+        raise RlhlsError(f"{what} '{folder}': no {MANIFEST} written by `{GENERATOR}` in it")
+    return path, m
+
+
 def verify_manifest(out: Path) -> list[str]:
     """Files whose hash no longer matches the manifest (or that are missing)."""
     m = read_manifest(out)

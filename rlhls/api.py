@@ -16,7 +16,10 @@ reading them back: ``graph.csv``, ``profile.csv``, ``plan/`` (plan.json, plan.cs
 What libraries print (hls4ml, the ALE, solvers) goes to ``flow.log`` unless ``verbose``.
 
 The plan is solved at the design's batch (the accelerator it sizes); a mixed-precision run
-trains under it. ``demo=True`` (``rlhls run`` without ``--full``) takes the design's demonstration
+trains under it. ``reports=BUILD_DIR`` (a build with Vitis reports or aiesimulator outputs)
+calibrates the profile (``partition.calibrate``): the plan is solved on the calibrated rows and
+records their sources. ``demo=True`` (``rlhls run`` without ``--full``) takes the design's
+demonstration
 budget (``Design.demo``: steps and hyperparameters that finish in minutes on 2 cores).
 
 ``resume=True`` continues a flow folder (``run.json``): the graph and profile are recomputed,
@@ -53,7 +56,7 @@ class Flow:
     def __init__(self, design, out=None, *, device=None, seed: int = 0, env_id: str | None = None,
                  backend: str = "emu", precision: str | None = None, overrides: dict | None = None,
                  config: dict | None = None, demo: bool = True, resume: bool = False, verbose: bool = False,
-                 quiet: bool = False, solver: str = "cbc", time_limit: float | None = 60.0):
+                 quiet: bool = False, solver: str = "cbc", time_limit: float | None = 60.0, reports=None):
         from rlhls.host.algorithms import get_algorithm
         from rlhls.host.backends import BACKENDS
         from rlhls.host.train import check_seed
@@ -79,6 +82,11 @@ class Flow:
         if time_limit is not None and (isinstance(time_limit, bool) or not isinstance(time_limit, (int, float))
                                        or not time_limit > 0):
             raise RlhlsError(f"--time-limit {time_limit!r}: expected a number of seconds > 0")
+        if reports is not None:  # a build's tool reports calibrate the profile
+            from rlhls.flow.project import build_manifest
+
+            reports = build_manifest(reports)
+        self.reports = reports
         self.backend, self.env_id, self.verbose, self.quiet = backend, env_id, verbose, quiet
         self.solver, self.time_limit = solver, time_limit
         d = self.design.demo if demo else {}
@@ -211,8 +219,16 @@ class Flow:
 
             def step():
                 rows = profile_design(self.design, self.device, graph=graph)
+                if self.reports is not None:
+                    from rlhls.partition.calibrate import calibrate
+
+                    rows[:], notes = calibrate(rows, self.reports[0], self.reports[1], batch=graph.batch, graph=graph)
+                    self.record["notes"] += notes
                 rows.write_csv(self.out / "profile.csv")
-                return rows, f"{len(rows)} rows"
+                src = {}
+                for r in rows:
+                    src[r.source] = src.get(r.source, 0) + 1
+                return rows, f"{len(rows)} rows ({', '.join(f'{k} {v}' for k, v in src.items())})"
             self._profile = self._stage("profile", "profile.csv", step)
         return self._profile
 

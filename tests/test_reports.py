@@ -11,6 +11,7 @@ import pytest
 
 from rlhls.cli import main
 from rlhls.designs.devices import get_device
+from rlhls.designs.errors import RlhlsError
 from rlhls.designs.graph import build_graph
 from rlhls.designs.registry import get_design
 from rlhls.partition.calibrate import calibrate
@@ -464,3 +465,24 @@ def test_hls4ml_component_shares_one_call_over_its_layers(tmp_path):
             assert pl[n].latency_us == pytest.approx((10_000 * 4.0 / 1000 + launch) * flops[n] / tot)
         assert pl[group[0]].resources == {"lut": 9000, "ff": 12000, "dsp": 40, "bram36": 4}
         assert all(pl[n].resources == {} for n in group[1:])
+
+
+def test_flow_partitions_on_calibrated_rows(build, tmp_path):
+    import rlhls
+
+    b = _fresh(build, tmp_path)
+    comps = _comps(b)
+    write_csynth(b / comps["q_fc2_fwd"]["dir"], "q_fc2_fwd", PART, target_ns=4.08, est_ns=3.9, worst=400_000)
+    write_csynth(b / comps["q_fc1_fwd"]["dir"], "q_fc1_fwd", PART, target_ns=4.08, est_ns=3.9, worst=300)
+    flow = rlhls.Flow(DESIGN, out=tmp_path / "run", reports=b, quiet=True)
+    rows = flow.profile()
+    assert {r.node for r in rows if r.source == "csynth"} >= {"q.fc1.fwd", "q.fc2.fwd"}
+    plan = flow.partition()
+    assert plan.assignment["q.fc2.fwd"] != "PL"  # 1.6 ms on the PL: the plan moves it
+    assert plan.assignment["q.fc1.fwd"] == "PL" and plan.sources["q.fc1.fwd"] == "csynth"
+    back = read_profile(tmp_path / "run" / "profile.csv")
+    assert [r.source for r in back] == [r.source for r in rows]
+    flow.close()
+    with pytest.raises(RlhlsError, match="no manifest.json written by `rlhls build`"):
+        rlhls.Flow(DESIGN, out=tmp_path / "run2", reports=tmp_path, quiet=True)
+    assert not (tmp_path / "run2").exists()

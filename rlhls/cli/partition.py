@@ -130,15 +130,10 @@ def cmd_profile(args) -> int:
     rows = profile_design(design, device, graph=graph)
     notes = []
     if args.reports:
-        from rlhls.flow.project import MANIFEST, read_manifest
+        from rlhls.flow.project import build_manifest
         from rlhls.partition.calibrate import calibrate
 
-        build = Path(args.reports)
-        if not build.is_dir():
-            raise RlhlsError(f"--reports '{build}': no such folder; expected a folder written by `rlhls build`")
-        manifest = read_manifest(build)
-        if manifest is None:
-            raise RlhlsError(f"--reports '{build}': no {MANIFEST} written by `rlhls build` in it")
+        build, manifest = build_manifest(args.reports)
         rows[:], notes = calibrate(rows, build, manifest, batch=graph.batch, graph=graph)
     timings = {}
     if args.measure_ps:
