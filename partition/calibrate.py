@@ -70,13 +70,13 @@ def _component_of(path: Path, build_dir: Path, comps: list) -> dict | None:
 
 
 def _pick(paths_reports, notes, what):
-    """One report per top: copies in one folder are the same report; else the newest file."""
+    """One report per top: where several folders hold one (classic and unified runs), the newest."""
     by_top = {}
     for path, rep in paths_reports:
         by_top.setdefault(rep.top, []).append((path, rep))
     out = {}
     for top, items in by_top.items():
-        items.sort(key=lambda pr: (pr[0].stat().st_mtime, pr[0].name == "csynth.xml"), reverse=True)
+        items.sort(key=lambda pr: pr[0].stat().st_mtime, reverse=True)
         out[top] = items[0][1]
         folders = {p.parent for p, _ in items}
         if len(folders) > 1:
