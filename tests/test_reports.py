@@ -5,6 +5,7 @@ here (tests/report_fixtures.py) for every tool generation and layout; calibrated
 import contextlib
 import io
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -486,3 +487,17 @@ def test_flow_partitions_on_calibrated_rows(build, tmp_path):
     with pytest.raises(RlhlsError, match="no manifest.json written by `rlhls build`"):
         rlhls.Flow(DESIGN, out=tmp_path / "run2", reports=tmp_path, quiet=True)
     assert not (tmp_path / "run2").exists()
+
+
+def test_classic_and_unified_reports_of_one_component_the_newest_wins(build, tmp_path):
+    b = _fresh(build, tmp_path)
+    d = b / _comps(b)["q_fc1_fwd"]["dir"]
+    old = write_csynth(d, "q_fc1_fwd", PART, layout="classic", target_ns=4.08, est_ns=3.0, worst=100)
+    new = write_csynth(d, "q_fc1_fwd", PART, layout="unified", target_ns=4.08, est_ns=3.0, worst=900)
+    os.utime(old, (1_000_000, 1_000_000))
+    rows, notes = calibrate(profile_design(DESIGN), b, json.loads((b / "manifest.json").read_text()))
+    assert next(r for r in rows if (r.node, r.unit) == ("q.fc1.fwd", "PL")).cycles == 900
+    assert any("2 reports, the newest used" in n and str(new) in n for n in notes)
+    os.utime(new, (500_000, 500_000))
+    rows, _ = calibrate(profile_design(DESIGN), b, json.loads((b / "manifest.json").read_text()))
+    assert next(r for r in rows if (r.node, r.unit) == ("q.fc1.fwd", "PL")).cycles == 100
