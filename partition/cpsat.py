@@ -93,9 +93,10 @@ def _model(P: Problem, H: float, scale: int):
 
 def solve_cpsat(P: Problem, H: float, time_limit: float, *, hint: Schedule | None = None, workers: int = 1,
                 scale: int = SCALE, seed: int = 0):
-    """(schedule or None, lower bound in µs, proven optimal) of CP-SAT within ``time_limit`` s,
-    the makespan at most the horizon H (a plan at most H long must exist, e.g. HEFT's).
-    ``hint``: a schedule CP-SAT starts its search from."""
+    """(schedule or None, lower bound in µs, whether CP-SAT proved the rounded model optimal)
+    within ``time_limit`` s, the makespan at most the horizon H (a plan at most H long must exist,
+    e.g. HEFT's). The schedule is timed exactly, so it may exceed the rounded optimum by the
+    rounding. ``hint``: a schedule CP-SAT starts its search from."""
     from ortools.sat.python import cp_model
 
     m, x, S, T = _model(P, H, scale)

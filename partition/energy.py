@@ -40,7 +40,7 @@ def descendants(problem: Problem) -> np.ndarray:
     return D
 
 
-def separate(problem: Problem, var: dict, D: np.ndarray, most: int = 60, tol: float = 1e-6) -> list:
+def separate(problem: Problem, var: dict, D: np.ndarray, most: int = 60, tol: float = 1e-5) -> list:
     """Violated energy rows at the LP solution in ``var`` (from ``ilp._build``): a list of
     (name, constraint), at most ``most`` per family. ``tol``: relative to T."""
     P = problem
