@@ -11,9 +11,11 @@
    printed with it (the machine is shared).
 Random DAGs: one row per solver with status, makespan, gap, seconds and every baseline / ILP.
 3. Large graphs: random DAGs of --large nodes (default 300 and 1000; 4 PS cores, the
-   VEK280's capacities) at each of --large-limits seconds (default 10 and 60), CBC, side by side:
-   before (the whole model, ``solve(lns=False)``) and after (LP rounding + LNS, the default for
-   graphs above ``lns.LNS_NODES`` nodes): makespan, gap, bound and HEFT / plan. One solve at a time.
+   VEK280's capacities) at each of --large-limits seconds (default 10 and 60), side by side: ours
+   (the default for graphs above ``lns.LNS_NODES`` nodes, CBC sub-solves) with its bound and the
+   LP-only bound it had before the energy rows, and OR-Tools CP-SAT (``pip install rlhls[cpsat]``;
+   one worker, HEFT's plan as its hint, the same limit) with its plan and proven bound; HEFT beside
+   them. One solve at a time.
 
     python benchmarks/bench_partition.py [--nodes 300] [--time-limit 60] [--orders 5] [--skip-random] [--skip-designs]
                                          [--large 300,1000] [--large-limits 10,60] [--skip-large]
@@ -73,26 +75,44 @@ def _header(title):
 
 
 def large(sizes, limits, solver="cbc") -> None:
-    """Before (whole model) and after (LNS) side by side on the same instances and limits."""
-    print(f"\nlarge random DAGs (seed 0), {solver}, before = whole model, after = LP rounding + LNS; "
+    """Ours (LP rounding, packed start, LNS; energy-row bound) and CP-SAT side by side on the same
+    instances and limits, with HEFT and the bound ours had before the energy rows (the LP alone)."""
+    from rlhls.partition import cpsat
+
+    print(f"\nlarge random DAGs (seed 0), ours = {solver} sub-solves, CP-SAT = 1 worker from HEFT's plan; "
           f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"{'nodes':>5} {'limit s':>7} | {'before makespan':>15} {'gap':>7} {'HEFT/plan':>9} {'s':>6} | "
-          f"{'after makespan':>14} {'gap':>7} {'HEFT/plan':>9} {'s':>6} {'bound':>12}  check")
+    print(f"{'nodes':>5} {'limit s':>7} {'HEFT':>10} | {'ours':>10} {'gap':>7} {'HEFT/plan':>9} {'s':>5} {'bound':>10} "
+          f"{'LP bound':>10} | {'CP-SAT':>10} {'gap':>7} {'s':>5} {'bound':>10}  check")
     for n in sizes:
         rows, edges, cap, links = random_dag(n, 0)
+        P = Problem(rows, edges, cap, links, None)
+        h = heft(P)
         for limit in limits:
-            cells, bad = [], []
-            for use_lns in (False, True):
+            bad = []
+            t = time.perf_counter()
+            plan = solve(rows, edges, cap, links, ps_cores=None, solver=solver, time_limit=limit)
+            wall = time.perf_counter() - t
+            bad += check_schedule(plan, rows, edges, cap, links, plan.ps_cores)
+            # the LP alone at the same horizon: the bound before the energy rows (not timed)
+            lp = ilp._lp_relaxation(P, plan.makespan_us * (1 + 1e-9) + 1e-9, time.perf_counter() + 600)
+            lp_bound = max(lp[0], ilp._lower_bound(P)) if lp else float("nan")
+            cp = "not installed"
+            if cpsat.available():
                 t = time.perf_counter()
-                plan = solve(rows, edges, cap, links, ps_cores=None, solver=solver, time_limit=limit, lns=use_lns)
-                wall = time.perf_counter() - t
-                bad += check_schedule(plan, rows, edges, cap, links, plan.ps_cores)
-                heft_ms = plan.baselines["HEFT"]
-                cells.append((plan, wall, heft_ms / plan.makespan_us))
-            (b, bw, br), (a, aw, ar) = cells
-            print(f"{n:>5} {limit:>7g} | {b.makespan_us:>15.1f} {b.gap:>7.2%} {'x' + format(br, '.3f'):>9} {bw:>6.1f} | "
-                  f"{a.makespan_us:>14.1f} {a.gap:>7.2%} {'x' + format(ar, '.3f'):>9} {aw:>6.1f} {a.bound:>12.1f}  "
-                  f"{'CHECK FAILED: ' + bad[0] if bad else 'ok'}", flush=True)
+                sched, cb, _ = cpsat.solve_cpsat(P, h.makespan * (1 + 1e-9) + 1e-9, limit, hint=h)
+                cw = time.perf_counter() - t
+                if sched is None:
+                    cp = f"{'no plan':>10} {'':>7} {cw:>5.1f} {cb:>10.1f}"
+                else:
+                    sp = {"assignment": {v: o.unit for v, o in sched.option.items()},
+                          "point": {v: o.point for v, o in sched.option.items()},
+                          "start_us": sched.start, "makespan_us": sched.makespan}
+                    bad += check_schedule(sp, rows, edges, cap, links, P.ps_cores)
+                    cgap = (sched.makespan - cb) / sched.makespan
+                    cp = f"{sched.makespan:>10.1f} {cgap:>7.2%} {cw:>5.1f} {cb:>10.1f}"
+            print(f"{n:>5} {limit:>7g} {h.makespan:>10.1f} | {plan.makespan_us:>10.1f} {plan.gap:>7.2%} "
+                  f"{'x' + format(h.makespan / plan.makespan_us, '.3f'):>9} {wall:>5.1f} {plan.bound:>10.1f} "
+                  f"{lp_bound:>10.1f} | {cp}  {'CHECK FAILED: ' + bad[0] if bad else 'ok'}", flush=True)
 
 
 def main() -> None:
