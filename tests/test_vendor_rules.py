@@ -368,3 +368,42 @@ def test_partitioner_plans_within_the_routable_stream_budget_and_the_build_refus
     monkeypatch.setattr(cost, "aie_plio_pairs", whole)
     monkeypatch.setattr(profile, "aie_plio_pairs", whole)
     assert _streams(_breakout_plan()[2]) > budget
+
+
+# ----------------------------------------------------------------------------- HEPPO-GAE's on-chip FILO unit
+
+
+@pytest.mark.parametrize("ps,seed_bytes", [
+    (dict(out="fixed<8,4,RND,SAT>"), 128 * 1024),  # §V-D2: results at the code width, "128 KB"
+    (dict(), 4 * 128 * 1024),  # the design's fp32 results in place: 4x
+    (dict(trajectories=7, steps=23, bits=10, out="fixed<6,2,RND,SAT>"), 2 * 7 * 23 * 10 / 8)])
+def test_gae_unit_keeps_the_rollout_on_chip_with_the_models_memory(tmp_path, ps, seed_bytes):
+    """The generated unit's FILO stack (rlhls_gae.h Stack: BRAM0 / BRAM1 of S x T words, results in
+    place) is the size gae.memory_layout gives, so the §V-D2 figures come from the generated arrays;
+    the host's arrays are read once (push) and written once (drain)."""
+    from rlhls.designs.kernels.gae import GaeKernel, memory_layout
+    from rlhls.flow.kernels import render_kernel
+    from rlhls.flow.paths import include_dir
+    from rlhls.flow.toolchain import ap_types_include, compile_cpp
+
+    k = GaeKernel()
+    p = k.resolve(ps)
+    src = render_kernel("gae", ps, tb=False)
+    for name, text in src.files.items():
+        (tmp_path / name).write_text(text)
+    (tmp_path / "size.cpp").write_text(
+        '#include <cstdio>\n#include "gae.h"\n#include "rlhls_gae.h"\nusing namespace gae_t;\n'
+        "int main() { std::printf(\"%d %ld\\n\", rlgae::Stack<out_t, T, S, NB>::WORD_BITS, "
+        "rlgae::Stack<out_t, T, S, NB>::BITS); return 0; }\n")
+    exe = compile_cpp([tmp_path / "size.cpp"], tmp_path / "size", include_dirs=[tmp_path, include_dir(),
+                                                                                  ap_types_include()])
+    word, bits = map(int, subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split())
+    m = memory_layout(p)
+    assert (word, bits / 8) == (m["word_bits"], m["capacity_bytes"]) and bits / 8 == seed_bytes
+    h = (include_dir() / "rlhls_gae.h").read_text()
+    body = h[h.index("void run("):]
+    # the PEs read and write the stack, never the host's arrays: those appear once in push / drain
+    for arr in ("rew[", "val[", "done[", "boot["):
+        assert body.count(arr) == 1, arr
+    assert body.count("adv[") == 1 and body.count("rtg[") == 1
+    assert "rmb[t][j] = Bits<O>::template put" in body and "type = ram_t2p impl = bram" in body

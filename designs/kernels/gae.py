@@ -71,7 +71,12 @@ mode, parity unused) = 4 bytes, two ports per block: ports = ceil(bw / 4), block
 ceil(256 / 4.5), i.e. counting the 36-bit port (4.5 bytes with parity) -- that would give 29
 blocks, not the seed's 32; its 32 follows from 4 bytes/port (64 ports), which we use, and
 ``memory_layout`` reports the seed's 4.5-byte figure as ``bram_ports_36bit``. The unit needs
-max(capacity, bandwidth) BRAM36.
+max(capacity, bandwidth) BRAM36. The C++ unit (``vitis/include/rlhls_gae.h``) declares this
+stack (``Stack``: BRAM0 / BRAM1 of S x T words, true dual-port, one bank per PE), pushes the host's
+rollout into it once, lets the PEs pop it and overwrite each code with its result, and drains the
+results once; push and drain are the data movement the seed's PS does into its BRAMs (§III-A),
+not counted in the unit's cycles. Its episode memory (done flags and bootstrap codes, S x T words
+of n + 2 bits, for truncated episodes the seed does not treat) is not in these figures.
 
 Cycles and resources (``cost``): cycles = max_p(elements on PE p) * II + depth + k, with
 II = ceil(L_loop / k): the loop mul+add takes L_loop = ceil(t_loop * f) cycles (t_loop:
