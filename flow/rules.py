@@ -11,9 +11,9 @@ reports the file (relative to ``out``) and line of every violation:
   Sources", "HLS General Options"): the top ``syn.top`` names is defined in a ``syn.file``, every
   listed file exists, the tcl lists the same top and files, clock and flow target are the design's.
 * ``kernel_interfaces`` — the top function of a Vitis kernel (UG1399 "Interfaces for Vitis Kernel
-  Flow", "AXI Adapter Interface Protocols"): pointer / array arguments on ``m_axi`` or ``axis`` (or
-  ``s_axilite``, a register array), scalars and ``return`` on ``s_axilite``, no Vivado-IP-only modes
-  (``ap_vld``, ``ap_none``, ...).
+  Flow", "AXI Adapter Interface Protocols", "AXI4-Lite Interface"): pointer / array arguments on
+  ``m_axi`` (offset=slave) or ``axis`` (or ``s_axilite``, a register array), scalars and ``return``
+  on ``s_axilite``, one s_axilite bundle, no Vivado-IP-only modes (``ap_vld``, ``ap_none``, ...).
 * ``hls_pragmas`` — every ``#pragma HLS`` of the synthesis sources is a pragma of UG1399 "HLS
   Pragmas", with its required option (``variable=`` / ``port=``) and positive integer factors.
 * ``testbench`` — a self-checking testbench (UG1399 "Writing a Test Bench": returns 0 only when
@@ -50,7 +50,7 @@ __all__ = ["Violation", "RULES", "check_build", "is_amd_part", "AMD_PART"]
 AMD_PART = re.compile(r"^x[caq][a-z]{1,4}\d{1,4}[a-z]{0,3}-[a-z]{2,6}\d{3,4}-\d[a-z]{0,3}(-[a-z](-[a-z0-9]+)?)?$",
                       re.I)
 UG1399_PARTS = "UG1399 'HLS General Options' (part); DS890/DS950 ordering information"
-VITIS_IFACE = "UG1399 'Interfaces for Vitis Kernel Flow', 'AXI Adapter Interface Protocols'"
+VITIS_IFACE = "UG1399 'Interfaces for Vitis Kernel Flow', 'AXI Adapter Interface Protocols', 'AXI4-Lite Interface'"
 PRAGMAS = {"aggregate", "alias", "allocation", "array_partition", "array_reshape", "array_stencil", "bind_op",
            "bind_storage", "cache", "dataflow", "dependence", "disaggregate", "expression_balance",
            "function_instantiate", "inline", "interface", "latency", "loop_flatten", "loop_merge",
@@ -279,7 +279,7 @@ def rule_kernel_interfaces(out: Path, m: dict) -> list[Violation]:
             continue  # hls_sources reports a top that is not defined
         rel = _rel(out, p)
         line, args_text, body, body_line = fn
-        modes = {}
+        modes, lite_bundles = {}, {}
         for i, ln in enumerate(body.splitlines()):
             mm = re.match(r"\s*#\s*pragma\s+HLS\s+interface\b(.*)", ln, re.I)
             if not mm:
@@ -287,6 +287,12 @@ def rule_kernel_interfaces(out: Path, m: dict) -> list[Violation]:
             o = _pragma_options(mm.group(1))
             mode = o.pop("mode", None) or next((k for k, val in o.items() if val == "" and k != "register"), None)
             port = o.get("port", "")
+            if (mode or "").lower() == "s_axilite":  # one control interface per kernel
+                lite_bundles.setdefault(o.get("bundle") or "control", body_line + i)
+            if (mode or "").lower() == "m_axi" and o.get("offset") not in (None, "", "slave"):
+                v.append(Violation("kernel_interfaces", VITIS_IFACE, rel, body_line + i,
+                                   f"{c['top']}: m_axi port {port} offset={o.get('offset')}: a Vitis kernel takes "
+                                   "its buffer addresses through s_axilite (offset=slave)"))
             for name in port.split(","):
                 modes.setdefault(name, []).append(((mode or "").lower(), body_line + i))
         for name, ptr in _args(args_text):
@@ -305,6 +311,11 @@ def rule_kernel_interfaces(out: Path, m: dict) -> list[Violation]:
                 v.append(Violation("kernel_interfaces", VITIS_IFACE, rel, line,
                                    f"{c['top']}: scalar port {name} takes s_axilite only (m_axi / axis: arrays, "
                                    "pointers and streams)"))
+        if len(lite_bundles) > 1:
+            other = min(ln for b, ln in lite_bundles.items() if b != "control")
+            v.append(Violation("kernel_interfaces", VITIS_IFACE, rel, other,
+                               f"{c['top']}: s_axilite bundles {', '.join(sorted(lite_bundles))}: a Vitis kernel has "
+                               "one s_axilite control interface"))
         if "s_axilite" not in {g for g, _ in modes.get("return", [])}:
             v.append(Violation("kernel_interfaces", VITIS_IFACE, rel, line,
                                f"{c['top']}: no 'INTERFACE s_axilite port=return' (the kernel's control)"))

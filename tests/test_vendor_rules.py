@@ -225,6 +225,15 @@ def test_kernel_interfaces_fire_on_hls4mls_ap_vld_top_and_a_missing_control(hepp
                                              ("pl/policy_fwd/src/policy_fwd.cpp", _line_of(top, "void policy_fwd("))]
     assert "ap_vld" in v[0].message and "s_axilite port=return" in v[1].message
     assert "Interfaces for Vitis Kernel Flow" in v[0].doc
+    # a second control bundle and an m_axi port whose address does not come through s_axilite
+    top.write_text(top.read_text().replace("INTERFACE ap_vld port=x offset=slave", "INTERFACE m_axi port=x offset=direct")
+                   .replace("INTERFACE s_axilite port=n", "INTERFACE s_axilite port=n bundle=ctrl2\n"
+                            "#pragma HLS INTERFACE s_axilite port=return"))
+    msgs = {(x.line, x.message.split(":", 1)[1].strip()) for x in _fired(out, "kernel_interfaces")}
+    assert msgs == {(_line_of(top, "offset=direct"), "m_axi port x offset=direct: a Vitis kernel takes its buffer "
+                                                      "addresses through s_axilite (offset=slave)"),
+                    (_line_of(top, "bundle=ctrl2"), "s_axilite bundles control, ctrl2: a Vitis kernel has one "
+                                                    "s_axilite control interface")}
 
 
 def test_hls_pragmas_fire_on_an_unknown_pragma_and_a_bad_factor(cartpole_aie, tmp_path):
