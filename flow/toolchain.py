@@ -125,7 +125,7 @@ def compile_cpp(sources, output, include_dirs=(), flags=()) -> Path:
 
 
 def _run(cxx, args, output):
-    res = procs.run([cxx, *args], capture_output=True, text=True)  # g++ dies with rlhls
+    res = procs.run([cxx, *args], capture_output=True, text=True, tree=True)  # g++ and its cc1plus die with rlhls
     if res.returncode != 0:
         log = output.with_name(output.name + ".log")
         log.write_text(" ".join([cxx, *args]) + "\n\n" + res.stderr)

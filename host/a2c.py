@@ -118,8 +118,8 @@ class A2CArgs(MixedPrecisionArgs):
 
     def check(self, design):
         super().check(design)
-        check_memory(f"num_envs x n_steps = {self.num_envs} x {self.n_steps} (the rollout)",
-                     self.num_envs * self.n_steps * sample_bytes(design))
+        check_memory(f"num_envs x n_steps = {self.num_envs} x {self.n_steps}",
+                     self.num_envs * self.n_steps * sample_bytes(design), "the rollout at least")
 
 
 def batch_size(hp: dict) -> int:

@@ -126,7 +126,7 @@ class DDPGArgs(MixedPrecisionArgs):
         # _Buffer per transition: float32 observation and actions, DQN's int64 action slot, reward and done
         check_buffer_memory(self.buffer_size, 4 * int(np.prod(design.obs_shape)) + 4 * int(design.action_dim)
                             + 8 + 4 + 4)
-        check_memory(f"batch_size = {self.batch_size}", self.batch_size * sample_bytes(design))
+        check_memory(f"batch_size = {self.batch_size}", self.batch_size * sample_bytes(design), "a batch at least")
 
 
 def batch_size(hp: dict) -> int:

@@ -117,7 +117,7 @@ class DQNArgs(MixedPrecisionArgs):
                              f"num_envs {self.num_envs}")
         # a byte per input value at least (Atari frames; the buffer checks its real size when made)
         check_buffer_memory(self.buffer_size, int(np.prod(design.obs_shape)) + 16)
-        check_memory(f"batch_size = {self.batch_size}", self.batch_size * sample_bytes(design))
+        check_memory(f"batch_size = {self.batch_size}", self.batch_size * sample_bytes(design), "a batch at least")
 
 
 def batch_size(hp: dict) -> int:
@@ -217,8 +217,14 @@ class ReplayBuffer:
         if s["capacity"] != self.capacity or s["obs"].shape[1:] != self.obs.shape[1:]:
             raise RlhlsError(f"checkpoint: replay buffer of {s['capacity']} x {s['obs'].shape[1:]}, "
                              f"expected {self.capacity} x {self.obs.shape[1:]}")
-        n = self.size = int(s["size"])
-        self.pos = int(s["pos"])
+        size, pos = s["size"], s["pos"]
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (size, pos)) \
+                or not 0 <= size <= self.capacity or not 0 <= pos < self.capacity \
+                or any(len(s[k]) != size for k in ("obs", "actions", "rewards", "dones")):
+            raise RlhlsError(f"checkpoint: replay buffer position {pos!r} / size {size!r} do not fit its "
+                             f"{self.capacity} transitions and {len(s['obs'])} stored")
+        n = self.size = size
+        self.pos = pos
         for k in ("obs", "actions", "rewards", "dones"):
             getattr(self, k)[:n] = s[k]
         self.num_envs = s["num_envs"]

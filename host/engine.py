@@ -10,7 +10,7 @@ or an ``rlhls`` command line (``["train", DESIGN, ...]``, run as ``python -m rlh
 own interpreter; ``train`` gets ``--resume`` when its folder holds a checkpoint as the try starts).
 Each run is one Ray task (one CPU; Ray reuses its worker processes, as a process pool does) on a
 local Ray instance
-started for the command with this machine's cores (quiet, no dashboard, shut down at the end), or
+started for the command with this machine's cores (quiet, no dashboard web UI, shut down at the end), or
 on the cluster at ``address`` (``"auto"``: the one ``ray start --head`` started on this node). A Ray
 session a caller already holds (``ray.is_initialized()``) is used as it is and left running.
 ``jobs`` caps the runs in flight (default: the cluster's CPUs). With ``jobs == 1`` and no address

@@ -114,8 +114,8 @@ class PPOArgs(MixedPrecisionArgs):
                         choices=PRECISIONS)
 
     def check(self, design):
-        check_memory(f"num_envs x num_steps = {self.num_envs} x {self.num_steps} (the rollout)",
-                     self.num_envs * self.num_steps * sample_bytes(design))
+        check_memory(f"num_envs x num_steps = {self.num_envs} x {self.num_steps}",
+                     self.num_envs * self.num_steps * sample_bytes(design), "the rollout at least")
         if self.num_envs * self.num_steps < self.num_minibatches:
             raise RlhlsError(f"PPO hyperparameters: num_envs x num_steps = {self.num_envs * self.num_steps} is "
                              f"smaller than num_minibatches = {self.num_minibatches}")

@@ -17,7 +17,7 @@ from .mixed import default_plan
 __all__ = ["TrainerBase", "param_views", "check_buffer_memory"]
 
 
-def check_memory(what: str, need_bytes: int) -> None:
+def check_memory(what: str, need_bytes: int, holds: str = "it") -> None:
     """RlhlsError when `need_bytes` (at least what a hyperparameter's value makes the run hold) are
     more than this machine's memory: one line before anything is allocated or written, where numpy
     would fail with a bare MemoryError or the kernel kill the run later."""
@@ -29,12 +29,12 @@ def check_memory(what: str, need_bytes: int) -> None:
         mem = None
     if need_bytes > (mem if mem else 2 ** 62):
         have = f"this machine's {mem / 2 ** 30:.1f} GiB" if mem else "what numpy can allocate"
-        raise RlhlsError(f"hyperparameter {what}: needs at least {need_bytes / 2 ** 30:.3g} GiB, more than {have}")
+        raise RlhlsError(f"hyperparameter {what}: {holds} needs {need_bytes / 2 ** 30:.3g} GiB, more than {have}")
 
 
 def check_buffer_memory(capacity: int, bytes_per_transition: int) -> None:
     """RlhlsError when a replay buffer of `capacity` transitions would not fit in this machine's memory."""
-    check_memory(f"buffer_size = {capacity} (the replay buffer)", int(capacity) * int(bytes_per_transition))
+    check_memory(f"buffer_size = {capacity}", int(capacity) * int(bytes_per_transition), "the replay buffer")
 
 
 def sample_bytes(design) -> int:

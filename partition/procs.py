@@ -1,13 +1,16 @@
 """Child processes that never outlive rlhls: the compilers, solvers and test programs it starts.
 
 ``die_with_parent`` is a ``preexec_fn`` (Linux): the child gets SIGKILL when the process that
-started it dies, however it dies (a SIGKILL of ``rlhls build --csim`` no longer leaves g++ or CBC
-running to their end). ``run`` is ``subprocess.run`` with it; an interrupt of the parent (Ctrl-C,
-an exception) kills the child before it is raised on.
+started it dies, however it dies (a SIGKILL of ``rlhls partition`` no longer leaves CBC running to
+its time limit). A child that starts children of its own (g++: cc1plus, as, ld) runs with
+``tree=True``: in a process group of its own under a small ``sh`` that the parent's death
+signals and that then kills the whole group. ``run`` is ``subprocess.run`` with either; an
+interrupt of the parent (Ctrl-C, an exception) kills the child (its group) before it is raised on.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -19,43 +22,65 @@ _PR_SET_PDEATHSIG = 1
 
 def die_with_parent() -> None:
     """preexec_fn: SIGKILL this child when its parent dies."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):
-        pass
+    pre = _preexec()
+    if pre is not None:
+        pre()
 
 
-def _preexec():
-    return die_with_parent if sys.platform.startswith("linux") else None
+def _preexec(sig=signal.SIGKILL):
+    if not sys.platform.startswith("linux"):
+        return None
+
+    def pre():
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, sig)
+        except (OSError, AttributeError):
+            pass
+    return pre
 
 
-def popen(args, **kw) -> subprocess.Popen:
-    """subprocess.Popen of a child that dies with this process."""
+# the group's leader: on SIGTERM (the parent's death) it kills its whole process group
+_TREE = 'trap "kill -KILL 0" TERM; "$@" & wait $!'
+
+
+def popen(args, *, tree: bool = False, **kw) -> subprocess.Popen:
+    """subprocess.Popen of a child that dies with this process (``tree``: with its own children)."""
+    if tree and sys.platform.startswith("linux"):
+        return subprocess.Popen(["/bin/sh", "-c", _TREE, "sh", *args], preexec_fn=_preexec(signal.SIGTERM),
+                                start_new_session=True, **kw)
     return subprocess.Popen(args, preexec_fn=_preexec(), **kw)
 
 
-def run(args, *, timeout=None, capture_output: bool = False, check: bool = False, input=None,
+def _kill(p: subprocess.Popen, tree: bool) -> None:
+    try:
+        os.killpg(p.pid, signal.SIGKILL) if tree else p.kill()
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def run(args, *, timeout=None, capture_output: bool = False, check: bool = False, input=None, tree: bool = False,
         **kw) -> subprocess.CompletedProcess:
     """subprocess.run (same arguments) of a child that dies with this process, and with an
-    interrupt of it."""
+    interrupt of it (``tree``: its own children too)."""
     if capture_output:
         kw.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if input is not None:
         kw["stdin"] = subprocess.PIPE
-    with popen(args, **kw) as p:
+    tree = tree and sys.platform.startswith("linux")
+    with popen(args, tree=tree, **kw) as p:
         try:
             out, err = p.communicate(input, timeout=timeout)
         except subprocess.TimeoutExpired:
-            p.kill()
+            _kill(p, tree)
             out, err = p.communicate()
-            raise subprocess.TimeoutExpired(p.args, timeout, output=out, stderr=err) from None
+            raise subprocess.TimeoutExpired(args, timeout, output=out, stderr=err) from None
         except BaseException:
-            p.kill()
+            _kill(p, tree)
             p.wait()
             raise
-    done = subprocess.CompletedProcess(p.args, p.returncode, out, err)
+    done = subprocess.CompletedProcess(args, p.returncode, out, err)
     if check:
         done.check_returncode()
     return done

@@ -256,11 +256,11 @@ def test_policy_export_refuses_bad_input_in_one_line(other_runs, tmp_path, capsy
     elif case == "other design":
         run, design, needle = other_runs / "apdrl-dqn-cartpole", "fddpg-arm-m1", \
             "a run of design 'apdrl-dqn-cartpole', not 'fddpg-arm-m1'"
-    else:  # its config gone: the checkpoint's network does not take the design's states
+    else:  # its config gone: the checkpoint names its own design
         run = tmp_path / "anon"
         shutil.copytree(other_runs / "apdrl-dqn-cartpole", run)
         (run / "config.json").unlink()
-        design, needle = "fddpg-arm-m1", "a checkpoint of another design or environment"
+        design, needle = "fddpg-arm-m1", "its checkpoint is of design 'apdrl-dqn-cartpole', not 'fddpg-arm-m1'"
     before = sorted(p.name for p in tmp_path.iterdir())
     assert cli_main(["build", design, "--weights", str(run), "--csim", "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip()

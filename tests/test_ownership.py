@@ -399,23 +399,36 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _cmdline(pid: int) -> str:
+    try:
+        return open(f"/proc/{pid}/cmdline").read()
+    except OSError:
+        return ""
+
+
+def _descendants(pid: int) -> list:
+    kids = _children(pid)
+    return kids + [d for k in kids for d in _descendants(k)]
+
+
 def test_a_killed_build_leaves_no_compiler_running_and_its_temps_are_swept(tmp_path):
     env = dict(os.environ, RLHLS_CACHE_DIR=str(tmp_path / "cache"), TMPDIR=str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
     p = subprocess.Popen([sys.executable, "-m", "rlhls", "build", "apdrl-dqn-cartpole", "--csim", "--out",
                           str(tmp_path / "b")], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline, kids = time.monotonic() + 120, []
-    while time.monotonic() < deadline and not kids and p.poll() is None:
-        kids = [k for k in _children(p.pid) if "g++" in open(f"/proc/{k}/cmdline").read() or
-                "c++" in open(f"/proc/{k}/cmdline").read()]
+    deadline, tree = time.monotonic() + 120, []
+    while time.monotonic() < deadline and p.poll() is None:  # until a compiler's own child (cc1plus) runs
+        tree = _descendants(p.pid)
+        if any("cc1plus" in _cmdline(k) for k in tree):
+            break
         time.sleep(0.01)
-    assert kids, "the build started no compiler"
+    assert any(_alive(k) for k in tree), "the build started no compiler"
     p.kill()
     p.wait()
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(_alive(k) for k in kids):
+    while time.monotonic() < deadline and any(_alive(k) for k in tree):
         time.sleep(0.05)
-    assert not any(_alive(k) for k in kids)
+    assert not [k for k in tree if _alive(k)]  # g++ and its cc1plus, not only the children
     # what the killed build left is swept by the next one
     stale = [q.name for q in (tmp_path / "cache").rglob("*") if ".tmp" in q.name or ".objs" in q.name]
     subprocess.run([sys.executable, "-m", "rlhls", "build", "apdrl-dqn-cartpole", "--csim", "--out",
@@ -423,3 +436,20 @@ def test_a_killed_build_leaves_no_compiler_running_and_its_temps_are_swept(tmp_p
     left = [q.name for q in (tmp_path / "cache").rglob("*") if ".tmp" in q.name or ".objs" in q.name]
     assert not left, (stale, left)
     assert not [q for q in (tmp_path / "tmp").iterdir() if q.name.startswith("rlhls-")]
+
+
+@pytest.mark.parametrize("key, value", [("pos", 10 ** 9), ("size", 10 ** 9), ("pos", "x"), ("pos", -1)])
+def test_a_replay_buffer_position_out_of_range_is_one_line(tmp_path, capsys, key, value):
+    t = tmp_path / "t"
+    args = ["train", "apdrl-dqn-cartpole", "--out", str(t), "--precision", "fp32", "--set", "learning_starts=500",
+            "--set", "steps_per_update=500", "--quiet"]
+    assert main(args + ["--steps", "1000"]) == 0
+    ck = load_checkpoint(t / "checkpoint.npz")
+    ck["trainer"]["buffer"][key] = value
+    save_checkpoint(t / "checkpoint.npz", ck)
+    before = {p.name: p.read_bytes() for p in t.iterdir()}
+    capsys.readouterr()
+    assert main(args + ["--steps", "2000", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "replay buffer position" in err and err.count("\n") == 1
+    assert {p.name: p.read_bytes() for p in t.iterdir()} == before
