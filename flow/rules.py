@@ -481,19 +481,39 @@ def rule_aie_graph(out: Path, m: dict) -> list[Violation]:
 def rule_aie_kernel_source(out: Path, m: dict) -> list[Violation]:
     if not (m.get("aie") or {}).get("nodes"):
         return []
-    doc = "UG1079 'Kernel Class' (registerKernelClass, REGISTER_FUNCTION), 'Graph Programming Model'"
+    doc = "UG1079 'C++ Kernel Class Support' (registerKernelClass, REGISTER_FUNCTION), 'Kernel Inputs and Outputs'"
     v = []
     kd = out / "aie" / "kernels"
+    classes = set()
     for h in sorted(kd.glob("*.h")):
         text = h.read_text(errors="replace")
         for mm in re.finditer(r"^class\s+(\w+)\s*\{", text, re.M):
             cls = mm.group(1)
-            if not re.search(rf"registerKernelClass\(\)\s*\{{\s*REGISTER_FUNCTION\({cls}::\w+\);", text):
-                v.append(Violation("aie_kernel_source", doc, _rel(out, h), text.count("\n", 0, mm.start()) + 1,
-                                   f"kernel class {cls} does not register its run function"))
+            classes.add(cls)
+            line = text.count("\n", 0, mm.start()) + 1
+            reg = re.findall(rf"REGISTER_FUNCTION\({cls}::(\w+)\);", text)
+            if not re.search(rf"registerKernelClass\(\)\s*\{{\s*REGISTER_FUNCTION\({cls}::\w+\);", text) \
+                    or len(reg) != 1:
+                v.append(Violation("aie_kernel_source", doc, _rel(out, h), line,
+                                   f"kernel class {cls} must register exactly one run function ({len(reg)} found)"))
+                continue
+            if "#include <adf.h>" not in text and '#include "adf.h"' not in text:
+                v.append(Violation("aie_kernel_source", doc, _rel(out, h), 0, "does not include adf.h"))
+            decl = re.search(rf"\bvoid\s+{reg[0]}\s*\(([^;{{]*)\)\s*;", text)
+            ports = decl.group(1) if decl else ""
+            if not re.search(r"adf::input_(async_)?buffer<|input_stream<", ports) or \
+                    not re.search(r"adf::output_(async_)?buffer<|output_stream<", ports):
+                v.append(Violation("aie_kernel_source", doc, _rel(out, h), line,
+                                   f"{cls}::{reg[0]}: expected adf input and output buffer or stream ports"))
             cc = h.with_suffix(".cc")
             if not cc.is_file() or f'#include "{h.name}"' not in cc.read_text(errors="replace"):
                 v.append(Violation("aie_kernel_source", doc, _rel(out, cc), 0, f"does not include {h.name}"))
+    g = out / "aie" / "graph.h"
+    for i, ln in enumerate(_lines(g), 1):
+        for mm in re.finditer(r"create_object<(\w+)>", ln):
+            if mm.group(1) not in classes:
+                v.append(Violation("aie_kernel_source", doc, _rel(out, g), i,
+                                   f"kernel class {mm.group(1)} is declared in no aie/kernels/*.h"))
     return v
 
 

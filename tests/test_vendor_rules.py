@@ -295,6 +295,16 @@ def test_aie_kernel_source_fires_on_an_unregistered_kernel_class(cartpole_aie, t
     _edit(h, f"REGISTER_FUNCTION({cls}::run);", "")
     v = _fired(out, "aie_kernel_source")
     assert [(x.file, x.line) for x in v] == [(f"aie/kernels/{h.name}", _line_of(h, f"class {cls}"))]
+    # registered, but its run function has no output port; and a graph naming a class nobody declares
+    out = _copy(cartpole_aie, tmp_path / "c")
+    h = out / "aie" / "kernels" / h.name
+    _edit(h, "adf::output_async_buffer<bfloat16, adf::extents<OUT>>& out", "float* out")
+    g = out / "aie" / "graph.h"
+    _edit(g, f"create_object<{cls}>", "create_object<ghost_tile>")
+    v = _fired(out, "aie_kernel_source")
+    assert {(x.file, x.line) for x in v} == {(f"aie/kernels/{h.name}", _line_of(h, f"class {cls}")),
+                                             ("aie/graph.h", _line_of(g, "ghost_tile"))}
+    assert "UG1079" in v[0].doc
 
 
 def test_aie_budget_fires_past_the_routable_streams(cartpole_aie, tmp_path):
