@@ -212,6 +212,10 @@ def rule_hls_sources(out: Path, m: dict) -> list[Violation]:
     doc = "UG1399 'C-Synthesis Sources', 'Test Bench Sources', 'HLS General Options'"
     v = []
     clock = f"{P.clock_text(float(m.get('clock_ns', 0)))}ns"
+    for c in m.get("components", []):
+        if not (out / c.get("dir", "")).is_dir():
+            v.append(Violation("hls_sources", doc, P.MANIFEST, 0, f"component {c.get('name')}: folder "
+                                                                  f"{c.get('dir')} missing"))
     for c in _components(out, m):
         d = out / c["dir"]
         path, entries = _cfg(out, c)

@@ -213,6 +213,11 @@ def test_hls_sources_fires_on_a_top_no_file_defines_and_a_missing_file(cartpole_
     msgs = [(x.line, x.message) for x in _fired(out, "hls_sources")]
     assert (_line_of(cfg, "syn.top="), "syn.top=no_such_top: no syn.file defines void no_such_top(...)") in msgs
     assert (_line_of(cfg, f"tb/{tb_data.name}"), f"tb/{tb_data.name} does not exist") in msgs
+    import shutil
+
+    shutil.rmtree(d)  # a component the manifest lists, gone
+    assert [(x.file, x.message) for x in _fired(out, "hls_sources")] == [
+        (P.MANIFEST, f"component {c['name']}: folder {c['dir']} missing")]
 
 
 def test_kernel_interfaces_fire_on_hls4mls_ap_vld_top_and_a_missing_control(heppo, tmp_path):
