@@ -249,7 +249,13 @@ def _highs_child(model: str, start: str, out: str, left: str, sent: str | None =
     variables, lp = pulp.LpProblem.fromMPS(model)
     with open(start) as f:
         for name, value in json.load(f).items():
-            variables[name].setInitialValue(value)
+            v = variables[name]
+            # MPS keeps 12 digits of a bound: a start at its bound can fall just outside (PuLP refuses it)
+            if v.lowBound is not None:
+                value = max(value, v.lowBound)
+            if v.upBound is not None:
+                value = min(value, v.upBound)
+            v.setInitialValue(value)
     cmd = _solver("highs", deadline)
     cmd.in_child = True
     with library_output(os.devnull, fds=(1,)):
