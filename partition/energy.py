@@ -24,7 +24,7 @@ from .heft import Problem
 
 __all__ = ["descendants", "separate"]
 
-WINDOW_NODES = 2000  # above: no window rows (their check is an n x n x n product)
+WINDOW_NODES = 1200  # above: no window rows (their check is an n x n x n product: 1 s at 1000 nodes)
 
 
 def descendants(problem: Problem) -> np.ndarray:
