@@ -425,9 +425,14 @@ def _aie_one(n, k, m, f, device, tiles, where, plios=None) -> dict:
     src = (f"AIE GEMM {n}x{k}x{m} {f} on {tiles} tile(s) ({used} busy), {rate:g} MAC/cycle/tile "
            f"({aie.perf[key].source}) x {AIE_KERNEL_EFFICIENCY} at {clock:g} MHz; {p_in}+{p_out} PLIOs of "
            f"{plio_rate:g} B/us; launch {aie.perf['launch_overhead_us'].source}")
+    why = (f"derived: MAC blocks / {key} ({tag(aie.perf[key])}) at AIE_KERNEL_EFFICIENCY (assumed), streamed "
+           f"through PLIOs, + launch overhead ({tag(aie.perf['launch_overhead_us'])})")
+    prov = provenance(cycles=why, latency_us=why, aie_tiles="derived: the design point's tiles",
+                      lut="assumed: PL data movers, PLIO_MOVER_LUT per stream (cost.py)",
+                      ff="assumed: PL data movers, PLIO_MOVER_FF per stream (cost.py)")
     return _result(latency * clock, latency, in_bytes + out_bytes, res, src, compute_us=compute_us,
                    launch_us=launch, io_us=max(in_us, out_us), compute_cycles=compute_cycles,
-                   plio_in=p_in, plio_out=p_out, plio=max(p_in, p_out), tiles_busy=used)
+                   plio_in=p_in, plio_out=p_out, plio=max(p_in, p_out), tiles_busy=used, provenance=prov)
 
 
 def aie_plio_pairs(device, *, routable: bool = True) -> int:
