@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -206,10 +207,75 @@ def ray_session(address: str | None = None, num_cpus: int | None = None):
     except Exception as e:
         where = f"--address {address}" if address else "a local Ray instance"
         raise RlhlsError(f"{where}: Ray could not start ({_one_line(e)})") from None
+    watch = None if address else _watch_local_ray(ray)
     try:
         yield ray
     finally:
         ray.shutdown()
+        if watch is not None:
+            watch.kill()
+            watch.wait()
+
+
+# A local Ray instance's processes are the driver's (gcs_server, raylet, ...) and the raylet's
+# (agents, workers); after a SIGKILL of the driver they take a minute to notice. This watchdog
+# is signalled by the driver's death and kills them at once.
+_RAY_WATCH = r"""
+import os, signal, sys, time
+session, me = sys.argv[1], os.getpid()
+def cmd(p):
+    try:
+        return open(f"/proc/{p}/cmdline", "rb").read().decode(errors="replace")
+    except OSError:
+        return ""
+def stat(p):  # (parent, start time): a pid is one process only with its start time
+    try:
+        f = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
+        return int(f[1]), f[19]
+    except (OSError, ValueError, IndexError):
+        return None
+seen = {}  # pid -> start time of every process of the session met so far (agents outlive the raylet)
+def look():
+    st = {int(p): stat(int(p)) for p in os.listdir("/proc") if p.isdigit() and int(p) != me}
+    st = {p: s for p, s in st.items() if s is not None}
+    doomed = {p for p in st if session in cmd(p)} | set(seen)
+    grew = True
+    while grew:
+        more = {p for p, s in st.items() if s[0] in doomed} - doomed
+        doomed |= more
+        grew = bool(more)
+    for p in doomed:
+        if p in st and seen.setdefault(p, st[p][1]) != st[p][1]:
+            seen[p] = st[p][1]
+def stop(*_):
+    look()
+    for p, start in seen.items():
+        s = stat(p)
+        if s is not None and s[1] == start:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+    os._exit(0)
+signal.signal(signal.SIGTERM, stop)
+while True:
+    look()
+    time.sleep(0.5)
+"""
+
+
+def _watch_local_ray(ray):
+    """The watchdog of this driver's local Ray instance (Linux), or None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        session = ray._private.worker._global_node.get_session_dir_path()
+    except Exception:  # noqa: BLE001 -- Ray's internals moved: no watchdog, Ray's own timeouts remain
+        return None
+    from rlhls.partition import procs
+
+    return procs.popen([sys.executable, "-c", _RAY_WATCH, session], on_death=signal.SIGTERM,
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 INIT_DEADLINE_S = 30.0  # joining a cluster: longer than a healthy head takes, short of a user's patience

@@ -37,7 +37,7 @@ from pathlib import Path, PurePosixPath
 from rlhls.designs.errors import RlhlsError
 
 __all__ = ["OWNER", "library_output", "atomic_write_bytes", "atomic_write_text", "write_json", "check_out", "staged_folder",
-           "owned_files", "read_record", "side_name", "scratch_dir", "sweep_dead", "pid_alive", "check_name", "folder_command", "folder_lock", "FolderLock", "os_error", "make_dirs", "timed"]
+           "owned_files", "read_record", "side_name", "scratch_dir", "process_scratch", "sweep_dead", "pid_alive", "check_name", "folder_command", "folder_lock", "FolderLock", "os_error", "make_dirs", "timed"]
 
 OWNER = ".rlhls.json"  # {"command": ..., "files": [...]}: which files of a folder rlhls wrote
 
@@ -462,6 +462,22 @@ def scratch_dir(tag: str):
         yield d
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+_PROCESS_SCRATCH: list = []
+
+
+def process_scratch() -> Path:
+    """One scratch folder for this process's lifetime (``rlhls-<pid>-process-...``; a solver's model
+    files): removed when the process exits, swept by the next process if this one is killed."""
+    if not _PROCESS_SCRATCH or not _PROCESS_SCRATCH[0][0] == os.getpid() or not _PROCESS_SCRATCH[0][1].is_dir():
+        import atexit
+
+        cm = scratch_dir("process")
+        d = cm.__enter__()
+        _PROCESS_SCRATCH[:] = [(os.getpid(), d)]
+        atexit.register(lambda: cm.__exit__(None, None, None) if os.getpid() == _PROCESS_SCRATCH[0][0] else None)
+    return _PROCESS_SCRATCH[0][1]
 
 
 @contextlib.contextmanager

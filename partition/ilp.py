@@ -92,7 +92,7 @@ import pulp
 from rlhls.designs.errors import RlhlsError
 
 from . import procs
-from .fileio import library_output, scratch_dir
+from .fileio import library_output, process_scratch, scratch_dir
 from .heft import EPS, Problem, Schedule, baselines, heft, local_search, semi_active
 from . import energy as energy_rows
 from .lns import LNS_NODES, improve
@@ -228,6 +228,7 @@ def _solver(name: str, deadline, log_path=None):
             warnings.simplefilter("ignore", DeprecationWarning)
             cmd = _CbcDeadline(msg=False, timeLimit=time_limit, logPath=log_path, threads=1, options=["passC 1"])
         cmd.deadline = deadline
+        cmd.tmpDir = str(process_scratch())  # its model and solution files: swept if this process is killed
         return cmd
     if name == "highs":
         # HiGHS stops at a 1e-4 relative gap by default; "Optimal" here means proven
@@ -591,7 +592,6 @@ def _run(problem: Problem, H: float, solver: str, deadline, start: Schedule | No
     with scratch_dir("ilp") as tmp:
         log = os.path.join(tmp, "cbc.log") if solver == "cbc" else None
         cmd = _solver(solver, deadline, log)
-        cmd.tmpDir = str(tmp)  # the solver's model and solution files: swept if this process is killed
         with library_output(os.path.join(tmp, "solver.out"), fds=(1,)):  # HiGHS prints a banner from C++
             prob.solve(cmd)
         bound = _cbc_bound(log) if solver == "cbc" else cmd.dual_bound

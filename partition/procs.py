@@ -45,12 +45,13 @@ def _preexec(sig=signal.SIGKILL):
 _TREE = 'trap "kill -KILL 0" TERM; "$@" & wait $!'
 
 
-def popen(args, *, tree: bool = False, **kw) -> subprocess.Popen:
-    """subprocess.Popen of a child that dies with this process (``tree``: with its own children)."""
+def popen(args, *, tree: bool = False, on_death=signal.SIGKILL, **kw) -> subprocess.Popen:
+    """subprocess.Popen of a child that dies with this process (``tree``: with its own children;
+    ``on_death``: the signal it gets then, for a child that cleans up after its parent)."""
     if tree and sys.platform.startswith("linux"):
         return subprocess.Popen(["/bin/sh", "-c", _TREE, "sh", *args], preexec_fn=_preexec(signal.SIGTERM),
                                 start_new_session=True, **kw)
-    return subprocess.Popen(args, preexec_fn=_preexec(), **kw)
+    return subprocess.Popen(args, preexec_fn=_preexec(on_death), **kw)
 
 
 def _kill(p: subprocess.Popen, tree: bool) -> None:

@@ -453,3 +453,68 @@ def test_a_replay_buffer_position_out_of_range_is_one_line(tmp_path, capsys, key
     err = capsys.readouterr().err
     assert "replay buffer position" in err and err.count("\n") == 1
     assert {p.name: p.read_bytes() for p in t.iterdir()} == before
+
+
+def _hard_partition(tmp_path, n: int = 120, seed: int = 0) -> list:
+    """A layered random DAG whose ILP keeps CBC busy for a while (like tests/test_partition_lns.py's)."""
+    import random
+
+    from rlhls.partition.profile_io import ProfileRow, write_profile
+
+    rng = random.Random(seed)
+    names = [f"n{i}" for i in range(n)]
+    edges = [(names[i], names[j], rng.randint(256, 65536)) for j in range(1, n)
+             for i in rng.sample(range(max(0, j - 10), j), min(j, rng.randint(1, 3)))]
+    rows = []
+    for v in names:
+        flops = rng.uniform(1e4, 1e7)
+        rows.append(ProfileRow(v, "PS", flops / 1.3e3, "0", {}))
+        for pf in (1, 4, 16):
+            rows.append(ProfileRow(v, "PL", 2.0 + flops / (600 * pf), f"pf{pf}", {"lut": 900 * pf}))
+    write_profile(rows, tmp_path / "p.csv")
+    (tmp_path / "g.csv").write_text("src,dst,bytes\n" + "".join(f"{a},{b},{w}\n" for a, b, w in edges))
+    (tmp_path / "c.csv").write_text(f"unit,resource,capacity\nPS,cores,2\nPL,lut,{900 * n // 3}\n")
+    return ["partition", str(tmp_path / "p.csv"), "--graph", str(tmp_path / "g.csv"), "--capacity",
+            str(tmp_path / "c.csv"), "--solver", "cbc", "--time-limit", "120"]
+
+
+def test_a_killed_partition_leaves_no_solver_and_its_model_files_are_swept(tmp_path):
+    from rlhls.partition.fileio import scratch_dir
+
+    (tmp_path / "tmp").mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp_path / "tmp"))
+    p = subprocess.Popen([sys.executable, "-m", "rlhls", *_hard_partition(tmp_path), "--out", str(tmp_path / "plan")],
+                         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline, solver = time.monotonic() + 120, []
+    while time.monotonic() < deadline and not solver and p.poll() is None:
+        solver = [k for k in _descendants(p.pid) if "cbc" in _cmdline(k).lower()]
+        time.sleep(0.02)
+    assert solver, "the partition started no CBC"
+    time.sleep(2.0)  # well into the solve
+    p.kill()
+    p.wait()
+
+    def solvers():  # any process still working on this test's models (CBC's command line names them)
+        return [int(q) for q in os.listdir("/proc") if q.isdigit() and _alive(int(q))
+                and str(tmp_path / "tmp") in _cmdline(int(q))]
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and solvers():
+        time.sleep(0.05)
+    assert not solvers()
+    left = [q for q in (tmp_path / "tmp").iterdir() if q.name.startswith(f"rlhls-{p.pid}-")]
+    assert left  # the killed solve's scratch folders (its model files, its solver's log)
+    os.environ["TMPDIR"], old = str(tmp_path / "tmp"), os.environ.get("TMPDIR")
+    import tempfile
+
+    tempfile.tempdir = None
+    try:
+        with scratch_dir("next"):
+            pass
+    finally:
+        tempfile.tempdir = None
+        if old is None:
+            del os.environ["TMPDIR"]
+        else:
+            os.environ["TMPDIR"] = old
+    assert not [q for q in (tmp_path / "tmp").iterdir() if q.name.startswith("rlhls-")]
+    assert not (tmp_path / "plan").exists()

@@ -28,6 +28,25 @@ RUNS = [f"exp{k}-s0" for k in range(1, 6)]
 JOIN_S = 900  # a bound on the experiment after a kill, not a timing: a loaded machine restarts workers slowly
 
 
+def _descendants(pid: int) -> list:
+    kids = []
+    for q in os.listdir("/proc"):
+        if q.isdigit():
+            try:
+                if int(open(f"/proc/{q}/stat").read().rsplit(")", 1)[1].split()[1]) == pid:
+                    kids.append(int(q))
+            except (OSError, ValueError, IndexError):
+                pass
+    return kids + [d for k in kids for d in _descendants(k)]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 @pytest.fixture(scope="module")
 def ray2():
     """One local Ray instance (2 CPUs) for the module; the engine uses it as it finds it."""
@@ -162,13 +181,19 @@ def test_a_killed_driver_leaves_runs_that_resume_completes(ray2, reference, tmp_
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     p = subprocess.Popen([sys.executable, "-m", "rlhls", "experiment", *TINY, "--out", str(out), "--jobs", "2"],
                          env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    ray_procs = []
     try:
         _when_partial(out)
+        ray_procs = _descendants(p.pid)  # its Ray instance: gcs_server, raylet, agents, workers
         os.kill(p.pid, signal.SIGKILL)  # the driver alone: its Ray instance and workers go with it
         p.wait()
-        time.sleep(0.5)
+        deadline = time.monotonic() + 15  # Ray's own timeouts take a minute and more
+        while time.monotonic() < deadline and [q for q in ray_procs if _alive(q)]:
+            time.sleep(0.1)
+        left = [q for q in ray_procs if _alive(q)]
     finally:
-        os.killpg(p.pid, signal.SIGKILL)  # what outlives it (Ray's agents), before runs resume in its folders
+        os.killpg(p.pid, signal.SIGKILL)  # should the check below fail: nothing left to the next tests
+    assert len(ray_procs) > 3 and not left, left  # the watchdog of the driver's Ray instance killed them
     assert any(0 < finished_steps(out / r) < STEPS for r in RUNS)
     assert main(["experiment", "heppo-table3", "--out", str(out), "--resume", "--jobs", "2", "--quiet"]) == 0
     assert _table(out) == reference
