@@ -487,6 +487,10 @@ def test_flow_partitions_on_calibrated_rows(build, tmp_path):
     with pytest.raises(RlhlsError, match="no manifest.json written by `rlhls build`"):
         rlhls.Flow(DESIGN, out=tmp_path / "run2", reports=tmp_path, quiet=True)
     assert not (tmp_path / "run2").exists()
+    from rlhls.cli import main  # rlhls run --reports: the same check, one line
+
+    assert main(["run", DESIGN, "--reports", str(tmp_path), "--out", str(tmp_path / "run3"), "--quiet"]) == 2
+    assert not (tmp_path / "run3").exists()
 
 
 def test_classic_and_unified_reports_of_one_component_the_newest_wins(build, tmp_path):

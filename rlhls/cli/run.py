@@ -27,6 +27,10 @@ def register(sub) -> None:
                    help="the design's own hyperparameters instead of the demonstration's")
     add_hyperparams(s)
     s.add_argument("--time-limit", type=float, default=60.0, help="ILP solver time limit in s (default 60)")
+    s.add_argument("--reports", metavar="BUILD_DIR",
+                   help="a build folder with Vitis HLS reports (csynth.xml, cosim.rpt) or aiesimulator outputs: "
+                        "the nodes they cover are profiled from them, the rest from the models (rlhls profile "
+                        "--reports)")
     s.add_argument("--resume", action="store_true", help="continue the run in --out")
     s.add_argument("--quiet", action="store_true", help="no progress output")
     s.add_argument("--verbose", action="store_true", help="show what hls4ml, the ALE and the solvers print")
@@ -43,7 +47,7 @@ def cmd_run(args) -> int:
     t0 = time.perf_counter()
     flow = Flow(design, args.out, seed=args.seed, env_id=args.env, backend=args.backend, overrides=overrides,
                 config=config, demo=not args.full, resume=args.resume, verbose=args.verbose,
-                quiet=args.quiet or args.json, time_limit=args.time_limit)
+                quiet=args.quiet or args.json, time_limit=args.time_limit, reports=args.reports)
     rec = flow.run(steps=args.steps)
     if args.json:
         print_json(rec)
