@@ -222,7 +222,8 @@ class FolderLock:
         self.close()
 
     def __del__(self):
-        self.close()
+        with contextlib.suppress(Exception):  # at interpreter exit the modules may be gone: the OS releases it
+            self.close()
 
 
 def folder_lock(folder, *, wait: float = 0.0) -> FolderLock:

@@ -16,16 +16,9 @@ from rlhls.cli import main
 from rlhls.designs.errors import RlhlsError
 from rlhls.host.checkpoint import load_checkpoint, save_checkpoint
 from rlhls.partition.fileio import OWNER, check_out, folder_lock, read_record, staged_folder
+from test_fileio import _partition_inputs as _partition_args
 
 FP32 = ["--precision", "fp32", "--steps", "1000", "--set", "steps_per_update=500", "--quiet"]
-
-
-def _partition_args(tmp_path):
-    (tmp_path / "p.csv").write_text("node,unit,latency_us\na,PS,2\na,PL,1\nb,PS,3\nb,PL,1\n")
-    (tmp_path / "g.csv").write_text("src,dst,bytes\na,b,8\n")
-    (tmp_path / "c.csv").write_text("unit,resource,capacity\nPS,cores,1\n")
-    return ["partition", str(tmp_path / "p.csv"), "--graph", str(tmp_path / "g.csv"),
-            "--capacity", str(tmp_path / "c.csv")]
 
 
 @pytest.mark.parametrize("command", ["build", "partition"])
@@ -456,26 +449,19 @@ def test_a_replay_buffer_position_out_of_range_is_one_line(tmp_path, capsys, key
 
 
 def _hard_partition(tmp_path, n: int = 120, seed: int = 0) -> list:
-    """A layered random DAG whose ILP keeps CBC busy for a while (like tests/test_partition_lns.py's)."""
-    import random
+    """A layered random DAG whose ILP keeps CBC busy for a while (tests/test_partition_lns.py's)."""
+    from rlhls.partition.profile_io import write_profile
+    from test_partition_lns import layered_dag
 
-    from rlhls.partition.profile_io import ProfileRow, write_profile
-
-    rng = random.Random(seed)
-    names = [f"n{i}" for i in range(n)]
-    edges = [(names[i], names[j], rng.randint(256, 65536)) for j in range(1, n)
-             for i in rng.sample(range(max(0, j - 10), j), min(j, rng.randint(1, 3)))]
-    rows = []
-    for v in names:
-        flops = rng.uniform(1e4, 1e7)
-        rows.append(ProfileRow(v, "PS", flops / 1.3e3, "0", {}))
-        for pf in (1, 4, 16):
-            rows.append(ProfileRow(v, "PL", 2.0 + flops / (600 * pf), f"pf{pf}", {"lut": 900 * pf}))
+    rows, edges, capacity, links, cores = layered_dag(n, seed)
     write_profile(rows, tmp_path / "p.csv")
     (tmp_path / "g.csv").write_text("src,dst,bytes\n" + "".join(f"{a},{b},{w}\n" for a, b, w in edges))
-    (tmp_path / "c.csv").write_text(f"unit,resource,capacity\nPS,cores,2\nPL,lut,{900 * n // 3}\n")
+    (tmp_path / "c.csv").write_text("unit,resource,capacity\n" + f"PS,cores,{cores}\n"
+                                    + "".join(f"{u},{r},{v:g}\n" for (u, r), v in capacity.items()))
+    (tmp_path / "l.csv").write_text("src_unit,dst_unit,latency_us,bytes_per_us\n"
+                                    + "".join(f"{a},{b},{lat:g},{bw:g}\n" for (a, b), (lat, bw) in links.items()))
     return ["partition", str(tmp_path / "p.csv"), "--graph", str(tmp_path / "g.csv"), "--capacity",
-            str(tmp_path / "c.csv"), "--solver", "cbc", "--time-limit", "120"]
+            str(tmp_path / "c.csv"), "--links", str(tmp_path / "l.csv"), "--solver", "cbc", "--time-limit", "120"]
 
 
 def test_a_killed_partition_leaves_no_solver_and_its_model_files_are_swept(tmp_path):
@@ -491,6 +477,7 @@ def test_a_killed_partition_leaves_no_solver_and_its_model_files_are_swept(tmp_p
         time.sleep(0.02)
     assert solver, "the partition started no CBC"
     time.sleep(2.0)  # well into the solve
+    assert p.poll() is None, "the partition ended before it could be killed"
     p.kill()
     p.wait()
 
