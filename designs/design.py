@@ -17,7 +17,6 @@ from .formats import parse_format
 
 _PRISTINE: dict = {}  # (design, seed) -> initialised networks; orthogonal init of big layers is slow
 
-ALGORITHMS = ("dqn", "ddpg", "a2c", "ppo", "trpo")
 OPTIMIZERS = ("sgd", "adam", "rmsprop", "none")
 
 
@@ -89,8 +88,10 @@ class Design:
         for glob, unit in self.pins.items():
             if unit not in ("PS", "PL", "AIE"):
                 raise RlhlsError(f"{where}: pin '{glob}' names unit '{unit}' (expected PS, PL or AIE)")
-        if self.algorithm not in ALGORITHMS:
-            raise RlhlsError(f"{where}: unknown algorithm '{self.algorithm}' (expected one of {', '.join(ALGORITHMS)})")
+        # any registered algorithm (its graph builder is looked up when the graph is built: a
+        # user's algorithm may register after the design is made)
+        if not isinstance(self.algorithm, str) or not self.algorithm:
+            raise RlhlsError(f"{where}: algorithm {self.algorithm!r} is not an algorithm name (rlhls algorithms)")
         if self.batch_size < 1:
             raise RlhlsError(f"{where}: batch size {self.batch_size} must be >= 1")
         names = [n.name for n in self.networks]

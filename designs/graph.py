@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Callable
 
 from .errors import RlhlsError
 
@@ -52,9 +53,49 @@ CG_FLOPS_PER_PARAM = 10
 
 
 def _loss_flops(algorithm: str, batch: int, outputs: int) -> int:
-    per = {"dqn": 2 * outputs + 8, "ddpg": 8, "a2c": 10 * outputs + 10, "ppo": 10 * outputs + 20,
-           "trpo": 10 * outputs + 10}[algorithm]
+    per = _LOSS_FLOPS.get(algorithm, _policy_loss_flops)(outputs)
     return batch * per
+
+
+def _policy_loss_flops(outputs: int) -> int:
+    return 10 * outputs + 10
+
+
+# algorithm -> its training-graph builder ``fn(bld, design, nets)`` and FLOPs per sample of its loss
+GRAPH_BUILDERS: dict[str, Callable] = {}
+_LOSS_FLOPS: dict[str, Callable[[int], int]] = {}
+
+
+def register_graph_builder(algorithm: str, fn: Callable, *, loss_flops: Callable[[int], int] | None = None,
+                           replace: bool = False) -> Callable:
+    """Make `algorithm` one a Design may name: `fn(bld, design, nets)` adds its nodes to the graph
+    builder `bld` (``forward``, ``backward``, ``update``, ``soft``, ``loss``, ``node``, ``edge``;
+    ``graph_builder("a2c")`` reuses a built-in one). `loss_flops(outputs)`: FLOPs per sample of its
+    loss nodes (default that of A2C's policy-gradient loss, 10 per output + 10)."""
+    if not isinstance(algorithm, str) or not algorithm:
+        raise RlhlsError(f"register_graph_builder: algorithm {algorithm!r} is not a name")
+    if not callable(fn):
+        raise RlhlsError(f"register_graph_builder('{algorithm}'): {fn!r} is not callable")
+    old = GRAPH_BUILDERS.get(algorithm)
+    if old is not None and old is not fn and not replace:
+        raise RlhlsError(f"register_graph_builder: algorithm '{algorithm}' has a graph builder already "
+                         "(pass replace=True to replace it)")
+    GRAPH_BUILDERS[algorithm] = fn
+    if loss_flops is not None:
+        _LOSS_FLOPS[algorithm] = loss_flops
+    return fn
+
+
+def unregister_graph_builder(algorithm: str) -> None:
+    GRAPH_BUILDERS.pop(algorithm, None)
+    _LOSS_FLOPS.pop(algorithm, None)
+
+
+def graph_builder(algorithm: str) -> Callable:
+    if algorithm not in GRAPH_BUILDERS:
+        raise RlhlsError(f"algorithm '{algorithm}' has no training-graph builder (registered: "
+                         f"{', '.join(GRAPH_BUILDERS)}; register_algorithm(Algorithm(..., graph=fn)) gives one)")
+    return GRAPH_BUILDERS[algorithm]
 
 
 @dataclass
@@ -305,9 +346,13 @@ def build_graph(design, batch: int | None = None, seed: int = 0) -> TrainingGrap
         batch = design.batch_size
     if not isinstance(batch, int) or batch < 1:
         raise RlhlsError(f"batch size {batch!r} must be a positive integer")
+    try:
+        build = graph_builder(design.algorithm)
+    except RlhlsError as e:
+        raise RlhlsError(f"design '{design.name}': {e}") from None
     nets = design.build_networks(seed)
     bld = _Builder(design, batch)
-    {"dqn": _dqn, "ddpg": _ddpg, "ppo": _ppo, "a2c": _a2c, "trpo": _trpo}[design.algorithm](bld, design, nets)
+    build(bld, design, nets)
     bld.g.topological_order()
     return bld.g
 
@@ -435,3 +480,9 @@ def _trpo(bld, design, nets):
     bld.edge(cg, ls, n * B)
     step = {l.name: ls for l in layers}
     bld.update("policy", policy, step, design.net("policy").optimizer)
+
+
+for _name, _fn, _per in (("dqn", _dqn, lambda n: 2 * n + 8), ("ddpg", _ddpg, lambda n: 8),
+                         ("a2c", _a2c, _policy_loss_flops), ("ppo", _ppo, lambda n: 10 * n + 20),
+                         ("trpo", _trpo, _policy_loss_flops)):
+    register_graph_builder(_name, _fn, loss_flops=_per)

@@ -6,8 +6,12 @@ dataclass (``host/hyperparams.py``) and its batch rule, and registers them once:
     register_algorithm(Algorithm("dqn", DQN, DQNArgs, batch_size, summary="..."))
 
 ``rlhls train``, ``rlhls run``, ``rlhls.Flow`` and the experiments look the design's algorithm
-up here (``get_algorithm(design.algorithm)``) and have no per-algorithm branch. The built-in
-modules are imported on first use; a user's algorithm registers from their own code.
+up here (``get_algorithm(design.algorithm)``) and have no per-algorithm branch. The package's own
+algorithm modules (those of ``rlhls.host`` that call ``register_algorithm`` at module level) are
+discovered and imported on first use; installed packages add algorithms through the entry point
+group ``rlhls.algorithms``; a user's algorithm registers from their own code, with its
+training-graph builder (``graph=fn``, see ``rlhls.designs.graph.register_graph_builder``; the
+built-in algorithms' builders are registered there already), so any Design may name it.
 
 A trainer: ``Trainer(design, env_id=, seed=, backend=, hyperparams=, assignment=)`` with
 ``steps_per_update``, ``train_update(update, total_updates) -> metrics row``, ``state_dict()``,
@@ -17,14 +21,18 @@ A trainer: ``Trainer(design, env_id=, seed=, backend=, hyperparams=, assignment=
 from __future__ import annotations
 
 import importlib
+import pkgutil
+import re
 from dataclasses import dataclass
 from typing import Callable
 
 from rlhls.designs.errors import RlhlsError
+from rlhls.designs.graph import GRAPH_BUILDERS, register_graph_builder, unregister_graph_builder
 
-__all__ = ["Algorithm", "ALGORITHMS", "register_algorithm", "get_algorithm", "algorithm_names"]
+__all__ = ["Algorithm", "ALGORITHMS", "register_algorithm", "unregister_algorithm", "get_algorithm",
+           "algorithm_names"]
 
-_BUILTIN = ("ppo", "dqn", "a2c", "ddpg", "trpo")  # modules of rlhls.host that register an algorithm
+_REGISTERS = re.compile(rb"^register_algorithm\(", re.M)  # an algorithm module's one registration
 
 
 @dataclass(frozen=True)
@@ -36,6 +44,8 @@ class Algorithm:
     summary: str = ""
     resolve: Callable | None = None  # (design, overrides, config) -> hyperparameters; default args.resolve
     actions: tuple = ("discrete", "continuous")  # the action spaces its trainer takes
+    graph: Callable | None = None  # its training-graph builder fn(bld, design, nets); None: the one registered
+    loss_flops: Callable | None = None  # outputs -> FLOPs per sample of its loss (register_graph_builder)
 
     def hyperparams(self, design, overrides: dict | None = None, config: dict | None = None) -> dict:
         """The run's hyperparameters, validated (before anything is written)."""
@@ -54,16 +64,37 @@ def register_algorithm(alg: Algorithm, *, replace: bool = False) -> Algorithm:
     if old is not None and not replace and old.trainer is not alg.trainer:
         raise RlhlsError(f"register_algorithm: an algorithm named {alg.name!r} is registered already "
                          "(pass replace=True to replace it)")
+    if alg.graph is not None:
+        register_graph_builder(alg.name, alg.graph, loss_flops=alg.loss_flops, replace=replace or old is not None)
+    elif alg.name not in GRAPH_BUILDERS:
+        raise RlhlsError(f"register_algorithm: algorithm {alg.name!r} needs its training-graph builder "
+                         "(Algorithm(..., graph=fn); rlhls.designs.graph.graph_builder('a2c') reuses A2C's)")
     ALGORITHMS[alg.name] = alg
     return alg
+
+
+def unregister_algorithm(name: str) -> None:
+    """Remove a user's algorithm and the graph builder it registered."""
+    alg = ALGORITHMS.pop(name, None)
+    if alg is not None and alg.graph is not None and GRAPH_BUILDERS.get(name) is alg.graph:
+        unregister_graph_builder(name)
 
 
 def _load() -> None:
     global _loaded
     if not _loaded:
         _loaded = True
-        for m in _BUILTIN:
-            importlib.import_module(f"rlhls.host.{m}")
+        import rlhls.host as host
+        from rlhls.designs.plugins import load_entry_points
+
+        for mod in pkgutil.iter_modules(host.__path__):
+            if not mod.ispkg:
+                spec = mod.module_finder.find_spec(mod.name)
+                with open(spec.origin, "rb") as f:
+                    registers = _REGISTERS.search(f.read())
+                if registers:
+                    importlib.import_module(f"rlhls.host.{mod.name}")
+        load_entry_points("rlhls.algorithms", register_algorithm)
 
 
 def get_algorithm(name: str) -> Algorithm:

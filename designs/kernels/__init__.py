@@ -3,7 +3,7 @@
 The package imports each of its modules and registers every named ``Kernel`` subclass defined
 there, so adding a kernel is one module (and its template in ``vitis/``) with no other edit. A user registers a kernel of their own from any
 code: ``register_kernel(MyKernel())`` (a ``Kernel`` subclass; ``template_dir`` names the folder
-of its C++ template).
+of its C++ template); an installed package through the entry point group ``rlhls.kernels``.
 
 ``get_kernel(name)`` raises RlhlsError naming the known kernels; ``kernel_names()`` lists them in
 registration order; ``kernels_for(node, ctx, unit)`` is the one rule by which the build and the
@@ -44,13 +44,28 @@ def unregister_kernel(name: str) -> None:
     KERNELS.pop(name, None)
 
 
+_plugins_loaded = False
+
+
+def _load_plugins() -> None:
+    """Installed packages' kernels (entry point group ``rlhls.kernels``), on first look-up."""
+    global _plugins_loaded
+    if not _plugins_loaded:
+        _plugins_loaded = True
+        from ..plugins import load_entry_points
+
+        load_entry_points("rlhls.kernels", register_kernel)
+
+
 def get_kernel(name: str) -> Kernel:
+    _load_plugins()
     if name not in KERNELS:
         raise RlhlsError(f"kernel {name!r}: unknown (expected one of: {', '.join(KERNELS)})")
     return KERNELS[name]
 
 
 def kernel_names() -> list[str]:
+    _load_plugins()
     return list(KERNELS)
 
 
@@ -63,6 +78,7 @@ def kernels_for(node, ctx: KernelContext, unit: str = "PL") -> list[tuple[Kernel
     those that give parameters for the node (``Kernel.node_params`` not None). Several kernels may
     share one node (a backward's input gradient and weight gradient); the first one costs the node
     in the profile. An empty list: no kernel implements the node on that unit."""
+    _load_plugins()
     cands = [k for k in KERNELS.values() if node.kind in k.implements and unit in k.units]
     named = [k for k in cands if ctx.spec(k.name, unit) is not None]
     chosen = [(k, p) for k in named if (p := k.node_params(node, ctx)) is not None]

@@ -16,7 +16,8 @@ def register(sub) -> None:
                                    "system.cfg and manifest.json; --csim checks every component with g++ (and the "
                                    "AIE kernels under the shim); --synth/--cosim run Vitis when it is on PATH. Exit "
                                    "0 built (every check passed), 1 a check failed, 2 bad input.")
-    s.add_argument("design", metavar="DESIGN", help="a registered design (rlhls designs)")
+    s.add_argument("design", metavar="DESIGN", help="a registered design (rlhls designs) or a design file "
+                                                    "./FILE.py[:NAME]")
     s.add_argument("--out", metavar="DIR", help="build folder (default: build/<DESIGN>, with --weights "
                                                 "build/<DESIGN>-policy)")
     s.add_argument("--weights", metavar="RUN_FOLDER",
@@ -67,7 +68,9 @@ def cmd_policy(args) -> int:
     from rlhls.host.policy import export_run_policy
     from rlhls.partition.fileio import library_output
 
-    out = Path(args.out) if args.out else Path("build") / f"{args.design}-policy"
+    from rlhls.designs.registry import get_design
+
+    out = Path(args.out) if args.out else Path("build") / f"{get_design(args.design).name}-policy"
     console = os.fdopen(os.dup(2), "w", buffering=1)
     progress = None if args.json else (lambda msg: print(msg, file=console, flush=True))
     with contextlib.nullcontext() if args.verbose else library_output(None):
@@ -103,7 +106,9 @@ def cmd_build(args) -> int:
     from rlhls.partition.fileio import library_output
     from rlhls.partition.plan import load_plan
 
-    out = Path(args.out) if args.out else Path("build") / args.design
+    from rlhls.designs.registry import get_design
+
+    out = Path(args.out) if args.out else Path("build") / get_design(args.design).name
     plan = load_plan(args.plan) if args.plan else None
     console = os.fdopen(os.dup(2), "w", buffering=1)  # progress stays on the console
     progress = None if args.json else (lambda msg: print(msg, file=console, flush=True))

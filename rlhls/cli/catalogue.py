@@ -13,7 +13,8 @@ def register(sub) -> None:
     s = sub.add_parser("designs", help="list the registered designs",
                        description="List registered designs: seed, algorithm, environment, networks layer by layer, "
                                    "kernels, formats, parallelism and target device.")
-    s.add_argument("names", nargs="*", metavar="DESIGN", help="only these designs")
+    s.add_argument("names", nargs="*", metavar="DESIGN",
+                   help="only these designs (names, or design files ./FILE.py[:NAME]: all the file's designs)")
     s.add_argument("--json", action="store_true", help="print JSON")
     s.set_defaults(func=cmd_designs)
 
@@ -56,10 +57,13 @@ def register(sub) -> None:
 
 
 def cmd_designs(args) -> int:
-    from rlhls.designs.registry import design_names, get_design
+    from rlhls.designs.registry import design_file, design_names, get_design
 
-    names = args.names or design_names()
-    described = [get_design(n).describe() for n in names]
+    designs = []
+    for n in args.names or design_names():
+        # a file without :NAME lists all its designs
+        designs += design_file(n) if n.endswith(".py") else [get_design(n)]
+    described = [d.describe() for d in designs]
     if args.json:
         print_json(described)
         return 0
@@ -127,9 +131,9 @@ def cmd_format(args) -> int:
 
 
 def cmd_kernels(args) -> int:
-    from rlhls.designs.kernels import KERNELS
+    from rlhls.designs.kernels import get_kernel, kernel_names
 
-    desc = [k.describe() for k in KERNELS.values()]
+    desc = [get_kernel(n).describe() for n in kernel_names()]
     if args.json:
         print_json(desc)
         return 0

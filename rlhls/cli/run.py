@@ -14,7 +14,7 @@ def register(sub) -> None:
                                    "training -> report.md, in one run folder. Without --full a demonstration "
                                    "budget that finishes in minutes. Exit 0 when every check passed, 1 when one "
                                    "failed (the report names it), 2 for bad input.")
-    s.add_argument("design", help="design name (rlhls designs)")
+    s.add_argument("design", help="design name (rlhls designs) or a design file ./FILE.py[:NAME]")
     s.add_argument("--steps", type=positive_int,
                    help="environment steps (default: the design's demonstration budget; with --full its "
                         "total_timesteps, else 1e6)")

@@ -10,7 +10,7 @@ def register(sub) -> None:
                        description="Train a design's agent on the host with its registered algorithm; the run "
                                    "folder holds config.json, metrics.csv, episodes.csv, the checkpoint and "
                                    "reward.png. `rlhls algorithms` lists every hyperparameter --set and --config take.")
-    s.add_argument("design", help="design name (rlhls designs)")
+    s.add_argument("design", help="design name (rlhls designs) or a design file ./FILE.py[:NAME]")
     s.add_argument("--env", help="gymnasium env id (default: the design's); networks are resized to it")
     s.add_argument("--steps", type=positive_int,
                    help="environment steps, rounded up to whole updates (default: the design's total_timesteps, "
