@@ -15,8 +15,10 @@ from typing import Callable
 from .errors import RlhlsError
 
 
-def load_entry_points(group: str, register: Callable) -> None:
-    """Load every entry point of `group`; ``register(obj)`` takes each object one yields."""
+def load_entry_points(group: str, register: Callable, from_module: Callable | None = None) -> None:
+    """Load every entry point of `group`; ``register(obj)`` takes each object one yields, and
+    ``from_module(module)`` the objects of an entry point that names a module (default: none, its
+    import registers them)."""
     try:
         eps = metadata.entry_points(group=group)
     except Exception as e:  # a broken distribution's metadata must not stop rlhls
@@ -27,7 +29,7 @@ def load_entry_points(group: str, register: Callable) -> None:
         try:
             obj = ep.load()
             if isinstance(obj, ModuleType):
-                objs = obj.designs() if group == "rlhls.designs" and hasattr(obj, "designs") else ()
+                objs = from_module(obj) if from_module is not None else ()
             elif callable(obj) and not isinstance(obj, type):
                 objs = obj()
             else:

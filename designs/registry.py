@@ -64,7 +64,8 @@ def _load() -> None:
             if d.name in DESIGNS:
                 raise RlhlsError(f"design '{d.name}' is defined twice in rlhls.designs")
             DESIGNS[d.name] = d
-    load_entry_points("rlhls.designs", register_design)
+    load_entry_points("rlhls.designs", register_design,
+                      lambda m: list(m.designs()) if callable(getattr(m, "designs", None)) else [])
 
 
 def design_names() -> list[str]:

@@ -3,10 +3,8 @@ graph builder, a network brought as ONNX, entry points; bad files are one line a
 
 import csv
 import json
-import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -79,17 +77,21 @@ design = Design(
 @pytest.fixture
 def clean_registries():
     """What a test registers is gone after it (other tests list the registries)."""
+    from rlhls.designs.kernels import KERNELS
+
     design_names(), algorithm_names()  # the package's own first: they stay
-    designs, algs, builders = dict(DESIGNS), dict(ALGORITHMS), dict(GRAPH_BUILDERS)
+    designs, algs, builders, kernels = dict(DESIGNS), dict(ALGORITHMS), dict(GRAPH_BUILDERS), dict(KERNELS)
     mods = set(sys.modules)
     yield
+    KERNELS.clear()
+    KERNELS.update(kernels)
     for name in set(DESIGNS) - set(designs):
         unregister_design(name)
     for name in set(ALGORITHMS) - set(algs):
         unregister_algorithm(name)
     assert GRAPH_BUILDERS == builders
     for m in set(sys.modules) - mods:
-        if m.startswith("rlhls_user_") or m == "my_algorithm":
+        if m.startswith("rlhls_user_") or m in ("my_algorithm", "plugmod", "plugkernels"):
             del sys.modules[m]
     from rlhls.designs import registry
     registry._FILES.clear()
@@ -268,11 +270,14 @@ def test_installed_packages_add_designs_and_kernels_by_entry_points(tmp_path, mo
     from rlhls.designs import kernels, registry
 
     (tmp_path / "plugmod.py").write_text(PLUGIN)
+    # an entry point naming a module: the kernels it defines
+    (tmp_path / "plugkernels.py").write_text("from rlhls.designs.kernels.dense import DenseBackward\n\n\n"
+                                             "class MyBackward(DenseBackward):\n    name = 'my_dense_backward'\n")
     info = tmp_path / "plug-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: plug\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text("[rlhls.designs]\nmine = plugmod:designs\n\n"
-                                           "[rlhls.kernels]\nmine = plugmod:MyDense\n")
+                                           "[rlhls.kernels]\nmine = plugmod:MyDense\nall = plugkernels\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     # loaded lazily: on the registries' first use in a process
     monkeypatch.setattr(registry, "_loaded", False)
@@ -281,7 +286,7 @@ def test_installed_packages_add_designs_and_kernels_by_entry_points(tmp_path, mo
     assert "plugged-dqn" in registry.design_names() and "heppo-ppo" in registry.design_names()
     assert registry.get_design("plugged-dqn").algorithm == "dqn"
     assert type(kernels.get_kernel("my_dense_forward")).__name__ == "MyDense"
-    kernels.unregister_kernel("my_dense_forward")
+    assert "my_dense_backward" in kernels.kernel_names() and "dense_backward" in kernels.kernel_names()
     sys.modules.pop("plugmod", None)
     # a broken plug-in is one line naming it
     (tmp_path / "plugmod.py").write_text("raise ImportError('no numpy here')\n")
@@ -289,4 +294,3 @@ def test_installed_packages_add_designs_and_kernels_by_entry_points(tmp_path, mo
     monkeypatch.setattr(registry, "DESIGNS", {})
     with pytest.raises(RlhlsError, match=r"entry point 'mine' of rlhls.designs \(package plug\): ImportError: no numpy"):
         registry.design_names()
-    sys.modules.pop("plugmod", None)

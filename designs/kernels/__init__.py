@@ -54,7 +54,7 @@ def _load_plugins() -> None:
         _plugins_loaded = True
         from ..plugins import load_entry_points
 
-        load_entry_points("rlhls.kernels", register_kernel)
+        load_entry_points("rlhls.kernels", register_kernel, _kernel_classes)
 
 
 def get_kernel(name: str) -> Kernel:
@@ -89,13 +89,17 @@ def kernels_for(node, ctx: KernelContext, unit: str = "PL") -> list[tuple[Kernel
     return chosen
 
 
+def _kernel_classes(module) -> list:
+    """The named Kernel subclasses that `module` defines (not those it imports)."""
+    return [obj for obj in vars(module).values()
+            if isinstance(obj, type) and issubclass(obj, Kernel) and obj.name and obj.__module__ == module.__name__]
+
+
 def _load_builtin() -> None:
     for mod in pkgutil.iter_modules(__path__):
         if mod.name not in _NOT_KERNELS:
-            module = importlib.import_module(f"{__name__}.{mod.name}")
-            for obj in vars(module).values():
-                if isinstance(obj, type) and issubclass(obj, Kernel) and obj.name and obj.__module__ == module.__name__:
-                    register_kernel(obj())
+            for cls in _kernel_classes(importlib.import_module(f"{__name__}.{mod.name}")):
+                register_kernel(cls())
 
 
 _load_builtin()
