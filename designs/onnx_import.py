@@ -123,6 +123,8 @@ def import_onnx(source, name: str | None = None) -> Network:
             if b is not None:
                 params[f"{layer.name}.b"] = b
         net.set_params(params)
+        for layer in mm:  # the weights are the file's, not an initialiser's
+            layer._init_used, layer._gain_used = "onnx", None
     except RlhlsError as e:
         raise RlhlsError(f"{where}: {e}") from None
     return net

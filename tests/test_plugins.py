@@ -123,6 +123,7 @@ def test_flow_takes_a_design_object(tmp_path, clean_registries):
     f = tmp_path / "my_design.py"
     f.write_text(USER_DESIGN.format(name="user-dqn-flow", algorithm="dqn"))
     design = get_design(str(f))
+    assert rlhls.Flow(str(f), tmp_path / "by-path", quiet=True).design is design
     unregister_design(design.name)  # a Design the registry does not know works the same
     flow = rlhls.Flow(design, tmp_path / "flow", quiet=True)
     plan = flow.partition()
@@ -211,6 +212,7 @@ def test_onnx_import_round_trip_and_refusals(tmp_path):
                        (nature_cnn("c", 2, seed=1), (2, 4, 84, 84))):
         back = import_onnx(export_onnx(net), net.name)
         assert [l.kind for l in back.layers] == [l.kind for l in net.layers]
+        assert {d["init"] for d in back.describe() if "init" in d} == {"onnx"}
         x = np.random.default_rng(0).standard_normal(shape)
         assert np.allclose(back.forward(x), net.forward(x), rtol=1e-5, atol=1e-6)
     # a node outside the layer language is named
