@@ -111,14 +111,15 @@ def _bits(text) -> tuple:
     try:
         if "-" in str(text):
             a, b = (int(x) for x in str(text).split("-"))
-            out = range(a, b + 1)  # a range object: 1-1000000000 is refused below, never built
+            ends = (a, b) if a <= b else ()  # the range is built only once its ends are checked
         else:
             out = tuple(int(x) for x in str(text).split(","))
+            ends = (min(out), max(out)) if out else ()
     except ValueError:
         raise RlhlsError(f"--param bits={text!r}: expected A-B or a,b,c (fraction bits)") from None
-    if not out or min(out) < 1 or max(out) > 48:
+    if not ends or ends[0] < 1 or ends[1] > 48:
         raise RlhlsError(f"--param bits={text!r}: expected fraction bits in 1..48")
-    return tuple(out)
+    return tuple(range(a, b + 1)) if "-" in str(text) else out
 
 
 def _designs(opts) -> list:

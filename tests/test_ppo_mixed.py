@@ -142,7 +142,7 @@ def test_cli_mspacman_mixed_with_plan_file(tmp_path):
             "--out", str(out), *TINY_CLI]
     assert cli_main(argv) == 0
     cfg = json.loads((out / "config.json").read_text())
-    assert cfg["precision"] == "mixed" and cfg["plan"] == asg and cfg["plan_source"].endswith("plan.json")
+    assert cfg["precision"] == "mixed" and cfg["plan"] == asg and cfg["plan_source"] == "given"
     assert cfg["experiment"] == 0 and cfg["hyperparams"]["num_steps"] == 8  # PPO keeps num_steps
     rows = read_metrics(out / "metrics.csv")
     assert len(rows) == 1 and rows[0]["loss_scale"] == "32768.0" and rows[0]["quantized"] == "1"
