@@ -84,9 +84,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import json
-import os
 import re
-import subprocess
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -94,7 +92,9 @@ from pathlib import Path
 import numpy as np
 
 from rlhls.designs.errors import RlhlsError
+from rlhls.partition import procs
 from rlhls.designs.formats import BF16, FP32, parse_format
+from rlhls.partition.fileio import atomic_write_text
 from rlhls.designs.graph import build_graph
 
 __all__ = ["emit_aie", "aie_fit", "check_aie", "aie_gemm", "aie_dense_reference", "plan_chunks", "node_gemms",
@@ -678,9 +678,7 @@ def _write_if_changed(path: Path, text: str) -> None:
     if path.is_file() and path.read_text() == text:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}.{threading.get_ident()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    atomic_write_text(path, text)
 
 
 def check_aie(out_dir, *, seed: int = 0, cache_dir=None) -> list[dict]:
@@ -721,7 +719,7 @@ def check_aie(out_dir, *, seed: int = 0, cache_dir=None) -> list[dict]:
         fin, fout = work / f"{cname}.in.bin", work / f"{cname}.out.bin"
         fin.write_bytes(np.concatenate(data).astype("<u2").tobytes())
         fout.unlink(missing_ok=True)
-        run = subprocess.run([str(exe), str(fin), str(fout)], capture_output=True, text=True, check=False)
+        run = procs.run([str(exe), str(fin), str(fout)], capture_output=True, text=True)
         words = np.frombuffer(fout.read_bytes(), dtype="<u2") if run.returncode == 0 and fout.is_file() else None
         pos = 0
         for g, ref in zip(node["gemms"], refs):

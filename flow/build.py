@@ -60,7 +60,7 @@ from . import project as P
 from . import vitis as V
 from .aie import aie_fit, check_aie, emit_aie
 from .csim import run_csim
-from .hls4ml_convert import check_hls4ml, convert_network, csim_flags
+from .hls4ml_convert import convert_network, csim_flags
 from .hls4ml_kernel import run_wrapper_csim, wrap_network
 from .kernels import render_kernel
 from .mapping import Component, jsonable, map_design

@@ -67,6 +67,7 @@ from pathlib import Path
 import numpy as np
 
 from rlhls.designs.errors import RlhlsError
+from rlhls.partition import procs
 from rlhls.designs.formats import FP32, FixedFormat, FloatFormat
 from rlhls.designs.lut import SOFTMAX_NORM_INT, _libm, softmax_table_formats
 from rlhls.designs.network import TABLE_SIZE, Network, Precision
@@ -432,8 +433,7 @@ def compile_csim(hls_model, flags=None) -> float:
     script and g++'s first error if the build fails."""
     import ctypes
     import resource
-    import subprocess
-
+    
     out = Path(hls_model.config.get_output_dir())
     top = hls_model.config.get_project_name()
     stamp = hls_model.config.get_config_value("Stamp")
@@ -444,7 +444,7 @@ def compile_csim(hls_model, flags=None) -> float:
     script.write_text(_BUILD_LIB.format(flags=" ".join(flags), top=top, stamp=stamp))
     script.chmod(0o755)
     c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    r = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=False)
+    r = procs.run(["bash", str(script)], capture_output=True, text=True, tree=True)  # its g++ dies with rlhls
     c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if r.returncode != 0:
         lines = (r.stdout + r.stderr).strip().splitlines() or ["(no output)"]

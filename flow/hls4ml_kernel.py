@@ -28,6 +28,7 @@ import jinja2
 import numpy as np
 
 from rlhls.designs.errors import RlhlsError
+from rlhls.partition import procs
 from rlhls.partition.fileio import atomic_write_bytes, atomic_write_text, scratch_dir
 
 from .hls4ml_convert import _libm, _lsb, error_bound, table_precisions
@@ -128,8 +129,7 @@ def run_wrapper_csim(d: Path, *, top: str, core: str, include: Path, flags=("-O1
         except RlhlsError as e:
             return {"passed": False, "detail": f"build failed: {e}", "seconds": round(time.perf_counter() - t0, 3)}
         try:
-            res = subprocess.run([str(exe)], cwd=d / "tb", capture_output=True, text=True, timeout=TB_TIMEOUT_S,
-                                 check=False)
+            res = procs.run([str(exe)], cwd=d / "tb", capture_output=True, text=True, timeout=TB_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             return {"passed": False, "detail": f"testbench timed out after {TB_TIMEOUT_S} s",
                     "seconds": round(time.perf_counter() - t0, 3)}

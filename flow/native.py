@@ -37,14 +37,13 @@ import hashlib
 import logging
 import os
 import platform
-import re
 from pathlib import Path
 
 import numpy as np
 
 from rlhls.designs import arith, formats
 from rlhls.designs.kernels import gae as gae_kernel
-from rlhls.partition.fileio import sweep_dead
+from rlhls.partition.fileio import atomic_write_text
 
 from . import native_gae
 from .paths import cache_dir
@@ -192,10 +191,7 @@ def _build(name: str = "seq_sum", source: str = SOURCE) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     src = folder / f"{name}.cpp"
     if not src.is_file() or src.read_text() != source:
-        sweep_dead(folder, re.escape(src.name) + r"\.tmp(\d+)")  # a killed writer's
-        tmp = src.with_name(f"{src.name}.tmp{os.getpid()}")
-        tmp.write_text(source)
-        os.replace(tmp, src)  # atomic: a concurrent builder always hashes a whole file
+        atomic_write_text(src, source)  # a concurrent builder always hashes a whole file
     try:
         return compile_cpp([src], folder / f"{name}-{_machine()}.so", flags=(*FLAGS, "-march=native"))
     except Exception as e:  # noqa: BLE001 -- a compiler without -march=native: portable build

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlhls.designs.errors import RlhlsError
+from rlhls.partition import procs
 
 from .project import HLS_CONFIG, RUN_HLS, WORK_DIR
 
@@ -89,8 +90,8 @@ def run_step(step: Step, env: dict | None = None) -> dict:
     t0 = time.perf_counter()
     with open(step.log, "wb") as log:
         try:
-            rc = subprocess.run(list(step.argv), cwd=step.cwd, stdout=log, stderr=subprocess.STDOUT,
-                                env={**os.environ, **env} if env else None, check=False).returncode
+            rc = procs.run(list(step.argv), cwd=step.cwd, stdout=log, stderr=subprocess.STDOUT,  # dies with rlhls
+                           env={**os.environ, **env} if env else None, tree=True).returncode
         except OSError as e:
             log.write(f"{e}\n".encode())
             rc = 127

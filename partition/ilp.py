@@ -92,7 +92,7 @@ import pulp
 from rlhls.designs.errors import RlhlsError
 
 from . import procs
-from .fileio import library_output, process_scratch, scratch_dir
+from .fileio import atomic_write_text, library_output, process_scratch, scratch_dir
 from .heft import EPS, Problem, Schedule, baselines, heft, local_search, semi_active
 from . import energy as energy_rows
 from .lns import LNS_NODES, improve
@@ -263,10 +263,7 @@ def _highs_child(model: str, start: str, out: str, left: str, sent: str | None =
         lp.solve(cmd)
     res = {"status": lp.status, "sol_status": lp.sol_status, "dual_bound": cmd.dual_bound,
            "values": {v.name: v.varValue for v in lp.variables()}}
-    tmp = out + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(res, f)
-    os.replace(tmp, out)
+    atomic_write_text(out, json.dumps(res))
 
 
 # ----------------------------------------------------------------------------------------------
