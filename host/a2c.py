@@ -84,8 +84,7 @@ from .algorithms import Algorithm, register_algorithm
 from .hyperparams import hp
 from .optim import make_optimizer
 from .gae import gae_reference
-from .ppo import adapt_network
-from .trainer import TrainerBase, check_memory, param_views, sample_bytes
+from .trainer import TrainerBase, adapt_network, check_memory, param_views, sample_bytes
 
 __all__ = ["A2CArgs", "batch_size", "PHASES", "resolve_hyperparams", "a2c_loss", "A2C"]
 

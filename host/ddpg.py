@@ -73,13 +73,13 @@ from rlhls.designs.errors import RlhlsError
 from rlhls.partition.fileio import timed
 from rlhls.designs.formats import parse_format
 
-from .dqn import ReplayBuffer
+from .replay import ReplayBuffer
 from .envs import EpisodeTracker, space_info
 from .algorithms import Algorithm, register_algorithm
 from .hyperparams import hp
 from .mixed import PRECISIONS, MixedPrecision, MixedPrecisionArgs, _fp32_inplace, count_columns, ps_forward
 from .optim import make_optimizer
-from .trainer import TrainerBase, check_buffer_memory, check_memory, param_views, sample_bytes
+from .trainer import TrainerBase, adapt_network, check_buffer_memory, check_memory, param_views, sample_bytes
 
 
 __all__ = ["DDPGArgs", "batch_size", "PHASES", "NOISES", "resolve_hyperparams", "soft_update", "DDPG"]
@@ -182,7 +182,6 @@ class DDPG(TrainerBase):
         self.action_scale, self.action_bias = (high - low) / 2.0, (high + low) / 2.0
         actor, critic = nets["actor"], nets["critic"]
         if self.env_id != design.env_id or actor.output_shape[0] > design.action_dim:
-            from .ppo import adapt_network
 
             actor = adapt_network(actor, self.obs_dim, self.act_dim)
             critic = adapt_network(critic, self.obs_dim + self.act_dim, 1)

@@ -60,7 +60,6 @@ import numpy as np
 
 from rlhls.designs.errors import RlhlsError
 from rlhls.partition.fileio import timed
-from rlhls.designs.network import Network
 from rlhls.designs.quantizer import RunningStats
 
 from gymnasium.wrappers.utils import RunningMeanStd
@@ -71,7 +70,7 @@ from .algorithms import Algorithm, register_algorithm
 from .gae import EXPERIMENTS, gae_stage
 from .hyperparams import hp
 from .mixed import MixedPrecisionArgs
-from .trainer import check_memory, sample_bytes
+from .trainer import adapt_network, check_memory, sample_bytes
 from .optim import clip_grad_norm, make_optimizer
 
 __all__ = ["PPOArgs", "batch_size", "PHASES", "PRECISIONS", "ppo_loss", "resolve_hyperparams", "PPO"]
@@ -134,18 +133,6 @@ def resolve_hyperparams(design, overrides: dict | None = None, config: dict | No
 
 
 # ---------------------------------------------------------------------------- networks
-
-
-def adapt_network(net: Network, in_dim: int, out_dim: int) -> Network:
-    """The same layer stack for other input / output sizes (an --env override); `net` if they match."""
-    if net.input_shape == (in_dim,) and net.output_shape == (out_dim,):
-        return net
-    if len(net.input_shape) != 1:
-        raise RlhlsError(f"network '{net.name}' takes images {net.input_shape}; cannot adapt it to {in_dim} inputs")
-    layers = [copy.copy(l) for l in net.layers]
-    dense = [i for i, l in enumerate(layers) if l.kind == "Dense"]
-    layers[dense[-1]].units = out_dim
-    return Network(net.name, (in_dim,), layers, seed=net.seed, init=net.init)
 
 
 def _param_views(nets: dict, log_std) -> dict:

@@ -45,6 +45,22 @@ def sample_bytes(design) -> int:
     return 8 * (2 * int(np.prod(design.obs_shape)) + int(getattr(design, "action_dim", 1) or 1) + 4)
 
 
+def adapt_network(net, in_dim: int, out_dim: int):
+    """The same layer stack for other input / output sizes (an --env override); `net` if they match."""
+    if net.input_shape == (in_dim,) and net.output_shape == (out_dim,):
+        return net
+    if len(net.input_shape) != 1:
+        raise RlhlsError(f"network '{net.name}' takes images {net.input_shape}; cannot adapt it to {in_dim} inputs")
+    import copy
+
+    from rlhls.designs.network import Network
+
+    layers = [copy.copy(l) for l in net.layers]
+    dense = [i for i, l in enumerate(layers) if l.kind == "Dense"]
+    layers[dense[-1]].units = out_dim
+    return Network(net.name, (in_dim,), layers, seed=net.seed, init=net.init)
+
+
 def param_views(inst: str, net, masters: str = "") -> dict:
     """{grad key '<inst>.<layer>.<param>': (master key '<masters><layer>', array)} of a network, for
     MixedPrecision.apply / round_masters."""

@@ -65,7 +65,7 @@ state, the observation statistics, the numpy Generator and the environments (per
 episode's seed and the actions since its reset, replayed on load) with the running episode
 returns; a resumed run equals an uninterrupted one bit for bit (tests/test_trpo.py).
 
-``--env`` with another environment resizes both networks to it (``ppo.adapt_network``) and the
+``--env`` with another environment resizes both networks to it (``trainer.adapt_network``) and the
 FVP unit's layers with them (its parallelism capped at each layer's size).
 """
 
@@ -89,8 +89,7 @@ from .envs import EpisodeTracker, normalize_obs, pad_obs, rms_load, rms_state, s
 from .gae import gae_reference
 from .hyperparams import HyperParams, hp
 from .optim import make_optimizer
-from .ppo import adapt_network
-from .trainer import TrainerBase, check_memory, sample_bytes
+from .trainer import TrainerBase, adapt_network, check_memory, sample_bytes
 
 __all__ = ["TRPOArgs", "batch_size", "PHASES", "FVP_MODES", "resolve_hyperparams", "conjugate_gradient",
            "GaussianMLP", "FvpUnit", "TRPO"]

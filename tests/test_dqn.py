@@ -14,7 +14,8 @@ from rlhls.cli import main as cli_main
 
 def train_main(argv):
     return cli_main(["train", *argv])
-from rlhls.host.dqn import DQN, ReplayBuffer, linear_schedule, resolve_hyperparams
+from rlhls.host.dqn import DQN, linear_schedule, resolve_hyperparams
+from rlhls.host.replay import ReplayBuffer
 from rlhls.host.runner import read_metrics, train
 
 DESIGN = get_design("apdrl-dqn-cartpole")
