@@ -250,7 +250,8 @@ def check_folder(out, resume: bool) -> None:
         if ckpt_path.exists():
             raise RlhlsError(f"run folder '{out}' already has a checkpoint: pass --resume to continue it "
                              "or choose another --out")
-        check_out(out, command="train", hint="choose another --out", ours=lambda d: (d / "config.json").is_file() and (d / "metrics.csv").is_file())
+        check_out(out, command="train", hint="choose another --out",
+                  ours=lambda d: (d / "config.json").is_file() and (d / "metrics.csv").is_file())
 
 
 def _read_config(path: Path) -> dict:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import numbers
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -75,8 +76,6 @@ def train_design(design, *, out=None, steps: int | None = None, seed: int = 0, e
                  on_update=None, plan_time_limit: float | None = 60.0, log=None) -> Run:
     """Train `design` (a Design) into the run folder `out`; see the module docstring. `log`: a file
     that takes what libraries print while the trainer builds its environments (the ALE's banner)."""
-    import numbers
-
     say = say or (lambda msg: None)
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 1):
         raise RlhlsError(f"steps={steps!r}: expected a positive integer (None: the design's budget)")

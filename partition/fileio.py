@@ -13,6 +13,10 @@ knows nothing of files), so ``flow/``, ``host/`` and the command line can all im
   names anything outside its folder (``..``, an absolute path, a path through a symbolic link), so
   nothing outside ``--out`` is ever touched.
 * ``folder_lock`` gives one process at a time a run folder (``.<name>.lock`` beside it).
+* ``scratch_dir`` / ``process_scratch``: temporary folders named ``rlhls-<pid>-...``; those of a
+  process that was killed are removed by the next one made (``sweep_dead``).
+* Names up to the file system's 255 bytes work as outputs: temp and lock names beside them are
+  shortened (``side_name``); a longer name is one line (``check_name``).
 * ``staged_folder`` builds a folder beside its target and publishes it: renamed into place when the
   target does not exist or holds only rlhls' own files, else merged file by file (files of the
   old record that the new output lacks are removed, anything else is left alone).
@@ -36,8 +40,10 @@ from pathlib import Path, PurePosixPath
 
 from rlhls.designs.errors import RlhlsError
 
-__all__ = ["OWNER", "library_output", "atomic_write_bytes", "atomic_write_text", "write_json", "check_out", "staged_folder",
-           "owned_files", "read_record", "side_name", "scratch_dir", "process_scratch", "sweep_dead", "pid_alive", "check_name", "folder_command", "folder_lock", "FolderLock", "os_error", "make_dirs", "timed"]
+__all__ = ["OWNER", "library_output", "atomic_write_bytes", "atomic_write_text", "write_json", "check_out",
+           "staged_folder", "owned_files", "read_record", "side_name", "scratch_dir", "process_scratch",
+           "sweep_dead", "pid_alive", "check_name", "folder_command", "folder_lock", "FolderLock", "os_error",
+           "make_dirs", "timed"]
 
 OWNER = ".rlhls.json"  # {"command": ..., "files": [...]}: which files of a folder rlhls wrote
 

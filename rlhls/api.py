@@ -19,8 +19,7 @@ The plan is solved at the design's batch (the accelerator it sizes); a mixed-pre
 trains under it. ``reports=BUILD_DIR`` (a build with Vitis reports or aiesimulator outputs)
 calibrates the profile (``partition.calibrate``): the plan is solved on the calibrated rows and
 records their sources. ``demo=True`` (``rlhls run`` without ``--full``) takes the design's
-demonstration
-budget (``Design.demo``: steps and hyperparameters that finish in minutes on 2 cores).
+demonstration budget (``Design.demo``: steps and hyperparameters that finish in minutes on 2 cores).
 
 ``resume=True`` continues a flow folder (``run.json``): the graph and profile are recomputed,
 a finished partition is taken from its plan.json, the build is redone (its C simulations come
@@ -31,17 +30,19 @@ from __future__ import annotations
 
 import contextlib
 import json
+import numbers
 import os
 import time
 from datetime import datetime
 from pathlib import Path
 
+from rlhls.designs.design import Design
 from rlhls.designs.devices import get_device
 from rlhls.designs.errors import RlhlsError
 from rlhls.designs.graph import build_graph
 from rlhls.designs.registry import get_design
-from rlhls.partition.fileio import (OWNER, atomic_write_text, check_name, check_out, folder_command, folder_lock, library_output,
-                                    make_dirs, write_json)
+from rlhls.partition.fileio import (OWNER, atomic_write_text, check_name, check_out, folder_command, folder_lock,
+                                    library_output, make_dirs, write_json)
 
 __all__ = ["Flow", "RECORD"]
 
@@ -60,8 +61,6 @@ class Flow:
         from rlhls.host.algorithms import get_algorithm
         from rlhls.host.backends import BACKENDS
         from rlhls.host.train import check_seed
-
-        from rlhls.designs.design import Design
 
         if isinstance(design, str):
             design = get_design(design)
@@ -347,8 +346,6 @@ class Flow:
 
 def _check_steps(steps) -> None:
     """`steps`: None (the default budget) or a positive integer, checked before any stage runs."""
-    import numbers
-
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 1):
         raise RlhlsError(f"steps={steps!r}: expected a positive integer (None: the design's budget)")
 
