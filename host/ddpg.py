@@ -70,11 +70,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlhls.designs.errors import RlhlsError
-from rlhls.partition.fileio import timed
 from rlhls.designs.formats import parse_format
 
 from .replay import ReplayBuffer
 from .envs import EpisodeTracker, space_info
+from .phases import timed
 from .algorithms import Algorithm, register_algorithm
 from .hyperparams import hp
 from .mixed import PRECISIONS, MixedPrecision, MixedPrecisionArgs, _fp32_inplace, count_columns, ps_forward

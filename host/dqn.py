@@ -65,9 +65,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlhls.designs.errors import RlhlsError
-from rlhls.partition.fileio import timed
 from rlhls.designs.formats import parse_format
 
+from .phases import timed
 from .envs.atari import ATARI_BUFFER_CAP, is_atari
 from .envs import EpisodeTracker, space_info
 from .mixed import PRECISIONS, MixedPrecision, MixedPrecisionArgs, count_columns, ps_forward

@@ -287,7 +287,7 @@ def _init_within(ray, deadline: float, **kw) -> None:
     prints meanwhile goes nowhere."""
     import threading
 
-    from rlhls.partition.fileio import library_output
+    from rlhls.partition.procs import library_output
 
     done, err = threading.Event(), []
 

@@ -47,7 +47,8 @@ import numpy as np
 from rlhls.designs.errors import RlhlsError
 from rlhls.designs.formats import parse_format
 from rlhls.designs.quantizer import RunningStats, quantize_blocks, quantize_standardized
-from rlhls.partition.fileio import timed
+
+from .phases import timed
 
 __all__ = ["EXPERIMENTS", "GAE_CALL", "gae_reference", "gae_stage"]
 

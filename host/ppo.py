@@ -59,11 +59,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlhls.designs.errors import RlhlsError
-from rlhls.partition.fileio import timed
 from rlhls.designs.quantizer import RunningStats
 
 from gymnasium.wrappers.utils import RunningMeanStd
 
+from .phases import timed
 from .distributions import DiagGaussian, env_action, policy_distribution
 from .envs import EpisodeTracker, ReplayableVecEnv, normalize_obs, pad_obs, rms_load, rms_state, space_info
 from .algorithms import Algorithm, register_algorithm

@@ -27,8 +27,8 @@ from __future__ import annotations
 import numpy as np
 
 from rlhls.designs.formats import parse_format
-from rlhls.partition.fileio import timed
 
+from .phases import timed
 from .mixed import MixedPrecision, count_columns, default_plan, ps_forward
 
 __all__ = ["MixedPPO"]

@@ -25,7 +25,8 @@ from pathlib import Path
 
 from rlhls.designs.errors import RlhlsError
 from rlhls.designs.graph import build_graph
-from rlhls.partition.fileio import folder_lock, library_output
+from rlhls.partition.fileio import folder_lock
+from rlhls.partition.procs import library_output
 
 from .algorithms import get_algorithm
 from .runner import train

@@ -81,9 +81,9 @@ from gymnasium.wrappers.utils import RunningMeanStd
 from rlhls.designs.errors import RlhlsError
 from rlhls.designs.formats import FixedFormat, parse_format
 from rlhls.designs.kernels.fvp import host_fvp, layout, pack, unpack
-from rlhls.partition.fileio import timed
 
 from .algorithms import Algorithm, register_algorithm
+from .phases import timed
 from .distributions import LOG_2PI, env_action
 from .envs import EpisodeTracker, normalize_obs, pad_obs, rms_load, rms_state, space_info
 from .gae import gae_reference

@@ -20,9 +20,6 @@ knows nothing of files), so ``flow/``, ``host/`` and the command line can all im
 * ``staged_folder`` builds a folder beside its target and publishes it: renamed into place when the
   target does not exist or holds only rlhls' own files, else merged file by file (files of the
   old record that the new output lacks are removed, anything else is left alone).
-* ``timed`` adds a block's seconds to a dict of phase times.
-* ``library_output(path)`` sends what libraries print (hls4ml, the ALE, solvers; C++ included)
-  to a log file instead of the console.
 
 Every OS error (a folder that cannot be created, permission denied, a full disk) becomes one
 ``RlhlsError`` line naming the path and the reason, after the temporary files are removed.
@@ -40,10 +37,10 @@ from pathlib import Path, PurePosixPath
 
 from rlhls.designs.errors import RlhlsError
 
-__all__ = ["OWNER", "library_output", "atomic_write_bytes", "atomic_write_text", "write_json", "check_out",
+__all__ = ["OWNER", "atomic_write_bytes", "atomic_write_text", "write_json", "check_out",
            "staged_folder", "owned_files", "read_record", "side_name", "scratch_dir", "process_scratch",
            "sweep_dead", "pid_alive", "check_name", "folder_command", "folder_lock", "FolderLock", "os_error",
-           "make_dirs", "timed"]
+           "make_dirs"]
 
 OWNER = ".rlhls.json"  # {"command": ..., "files": [...]}: which files of a folder rlhls wrote
 
@@ -485,47 +482,3 @@ def process_scratch() -> Path:
         _PROCESS_SCRATCH[:] = [(os.getpid(), d)]
         atexit.register(lambda: cm.__exit__(None, None, None) if os.getpid() == _PROCESS_SCRATCH[0][0] else None)
     return _PROCESS_SCRATCH[0][1]
-
-
-@contextlib.contextmanager
-def timed(times: dict, phase: str):
-    """Add the block's wall seconds to ``times[phase]``."""
-    t0 = time.perf_counter()
-    try:
-        yield
-    finally:
-        times[phase] = times.get(phase, 0.0) + time.perf_counter() - t0
-
-
-@contextlib.contextmanager
-def library_output(path=None, *, fds=(1, 2)):
-    """Redirect file descriptors `fds` (stdout, stderr: what native code writes too) and Python's
-    sys.stdout / sys.stderr to the file `path` (appended; None: discarded) for the block."""
-    import sys
-
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    target = os.devnull if path is None else str(path)
-    saved = {fd: os.dup(fd) for fd in fds}
-    py = (sys.stdout, sys.stderr)
-    try:
-        with open(target, "a", encoding="utf-8", errors="replace") as log:
-            for fd in fds:
-                os.dup2(log.fileno(), fd)
-            if 1 in fds:
-                sys.stdout = log
-            if 2 in fds:
-                sys.stderr = log
-            try:
-                yield
-            finally:
-                for stream in (sys.stdout, sys.stderr):
-                    with contextlib.suppress(Exception):
-                        stream.flush()
-                sys.stdout, sys.stderr = py
-                for fd, dup in saved.items():
-                    os.dup2(dup, fd)
-    finally:
-        for dup in saved.values():
-            os.close(dup)

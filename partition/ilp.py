@@ -92,7 +92,8 @@ import pulp
 from rlhls.designs.errors import RlhlsError
 
 from . import procs
-from .fileio import atomic_write_text, library_output, process_scratch, scratch_dir
+from .fileio import atomic_write_text, process_scratch, scratch_dir
+from .procs import library_output
 from .heft import EPS, Problem, Schedule, baselines, heft, local_search, semi_active
 from . import energy as energy_rows
 from .lns import LNS_NODES, improve

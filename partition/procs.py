@@ -6,16 +6,20 @@ its time limit). A child that starts children of its own (g++: cc1plus, as, ld) 
 ``tree=True``: in a process group of its own under a small ``sh`` that the parent's death
 signals and that then kills the whole group. ``run`` is ``subprocess.run`` with either; an
 interrupt of the parent (Ctrl-C, an exception) kills the child (its group) before it is raised on.
+
+``library_output(path)`` sends what libraries and native code print (hls4ml, the ALE, the solvers)
+to a log file instead of the console, for a block.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 
-__all__ = ["die_with_parent", "run", "popen"]
+__all__ = ["die_with_parent", "run", "popen", "library_output"]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -85,3 +89,35 @@ def run(args, *, timeout=None, capture_output: bool = False, check: bool = False
     if check:
         done.check_returncode()
     return done
+
+
+@contextlib.contextmanager
+def library_output(path=None, *, fds=(1, 2)):
+    """Redirect file descriptors `fds` (stdout, stderr: what native code writes too) and Python's
+    sys.stdout / sys.stderr to the file `path` (appended; None: discarded) for the block."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    target = os.devnull if path is None else str(path)
+    saved = {fd: os.dup(fd) for fd in fds}
+    py = (sys.stdout, sys.stderr)
+    try:
+        with open(target, "a", encoding="utf-8", errors="replace") as log:
+            for fd in fds:
+                os.dup2(log.fileno(), fd)
+            if 1 in fds:
+                sys.stdout = log
+            if 2 in fds:
+                sys.stderr = log
+            try:
+                yield
+            finally:
+                for stream in (sys.stdout, sys.stderr):
+                    with contextlib.suppress(Exception):
+                        stream.flush()
+                sys.stdout, sys.stderr = py
+                for fd, dup in saved.items():
+                    os.dup2(dup, fd)
+    finally:
+        for dup in saved.values():
+            os.close(dup)

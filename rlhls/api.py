@@ -42,7 +42,8 @@ from rlhls.designs.errors import RlhlsError
 from rlhls.designs.graph import build_graph
 from rlhls.designs.registry import get_design
 from rlhls.partition.fileio import (OWNER, atomic_write_text, check_name, check_out, folder_command, folder_lock,
-                                    library_output, make_dirs, write_json)
+                                    make_dirs, write_json)
+from rlhls.partition.procs import library_output
 
 __all__ = ["Flow", "RECORD"]
 

@@ -66,7 +66,7 @@ def cmd_check(args) -> int:
 def cmd_policy(args) -> int:
     """rlhls build DESIGN --weights RUN_FOLDER."""
     from rlhls.host.policy import export_run_policy
-    from rlhls.partition.fileio import library_output
+    from rlhls.partition.procs import library_output
 
     from rlhls.designs.registry import get_design
 
@@ -103,7 +103,7 @@ def cmd_build(args) -> int:
             raise RlhlsError("--weights exports the trained policy: --plan, --synth and --cosim do not apply to it")
         return cmd_policy(args)
     from rlhls.flow.build import build_design
-    from rlhls.partition.fileio import library_output
+    from rlhls.partition.procs import library_output
     from rlhls.partition.plan import load_plan
 
     from rlhls.designs.registry import get_design
