@@ -451,34 +451,38 @@ def sweep_dead(folder, pattern: str) -> None:
                 shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
 
 
-@contextlib.contextmanager
-def scratch_dir(tag: str):
-    """A temporary folder for one step's own files (a compile, a solver's model), removed after the
-    block; those a killed process left behind (``rlhls-<pid>-...`` of a pid that is gone) are
-    removed when the next one is made."""
+def _new_scratch(tag: str) -> Path:
     import re
 
     base = tempfile.gettempdir()
     sweep_dead(base, r"rlhls-(\d+)-.*")
     tag = re.sub(r"[^A-Za-z0-9_.]+", "_", tag)[:60]
-    d = Path(tempfile.mkdtemp(prefix=f"rlhls-{os.getpid()}-{tag}-", dir=base))
+    return Path(tempfile.mkdtemp(prefix=f"rlhls-{os.getpid()}-{tag}-", dir=base))
+
+
+@contextlib.contextmanager
+def scratch_dir(tag: str):
+    """A temporary folder for one step's own files (a compile, a solver's model), removed after the
+    block; those a killed process left behind (``rlhls-<pid>-...`` of a pid that is gone) are
+    removed when the next one is made."""
+    d = _new_scratch(tag)
     try:
         yield d
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
 
-_PROCESS_SCRATCH: list = []
+_PROCESS_SCRATCH: dict = {}  # pid -> its folder (a forked child makes its own)
 
 
 def process_scratch() -> Path:
     """One scratch folder for this process's lifetime (``rlhls-<pid>-process-...``; a solver's model
     files): removed when the process exits, swept by the next process if this one is killed."""
-    if not _PROCESS_SCRATCH or not _PROCESS_SCRATCH[0][0] == os.getpid() or not _PROCESS_SCRATCH[0][1].is_dir():
+    pid = os.getpid()
+    d = _PROCESS_SCRATCH.get(pid)
+    if d is None or not d.is_dir():
         import atexit
 
-        cm = scratch_dir("process")
-        d = cm.__enter__()
-        _PROCESS_SCRATCH[:] = [(os.getpid(), d)]
-        atexit.register(lambda: cm.__exit__(None, None, None) if os.getpid() == _PROCESS_SCRATCH[0][0] else None)
-    return _PROCESS_SCRATCH[0][1]
+        d = _PROCESS_SCRATCH[pid] = _new_scratch("process")
+        atexit.register(lambda: os.getpid() == pid and shutil.rmtree(d, ignore_errors=True))
+    return d

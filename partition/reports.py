@@ -170,6 +170,13 @@ def _read_bytes(path: Path) -> bytes:
         raise RlhlsError(f"{path}: cannot be read ({e.strerror or e})") from None
 
 
+def _decoded(path: Path, data: bytes, expected: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise RlhlsError(f"{path}: not a text file; expected {expected}") from None
+
+
 def _layout(path: Path) -> str:
     parts = [p.lower() for p in path.parts]
     if len(parts) >= 4 and parts[-3:-1] == ["syn", "report"]:
@@ -272,10 +279,7 @@ def read_cosim(path) -> CosimReport:
     """One ``<top>_cosim.rpt`` (module docstring): the last RTL whose status is not NA."""
     path = Path(path)
     data = _read_bytes(path)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise RlhlsError(f"{path}: not a text file; expected a Vitis HLS co-simulation report") from None
+    text = _decoded(path, data, "a Vitis HLS co-simulation report")
     m = _COSIM_TOP.search(text)
     if m is None:
         raise RlhlsError(f"{path}: no \"Co-Simulation Report for '<top>'\" heading; expected a Vitis HLS "
@@ -312,10 +316,7 @@ def read_aiesim_output(path) -> AieSimOutput:
     """One aiesimulator output file (module docstring)."""
     path = Path(path)
     data = _read_bytes(path)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise RlhlsError(f"{path}: not a text file; expected an aiesimulator output (T <time> ns lines and data)") from None
+    text = _decoded(path, data, "an aiesimulator output (T <time> ns lines and data)")
     words, stamps = 0, []
     for n, ln in enumerate(text.splitlines(), 1):
         ln = ln.strip()

@@ -16,6 +16,7 @@ from rlhls.cli import main
 from rlhls.designs.errors import RlhlsError
 from rlhls.host.checkpoint import load_checkpoint, save_checkpoint
 from rlhls.partition.fileio import OWNER, check_out, folder_lock, read_record, staged_folder
+from procs_util import alive, cmdline, descendants
 from test_fileio import _partition_inputs as _partition_args
 
 FP32 = ["--precision", "fp32", "--steps", "1000", "--set", "steps_per_update=500", "--quiet"]
@@ -372,38 +373,6 @@ def test_weights_that_cannot_be_exported_are_one_line(tmp_path, capsys):
 
 # ----------------------------------------------------------------------------- no orphans
 
-def _children(pid: int) -> list:
-    out = []
-    for p in os.listdir("/proc"):
-        if p.isdigit():
-            try:
-                stat = open(f"/proc/{p}/stat").read()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                out.append(int(p))
-    return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return open(f"/proc/{pid}/cmdline").read()
-    except OSError:
-        return ""
-
-
-def _descendants(pid: int) -> list:
-    kids = _children(pid)
-    return kids + [d for k in kids for d in _descendants(k)]
-
-
 def test_a_killed_build_leaves_no_compiler_running_and_its_temps_are_swept(tmp_path):
     env = dict(os.environ, RLHLS_CACHE_DIR=str(tmp_path / "cache"), TMPDIR=str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
@@ -411,17 +380,17 @@ def test_a_killed_build_leaves_no_compiler_running_and_its_temps_are_swept(tmp_p
                           str(tmp_path / "b")], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline, tree = time.monotonic() + 120, []
     while time.monotonic() < deadline and p.poll() is None:  # until a compiler's own child (cc1plus) runs
-        tree = _descendants(p.pid)
-        if any("cc1plus" in _cmdline(k) for k in tree):
+        tree = descendants(p.pid)
+        if any("cc1plus" in cmdline(k) for k in tree):
             break
         time.sleep(0.01)
-    assert any(_alive(k) for k in tree), "the build started no compiler"
+    assert any(alive(k) for k in tree), "the build started no compiler"
     p.kill()
     p.wait()
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(_alive(k) for k in tree):
+    while time.monotonic() < deadline and any(alive(k) for k in tree):
         time.sleep(0.05)
-    assert not [k for k in tree if _alive(k)]  # g++ and its cc1plus, not only the children
+    assert not [k for k in tree if alive(k)]  # g++ and its cc1plus, not only the children
     # what the killed build left is swept by the next one
     stale = [q.name for q in (tmp_path / "cache").rglob("*") if ".tmp" in q.name or ".objs" in q.name]
     subprocess.run([sys.executable, "-m", "rlhls", "build", "apdrl-dqn-cartpole", "--csim", "--out",
@@ -473,7 +442,7 @@ def test_a_killed_partition_leaves_no_solver_and_its_model_files_are_swept(tmp_p
                          env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline, solver = time.monotonic() + 120, []
     while time.monotonic() < deadline and not solver and p.poll() is None:
-        solver = [k for k in _descendants(p.pid) if "cbc" in _cmdline(k).lower()]
+        solver = [k for k in descendants(p.pid) if "cbc" in cmdline(k).lower()]
         time.sleep(0.02)
     assert solver, "the partition started no CBC"
     time.sleep(2.0)  # well into the solve
@@ -482,8 +451,8 @@ def test_a_killed_partition_leaves_no_solver_and_its_model_files_are_swept(tmp_p
     p.wait()
 
     def solvers():  # any process still working on this test's models (CBC's command line names them)
-        return [int(q) for q in os.listdir("/proc") if q.isdigit() and _alive(int(q))
-                and str(tmp_path / "tmp") in _cmdline(int(q))]
+        return [int(q) for q in os.listdir("/proc") if q.isdigit() and alive(int(q))
+                and str(tmp_path / "tmp") in cmdline(int(q))]
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and solvers():
         time.sleep(0.05)

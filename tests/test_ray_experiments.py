@@ -20,31 +20,13 @@ from rlhls.cli import main
 from rlhls.designs.errors import RlhlsError
 from rlhls.host.engine import Run, map_runs, run_all
 from rlhls.host.experiments import finished_steps
+from procs_util import alive, descendants
 
 STEPS = 4096  # 32 updates of 2 x 64 steps: a run takes a few seconds, long enough to be killed mid-run
 TINY = ["heppo-table3", "--steps", str(STEPS), "--seeds", "1", "--env", "InvertedPendulum-v5", "--set", "num_envs=2",
         "--set", "num_steps=64", "--set", "num_minibatches=4", "--set", "update_epochs=1", "--quiet"]
 RUNS = [f"exp{k}-s0" for k in range(1, 6)]
 JOIN_S = 900  # a bound on the experiment after a kill, not a timing: a loaded machine restarts workers slowly
-
-
-def _descendants(pid: int) -> list:
-    kids = []
-    for q in os.listdir("/proc"):
-        if q.isdigit():
-            try:
-                if int(open(f"/proc/{q}/stat").read().rsplit(")", 1)[1].split()[1]) == pid:
-                    kids.append(int(q))
-            except (OSError, ValueError, IndexError):
-                pass
-    return kids + [d for k in kids for d in _descendants(k)]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 @pytest.fixture(scope="module")
@@ -184,13 +166,13 @@ def test_a_killed_driver_leaves_runs_that_resume_completes(ray2, reference, tmp_
     ray_procs = []
     try:
         _when_partial(out)
-        ray_procs = _descendants(p.pid)  # its Ray instance: gcs_server, raylet, agents, workers
+        ray_procs = descendants(p.pid)  # its Ray instance: gcs_server, raylet, agents, workers
         os.kill(p.pid, signal.SIGKILL)  # the driver alone: its Ray instance and workers go with it
         p.wait()
         deadline = time.monotonic() + 15  # Ray's own timeouts take a minute and more
-        while time.monotonic() < deadline and [q for q in ray_procs if _alive(q)]:
+        while time.monotonic() < deadline and [q for q in ray_procs if alive(q)]:
             time.sleep(0.1)
-        left = [q for q in ray_procs if _alive(q)]
+        left = [q for q in ray_procs if alive(q)]
     finally:
         os.killpg(p.pid, signal.SIGKILL)  # should the check below fail: nothing left to the next tests
     assert len(ray_procs) > 3 and not left, left  # the watchdog of the driver's Ray instance killed them
