@@ -74,7 +74,7 @@ def float_step(p, x):
 
 
 def trainer_step(design):
-    from rlhls.host.ddpg import DDPG
+    from rlhls.host.algorithms.ddpg import DDPG
 
     t = DDPG(design, hyperparams={"precision": "fp32", "learning_starts": 100, "steps_per_update": 100})
     t.train_update(1, 2)

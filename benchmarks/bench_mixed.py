@@ -63,7 +63,7 @@ def _trainer(key, design, precision, asg, loop_steps, ps_math="float32"):
     rng = np.random.default_rng(0)
     obs_dim = design.obs_shape[0]
     if key == "dqn":
-        from rlhls.host.dqn import DQN, PHASES
+        from rlhls.host.algorithms.dqn import DQN, PHASES
 
         t = DQN(design, seed=0, assignment=asg, hyperparams={
             "precision": precision, "learning_starts": 0, "steps_per_update": loop_steps, "ps_math": ps_math})
@@ -73,7 +73,7 @@ def _trainer(key, design, precision, asg, loop_steps, ps_math="float32"):
         times = {k: 0.0 for k in PHASES}
         return t, lambda: t.train_step(s, s2, a, r, d, times)
     if key == "a2c":
-        from rlhls.host.a2c import A2C, PHASES
+        from rlhls.host.algorithms.a2c import A2C, PHASES
 
         t = A2C(design, seed=0, assignment=asg, hyperparams={
             "precision": precision, "rollouts_per_update": max(1, loop_steps // 40), "ps_math": ps_math})
@@ -82,7 +82,7 @@ def _trainer(key, design, precision, asg, loop_steps, ps_math="float32"):
         adv, ret = rng.standard_normal(B), rng.standard_normal(B) + 5.0
         times = {k: 0.0 for k in PHASES}
         return t, lambda: t.train_step(obs, act, adv, ret, times)
-    from rlhls.host.ddpg import DDPG, PHASES
+    from rlhls.host.algorithms.ddpg import DDPG, PHASES
 
     t = DDPG(design, seed=0, assignment=asg, hyperparams={
         "precision": precision, "learning_starts": 0, "steps_per_update": loop_steps, "buffer_size": 10_000,

@@ -27,7 +27,7 @@ from rlhls.designs.kernels import get_kernel
 from rlhls.designs.registry import get_design
 from rlhls.host.backends import CsimBackend, PlanKernels, get_backend
 from rlhls.host.envs.sumo_intersection import SumoIntersection
-from rlhls.host.traffic_experiments import fixed_time_policy, random_policy, stage_times
+from rlhls.host.experiments.traffic import fixed_time_policy, random_policy, stage_times
 
 
 def episode(backend, policy, demand, seed):

@@ -65,7 +65,7 @@ def _design(case: str, c: dict) -> Design:
         batch_size=SAMPLES,
         hyperparams={
             # §IV-A: CG MaxIter 10, damping 0.1, max KL 0.01 (the TRPO paper's); a 50,000-sample data set per
-            # iteration (one sub-environment, 50,000 steps). host/trpo.py TRPOArgs documents every key.
+            # iteration (one sub-environment, 50,000 steps). host/algorithms/trpo.py TRPOArgs documents every key.
             "cg_iters": 10, "cg_damping": 0.1, "max_kl": 0.01, "num_envs": 1, "num_steps": SAMPLES,
             "gamma": 0.99, "gae_lambda": 0.97, "value_lr": 1e-3, "value_epochs": 5, "line_search_steps": 10,
             "total_timesteps": c["total_timesteps"],
@@ -82,12 +82,12 @@ def _design(case: str, c: dict) -> Design:
             "fixed<27,4>: rounding and overflow modes are not given; RND and SAT are used (27x27 fits one Stratix-V DSP)",
             f"FVP accumulator {FVP_ACC}: the seed does not give its width; the 5SGSD8's 27x27 DSP mode "
             "accumulates in 64 bits, and 21 integer bits hold the sum of 65,536 samples (fixed<48,16> saturated "
-            "at the seed's 50,000: host/trpo.py fvp_scale)",
+            "at the seed's 50,000: host/algorithms/trpo.py fvp_scale)",
             "value network: the seed accelerates only the FVP; a 64-64 tanh value MLP trained with Adam is used "
             "(gamma 0.99, lambda 0.97 as the TRPO paper's locomotion runs)",
             f"observations zero-padded from Gymnasium v5's {c['env_obs']} to the seed's {obs} inputs",
             _params_choice(obs, hidden, act, c["env_obs"]),
-            "TRPO as OpenAI baselines' trpo_mpi runs it where the seed is silent (host/trpo.py): observations "
+            "TRPO as OpenAI baselines' trpo_mpi runs it where the seed is silent (host/algorithms/trpo.py): observations "
             "normalized and clipped to +-5 (inside fixed<27,4>), GAE advantages standardized, one extra FVP call "
             "for the step length (x.Ax), backtracking line search accepting KL <= 1.5 max_kl with a surrogate gain; "
             "the CG direction is scaled by a power of two before the FVP unit (exact; hyperparameter fvp_scale)",

@@ -1,4 +1,4 @@
-"""The experiment engine: the runs of an ``rlhls experiment`` as Ray tasks (host/experiments.py
+"""The experiment engine: the runs of an ``rlhls experiment`` as Ray tasks (host/experiments/__init__.py
 re-exports it).
 
     outcomes = run_all([Run("exp1-s0", folder, fn=train_one, kwargs={...}, steps=4096), ...],

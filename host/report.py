@@ -11,7 +11,7 @@
   sections a seed's module adds (``register_report_section(fn)``, ``fn(record, folder) -> markdown
   lines``, [] where it has nothing to say: the traffic seed's compute element and its agent
   against the fixed-time plan).
-  The ``host/*_experiments.py`` modules are imported first, so theirs are there.
+  The ``host/experiments/*.py`` modules are imported first, so theirs are there.
 * ``write_html(folder)`` — ``<folder>/report.html``: one self-contained page of an experiment's
   Markdown summaries (tables, rendered by Python-Markdown) with its PNG figures embedded as data
   URIs, so it opens in any browser, mailed or copied, with no web server and no other file.

@@ -1,6 +1,6 @@
 """Training a design: ``train_design(design, ...) -> Run``, for every registered algorithm.
 
-The design's algorithm comes from the registry (host/algorithms.py); its hyperparameters are
+The design's algorithm comes from the registry (host/algorithms/__init__.py); its hyperparameters are
 resolved and validated first (defaults <- design <- ``config`` (YAML) <- ``overrides``), then the
 plan: with ``precision='mixed'`` every training-graph node computes in the format of the unit
 the plan gives it (host/mixed.py) — the ``plan`` given (a Plan or {node: unit}, checked against

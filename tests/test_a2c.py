@@ -1,4 +1,4 @@
-"""A2C (host/a2c.py): CLI smoke in fp32 and mixed precision, exact resume, n-step returns, loss
+"""A2C (host/algorithms/a2c.py): CLI smoke in fp32 and mixed precision, exact resume, n-step returns, loss
 gradients, learning InvertedPendulum."""
 
 import json
@@ -11,7 +11,7 @@ from rlhls.cli import main as cli_main
 from rlhls.designs.errors import RlhlsError
 from rlhls.designs.network import Dense, Network, Tanh
 from rlhls.designs.registry import get_design
-from rlhls.host.a2c import A2C, a2c_loss, resolve_hyperparams
+from rlhls.host.algorithms.a2c import A2C, a2c_loss, resolve_hyperparams
 from rlhls.host.gae import gae_reference
 from rlhls.host.runner import read_metrics, train
 

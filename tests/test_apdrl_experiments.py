@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rlhls.cli import main
-from rlhls.host.apdrl_experiments import (cartpole_variant, moving_average, parse_sizes, reward_error,
+from rlhls.host.experiments.apdrl import (cartpole_variant, moving_average, parse_sizes, reward_error,
                                           summarize_table3, table4_rows)
 from rlhls.designs.errors import RlhlsError
 

@@ -12,10 +12,10 @@ from rlhls.designs.errors import RlhlsError
 from rlhls.designs.formats import parse_format
 from rlhls.designs.graph import build_graph
 from rlhls.designs.registry import get_design
-from rlhls.host.dqn import DQN, resolve_hyperparams as dqn_hyperparams
+from rlhls.host.algorithms.dqn import DQN, resolve_hyperparams as dqn_hyperparams
 from rlhls.host.envs.atari import ATARI_BUFFER_CAP, is_atari, make_atari, replay_bytes
 from rlhls.host.envs import EpisodeTracker, ReplayableVecEnv
-from rlhls.host.ppo import PPO
+from rlhls.host.algorithms.ppo import PPO
 from rlhls.host.runner import read_metrics, train
 
 DQN_SHORT = {"learning_starts": 30, "buffer_size": 300, "steps_per_update": 40, "train_frequency": 8,

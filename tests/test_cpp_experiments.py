@@ -1,4 +1,4 @@
-"""CPP's experiments (host/cpp_experiments.py) at tiny settings: cpp-fig4 (MAPE of the fixed-point
+"""CPP's experiments (host/experiments/cpp.py) at tiny settings: cpp-fig4 (MAPE of the fixed-point
 CG result against float64 by fraction bits) and cpp-table2 (FPGA model, emulation, csim and float64
 CG/FVP times)."""
 
@@ -13,7 +13,7 @@ import pytest
 from rlhls.cli import main
 from rlhls.designs.errors import RlhlsError
 from rlhls.designs.registry import get_design
-from rlhls.host.cpp_experiments import collect_dataset, mape_percent
+from rlhls.host.experiments.cpp import collect_dataset, mape_percent
 from rlhls.host.experiments import experiment_names
 
 TINY = ["--param", "samples=64", "--param", "warmup=1", "--quiet"]

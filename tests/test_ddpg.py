@@ -1,4 +1,4 @@
-"""DDPG (host/ddpg.py): CLI smoke in fp32 and mixed precision, exact resume, dQ/da and the actor
+"""DDPG (host/algorithms/ddpg.py): CLI smoke in fp32 and mixed precision, exact resume, dQ/da and the actor
 gradient against finite differences, Polyak math, per-instance plans, and a short learning check
 (fp32 and mixed) that a broken actor gradient fails."""
 
@@ -16,7 +16,7 @@ from rlhls.designs.design import NetSpec
 from rlhls.designs.graph import build_graph
 from rlhls.designs.nets import mlp
 from rlhls.designs.registry import get_design
-from rlhls.host.ddpg import DDPG, resolve_hyperparams, soft_update
+from rlhls.host.algorithms.ddpg import DDPG, resolve_hyperparams, soft_update
 from rlhls.host.runner import read_metrics, train
 
 DESIGN = get_design("apdrl-ddpg-mntncarcont")

@@ -1,4 +1,4 @@
-"""DQN (host/dqn.py): CLI smoke in fp32 and mixed precision, exact resume, the replay buffer that
+"""DQN (host/algorithms/dqn.py): CLI smoke in fp32 and mixed precision, exact resume, the replay buffer that
 stores each observation once, learning CartPole."""
 
 import json
@@ -14,8 +14,8 @@ from rlhls.cli import main as cli_main
 
 def train_main(argv):
     return cli_main(["train", *argv])
-from rlhls.host.dqn import DQN, linear_schedule, resolve_hyperparams
-from rlhls.host.replay import ReplayBuffer
+from rlhls.host.algorithms.dqn import DQN, linear_schedule, resolve_hyperparams
+from rlhls.host.algorithms.replay import ReplayBuffer
 from rlhls.host.runner import read_metrics, train
 
 DESIGN = get_design("apdrl-dqn-cartpole")
@@ -118,7 +118,7 @@ def test_resume_equals_uninterrupted(tmp_path, precision):
 
 def test_dqn_learns_cartpole():
     """fp32, seed 0, 20k steps, MSE (CleanRL's loss; the design's Huber diverges on CartPole, see
-    host/dqn.py), learning from step 1000 at lr 1e-3, else CleanRL's hyperparameters. Measured mean
+    host/algorithms/dqn.py), learning from step 1000 at lr 1e-3, else CleanRL's hyperparameters. Measured mean
     return of the last 10 episodes, seeds 0/1/2: 229.8 / 181.6 / 177.4 (random policy ~22)."""
     t = DQN(DESIGN, seed=0, hyperparams=dict(LEARN_HP, precision="fp32"))
     eps, U = [], LEARN_STEPS // 1000

@@ -3,7 +3,7 @@
 import csv
 
 from rlhls.cli import main
-from rlhls.host.heppo_experiments import configurations
+from rlhls.host.experiments.heppo import configurations
 
 TINY = ["--steps", "128", "--seeds", "2", "--env", "InvertedPendulum-v5", "--set", "num_envs=2",
         "--set", "num_steps=64", "--set", "num_minibatches=4", "--set", "update_epochs=1", "--quiet"]

@@ -15,9 +15,9 @@ from rlhls.designs.registry import get_design
 from rlhls.flow.build import policy_network, policy_precision
 from rlhls.flow.hls4ml_convert import table_precisions
 from rlhls.host.checkpoint import load_checkpoint
-from rlhls.host.ddpg import DDPG, resolve_hyperparams
+from rlhls.host.algorithms.ddpg import DDPG, resolve_hyperparams
 from rlhls.host.experiments import ExperimentOptions
-from rlhls.host.fddpg_experiments import (TASKS, _first, _Snapshots, evaluate, run_table4, save_policy_record,
+from rlhls.host.experiments.fddpg import (TASKS, _first, _Snapshots, evaluate, run_table4, save_policy_record,
                                           seed_plan, summarize_table7, trained_actor)
 from rlhls.host.runner import read_metrics
 
@@ -147,7 +147,7 @@ def test_snapshots_summary_and_table4(tmp_path):
 
 
 def test_flow_report_section_writes_the_task_table_and_gif(runs):
-    from rlhls.host.fddpg_experiments import report_section
+    from rlhls.host.experiments.fddpg import report_section
 
     rec = {"design": "fddpg-arm-m1", "precision": "fp32", "train": {"folder": str(runs / "emu")}}
     lines = report_section(rec, runs)

@@ -38,7 +38,7 @@ mine = Design(
 # of its own (A2C's graph plus a node of its own)
 USER_ALGORITHM = '''
 from rlhls.designs.graph import graph_builder
-from rlhls.host.a2c import A2C, A2CArgs, batch_size
+from rlhls.host.algorithms.a2c import A2C, A2CArgs, batch_size
 from rlhls.host.algorithms import Algorithm, register_algorithm
 
 

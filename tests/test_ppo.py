@@ -11,7 +11,7 @@ from rlhls.host.distributions import Categorical, DiagGaussian
 from rlhls.host.envs import NextStepFilter, ReplayableVecEnv, make_vec_env, pad_obs
 from rlhls.host.optim import SGD, Adam, RMSprop, clip_grad_norm
 from rlhls.host.gae import EXPERIMENTS, gae_reference, gae_stage
-from rlhls.host.ppo import PPO, resolve_hyperparams
+from rlhls.host.algorithms.ppo import PPO, resolve_hyperparams
 
 
 def _fd(f, x, eps=1e-6):

@@ -1,4 +1,4 @@
-"""PPO with AP-DRL mixed precision (host/ppo.py ``precision``): formats per node, loss scaling,
+"""PPO with AP-DRL mixed precision (host/algorithms/ppo.py ``precision``): formats per node, loss scaling,
 exact resume, learning CartPole in mixed precision about as well as in fp32, and ``rlhls train``
 routing PPO designs (AP-DRL MsPacman with a plan file; HEPPO unchanged in fp64, mixed on request)."""
 
@@ -13,7 +13,7 @@ from rlhls.designs.errors import RlhlsError
 from rlhls.designs.formats import parse_format
 from rlhls.designs.graph import build_graph
 from rlhls.designs.registry import get_design
-from rlhls.host.ppo import PPO, resolve_hyperparams
+from rlhls.host.algorithms.ppo import PPO, resolve_hyperparams
 from rlhls.host.runner import read_metrics, train
 
 DESIGN = get_design("apdrl-a2c-invpendulum")  # separate 64-64 tanh policy and value MLPs, AP-DRL formats

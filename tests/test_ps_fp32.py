@@ -8,7 +8,7 @@ from rlhls.designs.errors import RlhlsError
 from rlhls.designs.formats import parse_format
 from rlhls.designs.network import Conv2d, Dense, Flatten, Network, ReLU, Sigmoid, Softmax, Tanh
 from rlhls.designs.registry import get_design
-from rlhls.host.dqn import DQN
+from rlhls.host.algorithms.dqn import DQN
 from rlhls.host.mixed import MixedPrecision, ps_forward
 from rlhls.host.optim import Adam, RMSprop, clip_grad_norm
 

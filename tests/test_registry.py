@@ -165,7 +165,7 @@ def test_every_algorithm_is_one_registration():
     assert set(algorithm_names()) >= {"ppo", "dqn", "a2c", "ddpg"}
     for name in algorithm_names():
         alg = get_algorithm(name)
-        assert ALGORITHMS[name] is alg and alg.trainer.__module__ == f"rlhls.host.{name}"
+        assert ALGORITHMS[name] is alg and alg.trainer.__module__ == f"rlhls.host.algorithms.{name}"
         for f in alg.args.describe():
             assert f["doc"], f"{name}.{f['name']} has no documentation"
     design = get_design("apdrl-dqn-cartpole")

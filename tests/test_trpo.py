@@ -1,4 +1,4 @@
-"""TRPO (host/trpo.py) with CPP's FVP unit: the policy maths against finite differences, CG as the
+"""TRPO (host/algorithms/trpo.py) with CPP's FVP unit: the policy maths against finite differences, CG as the
 seed's Algorithm 1, a killed run resuming bit for bit, --backend emu == csim, fixed point tracking
 float64 on Ant, bad hyperparameters, and `rlhls run cpp-trpo-ant` end to end."""
 
@@ -17,7 +17,7 @@ from rlhls.host.algorithms import get_algorithm
 from rlhls.host.runner import read_metrics
 from rlhls.host.train import train_design
 from rlhls.host.backends import get_backend
-from rlhls.host.trpo import FvpUnit, scale_samples, GaussianMLP, TRPO, conjugate_gradient
+from rlhls.host.algorithms.trpo import FvpUnit, scale_samples, GaussianMLP, TRPO, conjugate_gradient
 
 ANT = get_design("cpp-trpo-ant")
 TINY = {"num_steps": 64, "value_minibatch": 32, "value_epochs": 2}

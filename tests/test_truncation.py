@@ -8,7 +8,7 @@ from rlhls.designs.quantizer import RunningStats
 from rlhls.designs.registry import get_design
 from rlhls.host.backends import get_backend
 from rlhls.host.gae import EXPERIMENTS, gae_reference, gae_stage
-from rlhls.host.ppo import PPO
+from rlhls.host.algorithms.ppo import PPO
 
 
 def _batch(rng, T=24, N=5):
@@ -56,7 +56,7 @@ def test_ppo_rollout_marks_truncations_and_bootstraps_them():
     ppo = PPO(get_design("heppo-ppo"), env_id="Pendulum-v1", seed=0,
               hyperparams={"num_envs": 2, "num_steps": 256, "num_minibatches": 4, "update_epochs": 1})
     seen = {}
-    import rlhls.host.ppo as mod
+    import rlhls.host.algorithms.ppo as mod
     orig = mod.gae_stage
 
     def spy(backend, rewards, values, dones, bootstrap, **kw):

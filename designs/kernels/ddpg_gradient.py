@@ -552,7 +552,7 @@ class DdpgGradient(Kernel):
     implements = ("mm.fwd", "mm.bwd", "act.fwd", "act.bwd", "loss")
     generic = False
     replaces = ("dense_forward", "dense_backward", "weight_gradient")
-    # the training hook (host/ddpg.py): a DDPG trainer whose plan puts these nodes on this kernel's unit
+    # the training hook (host/algorithms/ddpg.py): a DDPG trainer whose plan puts these nodes on this kernel's unit
     # takes each step's gradients from one call of it (``train_step``), the optimizer staying on the host
     train_step = "ddpg"
     params = (

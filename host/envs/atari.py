@@ -40,7 +40,7 @@ action since the game began, with the positions of life resets; ``restore`` repl
 steps per sub-env.
 ALE is deterministic given (seed, actions) with sticky actions off (v4 ids).
 
-Replay memory (DQN-Breakout's design asks CleanRL's ``buffer_size`` 1 000 000): host/dqn.py's
+Replay memory (DQN-Breakout's design asks CleanRL's ``buffer_size`` 1 000 000): host/algorithms/dqn.py's
 ``ReplayBuffer`` stores each uint8 (4, 84, 84) observation once (a transition's next observation
 is the following transition's observation, kept apart only at episode ends), 28 224 B per
 transition, so 1M transitions would take 28 GB against the machine's 24 GiB. DQN caps an Atari

@@ -10,7 +10,7 @@ from .common import add_hyperparams, positive_int
 
 
 def _sizes(text):
-    from rlhls.host.apdrl_experiments import parse_sizes
+    from rlhls.host.experiments.apdrl import parse_sizes
 
     try:
         return parse_sizes(text)

@@ -57,7 +57,7 @@ import numpy as np
 
 from rlhls.designs.errors import RlhlsError
 
-from .experiments import finished_steps, register_experiment
+from . import finished_steps, register_experiment
 
 __all__ = ["BENCHMARKS", "TABLE4_SIZES", "run_apdrl_table3", "run_apdrl_table4", "summarize_table3",
            "moving_average", "reward_error", "cartpole_variant", "table4_rows"]
@@ -129,8 +129,8 @@ def _mean_std(v: list) -> tuple[float, float]:
 
 def summarize_table3(out, designs: list[str], seeds: int, title: str = "", failed: list | None = None) -> list[dict]:
     """table3.csv / table3.md / fig11.png from the run folders under `out`; returns the rows."""
-    from .report import markdown_table
-    from .runner import atomic_write_text, csv_text
+    from ..report import markdown_table
+    from ..runner import atomic_write_text, csv_text
 
     out = Path(out)
     rows, curves = [], {}
@@ -182,7 +182,7 @@ def summarize_table3(out, designs: list[str], seeds: int, title: str = "", faile
     import matplotlib
     from matplotlib.figure import Figure
 
-    from .report import mean_std_band, save_png
+    from ..report import mean_std_band, save_png
 
     n = len(designs)
     ncol = min(3, n)
@@ -240,7 +240,7 @@ def _train_command(job: dict) -> list[str]:
 def run_apdrl_table3(args) -> int:
     from rlhls.designs.registry import get_design
 
-    from .experiments import Run, check_out, failed_lines, run_runs, write_record
+    from . import Run, check_out, failed_lines, run_runs, write_record
 
     designs = list(dict.fromkeys(args.design or BENCHMARKS))
     for d in designs:
@@ -272,7 +272,7 @@ def run_apdrl_table3(args) -> int:
             if j["design"] == d and j["precision"] == "mixed":
                 j["plan"] = str(plan)
         say(f"{d}: plan -> {plan}")
-    from .algorithms import get_algorithm
+    from ..algorithms import get_algorithm
 
     for j in {j["design"]: j for j in jobs}.values():
         d = get_design(j["design"])
@@ -352,7 +352,7 @@ def _modeled(design, time_limit: float) -> dict:
 
 
 def _host_step_seconds(design, precision: str, assignment, repeats: int) -> float:
-    from .dqn import DQN, PHASES
+    from ..algorithms.dqn import DQN, PHASES
 
     t = DQN(design, seed=0, hyperparams={"precision": precision, "learning_starts": 1, "steps_per_update": 1},
             assignment=assignment if precision == "mixed" else None)
@@ -405,12 +405,12 @@ def table4_rows(sizes=TABLE4_SIZES, repeats: int = 3, time_limit: float = 60.0, 
 
 
 def run_apdrl_table4(args) -> int:
-    from .report import markdown_table
-    from .runner import atomic_write_text, csv_text
+    from ..report import markdown_table
+    from ..runner import atomic_write_text, csv_text
 
     from rlhls.partition.fileio import make_dirs
 
-    from .experiments import check_out, write_record
+    from . import check_out, write_record
 
     sizes = args.sizes or TABLE4_SIZES
     out = Path(args.out or "runs/apdrl-table4")

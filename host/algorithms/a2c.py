@@ -41,7 +41,7 @@ checkpoint holds both networks, log-std, the optimizer, the loss scaler, the num
 envs (seed + actions since each sub-env's reset, replayed on load) and the running episode
 returns: a resumed run equals an uninterrupted one bit for bit.
 
-Precision (``precision``, ``--precision``; as ``host/dqn.py``): ``fp32`` = every node on the PS;
+Precision (``precision``, ``--precision``; as ``host/algorithms/dqn.py``): ``fp32`` = every node on the PS;
 ``mixed`` = each training-graph node (``policy.<layer>.fwd/bwd/upd``, ``value.<layer>.fwd/bwd/upd``,
 ``returns``, ``loss``) in its unit's format under a plan (``--plan`` or profile + ILP in-process),
 see ``host/mixed.py``. Acting (policy mean, V, and V of truncated final observations) runs on the
@@ -76,15 +76,15 @@ import numpy as np
 from rlhls.designs.errors import RlhlsError
 from rlhls.designs.formats import parse_format
 
-from .phases import timed
-from .distributions import Categorical, DiagGaussian, env_action, policy_distribution
-from .envs import EpisodeTracker, space_info
-from .mixed import PRECISIONS, MixedPrecision, MixedPrecisionArgs, count_columns, ps_forward
-from .algorithms import Algorithm, register_algorithm
-from .hyperparams import hp
-from .optim import make_optimizer
-from .gae import gae_reference
-from .trainer import TrainerBase, adapt_network, check_memory, param_views, sample_bytes
+from ..phases import timed
+from ..distributions import Categorical, DiagGaussian, env_action, policy_distribution
+from ..envs import EpisodeTracker, space_info
+from ..mixed import PRECISIONS, MixedPrecision, MixedPrecisionArgs, count_columns, ps_forward
+from . import Algorithm, register_algorithm
+from ..hyperparams import hp
+from ..optim import make_optimizer
+from ..gae import gae_reference
+from .base import TrainerBase, adapt_network, check_memory, param_views, sample_bytes
 
 __all__ = ["A2CArgs", "batch_size", "PHASES", "resolve_hyperparams", "a2c_loss", "A2C"]
 

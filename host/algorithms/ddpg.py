@@ -32,7 +32,7 @@ loss scaling (fixed point has none), then the Polyak step. Per-layer operations 
 cannot express such a kernel (one call crosses every network and the loss), hence this hook. The
 kernel takes the actions as its tanh outputs: the action box must be [-1, 1].
 
-Environment, updates, resume: as host/dqn.py (``envs.ReplayableVecEnv``; ``infos['final_obs']``
+Environment, updates, resume: as host/algorithms/dqn.py (``envs.ReplayableVecEnv``; ``infos['final_obs']``
 is s' where an episode ended; ``terminated`` is the done flag). One update = ``steps_per_update``
 env steps (default 1000). The checkpoint holds the four networks, both Adams, the loss
 scalers, the numpy Generator state, the OU state, the global step, the replay buffer and the
@@ -73,13 +73,13 @@ from rlhls.designs.errors import RlhlsError
 from rlhls.designs.formats import parse_format
 
 from .replay import ReplayBuffer
-from .envs import EpisodeTracker, space_info
-from .phases import timed
-from .algorithms import Algorithm, register_algorithm
-from .hyperparams import hp
-from .mixed import PRECISIONS, MixedPrecision, MixedPrecisionArgs, _fp32_inplace, count_columns, ps_forward
-from .optim import make_optimizer
-from .trainer import TrainerBase, adapt_network, check_buffer_memory, check_memory, param_views, sample_bytes
+from ..envs import EpisodeTracker, space_info
+from ..phases import timed
+from . import Algorithm, register_algorithm
+from ..hyperparams import hp
+from ..mixed import PRECISIONS, MixedPrecision, MixedPrecisionArgs, _fp32_inplace, count_columns, ps_forward
+from ..optim import make_optimizer
+from .base import TrainerBase, adapt_network, check_buffer_memory, check_memory, param_views, sample_bytes
 
 
 __all__ = ["DDPGArgs", "batch_size", "PHASES", "NOISES", "resolve_hyperparams", "soft_update", "DDPG"]

@@ -7,7 +7,7 @@ import numpy as np
 
 from rlhls.designs.errors import RlhlsError
 
-from .trainer import check_buffer_memory
+from .base import check_buffer_memory
 
 __all__ = ["ReplayBuffer"]
 

@@ -47,9 +47,9 @@ import numpy as np
 from rlhls.designs import traffic as plan
 from rlhls.designs.errors import RlhlsError
 
-from .experiments import param, register_experiment
-from .report import register_report_section
-from .runner import CHECKPOINT
+from . import param, register_experiment
+from ..report import register_report_section
+from ..runner import CHECKPOINT
 
 __all__ = ["DESIGN", "DEFAULT_STEPS", "DEFAULT_SEEDS", "POLICIES", "fixed_time_policy", "random_policy",
            "a2c_policy", "evaluate", "training_episode_seed", "check_held_out", "stage_times", "run_traffic",
@@ -87,8 +87,8 @@ def a2c_policy(run_dir):
     """The greedy policy of a trained a2c-traffic run folder (its checkpoint)."""
     from rlhls.designs.registry import get_design
 
-    from .checkpoint import load_checkpoint
-    from .mixed import ps_forward
+    from ..checkpoint import load_checkpoint
+    from ..mixed import ps_forward
 
     run_dir = Path(run_dir)
     cfg = json.loads((run_dir / "config.json").read_text())
@@ -114,7 +114,7 @@ def evaluate(policies: dict, demands, seeds, *, episode_seconds: int = 3600, sum
     """One episode per (route set, seed, policy); the policies of a (route set, seed) see the same
     departures and SUMO seed. Rows: policy, demand, seed, mean_wait, mean_queue, return, steps,
     vehicles, sim_seconds, wall_s."""
-    from .envs.sumo_intersection import SumoIntersection
+    from ..envs.sumo_intersection import SumoIntersection
 
     rows = []
     for demand in demands:
@@ -225,8 +225,8 @@ def summarize(rows: list[dict], curves: dict, out: Path, meta: dict) -> list[dic
     learning curves ({training seed: [(env_step, return)]})."""
     from matplotlib.figure import Figure
 
-    from .report import markdown_table, save_png
-    from .runner import atomic_write_text, csv_text
+    from ..report import markdown_table, save_png
+    from ..runner import atomic_write_text, csv_text
 
     demands = list(dict.fromkeys(r["demand"] for r in rows))
     policies = [p for p in POLICIES if any(r["policy"] == p for r in rows)]
@@ -309,8 +309,8 @@ def _speed(rows) -> dict:
 def run_traffic(opts) -> int:
     from rlhls.partition.fileio import make_dirs
 
-    from .envs.sumo_intersection import DEMANDS
-    from .experiments import Run, check_out, run_runs, write_record
+    from ..envs.sumo_intersection import DEMANDS
+    from . import Run, check_out, run_runs, write_record
 
     say = (lambda m: None) if opts.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
     if opts.design and opts.design != [DESIGN]:
@@ -403,8 +403,8 @@ def report_section(flow_dir: Path, episodes: int = 1, eval_seed: int = EVAL_SEED
     ``traffic.json``)."""
     from rlhls.designs.registry import get_design
 
-    from .envs.sumo_intersection import DEMANDS
-    from .report import markdown_table
+    from ..envs.sumo_intersection import DEMANDS
+    from ..report import markdown_table
 
     flow_dir = Path(flow_dir)
     rec = json.loads((flow_dir / "run.json").read_text()) if rec is None else rec
@@ -431,7 +431,7 @@ def report_section(flow_dir: Path, episodes: int = 1, eval_seed: int = EVAL_SEED
     check_held_out(seeds, [(int(cfg["seed"]), len(eps) + 1)])
     import hashlib
 
-    from .runner import atomic_write_text
+    from ..runner import atomic_write_text
 
     key = {"checkpoint": hashlib.sha256((run / CHECKPOINT).read_bytes()).hexdigest(), "seeds": seeds}
     cache = flow_dir / "traffic.json"  # the evaluation of this checkpoint, kept: the report is written twice
@@ -460,7 +460,7 @@ def summarize_rows(rows) -> dict:
 
 
 def _add_report(flow_dir: Path, episodes: int, eval_seed: int, say) -> int:
-    from .runner import atomic_write_text
+    from ..runner import atomic_write_text
 
     report = flow_dir / "report.md"
     if not (flow_dir / "run.json").is_file() or not (flow_dir / "train" / CHECKPOINT).is_file():

@@ -1,10 +1,10 @@
 """``rlhls experiment NAME``: the experiment registry and what every experiment shares.
 
 An experiment is many runs (settings x seeds), each a run folder of its own, summarised in
-tables and plots. One module per seed, ``host/<seed>_experiments.py``, registers its experiments
+tables and plots. One module per seed, ``host/experiments/<seed>.py``, registers its experiments
 with ``register_experiment(name, run, summary, params)`` (``run(ExperimentOptions) -> exit code``;
 ``params``: the ``--param`` keys it takes with their defaults, any other key is refused):
-host/heppo_experiments.py (heppo-table3, heppo-bits), host/apdrl_experiments.py (apdrl-table3,
+host/experiments/heppo.py (heppo-table3, heppo-bits), host/experiments/apdrl.py (apdrl-table3,
 apdrl-table4). Every such module is imported on first use (adding one needs no other edit).
 
 Never clobbers: an existing non-empty ``--out`` must hold our ``experiment.json`` with the same
@@ -31,7 +31,7 @@ from typing import Callable
 from rlhls.designs.errors import RlhlsError
 from rlhls.partition import fileio
 
-from .engine import Outcome, Run, failed_lines, map_runs, ray_session, run_all
+from ..engine import Outcome, Run, failed_lines, map_runs, ray_session, run_all
 
 __all__ = ["ExperimentOptions", "register_experiment", "experiment_names", "run_experiment", "check_out", "RECORD",
            "write_record", "run_runs", "Run", "Outcome", "run_all", "map_runs", "ray_session", "failed_lines"]
@@ -84,11 +84,8 @@ def _load() -> None:
     global _loaded
     if not _loaded:
         _loaded = True
-        import rlhls.host
-
-        for m in pkgutil.iter_modules(rlhls.host.__path__):
-            if m.name.endswith("_experiments"):
-                importlib.import_module(f"rlhls.host.{m.name}")
+        for m in pkgutil.iter_modules(__path__):
+            importlib.import_module(f"{__name__}.{m.name}")
 
 
 def experiment_names() -> list[str]:
@@ -110,7 +107,7 @@ def run_experiment(opts: ExperimentOptions) -> int:
     if opts.resume:
         _resume_options(opts)
     if opts.address:  # before anything is written
-        from .engine import check_reachable
+        from ..engine import check_reachable
 
         check_reachable(opts.address)
     fresh = not Path(opts.out).exists()
@@ -125,7 +122,7 @@ def run_experiment(opts: ExperimentOptions) -> int:
 
             shutil.rmtree(out, ignore_errors=True)
         raise
-    from .report import HTML_PAGE, write_html
+    from ..report import HTML_PAGE, write_html
 
     if Path(opts.out).is_dir() and write_html(opts.out, f"rlhls experiment {opts.name}") and not opts.quiet:
         print(f"rlhls: {Path(opts.out) / HTML_PAGE}: the tables and figures in one page", file=sys.stderr)

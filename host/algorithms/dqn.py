@@ -67,15 +67,15 @@ import numpy as np
 from rlhls.designs.errors import RlhlsError
 from rlhls.designs.formats import parse_format
 
-from .phases import timed
-from .envs.atari import ATARI_BUFFER_CAP, is_atari
-from .envs import EpisodeTracker, space_info
-from .mixed import PRECISIONS, MixedPrecision, MixedPrecisionArgs, count_columns, ps_forward
-from .algorithms import Algorithm, register_algorithm
-from .hyperparams import hp
-from .optim import make_optimizer
+from ..phases import timed
+from ..envs.atari import ATARI_BUFFER_CAP, is_atari
+from ..envs import EpisodeTracker, space_info
+from ..mixed import PRECISIONS, MixedPrecision, MixedPrecisionArgs, count_columns, ps_forward
+from . import Algorithm, register_algorithm
+from ..hyperparams import hp
+from ..optim import make_optimizer
 from .replay import ReplayBuffer
-from .trainer import TrainerBase, adapt_network, check_buffer_memory, check_memory, param_views, sample_bytes
+from .base import TrainerBase, adapt_network, check_buffer_memory, check_memory, param_views, sample_bytes
 
 __all__ = ["DQNArgs", "batch_size", "PHASES", "resolve_hyperparams", "linear_schedule", "DQN"]
 

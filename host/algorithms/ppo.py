@@ -36,7 +36,7 @@ run reproduces an uninterrupted one exactly, episodes spanning updates included.
 
 HEPPO-GAE's GAE stage (reward/value standardization, uq<n> quantization, the GAE unit through
 the backend, Table III's experiments) is host/gae.py; AP-DRL's fp32 / mixed precision of the
-networks is host/ppo_mixed.py (``precision`` fp32 / mixed; fp64 = the float64 numpy networks).
+networks is host/algorithms/ppo_mixed.py (``precision`` fp32 / mixed; fp64 = the float64 numpy networks).
 
 Image observations: uint8 frames (Atari, host/envs/atari.py) stay uint8 in the rollout buffer
 (8 x 128 x 4 x 84 x 84 = 29 MB) and the networks read ``x / 255`` (CleanRL's ppo_atari scales in
@@ -63,15 +63,15 @@ from rlhls.designs.quantizer import RunningStats
 
 from gymnasium.wrappers.utils import RunningMeanStd
 
-from .phases import timed
-from .distributions import DiagGaussian, env_action, policy_distribution
-from .envs import EpisodeTracker, ReplayableVecEnv, normalize_obs, pad_obs, rms_load, rms_state, space_info
-from .algorithms import Algorithm, register_algorithm
-from .gae import EXPERIMENTS, gae_stage
-from .hyperparams import hp
-from .mixed import MixedPrecisionArgs
-from .trainer import adapt_network, check_memory, sample_bytes
-from .optim import clip_grad_norm, make_optimizer
+from ..phases import timed
+from ..distributions import DiagGaussian, env_action, policy_distribution
+from ..envs import EpisodeTracker, ReplayableVecEnv, normalize_obs, pad_obs, rms_load, rms_state, space_info
+from . import Algorithm, register_algorithm
+from ..gae import EXPERIMENTS, gae_stage
+from ..hyperparams import hp
+from ..mixed import MixedPrecisionArgs
+from .base import adapt_network, check_memory, sample_bytes
+from ..optim import clip_grad_norm, make_optimizer
 
 __all__ = ["PPOArgs", "batch_size", "PHASES", "PRECISIONS", "ppo_loss", "resolve_hyperparams", "PPO"]
 
@@ -202,7 +202,7 @@ class PPO:
         self.env_id = env_id or design.env_id
         self.seed = int(seed)
         self.mode = EXPERIMENTS[hp["experiment"]]
-        from .backends import get_backend
+        from ..backends import get_backend
 
         self.backend_name = backend
         self.kernel_backend = get_backend(backend)  # cosim without Vitis fails here
@@ -254,7 +254,7 @@ class PPO:
         self.ret_acc = np.zeros(hp["num_envs"])  # exp 1's discounted return (NormalizeReward)
 
     def _setup_precision(self, design, assignment):
-        """fp64: the float64 numpy networks (HEPPO). fp32 / mixed: AP-DRL's (host/ppo_mixed.py)."""
+        """fp64: the float64 numpy networks (HEPPO). fp32 / mixed: AP-DRL's (host/algorithms/ppo_mixed.py)."""
         from .ppo_mixed import MixedPPO
 
         self.precision = self.hp["precision"]

@@ -82,14 +82,14 @@ from rlhls.designs.errors import RlhlsError
 from rlhls.designs.formats import FixedFormat, parse_format
 from rlhls.designs.kernels.fvp import host_fvp, layout, pack, unpack
 
-from .algorithms import Algorithm, register_algorithm
-from .phases import timed
-from .distributions import LOG_2PI, env_action
-from .envs import EpisodeTracker, normalize_obs, pad_obs, rms_load, rms_state, space_info
-from .gae import gae_reference
-from .hyperparams import HyperParams, hp
-from .optim import make_optimizer
-from .trainer import TrainerBase, adapt_network, check_memory, sample_bytes
+from . import Algorithm, register_algorithm
+from ..phases import timed
+from ..distributions import LOG_2PI, env_action
+from ..envs import EpisodeTracker, normalize_obs, pad_obs, rms_load, rms_state, space_info
+from ..gae import gae_reference
+from ..hyperparams import HyperParams, hp
+from ..optim import make_optimizer
+from .base import TrainerBase, adapt_network, check_memory, sample_bytes
 
 __all__ = ["TRPOArgs", "batch_size", "PHASES", "FVP_MODES", "resolve_hyperparams", "conjugate_gradient",
            "GaussianMLP", "FvpUnit", "TRPO"]

@@ -1,13 +1,13 @@
 """The algorithm registry: one registration per training algorithm.
 
-An algorithm module (``host/<name>.py``) defines its trainer, its hyperparameters as a documented
+An algorithm module (``host/algorithms/<name>.py``) defines its trainer, its hyperparameters as a documented
 dataclass (``host/hyperparams.py``) and its batch rule, and registers them once::
 
     register_algorithm(Algorithm("dqn", DQN, DQNArgs, batch_size, summary="..."))
 
 ``rlhls train``, ``rlhls run``, ``rlhls.Flow`` and the experiments look the design's algorithm
 up here (``get_algorithm(design.algorithm)``) and have no per-algorithm branch. The package's own
-algorithm modules (those of ``rlhls.host`` that call ``register_algorithm`` at module level) are
+algorithm modules (those of ``rlhls.host.algorithms`` that call ``register_algorithm`` at module level) are
 discovered and imported on first use; installed packages add algorithms through the entry point
 group ``rlhls.algorithms``; a user's algorithm registers from their own code, with its
 training-graph builder (``graph=fn``, see ``rlhls.designs.graph.register_graph_builder``; the
@@ -84,16 +84,15 @@ def _load() -> None:
     global _loaded
     if not _loaded:
         _loaded = True
-        import rlhls.host as host
         from rlhls.designs.plugins import load_entry_points
 
-        for mod in pkgutil.iter_modules(host.__path__):
+        for mod in pkgutil.iter_modules(__path__):
             if not mod.ispkg:
                 spec = mod.module_finder.find_spec(mod.name)
                 with open(spec.origin, "rb") as f:
                     registers = _REGISTERS.search(f.read())
                 if registers:
-                    importlib.import_module(f"rlhls.host.{mod.name}")
+                    importlib.import_module(f"{__name__}.{mod.name}")
         load_entry_points("rlhls.algorithms", register_algorithm)
 
 

@@ -1,4 +1,4 @@
-"""What the AP-DRL trainers (host/dqn.py, host/a2c.py, host/ddpg.py) do alike: the constructor (check
+"""What the AP-DRL trainers (host/algorithms/dqn.py, host/algorithms/a2c.py, host/algorithms/ddpg.py) do alike: the constructor (check
 the backend, resolve hyperparameters, build the design's networks and the replayable envs, then the
 trainer's own ``_setup``), the partition plan for ``precision='mixed'`` (``assignment`` None there =
 profile + ILP in-process at the given batch, ``mixed.default_plan``), the checkpoint's plan check and
@@ -11,8 +11,8 @@ import numpy as np
 
 from rlhls.designs.errors import RlhlsError
 
-from .envs import ReplayableVecEnv
-from .mixed import default_plan
+from ..envs import ReplayableVecEnv
+from ..mixed import default_plan
 
 __all__ = ["TrainerBase", "param_views", "check_buffer_memory"]
 
@@ -91,7 +91,7 @@ class TrainerBase:
     def _start(self, design, env_id, seed, backend, hyperparams) -> dict:
         """Set design, hp, env_id, seed, envs; return the design's fresh networks (``networks`` must be there)."""
         name = self.algorithm.upper()
-        from .backends import get_backend
+        from ..backends import get_backend
 
         self.backend = get_backend(backend)  # cosim without Vitis fails here, before anything is written
         self.design = design
@@ -129,7 +129,7 @@ class TrainerBase:
     def _take_plan(self, assignment, batch: int) -> None:
         """``self.assignment``: the plan for mixed precision (solved here when None), else None;
         ``self.kernels``: its PL and AIE nodes through the backend (backends.PlanKernels)."""
-        from .backends import PlanKernels
+        from ..backends import PlanKernels
 
         mixed = self.hp["precision"] == "mixed"
         if mixed and assignment is None:

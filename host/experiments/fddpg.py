@@ -51,10 +51,10 @@ import numpy as np
 from rlhls.designs.errors import RlhlsError
 from rlhls.partition import fileio
 
-from .experiments import Run, check_out, failed_lines, param, register_experiment, run_runs, write_record
-from .policy import POLICY_STATES
-from .report import register_report_section
-from .runner import CHECKPOINT, csv_text, read_metrics
+from . import Run, check_out, failed_lines, param, register_experiment, run_runs, write_record
+from ..policy import POLICY_STATES
+from ..report import register_report_section
+from ..runner import CHECKPOINT, csv_text, read_metrics
 
 __all__ = ["TASKS", "SEED_SNAPSHOTS", "VARIANTS", "seed_plan", "policy_fn", "evaluate", "write_gif",
            "run_table7", "run_table4", "report_section", "DEMO"]
@@ -96,13 +96,13 @@ def policy_fn(design, net, variant: str):
 
         ps = table_precisions(net, policy_precision(design)[0])
         return lambda o: net.forward(o, ps)
-    from .mixed import ps_forward
+    from ..mixed import ps_forward
 
     return lambda o: ps_forward(net, o)
 
 
 def _task(env, act, task: str, frames: bool):
-    from .envs.robotic_arm import GROUND_MM
+    from ..envs.robotic_arm import GROUND_MM
 
     obs, info = env.reset(seed=0, options={"task": task})
     lift, ret, imgs, states, actions = 0.0, 0.0, [], [], []
@@ -171,7 +171,7 @@ def save_policy_record(folder: Path, ev: dict) -> None:
 def trained_actor(design, run: Path):
     from rlhls.flow.build import policy_network
 
-    from .checkpoint import load_checkpoint
+    from ..checkpoint import load_checkpoint
 
     return policy_network(design, load_checkpoint(run / CHECKPOINT)["trainer"])
 
@@ -220,8 +220,8 @@ def train_run(design_name: str, variant: str, seed: int, folder: str, steps: int
     """One Table VII run (a worker process): train, then evaluate every snapshot; returns eval.json."""
     from rlhls.designs.registry import get_design
 
-    from .algorithms import get_algorithm
-    from .runner import train
+    from ..algorithms import get_algorithm
+    from ..runner import train
 
     design, folder = get_design(design_name), Path(folder)
     alg = get_algorithm("ddpg")
@@ -274,7 +274,7 @@ def _first(evals: dict, task: str, key: str, snapshots) -> str:
 
 def summarize_table7(out: Path, design: str, seeds: int, snapshots, failed: list | None = None) -> dict:
     """table7.md / table7.csv / fig7.png from the runs' eval.json (runs that have one)."""
-    from .report import markdown_table, mean_std_band, save_png
+    from ..report import markdown_table, mean_std_band, save_png
 
     runs = {}
     for v in VARIANTS:
@@ -396,7 +396,7 @@ class _evaluated:
 def _host_step_seconds(design, precision: str, measure: int, backend: str = "emu") -> dict:
     """Host CPU seconds per training step (env step + acting + gradient + update) after the warm-up:
     this process's CPU time, so other load on the machine does not inflate it."""
-    from .ddpg import DDPG
+    from ..algorithms.ddpg import DDPG
 
     hp = {"precision": precision, "learning_starts": 300, "steps_per_update": 300, "buffer_size": 10_000}
     plan = seed_plan(design) if precision == "mixed" else None
@@ -421,7 +421,7 @@ def run_table4(opts) -> int:
     from rlhls.designs.kernels import KernelContext, get_kernel
     from rlhls.designs.registry import get_design
 
-    from .report import markdown_table, save_png
+    from ..report import markdown_table, save_png
 
     names = opts.design or ["fddpg-arm-m1", "fddpg-arm-m2", "fddpg-arm-m3"]
     measure = param(opts, "measure", MEASURE, low=1)
@@ -515,8 +515,8 @@ def learning_lines(run: Path, parts: int = 10) -> list:
     """The learning curve of a run as report lines: per tenth of its training episodes, the mean return
     and the share ending in 'put' (terminated before the arm's 300-step limit: the box within 30 mm of the
     goal); the curve itself is ``train/reward.png``."""
-    from .envs.robotic_arm import MAX_STEPS
-    from .report import markdown_table
+    from ..envs.robotic_arm import MAX_STEPS
+    from ..report import markdown_table
 
     eps = read_metrics(run / "episodes.csv") if (run / "episodes.csv").is_file() else []
     if not eps:
@@ -542,7 +542,7 @@ def report_section(rec: dict, out: Path) -> list:
     from rlhls.designs.kernels import KernelContext, get_kernel
     from rlhls.designs.registry import get_design
 
-    from .report import markdown_table
+    from ..report import markdown_table
 
     design = get_design(rec["design"])
     L = []

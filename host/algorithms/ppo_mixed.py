@@ -1,8 +1,8 @@
 """AP-DRL's precision modes of PPO's networks (seed 003 §IV-D): ``fp32`` and ``mixed``.
 
 Precision (``precision`` hyperparameter): ``fp64`` (default; HEPPO designs) = the float64 numpy
-path above, unchanged. ``fp32`` / ``mixed`` = AP-DRL (seed 003 §IV-D, as host/a2c.py and
-host/dqn.py): one ``MixedPrecision`` per network (``policy``, ``value``); ``fp32`` runs every node
+path above, unchanged. ``fp32`` / ``mixed`` = AP-DRL (seed 003 §IV-D, as host/algorithms/a2c.py and
+host/algorithms/dqn.py): one ``MixedPrecision`` per network (``policy``, ``value``); ``fp32`` runs every node
 on the PS in FP32, ``mixed`` each node (``policy.<layer>.fwd/bwd/upd``, ``value.<layer>...``,
 ``loss``, ``gae``) in its unit's format under ``assignment`` (the plan; None = profile + ILP
 in-process at the minibatch size). Acting (policy, V, V of truncated final observations, the
@@ -28,8 +28,8 @@ import numpy as np
 
 from rlhls.designs.formats import parse_format
 
-from .phases import timed
-from .mixed import MixedPrecision, count_columns, default_plan, ps_forward
+from ..phases import timed
+from ..mixed import MixedPrecision, count_columns, default_plan, ps_forward
 
 __all__ = ["MixedPPO"]
 
@@ -39,7 +39,7 @@ class MixedPPO:
     (one loss: one loss scale, one step count); see the module docstring."""
 
     def __init__(self, ppo, design, assignment, batch: int, backend):
-        from .backends import PlanKernels
+        from ..backends import PlanKernels
 
         hp = ppo.hp
         self.ppo = ppo

@@ -6,7 +6,7 @@ float64 numpy as the Keras/Theano baseline's role).
     rlhls experiment cpp-table2 [--design D ...] [--out DIR] [--param KEY=VALUE ...] [--repeats R] [--json]
 
 The data set (both experiments; §IV-A: "50000 samples for each benchmark" from MuJoCo). For each
-design (default both CPP designs; ``--design`` picks): TRPO (host/trpo.py, float64 FVP) runs
+design (default both CPP designs; ``--design`` picks): TRPO (host/algorithms/trpo.py, float64 FVP) runs
 ``warmup`` iterations of ``samples`` steps on the design's environment from seed ``seed``; then
 one more batch of ``samples`` steps is collected with that policy: the normalized, zero-padded
 observations, the actions, the standardized GAE advantages and theta. CG's right-hand side is
@@ -68,7 +68,7 @@ import numpy as np
 from rlhls.designs.errors import RlhlsError
 from rlhls.partition import fileio
 
-from .experiments import check_out, register_experiment, write_record
+from . import check_out, register_experiment, write_record
 
 __all__ = ["collect_dataset", "mape_percent", "fig4_rows", "table2_rows", "run_fig4", "run_table2"]
 
@@ -155,7 +155,7 @@ def _say(opts):
 def collect_dataset(design, samples: int, warmup: int = 2, seed: int = 0) -> dict:
     """{'theta', 'obs', 'act', 'adv', 'layers', 'g'} of one batch of `samples` steps collected after
     `warmup` TRPO iterations (float64 FVP) on the design's environment (module docstring)."""
-    from .trpo import TRPO
+    from ..algorithms.trpo import TRPO
 
     t = TRPO(design, seed=seed, hyperparams={"num_steps": samples, "fvp": "float64",
                                              "value_minibatch": min(64, samples)})
@@ -186,14 +186,14 @@ def _dataset(out: Path, design, p: dict, say) -> dict:
 
 
 def _hp(design, fvp: str, scale: bool) -> dict:
-    from .algorithms import get_algorithm
+    from ..algorithms import get_algorithm
 
     return get_algorithm("trpo").hyperparams(design, {"fvp": fvp, "fvp_scale": scale})
 
 
 def _cg(unit, data: dict, iters: int, times: dict | None = None):
     """x of CG (``iters`` iterations, no early stop) with the unit's FVP; times: 'cg', 'fvp' seconds."""
-    from .trpo import GaussianMLP, conjugate_gradient
+    from ..algorithms.trpo import GaussianMLP, conjugate_gradient
 
     pol = GaussianMLP(data["layers"])
     theta = data["theta"]
@@ -224,7 +224,7 @@ def mape_percent(x, ref) -> float:
 
 def _fixed_unit(design, data: dict, bits: int, scale: bool, par1: bool = False):
     """The FVP unit at fixed<4+bits,4,RND,SAT> (or None where the model cannot run that width)."""
-    from .trpo import FvpUnit
+    from ..algorithms.trpo import FvpUnit
 
     w = INT_BITS + bits
     if w > STORAGE_LIMIT:
@@ -249,8 +249,8 @@ def _fig4_one(job: dict) -> dict:
     as a one-row list for a resumed sweep."""
     from rlhls.designs.registry import get_design
 
-    from .backends import EmuBackend
-    from .trpo import FvpUnit
+    from ..backends import EmuBackend
+    from ..algorithms.trpo import FvpUnit
 
     design = get_design(job["design"])
     with np.load(job["dataset"]) as z:
@@ -276,7 +276,7 @@ def _fig4_one(job: dict) -> dict:
 
 def _same_bits_p1(design, data: dict, scale: bool) -> bool:
     """At the design's own width the unit with parallelism 1 gives the same FVP as the design's blocking."""
-    from .backends import EmuBackend
+    from ..backends import EmuBackend
 
     bits = _design_frac_bits(design)
     a, _ = _fixed_unit(design, data, bits, scale)
@@ -306,7 +306,7 @@ def fig4_rows(out: Path, designs, p: dict, opts=None, say=lambda m: None) -> tup
     ``--address``; host/engine.py) that recomputes the float64 reference and keeps its row in
     ``<out>/parts/``: a part found there is not run again, so an interrupted sweep (the seed's
     50,000 samples take hours) continues where it stopped."""
-    from .experiments import Run, run_all
+    from . import Run, run_all
 
     scales = {"on": [True], "off": [False], "both": [True, False]}[p["scale"]]
     jobs, address = (opts.jobs, opts.address) if opts is not None else (1, None)
@@ -335,8 +335,8 @@ def fig4_rows(out: Path, designs, p: dict, opts=None, say=lambda m: None) -> tup
 
 
 def _fig4_outputs(out: Path, rows: list, designs, p: dict, checks: dict) -> None:
-    from .report import markdown_table, save_png
-    from .runner import atomic_write_text, csv_text
+    from ..report import markdown_table, save_png
+    from ..runner import atomic_write_text, csv_text
 
     cols = ["design", "scale", "fraction_bits", "width", "mape_percent", "max_rel_error", "seconds", "note"]
     atomic_write_text(out / "fig4.csv", csv_text(rows, cols))
@@ -428,8 +428,8 @@ def run_fig4(opts) -> int:
 def table2_rows(out: Path, designs, p: dict, repeats: int = 3, say=lambda m: None) -> list[dict]:
     from rlhls.designs.kernels import get_kernel
 
-    from .backends import EmuBackend, get_backend
-    from .trpo import FvpUnit, GaussianMLP
+    from ..backends import EmuBackend, get_backend
+    from ..algorithms.trpo import FvpUnit, GaussianMLP
 
     k = get_kernel("fvp")
     rows = []
@@ -482,8 +482,8 @@ def table2_rows(out: Path, designs, p: dict, repeats: int = 3, say=lambda m: Non
 
 
 def _table2_outputs(out: Path, rows: list, p: dict) -> None:
-    from .report import markdown_table
-    from .runner import atomic_write_text, csv_text
+    from ..report import markdown_table
+    from ..runner import atomic_write_text, csv_text
 
     atomic_write_text(out / "table2.csv", csv_text(rows, list(rows[0])))
 

@@ -45,8 +45,8 @@ import numpy as np
 from rlhls.designs.errors import RlhlsError
 from rlhls.partition import fileio
 
-from .experiments import register_experiment
-from .runner import CHECKPOINT
+from . import register_experiment
+from ..runner import CHECKPOINT
 
 __all__ = ["configurations", "run_heppo", "summarize"]
 
@@ -74,7 +74,7 @@ def _one_run(job: dict) -> dict:
     from the folder's checkpoint when it has one."""
     from rlhls.designs.registry import get_design
 
-    from .train import train_design
+    from ..train import train_design
 
     out = Path(job["out"])
     t0 = time.perf_counter()
@@ -92,7 +92,7 @@ def _episodes(run_dir: Path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _rolling(y: np.ndarray) -> np.ndarray:
-    from .runner import rolling_window
+    from ..runner import rolling_window
 
     w = rolling_window(len(y))
     c = np.cumsum(np.insert(y, 0, 0.0))
@@ -101,8 +101,8 @@ def _rolling(y: np.ndarray) -> np.ndarray:
 
 def summarize(out, configs: list[dict], seeds: int, title: str = "", failed: list | None = None) -> list[dict]:
     """summary.csv, summary.md and comparison.png of the run folders in `out`; returns the rows."""
-    from .report import markdown_table
-    from .runner import atomic_write_text, csv_text, rolling_window
+    from ..report import markdown_table
+    from ..runner import atomic_write_text, csv_text, rolling_window
 
     out = Path(out)
     rows, curves = [], {}
@@ -143,7 +143,7 @@ def summarize(out, configs: list[dict], seeds: int, title: str = "", failed: lis
     import matplotlib
     from matplotlib.figure import Figure
 
-    from .report import mean_std_band, save_png
+    from ..report import mean_std_band, save_png
 
     fig = Figure(figsize=(9, 5))
     ax = fig.add_subplot()
@@ -168,8 +168,8 @@ def run_heppo(args) -> int:
     """heppo-table3 / heppo-bits (module docstring); `args` an ExperimentOptions."""
     from rlhls.designs.registry import get_design
 
-    from .algorithms import get_algorithm
-    from .experiments import Run, check_out, failed_lines, run_runs, write_record
+    from ..algorithms import get_algorithm
+    from . import Run, check_out, failed_lines, run_runs, write_record
 
     if args.report:
         raise RlhlsError(f"--report: only for apdrl-table3 (not {args.name})")
