@@ -2,6 +2,8 @@
 
 import csv
 
+import pytest
+
 from rlhls.cli import main
 from rlhls.host.experiments.heppo import configurations
 
@@ -40,11 +42,54 @@ def test_table3_smoke_parallel_and_resumable(tmp_path, capsys):
 
 
 def test_an_unknown_param_is_refused_before_anything_runs(tmp_path, capsys):
-    for name, known in (("heppo-table3", "it takes no --param"), ("cpp-fig4", "known: samples")):
+    for name, msg in (("heppo-table3", "unrecognized arguments: --param nosuch=1"),
+                      ("cpp-fig4", "--param nosuch: unknown for cpp-fig4 (known: samples")):
         out = tmp_path / name
         assert main(["experiment", name, "--out", str(out), "--param", "nosuch=1"]) == 2
         err = capsys.readouterr().err
-        assert f"--param nosuch: unknown for {name} ({known}" in err and not out.exists()
+        assert msg in err and len(err.strip().splitlines()) == 1 and not out.exists()
+
+
+def _help(name, capsys) -> str:
+    with pytest.raises(SystemExit):
+        main(["experiment", name, "--help"])
+    return capsys.readouterr().out
+
+
+def test_each_experiment_lists_its_own_options_and_refuses_another_s(tmp_path, capsys):
+    """`rlhls experiment NAME --help` lists exactly that experiment's options (from the registry);
+    an option of another experiment is refused in one line, exit 2, before anything is written."""
+    import re
+
+    from rlhls.host.experiments import experiment_names, get_experiment
+
+    flags = {}
+    for name in experiment_names():
+        text = _help(name, capsys)
+        listed = set(re.findall(r"^  (--[a-z-]+)", text, re.M))
+        declared = {f for o in get_experiment(name).all_options() for f in o.flags}
+        assert listed == declared, name
+        flags[name] = listed
+    assert "--sizes" in flags["apdrl-table4"] and "--report" in flags["apdrl-table3"]
+    assert {"--set", "--steps", "--jobs"} <= flags["heppo-table3"] and "--sizes" not in flags["heppo-table3"]
+    assert "--param" in flags["cpp-fig4"] and "--param" not in flags["heppo-bits"]
+    assert not {"--steps", "--jobs", "--set"} & flags["apdrl-table4"]
+    for name, argv in (("heppo-table3", ["--sizes", "64x64"]), ("heppo-bits", ["--report"]),
+                       ("apdrl-table4", ["--steps", "100"]), ("cpp-table2", ["--seeds", "2"])):
+        out = tmp_path / name
+        assert main(["experiment", name, *argv, "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert f"unrecognized arguments: {argv[0]}" in err and len(err.strip().splitlines()) == 1
+        assert not out.exists()
+
+
+def test_python_callers_are_held_to_the_experiment_s_options(tmp_path):
+    from rlhls.designs.errors import RlhlsError
+    from rlhls.host.experiments import ExperimentOptions, run_experiment
+
+    with pytest.raises(RlhlsError, match="--sizes: not an option of experiment heppo-table3"):
+        run_experiment(ExperimentOptions("heppo-table3", sizes=((4, 4),), out=str(tmp_path / "x")))
+    assert not (tmp_path / "x").exists()
 
 
 def test_a_try_waits_for_an_earlier_try_still_writing_its_folder(tmp_path, monkeypatch):
