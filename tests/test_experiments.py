@@ -125,3 +125,84 @@ def test_a_try_waits_for_an_earlier_try_still_writing_its_folder(tmp_path, monke
         orphan.wait()
     assert "is being written by another rlhls process" in res["error"] and str(folder) in res["error"] and len(seen) == 1
     assert engine.execute(run)["result"] == "ran"  # the lock went with the orphan
+
+
+def _square(width: int, seed: int) -> dict:
+    return {"seed": seed, "value": width * width + seed}
+
+
+def test_a_users_experiment_registers_with_its_own_options(tmp_path, capsys):
+    """register_experiment from outside the package: the CLI gives it exactly its options (its own
+    --width, --seeds, the engine's) and the skeleton runs, records and prints it."""
+    import json
+
+    from rlhls.host.experiments import (RUNS, Experiment, Summary, count, option, register_experiment,
+                                        unregister_experiment)
+
+    def runs(ctx):
+        ctx.start({"name": ctx.opts.name, "width": ctx.opts.params["width"]})
+        return [ctx.run(f"s{s}", width=ctx.opts.params["width"], seed=s) for s in range(ctx.opts.seeds or 1)]
+
+    def summarize(ctx, outcomes):
+        rows = [o.result for o in outcomes]
+        (ctx.out / "rows.json").write_text(json.dumps(rows))
+        return Summary(rows, [f"{r['seed']}: {r['value']}" for r in rows], [ctx.out / "rows.json"])
+
+    register_experiment(Experiment("user-squares", "a user's experiment", runs=runs, run=_square,
+                                   summarize=summarize,
+                                   options=(option("--width", type=count, default=2, help="the width"), "seeds",
+                                            *RUNS)))
+    try:
+        text = _help("user-squares", capsys)
+        assert "--width" in text and "--seeds" in text and "--steps" not in text and "--set" not in text
+        out = tmp_path / "sq"
+        assert main(["experiment", "user-squares", "--width", "3", "--seeds", "2", "--jobs", "1", "--out", str(out),
+                     "--quiet", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out) == [{"seed": 0, "value": 9}, {"seed": 1, "value": 10}]
+        assert json.loads((out / "experiment.json").read_text())["width"] == 3
+        assert main(["experiment", "user-squares", "--width", "0"]) == 2
+        assert "argument --width: 0 must be >= 1" in capsys.readouterr().err
+        assert main(["experiment", "user-squares", "--steps", "5"]) == 2
+    finally:
+        unregister_experiment("user-squares")
+
+
+def test_installed_packages_add_experiments_by_entry_points(tmp_path, monkeypatch):
+    from rlhls.host import experiments as X
+
+    (tmp_path / "plugexp.py").write_text(
+        "from rlhls.host.experiments import Experiment, Summary\n"
+        "plugged = Experiment('plugged-exp', 'from a package', runs=lambda ctx: [],\n"
+        "                     summarize=lambda ctx, outcomes: Summary([]))\n")
+    info = tmp_path / "plugexp-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: plugexp\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[rlhls.experiments]\nmine = plugexp:plugged\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(X, "_loaded", False)
+    monkeypatch.setattr(X, "EXPERIMENTS", {})
+    assert X.experiment_names() == ["plugged-exp"]  # the package's own modules are imported already
+    assert X.get_experiment("plugged-exp").summary == "from a package"
+
+
+def test_a_workers_process_reloads_a_users_design_file(tmp_path):
+    """A design from a user's file travels to a worker as its absolute path: another process, in
+    another folder, loads the same design from it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from rlhls.designs import registry
+    from rlhls.host.experiments import design_ref
+
+    f = Path(__file__).resolve().parents[1] / "examples" / "pendulum_ddpg" / "design.py"
+    d = registry.get_design(str(f))
+    try:
+        ref = design_ref(d)
+        assert ref == f"{f}:{d.name}" and design_ref(registry.get_design("heppo-ppo")) == "heppo-ppo"
+        code = "import sys; from rlhls.designs.registry import get_design; print(get_design(sys.argv[1]).name)"
+        p = subprocess.run([sys.executable, "-c", code, ref], cwd=tmp_path, capture_output=True, text=True)
+        assert p.returncode == 0 and p.stdout.strip() == d.name, p.stderr
+    finally:
+        registry.unregister_design(d.name)
+        registry._FILES.clear()

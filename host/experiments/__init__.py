@@ -86,7 +86,7 @@ class ExperimentOptions:
     report: bool = False            # apdrl-table3: summarize the folders as they stand
     quiet: bool = False
     json: bool = False              # print the summary rows as JSON (stdout) instead of text
-    params: dict = field(default_factory=dict)  # an experiment's own settings (--param KEY=VALUE)
+    params: dict = field(default_factory=dict)  # its own settings (--param KEY=VALUE, its own options)
 
 
 def count(text, low: int = 1, high: int | None = None) -> int:
@@ -103,6 +103,9 @@ def count(text, low: int = 1, high: int | None = None) -> int:
 
 def _retries(text) -> int:
     return count(text, 0, MAX_RETRIES)
+
+
+_FIELDS = {f.name for f in fields(ExperimentOptions)}
 
 
 @dataclass(frozen=True)
@@ -146,8 +149,6 @@ ALWAYS = (
     option("--quiet", action="store_true", help="no progress output"),
     option("--json", action="store_true", help="print the summary rows as JSON at the end"),
 )
-_LEGACY = (option("--sizes", default=None), option("--repeats", type=int, default=3),
-           option("--report", action="store_true"))
 TRAINS = ("steps", "seeds", "backend", "full", "overrides")  # an experiment that trains
 RUNS = ("jobs", "address", "retries")                       # an experiment whose runs go to the engine
 
@@ -186,17 +187,16 @@ class Experiment:
                                                                                for k, v in self.params.items())))
         return out + list(ALWAYS)
 
+    def own_keys(self) -> set:
+        """Dests of its own options that are no ExperimentOptions field: their values go to ``params``."""
+        return {o.dest for o in self.all_options()} - _FIELDS - {"params"}
+
 
 EXPERIMENTS: dict[str, Experiment] = {}
 _loaded = False
 
 
-def register_experiment(exp: Experiment, run=None, summary: str = "", params=None, *, replace: bool = False):
-    if isinstance(exp, str):  # transitional: a module not yet on the skeleton
-        legacy = run
-        exp = Experiment(exp, summary, runs=lambda ctx: ctx.data.update(rc=legacy(ctx.opts)) or [],
-                         summarize=lambda ctx, o: Summary([]), options=(*TRAINS, *RUNS, "design", "env", *_LEGACY),
-                         params=dict(params or {}))
+def register_experiment(exp: Experiment, *, replace: bool = False) -> Experiment:
     if not isinstance(exp, Experiment) or not exp.name:
         raise RlhlsError(f"register_experiment: {exp!r} is not a named Experiment")
     if exp.name in EXPERIMENTS and not replace and EXPERIMENTS[exp.name] is not exp:
@@ -275,9 +275,9 @@ def _check_taken(exp: Experiment, opts: ExperimentOptions) -> None:
             flag = "--set" if f.name == "overrides" else f"--{f.name}"
             raise RlhlsError(f"{flag}: not an option of experiment {exp.name} ('rlhls experiment {exp.name} --help' "
                              "lists its options)")
-    if opts.params and not exp.params:
-        raise RlhlsError(f"--param {next(iter(opts.params))}: unknown for {exp.name} (it takes no --param)")
-    unknown = sorted(set(opts.params or {}) - set(exp.params))
+    unknown = sorted(set(opts.params or {}) - set(exp.params) - exp.own_keys())
+    if unknown and not exp.params:
+        raise RlhlsError(f"--param {unknown[0]}: unknown for {exp.name} (it takes no --param)")
     if unknown:
         raise RlhlsError(f"--param {unknown[0]}: unknown for {exp.name} (known: {', '.join(exp.params)})")
 
@@ -312,8 +312,6 @@ def run_experiment(opts: ExperimentOptions) -> int:
             shutil.rmtree(out, ignore_errors=True)
         raise
     bad = sum(not o.ok for o in outcomes)
-    if "rc" in ctx.data:
-        return ctx.data["rc"]
     if opts.json:
         print(json.dumps(summary.rows, indent=2, default=str))
     else:
@@ -486,7 +484,3 @@ def train_run(design: str, out: str, steps: int, seed: int = 0, env: str | None 
                        on_update=on_update, log=os.devnull)
     return {"env_steps": run.env_steps, "seconds": time.perf_counter() - t0, "seed": seed}
 
-
-def run_runs(opts: ExperimentOptions, runs: list, out=None, say=None) -> list:  # transitional
-    return run_all(runs, jobs=opts.jobs or None, address=opts.address, retries=opts.retries, say=say,
-                   progress=not opts.quiet, out=out)

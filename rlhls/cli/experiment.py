@@ -46,7 +46,7 @@ def register(sub) -> None:
 
 
 def cmd_experiment(args) -> int:
-    from rlhls.host.experiments import ExperimentOptions, run_experiment
+    from rlhls.host.experiments import ExperimentOptions, get_experiment, run_experiment
     from rlhls.host.hyperparams import read_config
 
     from .common import parse_sets
@@ -56,6 +56,6 @@ def cmd_experiment(args) -> int:
     if hasattr(args, "sets"):
         kw["overrides"] = read_config(args.config) if args.config else {}
         kw["overrides"].update(parse_sets(args.sets))
-    if hasattr(args, "params"):
-        kw["params"] = parse_sets(args.params)
+    kw["params"] = parse_sets(getattr(args, "params", []))
+    kw["params"].update({k: getattr(args, k) for k in get_experiment(args.name).own_keys()})
     return run_experiment(ExperimentOptions(name=args.name, **kw))
