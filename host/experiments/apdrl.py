@@ -8,7 +8,7 @@ FP32 vs BF16 training time against network size).
 **apdrl-table3.** For each benchmark of Table III, ``--seeds`` runs (default 3) in ``fp32`` (every node
 on the PS) and in ``mixed`` (every node in its unit's format under the design's ILP plan, computed
 once and written to ``<out>/<design>/plan/``). Each run is an ordinary ``rlhls train`` run folder
-``<out>/<design>/<precision>-s<seed>/``, its ``rlhls train`` command a Ray task (host/engine.py:
+``<out>/<design>/<precision>-s<seed>/``, trained in process by a Ray task (host/engine.py:
 ``--jobs`` at once, ``--address`` a cluster; ``--resume``, or the same command again, keeps finished
 runs and continues the others from their checkpoints). Reported, as the seed does it:
 
