@@ -140,8 +140,8 @@ def test_a_users_experiment_registers_with_its_own_options(tmp_path, capsys):
                                         unregister_experiment)
 
     def runs(ctx):
-        ctx.start({"name": ctx.opts.name, "width": ctx.opts.params["width"]})
-        return [ctx.run(f"s{s}", width=ctx.opts.params["width"], seed=s) for s in range(ctx.opts.seeds or 1)]
+        ctx.start({"name": ctx.opts.name, "width": ctx.value("width")})
+        return [ctx.run(f"s{s}", width=ctx.value("width"), seed=s) for s in range(ctx.opts.seeds or 1)]
 
     def summarize(ctx, outcomes):
         rows = [o.result for o in outcomes]
@@ -160,6 +160,9 @@ def test_a_users_experiment_registers_with_its_own_options(tmp_path, capsys):
                      "--quiet", "--json"]) == 0
         assert json.loads(capsys.readouterr().out) == [{"seed": 0, "value": 9}, {"seed": 1, "value": 10}]
         assert json.loads((out / "experiment.json").read_text())["width"] == 3
+        assert main(["experiment", "user-squares", "--resume", "--jobs", "1", "--out", str(out), "--quiet",
+                     "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)[1] == {"seed": 1, "value": 10}  # the recorded --width, --seeds
         assert main(["experiment", "user-squares", "--width", "0"]) == 2
         assert "argument --width: 0 must be >= 1" in capsys.readouterr().err
         assert main(["experiment", "user-squares", "--steps", "5"]) == 2

@@ -54,7 +54,7 @@ from rlhls.partition import fileio
 
 from ..engine import Outcome, Run, failed_lines, map_runs, ray_session, run_all
 
-__all__ = ["ExperimentOptions", "Experiment", "Option", "Summary", "Context", "register_experiment",
+__all__ = ["ExperimentOptions", "Experiment", "Option", "option", "Summary", "Context", "register_experiment",
            "experiment_names", "get_experiment", "run_experiment", "check_out", "RECORD", "write_record", "COMMON",
            "TRAINS", "RUNS", "Run", "Outcome", "run_all", "map_runs", "ray_session", "failed_lines", "episodes",
            "finished_steps", "train_run", "solve_plan", "design_ref", "param", "count", "MAX_RETRIES"]
@@ -262,8 +262,11 @@ class Context:
         kw = kwargs if steps is None else {**kwargs, "steps": steps}
         return Run(id, folder, fn=self.exp.run, kwargs=kw, steps=steps, finished=finished)
 
-    def param(self, key: str, kind=int, low=None):
-        return param(self.opts, key, self.exp.params[key], kind, low)
+    def value(self, dest: str):
+        """The value of one of the experiment's own options (in ``params``), else its default."""
+        if dest in self.opts.params:
+            return self.opts.params[dest]
+        return next(o.kwargs.get("default") for o in self.exp.all_options() if o.dest == dest)
 
 
 def _check_taken(exp: Experiment, opts: ExperimentOptions) -> None:

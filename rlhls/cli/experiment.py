@@ -57,5 +57,8 @@ def cmd_experiment(args) -> int:
         kw["overrides"] = read_config(args.config) if args.config else {}
         kw["overrides"].update(parse_sets(args.sets))
     kw["params"] = parse_sets(getattr(args, "params", []))
-    kw["params"].update({k: getattr(args, k) for k in get_experiment(args.name).own_keys()})
+    exp = get_experiment(args.name)
+    # its own options as given (a default stays out: --resume then takes the recorded value)
+    kw["params"].update({o.dest: getattr(args, o.dest) for o in exp.all_options() if o.dest in exp.own_keys()
+                         and getattr(args, o.dest) != o.kwargs.get("default")})
     return run_experiment(ExperimentOptions(name=args.name, **kw))
