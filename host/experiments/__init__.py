@@ -178,7 +178,8 @@ class Experiment:
         for o in self.options:
             if isinstance(o, str):
                 if o not in COMMON:
-                    raise RlhlsError(f"experiment {self.name}: unknown common option {o!r} (known: {', '.join(COMMON)})")
+                    raise RlhlsError(f"experiment {self.name}: unknown common option {o!r} "
+                                     f"(known: {', '.join(COMMON)})")
                 o = COMMON[o]
             out.append(o)
         if self.params:
