@@ -83,6 +83,15 @@ def get_design(name: str) -> Design:
     return DESIGNS[name]
 
 
+def design_spec(design: Design) -> str:
+    """What names `design` in another process: its name, or ``/abs/path.py:NAME`` for a design from
+    a user's file (``get_design`` there imports the file again)."""
+    for path, designs in _FILES.items():
+        if any(d is design for d in designs):
+            return f"{path}:{design.name}"
+    return design.name
+
+
 def _is_file_spec(text: str) -> bool:
     path, _, _ = text.rpartition(":") if ".py:" in text else (text, "", "")
     return path.endswith(".py")

@@ -5,9 +5,9 @@ re-exports it).
                        jobs=None, address=None, retries=2, say=print, progress=True, out=experiment_folder)
     results = map_runs(fn, items, jobs=2)          # ProcessPoolExecutor.map's shape: results in order
 
-A ``Run`` is an id, its run folder (or None), and either a picklable function with keyword arguments
-or an ``rlhls`` command line (``["train", DESIGN, ...]``, run as ``python -m rlhls ...`` by the worker's
-own interpreter; ``train`` gets ``--resume`` when its folder holds a checkpoint as the try starts).
+A ``Run`` is an id, its run folder (or None) and a picklable function with keyword arguments, called
+in the worker's process (a training run: host/experiments ``train_run``, in process through
+``host.train.train_design``, resuming its folder's checkpoint as the try starts).
 Each run is one Ray task (one CPU; Ray reuses its worker processes, as a process pool does) on a
 local Ray instance
 started for the command with this machine's cores (quiet, no dashboard web UI, shut down at the end), or
@@ -19,7 +19,7 @@ the runs execute in this process one after another (no Ray: tiny runs cost no st
 Failures. A run that raises is recorded ``failed`` with its error in one line and the others go
 on. A worker that dies (killed, out of memory, a lost node) is Ray's system failure: the task is
 retried up to ``retries`` times, and each try resumes from the run's checkpoint (a run function
-and ``rlhls train`` resume when their folder holds one); past that the run is recorded ``failed``
+resumes when its folder holds one); past that the run is recorded ``failed``
 ("worker died"). A run is ``skipped`` without a task when it is finished already: ``finished()``
 where given, else its folder's metrics reached ``steps`` with a checkpoint beside them. So running
 an interrupted experiment again keeps the finished runs and resumes the partial ones. A try first
@@ -46,7 +46,6 @@ from typing import Callable
 
 from rlhls.designs.errors import RlhlsError
 from rlhls.partition.fileio import folder_lock
-from rlhls.partition.procs import die_with_parent
 
 __all__ = ["Run", "Outcome", "run_all", "map_runs", "ray_session", "failed_lines", "RUNS_CSV"]
 
@@ -56,19 +55,18 @@ TICK_S = 1.0  # progress refresh and the driver's wait granularity
 
 @dataclass
 class Run:
-    """One run of an experiment: `fn(**kwargs)` or the ``rlhls`` command `command`, writing `folder`."""
+    """One run of an experiment: `fn(**kwargs)`, writing `folder`."""
 
     id: str
     folder: str | Path | None = None
     fn: Callable | None = None
     kwargs: dict = field(default_factory=dict)
-    command: list | None = None     # argv after ``rlhls`` (e.g. ["train", "apdrl-dqn-cartpole", ...])
     steps: int | None = None        # environment steps the run trains (finished check, steps/s)
     finished: Callable | None = None  # () -> bool on the driver; overrides the steps check
 
     def __post_init__(self):
-        if (self.fn is None) == (self.command is None):
-            raise ValueError(f"run {self.id!r}: give exactly one of fn and command")
+        if not callable(self.fn):
+            raise ValueError(f"run {self.id!r}: fn must be a function")
 
     def is_finished(self) -> bool:
         if self.finished is not None:
@@ -113,25 +111,6 @@ def _folder_steps(folder) -> int:
 LOCK_WAIT_S = 300.0
 
 
-def _run_command(command: list, folder, lock=None) -> dict:
-    command = list(command)
-    if command[:1] == ["train"] and folder is not None and "--resume" not in command:
-        from .runner import CHECKPOINT
-
-        if (Path(folder) / CHECKPOINT).is_file():  # decided per try: a retried run continues its checkpoint
-            command.append("--resume")
-    env = dict(os.environ, OPENBLAS_NUM_THREADS=os.environ.get("OPENBLAS_NUM_THREADS", "1"))
-    if lock is not None:  # the command takes the try's lock over (fileio.folder_lock)
-        env["RLHLS_FOLDER_LOCK"] = str(lock.fd)
-    p = subprocess.run([sys.executable, "-m", "rlhls", *map(str, command)], capture_output=True, text=True, env=env,
-                       preexec_fn=die_with_parent if sys.platform.startswith("linux") else None,
-                       pass_fds=() if lock is None else (lock.fd,))
-    if p.returncode != 0:
-        last = (p.stderr.strip().splitlines() or ["(no message)"])[-1]
-        raise RlhlsError(f"rlhls {command[0]} exited {p.returncode}: {last}")
-    return {"returncode": 0}
-
-
 def execute(run: Run) -> dict:
     """One try of a run, in the process that calls it (a Ray worker, or the driver's serial path):
     {'result' | 'error', 'seconds', 'start_steps', 'pid'}."""
@@ -140,11 +119,10 @@ def execute(run: Run) -> dict:
     lock = None
     try:
         # first: an earlier try (an orphan of a killed driver or worker, on its way out) may still be
-        # writing the folder; the try's command inherits the lock, released when both are gone
+        # writing the folder
         lock = None if run.folder is None else folder_lock(run.folder, wait=LOCK_WAIT_S)
         out["start_steps"] = _folder_steps(run.folder)
-        out["result"] = (_run_command(run.command, run.folder, lock) if run.command is not None
-                         else run.fn(**run.kwargs))
+        out["result"] = run.fn(**run.kwargs)
     except Exception as e:  # the run failed (its own error): recorded, the others go on
         out["error"] = _one_line(e)
     finally:

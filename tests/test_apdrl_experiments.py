@@ -73,7 +73,7 @@ def test_table3_cli_runs_resumes_and_refuses(tmp_path, capsys):
     out = tmp_path / "t3"
     args = ["experiment", "apdrl-table3", "--design", "apdrl-dqn-cartpole", "--steps", "400", "--seeds", "1",
             "--set", "learning_starts=100", "--set", "steps_per_update=200", "--out", str(out), "--quiet"]
-    # --jobs 2: the two runs' `rlhls train` commands as Ray tasks (host/engine.py)
+    # --jobs 2: the two training runs as Ray tasks (host/engine.py), each in its worker through train_design
     assert main([*args, "--jobs", "2"]) == 0
     for p in ("fp32", "mixed"):
         run = out / "apdrl-dqn-cartpole" / f"{p}-s0"

@@ -2,6 +2,8 @@
 
 import csv
 
+import pytest
+
 from rlhls.cli import main
 from rlhls.host.experiments.heppo import configurations
 
@@ -40,11 +42,54 @@ def test_table3_smoke_parallel_and_resumable(tmp_path, capsys):
 
 
 def test_an_unknown_param_is_refused_before_anything_runs(tmp_path, capsys):
-    for name, known in (("heppo-table3", "it takes no --param"), ("cpp-fig4", "known: samples")):
+    for name, msg in (("heppo-table3", "unrecognized arguments: --param nosuch=1"),
+                      ("cpp-fig4", "--param nosuch: unknown for cpp-fig4 (known: samples")):
         out = tmp_path / name
         assert main(["experiment", name, "--out", str(out), "--param", "nosuch=1"]) == 2
         err = capsys.readouterr().err
-        assert f"--param nosuch: unknown for {name} ({known}" in err and not out.exists()
+        assert msg in err and len(err.strip().splitlines()) == 1 and not out.exists()
+
+
+def _help(name, capsys) -> str:
+    with pytest.raises(SystemExit):
+        main(["experiment", name, "--help"])
+    return capsys.readouterr().out
+
+
+def test_each_experiment_lists_its_own_options_and_refuses_another_s(tmp_path, capsys):
+    """`rlhls experiment NAME --help` lists exactly that experiment's options (from the registry);
+    an option of another experiment is refused in one line, exit 2, before anything is written."""
+    import re
+
+    from rlhls.host.experiments import experiment_names, get_experiment
+
+    flags = {}
+    for name in experiment_names():
+        text = _help(name, capsys)
+        listed = set(re.findall(r"^  (--[a-z-]+)", text, re.M))
+        declared = {f for o in get_experiment(name).all_options() for f in o.flags}
+        assert listed == declared, name
+        flags[name] = listed
+    assert "--sizes" in flags["apdrl-table4"] and "--report" in flags["apdrl-table3"]
+    assert {"--set", "--steps", "--jobs"} <= flags["heppo-table3"] and "--sizes" not in flags["heppo-table3"]
+    assert "--param" in flags["cpp-fig4"] and "--param" not in flags["heppo-bits"]
+    assert not {"--steps", "--jobs", "--set"} & flags["apdrl-table4"]
+    for name, argv in (("heppo-table3", ["--sizes", "64x64"]), ("heppo-bits", ["--report"]),
+                       ("apdrl-table4", ["--steps", "100"]), ("cpp-table2", ["--seeds", "2"])):
+        out = tmp_path / name
+        assert main(["experiment", name, *argv, "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert f"unrecognized arguments: {argv[0]}" in err and len(err.strip().splitlines()) == 1
+        assert not out.exists()
+
+
+def test_python_callers_are_held_to_the_experiment_s_options(tmp_path):
+    from rlhls.designs.errors import RlhlsError
+    from rlhls.host.experiments import ExperimentOptions, run_experiment
+
+    with pytest.raises(RlhlsError, match="--sizes: not an option of experiment heppo-table3"):
+        run_experiment(ExperimentOptions("heppo-table3", sizes=((4, 4),), out=str(tmp_path / "x")))
+    assert not (tmp_path / "x").exists()
 
 
 def test_a_try_waits_for_an_earlier_try_still_writing_its_folder(tmp_path, monkeypatch):
@@ -80,3 +125,87 @@ def test_a_try_waits_for_an_earlier_try_still_writing_its_folder(tmp_path, monke
         orphan.wait()
     assert "is being written by another rlhls process" in res["error"] and str(folder) in res["error"] and len(seen) == 1
     assert engine.execute(run)["result"] == "ran"  # the lock went with the orphan
+
+
+def _square(width: int, seed: int) -> dict:
+    return {"seed": seed, "value": width * width + seed}
+
+
+def test_a_users_experiment_registers_with_its_own_options(tmp_path, capsys):
+    """register_experiment from outside the package: the CLI gives it exactly its options (its own
+    --width, --seeds, the engine's) and the skeleton runs, records and prints it."""
+    import json
+
+    from rlhls.host.experiments import (RUNS, Experiment, Summary, count, option, register_experiment,
+                                        unregister_experiment)
+
+    def runs(ctx):
+        ctx.start({"name": ctx.opts.name, "width": ctx.value("width")})
+        return [ctx.run(f"s{s}", width=ctx.value("width"), seed=s) for s in range(ctx.opts.seeds or 1)]
+
+    def summarize(ctx, outcomes):
+        rows = [o.result for o in outcomes]
+        (ctx.out / "rows.json").write_text(json.dumps(rows))
+        return Summary(rows, [f"{r['seed']}: {r['value']}" for r in rows], [ctx.out / "rows.json"])
+
+    register_experiment(Experiment("user-squares", "a user's experiment", runs=runs, run=_square,
+                                   summarize=summarize,
+                                   options=(option("--width", type=count, default=2, help="the width"), "seeds",
+                                            *RUNS)))
+    try:
+        text = _help("user-squares", capsys)
+        assert "--width" in text and "--seeds" in text and "--steps" not in text and "--set" not in text
+        out = tmp_path / "sq"
+        assert main(["experiment", "user-squares", "--width", "3", "--seeds", "2", "--jobs", "1", "--out", str(out),
+                     "--quiet", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out) == [{"seed": 0, "value": 9}, {"seed": 1, "value": 10}]
+        assert json.loads((out / "experiment.json").read_text())["width"] == 3
+        assert main(["experiment", "user-squares", "--resume", "--jobs", "1", "--out", str(out), "--quiet",
+                     "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)[1] == {"seed": 1, "value": 10}  # the recorded --width, --seeds
+        assert main(["experiment", "user-squares", "--width", "0"]) == 2
+        assert "argument --width: 0 must be >= 1" in capsys.readouterr().err
+        assert main(["experiment", "user-squares", "--steps", "5"]) == 2
+    finally:
+        unregister_experiment("user-squares")
+
+
+def test_installed_packages_add_experiments_by_entry_points(tmp_path, monkeypatch):
+    from rlhls.host import experiments as X
+
+    (tmp_path / "plugexp.py").write_text(
+        "from rlhls.host.experiments import Experiment, Summary\n"
+        "plugged = Experiment('plugged-exp', 'from a package', runs=lambda ctx: [],\n"
+        "                     summarize=lambda ctx, outcomes: Summary([]))\n")
+    info = tmp_path / "plugexp-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: plugexp\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[rlhls.experiments]\nmine = plugexp:plugged\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(X, "_loaded", False)
+    monkeypatch.setattr(X, "EXPERIMENTS", {})
+    assert X.experiment_names() == ["plugged-exp"]  # the package's own modules are imported already
+    assert X.get_experiment("plugged-exp").summary == "from a package"
+
+
+def test_a_workers_process_reloads_a_users_design_file(tmp_path):
+    """A design from a user's file travels to a worker as its absolute path: another process, in
+    another folder, loads the same design from it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from rlhls.designs import registry
+    from rlhls.host.experiments import design_ref
+
+    f = Path(__file__).resolve().parents[1] / "examples" / "pendulum_ddpg" / "design.py"
+    d = registry.get_design(str(f))
+    try:
+        ref = design_ref(d)
+        assert ref == f"{f}:{d.name}" and design_ref(registry.get_design("heppo-ppo")) == "heppo-ppo"
+        code = "import sys; from rlhls.designs.registry import get_design; print(get_design(sys.argv[1]).name)"
+        p = subprocess.run([sys.executable, "-c", code, ref], cwd=tmp_path, capture_output=True, text=True)
+        assert p.returncode == 0 and p.stdout.strip() == d.name, p.stderr
+    finally:
+        registry.unregister_design(d.name)
+        registry._FILES.clear()

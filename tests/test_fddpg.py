@@ -16,9 +16,9 @@ from rlhls.flow.build import policy_network, policy_precision
 from rlhls.flow.hls4ml_convert import table_precisions
 from rlhls.host.checkpoint import load_checkpoint
 from rlhls.host.algorithms.ddpg import DDPG, resolve_hyperparams
-from rlhls.host.experiments import ExperimentOptions
-from rlhls.host.experiments.fddpg import (TASKS, _first, _Snapshots, evaluate, run_table4, save_policy_record,
-                                          seed_plan, summarize_table7, trained_actor)
+from rlhls.host.experiments import ExperimentOptions, run_experiment
+from rlhls.host.experiments.fddpg import (TASKS, Snapshots, _first, evaluate, save_policy_record, seed_plan,
+                                          summarize_table7, trained_actor)
 from rlhls.host.runner import read_metrics
 
 M1 = get_design("fddpg-arm-m1")
@@ -113,16 +113,21 @@ def test_seed_plan_puts_the_kernel_on_the_pl_and_adam_on_the_host():
 
 
 def test_snapshots_summary_and_table4(tmp_path):
-    class Fake:
-        actor = M1.build_networks(0)["actor"]
+    from rlhls.host.checkpoint import save_checkpoint
 
-        def train_update(self, update, total):
-            return {"_episodes": [(0, -1.0, 300)] * 2}
-
-    snap = _Snapshots(Fake(), tmp_path / "F-DDPG-s0", (3, 4, 9), done=1)
-    for u in range(3):
-        snap.train_update(u + 1, 3)
-    assert sorted(p.name for p in (tmp_path / "F-DDPG-s0" / "policies").iterdir()) == ["ep3.npz", "ep4.npz"]
+    folder = tmp_path / "F-DDPG-s0"
+    folder.mkdir()
+    actor = M1.build_networks(0)["actor"].get_params()
+    snap = Snapshots(folder, (3, 4, 9))
+    snap(1)  # no episode, no checkpoint yet: nothing to save
+    for done, saved in ((1, []), (3, ["ep3.npz"]), (5, ["ep3.npz", "ep4.npz"])):
+        save_checkpoint(folder / "checkpoint.npz", {"trainer": {"actor": {k: v + done for k, v in actor.items()}}})
+        (folder / "episodes.csv").write_text("env_step,return,length\n" + "0,-1.0,300\n" * done)
+        snap(done)
+        assert sorted(p.name for p in (folder / "policies").iterdir()) == saved if saved else \
+            not (folder / "policies").exists()
+    with np.load(folder / "policies" / "ep3.npz") as z:  # the actor of the update that reached episode 3
+        assert all(np.array_equal(z[k], v + 3) for k, v in actor.items())
     # first snapshot that completes a sub-task, with '*' for a put without lifting the box
     ok = {"attach": True, "put": True, "lifted": False}
     no = {"attach": False, "put": False, "lifted": False}
@@ -138,8 +143,8 @@ def test_snapshots_summary_and_table4(tmp_path):
     assert [r["task"] for r in rows] == list(TASKS) and rows[0]["F-DDPG_put"] == "100*"
     assert (tmp_path / "fig7.png").stat().st_size > 1000
     out = tmp_path / "t4"
-    assert run_table4(ExperimentOptions("fddpg-table4", design=["fddpg-arm-m1"], out=str(out), quiet=True,
-                                        params={"measure": "300"})) == 0
+    assert run_experiment(ExperimentOptions("fddpg-table4", design=["fddpg-arm-m1"], out=str(out), quiet=True,
+                                            params={"measure": "300"})) == 0
     r = list(csv.DictReader(open(out / "table4.csv")))[0]
     assert float(r["numpy_s"]) > 0 and float(r["emu_s"]) > 0 and int(r["cycles"]) == 5408
     assert float(r["fpga_kernel_s"]) == pytest.approx(5408 / 200e6 * 390_000)
@@ -176,7 +181,7 @@ def test_experiments_declare_and_check_their_params(tmp_path):
     import re
 
     from rlhls.designs.errors import RlhlsError
-    from rlhls.host.experiments import EXPERIMENTS, experiment_names, run_experiment
+    from rlhls.host.experiments import EXPERIMENTS, experiment_names
 
     experiment_names()
     assert EXPERIMENTS["fddpg-table7"].params == {"episodes": 400, "snapshots": "100,200,300,400"}

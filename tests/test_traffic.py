@@ -157,7 +157,7 @@ def test_a2c_traffic_trains_the_same_on_emu_and_csim_and_resumes_exactly(tmp_pat
 
 
 def test_evaluation_compares_policies_on_the_same_held_out_episodes(tmp_path):
-    from rlhls.host import traffic_experiments as X
+    from rlhls.host.experiments import traffic as X
 
     rows = X.evaluate({"fixed-time": X.fixed_time_policy, "random": X.random_policy}, ["ns_heavy"], [7],
                       episode_seconds=900)

@@ -1,47 +1,72 @@
-"""``rlhls experiment NAME``: the experiment registry and what every experiment shares.
+"""``rlhls experiment NAME``: the experiment registry and the one skeleton every experiment runs on.
 
-An experiment is many runs (settings x seeds), each a run folder of its own, summarised in
-tables and plots. One module per seed, ``host/experiments/<seed>.py``, registers its experiments
-with ``register_experiment(name, run, summary, params)`` (``run(ExperimentOptions) -> exit code``;
-``params``: the ``--param`` keys it takes with their defaults, any other key is refused):
-host/experiments/heppo.py (heppo-table3, heppo-bits), host/experiments/apdrl.py (apdrl-table3,
-apdrl-table4). Every such module is imported on first use (adding one needs no other edit).
+An experiment is many runs (configurations x seeds), each a run folder of its own (or a part of a
+sweep), summarised in tables and figures. A seed's module ``host/experiments/<seed>.py`` supplies
+only its configurations, its per-run function and its summary, and registers them once::
+
+    register_experiment(Experiment("heppo-table3", "HEPPO-GAE Table III ...",
+                                   options=(*TRAINS, *RUNS, "design", "env"),
+                                   runs=configurations, run=train_run, summarize=summary))
+
+* ``options``: the options it takes, by name from ``COMMON`` (``TRAINS``, ``RUNS``: the groups of
+  the experiments that train, that run on the engine) or its own ``Option(...)``; ``params``: the
+  ``--param KEY`` keys it takes with their defaults. ``rlhls experiment NAME --help`` lists exactly
+  these (the CLI builds one subparser per experiment from the registry) and any other option is
+  refused, on the command line (argparse, exit 2) and from Python (``run_experiment``).
+* ``runs(ctx) -> [Run]``: checks the options, makes the output folder (``ctx.start(settings)``:
+  refuses a foreign ``--out``, records ``experiment.json``) and returns the runs
+  (``ctx.run(id, folder, **kwargs)``: a Run of its ``run``); none where it only summarises.
+* ``run(**kwargs)``: one run, in a Ray worker or in this process (``--jobs 1``); a training run is
+  ``train_run`` (in process through ``host.train.train_design``, resuming its checkpoint).
+* ``summarize(ctx, outcomes) -> Summary(rows, lines, files)``: writes the summary files and figures;
+  the skeleton prints the lines (or the rows as JSON with ``--json``) and the exit code.
+
+The skeleton owns the rest: the output folder (``check_out``, ``write_record``, ``--resume`` with the
+recorded options), the runs on the engine (host/engine.py: Ray tasks, ``--jobs``, ``--address``,
+``--retries``), progress and one ``say`` (stderr, silent with ``--quiet``), the episode and metrics
+readers of a run folder (``episodes``, ``finished_steps``), the plans (``solve_plan``) and the
+design a worker re-loads (``design_ref``: a user's design file travels as its path).
+
+Registration: the package's own modules are discovered (every module of this package), installed
+packages add experiments through the entry point group ``rlhls.experiments``, a user calls
+``register_experiment``.
 
 Never clobbers: an existing non-empty ``--out`` must hold our ``experiment.json`` with the same
 settings (then it is continued), else it is refused (``check_out``).
-
-The runs run on the engine (host/engine.py, re-exported here: ``Run``, ``run_all``, ``map_runs``):
-Ray tasks on a local Ray instance with the machine's cores, or ``--address`` a cluster; ``--jobs``
-caps the runs at once (``--jobs 1`` without an address: one after another in this process).
-``--resume`` continues the experiment in ``--out`` with the options it was started with (recorded
-by ``write_record`` in ``experiment.json``): finished runs are kept, partial ones resume from their
-checkpoints. Running the same command again does the same.
 """
 
 from __future__ import annotations
 
+import csv
 import importlib
 import json
 import pkgutil
 import sys
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Callable
+
+import numpy as np
 
 from rlhls.designs.errors import RlhlsError
 from rlhls.partition import fileio
 
 from ..engine import Outcome, Run, failed_lines, map_runs, ray_session, run_all
 
-__all__ = ["ExperimentOptions", "register_experiment", "experiment_names", "run_experiment", "check_out", "RECORD",
-           "write_record", "run_runs", "Run", "Outcome", "run_all", "map_runs", "ray_session", "failed_lines"]
+__all__ = ["ExperimentOptions", "Experiment", "Option", "option", "Summary", "Context", "register_experiment",
+           "experiment_names", "get_experiment", "run_experiment", "check_out", "RECORD", "write_record", "COMMON",
+           "TRAINS", "RUNS", "Run", "Outcome", "run_all", "map_runs", "ray_session", "failed_lines", "episodes",
+           "finished_steps", "train_run", "solve_plan", "design_ref", "param", "count", "MAX_RETRIES"]
 
 RECORD = "experiment.json"
+MAX_RETRIES = 100  # Ray takes a 32-bit count; a run that dies a hundred times will not finish
 
 
 @dataclass
 class ExperimentOptions:
-    """What ``rlhls experiment NAME`` takes (the command line fills it; Python callers too)."""
+    """What ``rlhls experiment NAME`` takes (the command line fills it; Python callers too). An
+    experiment takes the fields of the options it declares; another field given is refused."""
 
     name: str
     design: list | None = None      # the designs it runs (each experiment says which it takes)
@@ -55,37 +80,147 @@ class ExperimentOptions:
     retries: int = 2                # tries again of a run whose worker died (each resumes its checkpoint)
     backend: str = "emu"
     full: bool = False              # the design's own settings instead of the demonstration's
-    overrides: dict = field(default_factory=dict)  # hyperparameters of every run
+    overrides: dict = field(default_factory=dict)  # hyperparameters of every run (--set, --config)
     sizes: tuple | None = None      # apdrl-table4: hidden sizes
-    repeats: int = 3                # apdrl-table4: host timing repeats
+    repeats: int = 3                # apdrl-table4, cpp-table2: timing repeats
     report: bool = False            # apdrl-table3: summarize the folders as they stand
     quiet: bool = False
     json: bool = False              # print the summary rows as JSON (stdout) instead of text
-    params: dict = field(default_factory=dict)  # an experiment's own settings (--param KEY=VALUE)
+    params: dict = field(default_factory=dict)  # its own settings (--param KEY=VALUE, its own options)
+
+
+def count(text, low: int = 1, high: int | None = None) -> int:
+    """An integer option's value, checked (one line naming the value otherwise)."""
+    try:
+        n = int(text)
+    except (TypeError, ValueError):
+        raise RlhlsError(f"'{text}' is not an integer") from None
+    if n < low or (high is not None and n > high):
+        raise RlhlsError(f"expected an integer {low}..{high}, got {text!r}" if high is not None else
+                         f"{n} must be >= {low}")
+    return n
+
+
+def _retries(text) -> int:
+    return count(text, 0, MAX_RETRIES)
+
+
+_FIELDS = {f.name for f in fields(ExperimentOptions)}
+
+
+@dataclass(frozen=True)
+class Option:
+    """One command-line option: ``argparse.add_argument(*flags, **kwargs)``; ``dest`` is the
+    ExperimentOptions field it fills (a ``type`` raises RlhlsError on a bad value)."""
+
+    dest: str
+    flags: tuple
+    kwargs: dict = field(default_factory=dict)
+
+
+def option(flag: str, dest: str | None = None, **kw) -> Option:
+    return Option(dest or flag.lstrip("-").replace("-", "_"), (flag,), kw)
+
+
+# the options the skeleton knows; an experiment names those it takes (or declares its own under the same dest)
+COMMON = {o.dest: o for o in (
+    option("--design", action="append", default=None, help="a design to run (repeatable where it takes several)"),
+    option("--steps", type=count, default=None, help="environment steps per run (default: the demonstration's)"),
+    option("--seeds", type=count, default=None, help="seeds 0..K-1 (default: the experiment's)"),
+    option("--env", default=None, help="gymnasium env id (default: the design's)"),
+    option("--jobs", type=count, default=0,
+           help="runs at once, each a Ray task (default: every CPU of the Ray cluster; 1 without --address: one "
+                "after another in this process, no Ray)"),
+    option("--address", default=None, metavar="ADDR",
+           help="join the Ray cluster at ADDR ('auto': the one 'ray start --head' started on this node, or "
+                "HOST:PORT) instead of starting a local Ray instance; --out must be a folder every node sees"),
+    option("--retries", type=_retries, default=2, metavar="N",
+           help="times a run whose worker died is tried again, from its checkpoint (default 2); past that it is "
+                "recorded as failed"),
+    option("--backend", choices=("emu", "csim"), default="emu", help="kernel backend (default emu)"),
+    option("--full", action="store_true", help="the seed's own budget and settings instead of the demonstration"),
+    Option("overrides", ("--set", "--config")),  # the CLI's --set KEY=VALUE / --config FILE.yaml
+)}
+ALWAYS = (
+    option("--out", default=None, help="experiment folder (default runs/<name>)"),
+    option("--resume", action="store_true",
+           help="continue the experiment in --out with the options it was started with: finished runs are kept, "
+                "partial ones resume from their checkpoints"),
+    option("--quiet", action="store_true", help="no progress output"),
+    option("--json", action="store_true", help="print the summary rows as JSON at the end"),
+)
+TRAINS = ("steps", "seeds", "backend", "full", "overrides")  # an experiment that trains
+RUNS = ("jobs", "address", "retries")                       # an experiment whose runs go to the engine
+
+
+@dataclass
+class Summary:
+    """What an experiment's summarize returns: its rows (``--json``), the lines to print, its files."""
+
+    rows: list
+    lines: list = field(default_factory=list)
+    files: list = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class Experiment:
     name: str
-    run: Callable
-    summary: str = ""
+    summary: str
+    runs: Callable                  # (ctx) -> [Run]: its configurations
+    summarize: Callable             # (ctx, outcomes) -> Summary
+    run: Callable | None = None     # the per-run function (picklable: a module-level function)
+    options: tuple = ()             # COMMON names and its own Options
     params: dict = field(default_factory=dict)  # --param KEY -> default (the experiment checks values)
+
+    def all_options(self) -> list:
+        """Its options in order: those it names, then the skeleton's own."""
+        out = []
+        for o in self.options:
+            if isinstance(o, str):
+                if o not in COMMON:
+                    raise RlhlsError(f"experiment {self.name}: unknown common option {o!r} "
+                                     f"(known: {', '.join(COMMON)})")
+                o = COMMON[o]
+            out.append(o)
+        if self.params:
+            out.append(option("--param", dest="params", action="append", default=[], metavar="KEY=VALUE",
+                              help="a setting of the experiment: " + ", ".join(f"{k} (default {v})"
+                                                                               for k, v in self.params.items())))
+        return out + list(ALWAYS)
+
+    def own_keys(self) -> set:
+        """Dests of its own options that are no ExperimentOptions field: their values go to ``params``."""
+        return {o.dest for o in self.all_options()} - _FIELDS - {"params"}
 
 
 EXPERIMENTS: dict[str, Experiment] = {}
 _loaded = False
 
 
-def register_experiment(name: str, run: Callable, summary: str = "", params: dict | None = None) -> None:
-    EXPERIMENTS[name] = Experiment(name, run, summary, dict(params or {}))
+def register_experiment(exp: Experiment, *, replace: bool = False) -> Experiment:
+    if not isinstance(exp, Experiment) or not exp.name:
+        raise RlhlsError(f"register_experiment: {exp!r} is not a named Experiment")
+    if exp.name in EXPERIMENTS and not replace and EXPERIMENTS[exp.name] is not exp:
+        raise RlhlsError(f"register_experiment: an experiment named {exp.name!r} is registered already "
+                         "(pass replace=True to replace it)")
+    exp.all_options()  # its common options exist
+    EXPERIMENTS[exp.name] = exp
+    return exp
+
+
+def unregister_experiment(name: str) -> None:
+    EXPERIMENTS.pop(name, None)
 
 
 def _load() -> None:
     global _loaded
     if not _loaded:
         _loaded = True
+        from rlhls.designs.plugins import load_entry_points
+
         for m in pkgutil.iter_modules(__path__):
             importlib.import_module(f"{__name__}.{m.name}")
+        load_entry_points("rlhls.experiments", register_experiment)
 
 
 def experiment_names() -> list[str]:
@@ -93,15 +228,67 @@ def experiment_names() -> list[str]:
     return list(EXPERIMENTS)
 
 
-def run_experiment(opts: ExperimentOptions) -> int:
+def get_experiment(name: str) -> Experiment:
     _load()
-    if opts.name not in EXPERIMENTS:
-        raise RlhlsError(f"experiment {opts.name!r}: unknown (expected one of {', '.join(EXPERIMENTS)})")
-    exp = EXPERIMENTS[opts.name]
-    unknown = sorted(set(opts.params or {}) - set(exp.params))
+    if name not in EXPERIMENTS:
+        raise RlhlsError(f"experiment {name!r}: unknown (expected one of {', '.join(EXPERIMENTS)})")
+    return EXPERIMENTS[name]
+
+
+def _say(opts: ExperimentOptions):
+    return (lambda m: None) if opts.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
+
+
+@dataclass
+class Context:
+    """What an experiment's hooks see: its options, folder, say, and what its runs hook keeps for
+    its summary (``data``)."""
+
+    exp: Experiment
+    opts: ExperimentOptions
+    out: Path
+    say: Callable
+    data: dict = field(default_factory=dict)
+    failed: list = field(default_factory=list)  # markdown lines naming failed runs (for the summary files)
+
+    def start(self, settings: dict, record: dict | None = None) -> Path:
+        """Refuse a foreign --out (``check_out`` of `settings`), make it, record the experiment."""
+        check_out(self.out, settings)
+        fileio.make_dirs(self.out)
+        write_record(self.out, {**settings, **(record or {})}, self.opts)
+        return self.out
+
+    def run(self, id: str, folder=None, *, steps: int | None = None, finished=None, **kwargs) -> Run:
+        """A run of the experiment's per-run function with `kwargs` (and `steps`, where given)."""
+        kw = kwargs if steps is None else {**kwargs, "steps": steps}
+        return Run(id, folder, fn=self.exp.run, kwargs=kw, steps=steps, finished=finished)
+
+    def value(self, dest: str):
+        """The value of one of the experiment's own options (in ``params``), else its default."""
+        if dest in self.opts.params:
+            return self.opts.params[dest]
+        return next(o.kwargs.get("default") for o in self.exp.all_options() if o.dest == dest)
+
+
+def _check_taken(exp: Experiment, opts: ExperimentOptions) -> None:
+    """A field of an option the experiment does not declare, given from Python, is refused."""
+    taken = {o.dest for o in exp.all_options()} | {"name", "params"}
+    default = ExperimentOptions(name=opts.name)
+    for f in fields(ExperimentOptions):
+        if f.name not in taken and getattr(opts, f.name) != getattr(default, f.name):
+            flag = "--set" if f.name == "overrides" else f"--{f.name}"
+            raise RlhlsError(f"{flag}: not an option of experiment {exp.name} ('rlhls experiment {exp.name} --help' "
+                             "lists its options)")
+    unknown = sorted(set(opts.params or {}) - set(exp.params) - exp.own_keys())
+    if unknown and not exp.params:
+        raise RlhlsError(f"--param {unknown[0]}: unknown for {exp.name} (it takes no --param)")
     if unknown:
-        known = f"known: {', '.join(exp.params)}" if exp.params else "it takes no --param"
-        raise RlhlsError(f"--param {unknown[0]}: unknown for {opts.name} ({known})")
+        raise RlhlsError(f"--param {unknown[0]}: unknown for {exp.name} (known: {', '.join(exp.params)})")
+
+
+def run_experiment(opts: ExperimentOptions) -> int:
+    exp = get_experiment(opts.name)
+    _check_taken(exp, opts)
     opts.out = opts.out or f"runs/{opts.name}"
     fileio.check_name(opts.out)
     if opts.resume:
@@ -110,23 +297,40 @@ def run_experiment(opts: ExperimentOptions) -> int:
         from ..engine import check_reachable
 
         check_reachable(opts.address)
-    fresh = not Path(opts.out).exists()
+    out = Path(opts.out)
+    fresh = not out.exists()
+    ctx = Context(exp, opts, out, _say(opts))
+    t0 = time.perf_counter()
     try:
-        rc = exp.run(opts)
+        runs = list(exp.runs(ctx) or ())
+        outcomes = run_all(runs, jobs=opts.jobs or None, address=opts.address, retries=opts.retries, say=ctx.say,
+                           progress=not opts.quiet, out=out if out.is_dir() else None) if runs else []
+        ctx.failed = failed_lines(outcomes)
+        summary = exp.summarize(ctx, outcomes)
     except RlhlsError:
         # refused (a bad --set found by a run's own checks, a cluster that went away) before any run
         # trained: the folder this command created holds nothing of value and goes with it
-        out = Path(opts.out)
         if fresh and out.is_dir() and not any(out.rglob("checkpoint.npz")):
             import shutil
 
             shutil.rmtree(out, ignore_errors=True)
         raise
+    bad = sum(not o.ok for o in outcomes)
+    if opts.json:
+        print(json.dumps(summary.rows, indent=2, default=str))
+    else:
+        for line in summary.lines:
+            print(line)
+        if summary.files:
+            what = f"{len(runs)} run(s)" if runs else opts.name
+            print(f"{what} in {time.perf_counter() - t0:.0f} s -> {', '.join(str(f) for f in summary.files)}")
+        if bad:
+            print(f"{bad} run(s) failed (their errors: {out / 'runs.csv'}); --resume retries them")
     from ..report import HTML_PAGE, write_html
 
-    if Path(opts.out).is_dir() and write_html(opts.out, f"rlhls experiment {opts.name}") and not opts.quiet:
-        print(f"rlhls: {Path(opts.out) / HTML_PAGE}: the tables and figures in one page", file=sys.stderr)
-    return rc
+    if out.is_dir() and write_html(out, f"rlhls experiment {opts.name}") and not opts.quiet:
+        print(f"rlhls: {out / HTML_PAGE}: the tables and figures in one page", file=sys.stderr)
+    return 1 if bad else 0
 
 
 # the options a resumed experiment takes from its record; the others (how to run) from the command
@@ -173,12 +377,6 @@ def _resume_options(opts: ExperimentOptions) -> None:
     opts.out = str(out)
 
 
-def run_runs(opts: ExperimentOptions, runs: list, out=None, say=None) -> list:
-    """The experiment's runs on the engine with the command's --jobs/--address/--retries/--quiet."""
-    return run_all(runs, jobs=opts.jobs or None, address=opts.address, retries=opts.retries, say=say,
-                   progress=not opts.quiet, out=out)
-
-
 def param(opts: ExperimentOptions, key: str, default, kind=int, low=None):
     """``--param KEY`` as ``kind`` (at least ``low`` where given), else ``default``; one clear line
     on a bad value."""
@@ -190,19 +388,6 @@ def param(opts: ExperimentOptions, key: str, default, kind=int, low=None):
     if low is not None and x < low:
         raise RlhlsError(f"--param {key}={v!r}: expected >= {low}")
     return x
-
-
-def finished_steps(run: Path) -> int:
-    """Environment steps a run folder's metrics.csv has reached (0 without one): what a resumed
-    experiment skips or continues."""
-    import csv
-
-    try:
-        with open(Path(run) / "metrics.csv", newline="") as f:
-            rows = list(csv.DictReader(f))
-        return int(rows[-1]["env_steps"]) if rows else 0
-    except (OSError, KeyError, ValueError):
-        return 0
 
 
 def check_out(out: Path, settings: dict) -> None:
@@ -219,3 +404,87 @@ def check_out(out: Path, settings: dict) -> None:
         if diff:
             raise RlhlsError(f"--out '{out}' holds experiment runs with a different {diff[0]} "
                              f"({old.get(diff[0])!r}, now {settings[diff[0]]!r}); choose another --out")
+
+
+# ----------------------------------------------------------------------------- run folders
+
+def _rows(path: Path) -> list:
+    try:
+        with open(path, newline="") as f:
+            return list(csv.DictReader(f))
+    except OSError:
+        return []
+
+
+def episodes(run: Path) -> tuple[np.ndarray, np.ndarray]:
+    """(environment step, return) of every finished episode of a run folder (empty without one)."""
+    try:
+        rows = _rows(Path(run) / "episodes.csv")
+        return (np.array([float(r["env_step"]) for r in rows]), np.array([float(r["return"]) for r in rows]))
+    except (KeyError, ValueError):
+        return np.zeros(0), np.zeros(0)
+
+
+def metrics(run: Path) -> list:
+    """The rows of a run folder's metrics.csv (one per update; none without one)."""
+    return _rows(Path(run) / "metrics.csv")
+
+
+def finished_steps(run: Path) -> int:
+    """Environment steps a run folder's metrics.csv has reached (0 without one): what a resumed
+    experiment skips or continues."""
+    try:
+        rows = metrics(run)
+        return int(rows[-1]["env_steps"]) if rows else 0
+    except (KeyError, ValueError):
+        return 0
+
+
+# ----------------------------------------------------------------------------- designs, plans, training
+
+def design_ref(design) -> str:
+    """What names `design` in a worker process: its registered name, or ``/abs/path.py:NAME`` for a
+    design from a user's file (the worker imports the file again)."""
+    from rlhls.designs.registry import design_spec
+
+    return design_spec(design)
+
+
+def solve_plan(design, *, folder=None, batch: int | None = None, time_limit: float = 60.0):
+    """The design's plan (profile + ILP at `batch`, default the design's) -- the one place the
+    experiments solve plans. With `folder`: kept there as plan.json (read back when it is there)."""
+    from rlhls.partition.design_plan import partition_design
+    from rlhls.partition.plan import load_plan, write_plan
+
+    if folder is not None and (Path(folder) / "plan.json").exists():
+        return load_plan(Path(folder) / "plan.json")
+    from rlhls.designs.graph import build_graph
+
+    graph = build_graph(design, batch)
+    plan = partition_design(design, graph=graph, batch=batch, time_limit=time_limit)
+    if folder is not None:
+        write_plan(plan, Path(folder), edges=graph.all_edges())
+    return plan
+
+
+def train_run(design: str, out: str, steps: int, seed: int = 0, env: str | None = None, backend: str = "emu",
+              precision: str | None = None, plan=None, overrides: dict | None = None, on_update=None) -> dict:
+    """One training run in this process (host.train.train_design), resuming the folder's checkpoint
+    when it has one: an experiment's per-run function, or what its own calls. `design`: a
+    ``design_ref``; `plan`: a plan.json path or {node: unit}."""
+    import os
+
+    from rlhls.designs.registry import get_design
+    from rlhls.partition.plan import load_plan
+
+    from ..runner import CHECKPOINT
+    from ..train import train_design
+
+    out = Path(out)
+    t0 = time.perf_counter()
+    run = train_design(get_design(design), out=out, steps=steps, seed=seed, env_id=env, backend=backend,
+                       precision=precision, plan=load_plan(plan) if isinstance(plan, (str, Path)) else plan,
+                       overrides=dict(overrides or {}), resume=(out / CHECKPOINT).exists(), progress=False,
+                       on_update=on_update, log=os.devnull)
+    return {"env_steps": run.env_steps, "seconds": time.perf_counter() - t0, "seed": seed}
+

@@ -8,7 +8,7 @@ FP32 vs BF16 training time against network size).
 **apdrl-table3.** For each benchmark of Table III, ``--seeds`` runs (default 3) in ``fp32`` (every node
 on the PS) and in ``mixed`` (every node in its unit's format under the design's ILP plan, computed
 once and written to ``<out>/<design>/plan/``). Each run is an ordinary ``rlhls train`` run folder
-``<out>/<design>/<precision>-s<seed>/``, its ``rlhls train`` command a Ray task (host/engine.py:
+``<out>/<design>/<precision>-s<seed>/``, trained in process by a Ray task (host/engine.py:
 ``--jobs`` at once, ``--address`` a cluster; ``--resume``, or the same command again, keeps finished
 runs and continues the others from their checkpoints). Reported, as the seed does it:
 
@@ -45,11 +45,9 @@ them: the measured host time of one training step of our emulation (fp32 and mix
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import json
 import math
-import sys
 import time
 from pathlib import Path
 
@@ -57,9 +55,11 @@ import numpy as np
 
 from rlhls.designs.errors import RlhlsError
 
-from . import finished_steps, register_experiment
+from . import (RUNS, Experiment, Summary, check_out, count, design_ref, episodes, finished_steps, option,
+               register_experiment, solve_plan, train_run)
 
-__all__ = ["BENCHMARKS", "TABLE4_SIZES", "run_apdrl_table3", "run_apdrl_table4", "summarize_table3",
+__all__ = ["BENCHMARKS", "TABLE4_SIZES", "runs_table3", "summary_table3", "runs_table4", "summary_table4",
+           "summarize_table3",
            "moving_average", "reward_error", "cartpole_variant", "table4_rows"]
 
 MA_WINDOW = 100  # §V-B: 100-episode sliding window
@@ -102,15 +102,6 @@ def reward_error(r_fp32: float, r_mixed: float) -> float:
     return abs(r_mixed - r_fp32) / abs(r_fp32) * 100.0
 
 
-def _episodes(run_dir: Path):
-    path = run_dir / "episodes.csv"
-    if not path.exists():
-        return np.zeros(0), np.zeros(0)
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    return np.array([float(r["env_step"]) for r in rows]), np.array([float(r["return"]) for r in rows])
-
-
 def _untrained(run_dir: Path, steps: int) -> bool:
     """A run that never passed its learning_starts: its returns are an untrained agent's."""
     try:
@@ -139,7 +130,7 @@ def summarize_table3(out, designs: list[str], seeds: int, title: str = "", faile
         for p in PRECISIONS:
             finals, per_seed, reached = [], [], []
             for s in range(seeds):
-                x, y = _episodes(out / d / f"{p}-s{s}")
+                x, y = episodes(out / d / f"{p}-s{s}")
                 if len(y):
                     ma = moving_average(y)
                     finals.append(float(ma[-1]))
@@ -212,44 +203,22 @@ def summarize_table3(out, designs: list[str], seeds: int, title: str = "", faile
 
 # ----------------------------------------------------------------------------- table III runs
 
-def write_design_plan(design, folder: Path, time_limit: float = 60.0) -> Path:
-    """The design's plan (partition_design) -> folder/plan.json (kept if already there)."""
-    from rlhls.designs.graph import build_graph
-    from rlhls.partition.design_plan import partition_design
-    from rlhls.partition.plan import write_plan
-
-    if (folder / "plan.json").exists():
-        return folder / "plan.json"
-    graph = build_graph(design)
-    plan = partition_design(design, graph=graph, time_limit=time_limit)
-    write_plan(plan, folder, edges=graph.all_edges())
-    return folder / "plan.json"
-
-
-def _train_command(job: dict) -> list[str]:
-    """The run's ``rlhls train`` argv (the engine adds --resume when its folder has a checkpoint)."""
-    cmd = ["train", job["design"], "--precision", job["precision"], "--seed", str(job["seed"]), "--steps",
-           str(job["steps"]), "--out", job["out"], "--quiet"]
-    if job["plan"]:
-        cmd += ["--plan", job["plan"]]
-    for k, v in job["overrides"].items():
-        cmd += ["--set", f"{k}={v}"]
-    return cmd
-
-
-def run_apdrl_table3(args) -> int:
+def runs_table3(ctx) -> list:
+    """The (benchmark, precision, seed) training runs (module docstring); none with --report."""
     from rlhls.designs.registry import get_design
 
-    from . import Run, check_out, failed_lines, run_runs, write_record
+    from ..algorithms import get_algorithm
 
+    args, out, say = ctx.opts, ctx.out, ctx.say
     designs = list(dict.fromkeys(args.design or BENCHMARKS))
     for d in designs:
         if d not in BENCHMARKS:
             raise RlhlsError(f"--design {d}: not a Table III benchmark (expected one of {', '.join(BENCHMARKS)})")
+    ctx.data["designs"] = designs
     if args.report:
-        return _report_table3(args, designs)
+        return []
+    args.seeds = args.seeds or 3
     common = dict(args.overrides)
-    out = Path(args.out or "runs/apdrl-table3")
     settings = {"name": args.name, "full": args.full, "overrides": {k: str(v) for k, v in common.items()}}
     check_out(out, settings)
     jobs = []
@@ -261,19 +230,14 @@ def run_apdrl_table3(args) -> int:
             for p in PRECISIONS:
                 jobs.append({"design": d, "precision": p, "seed": s, "steps": steps, "overrides": overrides,
                              "out": str(out / d / f"{p}-s{s}"), "plan": None})
-    from rlhls.partition.fileio import make_dirs
-
-    make_dirs(out)
-    write_record(out, {**settings, "designs": designs, "seeds": args.seeds}, args)
-    say = (lambda m: None) if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
+    ctx.start(settings, {"designs": designs, "seeds": args.seeds})
     for d in designs:  # one plan per design, shared by its mixed runs
-        plan = write_design_plan(get_design(d), out / d / "plan")
+        solve_plan(get_design(d), folder=out / d / "plan")
+        plan = out / d / "plan" / "plan.json"
         for j in jobs:
             if j["design"] == d and j["precision"] == "mixed":
                 j["plan"] = str(plan)
         say(f"{d}: plan -> {plan}")
-    from ..algorithms import get_algorithm
-
     for j in {j["design"]: j for j in jobs}.values():
         d = get_design(j["design"])
         hp = get_algorithm(d.algorithm).hyperparams(d, j["overrides"])
@@ -282,47 +246,41 @@ def run_apdrl_table3(args) -> int:
                 "its runs take no gradient step and its row is marked untrained")
     say(f"{args.name}: {len(designs)} benchmark(s) x 2 precisions x {args.seeds} seed(s) = {len(jobs)} run(s) "
         f"-> {out}")
-    t0 = time.perf_counter()
-    runs = [Run(f"{j['design']}/{j['precision']}-s{j['seed']}", j["out"], command=_train_command(j), steps=j["steps"])
-            for j in jobs]
-    outcomes = run_runs(args, runs, out=out, say=say)
-    bad = sum(not o.ok for o in outcomes)
-    _print_rows(summarize_table3(out, designs, args.seeds, f"{args.name}: fp32 vs mixed precision, {args.seeds} seed(s)",
-                                 failed=failed_lines(outcomes)), args.json)
-    print(f"{len(jobs)} run(s) in {time.perf_counter() - t0:.0f} s -> {out / 'table3.md'}, {out / 'fig11.png'}")
-    if bad:
-        print(f"{bad} run(s) failed (their errors: {out / 'runs.csv'}); --resume retries them")
-    return 1 if bad else 0
+    return [ctx.run(f"{j['design']}/{j['precision']}-s{j['seed']}", j["out"], steps=j["steps"],
+                    design=design_ref(get_design(j["design"])), out=j["out"], seed=j["seed"],
+                    precision=j["precision"], plan=j["plan"], overrides=j["overrides"]) for j in jobs]
 
 
-def _print_rows(rows, as_json: bool = False) -> None:
-    if as_json:
-        print(json.dumps(rows, indent=2, default=str))
-        return
+def _lines(rows) -> list:
+    out = []
     for r in rows:
         err = ("untrained: no gradient step yet" if r["untrained"] else
                f"reward error {r['reward_error_percent']:.2f} %")
-        print(f"{r['design']:<24} fp32 {r['fp32_mean']:9.2f} ± {r['fp32_std']:<8.2f} mixed {r['mixed_mean']:9.2f} "
-              f"± {r['mixed_std']:<8.2f} {err}  (least-trained run: {r['fp32_steps']} / {r['mixed_steps']} steps)")
+        out.append(f"{r['design']:<24} fp32 {r['fp32_mean']:9.2f} ± {r['fp32_std']:<8.2f} mixed "
+                   f"{r['mixed_mean']:9.2f} ± {r['mixed_std']:<8.2f} {err}  (least-trained run: "
+                   f"{r['fp32_steps']} / {r['mixed_steps']} steps)")
+    return out
 
 
-def _report_table3(args, designs) -> int:
-    """--report: the summary of the run folders as they stand, while (or after) they train."""
-    out = Path(args.out or "runs/apdrl-table3")
-    try:
-        record = json.loads((out / "experiment.json").read_text())
-    except (OSError, ValueError):
-        record = {}
-    if args.design is None and record.get("designs"):  # the experiment's own list
-        designs = record["designs"]
-    seeds = args.seeds or int(record.get("seeds", 3))
-    designs = [d for d in designs if (out / d).is_dir()]
-    if not designs:
-        raise RlhlsError(f"--report: no Table III run folders in {out}")
-    _print_rows(summarize_table3(out, designs, seeds, f"{args.name}: fp32 vs mixed precision, {seeds} seed(s), "
-                                 "as the runs stand"), args.json)
-    print(f"-> {out / 'table3.md'}, {out / 'fig11.png'}")
-    return 0
+def summary_table3(ctx, outcomes) -> Summary:
+    """table3.* and fig11.png of the runs; with --report, of the run folders as they stand (while,
+    or after, they train)."""
+    args, out, designs = ctx.opts, ctx.out, ctx.data["designs"]
+    title = f"{args.name}: fp32 vs mixed precision, {args.seeds} seed(s)"
+    if args.report:
+        try:
+            record = json.loads((out / "experiment.json").read_text())
+        except (OSError, ValueError):
+            record = {}
+        if args.design is None and record.get("designs"):  # the experiment's own list
+            designs = record["designs"]
+        args.seeds = args.seeds or int(record.get("seeds", 3))
+        designs = [d for d in designs if (out / d).is_dir()]
+        if not designs:
+            raise RlhlsError(f"--report: no Table III run folders in {out}")
+        title = f"{args.name}: fp32 vs mixed precision, {args.seeds} seed(s), as the runs stand"
+    rows = summarize_table3(out, designs, args.seeds, title, failed=ctx.failed)
+    return Summary(rows, _lines(rows), [out / "table3.md", out / "fig11.png"])
 
 
 # ----------------------------------------------------------------------------- table IV
@@ -344,9 +302,7 @@ FP32_EVERYWHERE = {"storage": "fp32", "acc": "fp32"}
 
 
 def _modeled(design, time_limit: float) -> dict:
-    from rlhls.partition.design_plan import partition_design
-
-    plan = partition_design(design, time_limit=time_limit)
+    plan = solve_plan(design, time_limit=time_limit)
     return {"makespan_us": plan.makespan_us, "status": plan.status, "units": plan.units,
             "assignment": dict(plan.assignment)}
 
@@ -404,22 +360,21 @@ def table4_rows(sizes=TABLE4_SIZES, repeats: int = 3, time_limit: float = 60.0, 
     return rows
 
 
-def run_apdrl_table4(args) -> int:
+def runs_table4(ctx) -> list:
+    """No runs: the sizes are modeled and timed one after another in this process (summary_table4)."""
+    ctx.opts.sizes = ctx.opts.sizes or TABLE4_SIZES
+    ctx.data["settings"] = {"name": ctx.opts.name, "sizes": [list(s) for s in ctx.opts.sizes]}
+    check_out(ctx.out, ctx.data["settings"])
+    return []
+
+
+def summary_table4(ctx, outcomes) -> Summary:
     from ..report import markdown_table
     from ..runner import atomic_write_text, csv_text
 
-    from rlhls.partition.fileio import make_dirs
-
-    from . import check_out, write_record
-
-    sizes = args.sizes or TABLE4_SIZES
-    out = Path(args.out or "runs/apdrl-table4")
-    settings = {"name": args.name, "sizes": [list(s) for s in sizes]}
-    check_out(out, settings)
-    say = (lambda m: None) if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
-    rows = table4_rows(sizes, repeats=args.repeats, say=say)
-    make_dirs(out)
-    write_record(out, settings, args)
+    out = ctx.out
+    rows = table4_rows(ctx.opts.sizes, repeats=ctx.opts.repeats, say=ctx.say)
+    ctx.start(ctx.data["settings"])
     atomic_write_text(out / "table4.csv", csv_text(rows, list(rows[0])))
     md = ["# AP-DRL Table IV: DQN-CartPole training time against network size", "",
           "Modeled = the ILP plan's makespan of one training step (batch 128) on the VEK280 with every unit in FP32 "
@@ -436,12 +391,10 @@ def run_apdrl_table4(args) -> int:
                            f"{r['seed_fp32_ms']:g}", f"{r['seed_bf16_ms']:g}", f"{r['seed_speedup']:.2f}×"]
                           for r in rows]), ""]
     atomic_write_text(out / "table4.md", "\n".join(md))
-    for r in rows:
-        print(f"{r['hidden']:<10} model fp32 {r['model_fp32_step_ms']:9.4g} ms  bf16 {r['model_bf16_step_ms']:9.4g} ms "
-              f"({r['model_speedup']:.2f}x; seed {r['seed_speedup']:.2f}x)  host fp32 {r['host_fp32_step_ms']:.3g} ms "
-              f"mixed {r['host_mixed_step_ms']:.3g} ms")
-    print(f"-> {out / 'table4.md'}")
-    return 0
+    lines = [f"{r['hidden']:<10} model fp32 {r['model_fp32_step_ms']:9.4g} ms  bf16 {r['model_bf16_step_ms']:9.4g} ms "
+             f"({r['model_speedup']:.2f}x; seed {r['seed_speedup']:.2f}x)  host fp32 {r['host_fp32_step_ms']:.3g} ms "
+             f"mixed {r['host_mixed_step_ms']:.3g} ms" for r in rows]
+    return Summary(rows, lines, [out / "table4.md"])
 
 
 MAX_HIDDEN = 16384  # Table IV goes to 4096x3072; a 16384x16384 layer's float64 weights are 2 GiB
@@ -463,11 +416,19 @@ def parse_sizes(text: str) -> tuple:
     return tuple(out)
 
 
-def _run_table3(args) -> int:
-    if not args.report:  # --report takes the folder's own count
-        args.seeds = args.seeds or 3
-    return run_apdrl_table3(args)
-
-
-register_experiment("apdrl-table3", _run_table3, "AP-DRL Table III: fp32 vs mixed precision over seeds (Fig. 11)")
-register_experiment("apdrl-table4", run_apdrl_table4, "AP-DRL Table IV: modeled FP32 vs BF16 step time by network size")
+register_experiment(Experiment(
+    "apdrl-table3", "AP-DRL Table III: fp32 vs mixed precision over seeds (Fig. 11)", runs=runs_table3,
+    run=train_run, summarize=summary_table3,
+    options=(option("--design", action="append", default=None,
+                    help="a benchmark to run (repeatable; default all six)"),
+             "steps", option("--seeds", type=count, default=None, help="seeds 0..K-1 (default 3)"), "full",
+             "overrides", *RUNS,
+             option("--report", action="store_true",
+                    help="summarize the run folders in --out as they are (unfinished runs at their last episode) "
+                         "and train nothing"))))
+register_experiment(Experiment(
+    "apdrl-table4", "AP-DRL Table IV: modeled FP32 vs BF16 step time by network size", runs=runs_table4,
+    summarize=summary_table4,
+    options=(option("--sizes", type=parse_sizes, default=None,
+                    help="hidden sizes H1xH2,... (default 64x64,400x300,4096x3072)"),
+             option("--repeats", type=count, default=3, help="host timing repeats, best of (default 3)"))))

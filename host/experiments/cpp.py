@@ -59,7 +59,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 import time
 from pathlib import Path
 
@@ -68,9 +67,10 @@ import numpy as np
 from rlhls.designs.errors import RlhlsError
 from rlhls.partition import fileio
 
-from . import check_out, register_experiment, write_record
+from . import RUNS, Experiment, Summary, count, design_ref, option, register_experiment
 
-__all__ = ["collect_dataset", "mape_percent", "fig4_rows", "table2_rows", "run_fig4", "run_table2"]
+__all__ = ["collect_dataset", "mape_percent", "runs_fig4", "summary_fig4", "table2_rows", "runs_table2",
+           "summary_table2"]
 
 DESIGNS = ("cpp-trpo-humanoid", "cpp-trpo-ant")
 INT_BITS = 4
@@ -136,18 +136,14 @@ def _designs(opts) -> list:
     return out
 
 
-def _start(opts, params: dict, designs) -> Path:
-    out = Path(opts.out or f"runs/{opts.name}")
-    settings = {"name": opts.name, "designs": [d.name for d in designs], "samples": params["samples"],
-                "warmup": params["warmup"], "seed": params["seed"]}
-    check_out(out, settings)
-    fileio.make_dirs(out)
-    write_record(out, {**settings, "params": params}, opts)
-    return out
-
-
-def _say(opts):
-    return (lambda m: None) if (opts.quiet or opts.json) else (lambda m: print(m, file=sys.stderr, flush=True))
+def _start(ctx) -> tuple[dict, list]:
+    """The checked --param settings and designs; the experiment folder made and recorded."""
+    p, designs = _params(ctx.opts), _designs(ctx.opts)
+    settings = {"name": ctx.opts.name, "designs": [d.name for d in designs], "samples": p["samples"],
+                "warmup": p["warmup"], "seed": p["seed"]}
+    ctx.start(settings, {"params": p})
+    ctx.data.update(p=p, designs=designs, t0=time.perf_counter())
+    return p, designs
 
 
 # ----------------------------------------------------------------------------- the data set
@@ -301,37 +297,44 @@ def _design_frac_bits(design) -> int:
     return parse_format(spec.storage).frac_bits
 
 
-def fig4_rows(out: Path, designs, p: dict, opts=None, say=lambda m: None) -> tuple[list, dict]:
-    """Fig. 4's rows. Every (design, scaling, width) is one run on the engine (``--jobs``,
-    ``--address``; host/engine.py) that recomputes the float64 reference and keeps its row in
-    ``<out>/parts/``: a part found there is not run again, so an interrupted sweep (the seed's
-    50,000 samples take hours) continues where it stopped."""
-    from . import Run, run_all
-
+def runs_fig4(ctx) -> list:
+    """Fig. 4's parts: every (design, scaling, width) is one run on the engine that recomputes the
+    float64 reference and keeps its row in ``<out>/parts/``: a part found there is not run again, so
+    an interrupted sweep (the seed's 50,000 samples take hours) continues where it stopped."""
+    p, designs = _start(ctx)
+    out = ctx.out
     scales = {"on": [True], "off": [False], "both": [True, False]}[p["scale"]]
-    jobs, address = (opts.jobs, opts.address) if opts is not None else (1, None)
     runs, checks = [], {}
     fileio.make_dirs(out / "parts")
     for d in designs:
-        checks[d.name] = _same_bits_p1(d, _dataset(out, d, p, say), scales[0])
+        checks[d.name] = _same_bits_p1(d, _dataset(out, d, p, ctx.say), scales[0])
+    ctx.data["checks"] = checks
     for s in scales:  # width by width, every design at each: an interrupted sweep has whole columns
         for b in p["bits"]:
             for d in designs:
                 part = out / "parts" / f"{d.name}-{'on' if s else 'off'}-F{b}.json"
-                runs.append(Run(part.stem, fn=_fig4_one, finished=part.is_file, kwargs={"job": {
-                    "design": d.name, "dataset": str(out / f"dataset-{d.name}.npz"), "bits": b, "scale": s,
-                    "save": str(part)}}))
-    say(f"{len(runs)} part(s): CG with the fixed-point unit, one width each")
-    outcomes = run_all(runs, jobs=jobs, address=address, progress=opts is not None and not opts.quiet, say=say,
-                       out=out)
+                runs.append(ctx.run(part.stem, finished=part.is_file, job={
+                    "design": design_ref(d), "dataset": str(out / f"dataset-{d.name}.npz"), "bits": b, "scale": s,
+                    "save": str(part)}))
+    ctx.say(f"{len(runs)} part(s): CG with the fixed-point unit, one width each")
+    ctx.data["parts"] = [r.kwargs["job"]["save"] for r in runs]
+    return runs
+
+
+def summary_fig4(ctx, outcomes) -> Summary:
+    out, designs, p = ctx.out, ctx.data["designs"], ctx.data["p"]
     bad = [o for o in outcomes if not o.ok]
     if bad:
         raise RlhlsError(f"cpp-fig4: {len(bad)} part(s) failed (first {bad[0].id}: {bad[0].error}); the others are "
                          f"kept in {out / 'parts'}: --resume runs the rest")
-    rows = [r for run in runs for r in json.loads(Path(run.kwargs["job"]["save"]).read_text())]
+    rows = [r for part in ctx.data["parts"] for r in json.loads(Path(part).read_text())]
     order = [d.name for d in designs]
     rows.sort(key=lambda r: (order.index(r["design"]), r["scale"] != "on", r["fraction_bits"]))
-    return rows, checks
+    _fig4_outputs(out, rows, designs, p, ctx.data["checks"])
+    lines = [f"{r['design']:<18} scaling {r['scale']:<3} F={r['fraction_bits']:>2}  MAPE "
+             + ("-" if math.isnan(r["mape_percent"]) else f"{r['mape_percent']:.4g} %")
+             for r in rows if r["fraction_bits"] in (12, 16, 20, 23, 24, 27)]
+    return Summary(rows, lines, [out / "fig4.md", out / "fig4.png"])
 
 
 def _fig4_outputs(out: Path, rows: list, designs, p: dict, checks: dict) -> None:
@@ -402,25 +405,6 @@ def _fig4_outputs(out: Path, rows: list, designs, p: dict, checks: dict) -> None
     save_png(fig, out / "fig4.png")
     fileio.atomic_write_text(out / "fig4.json", json.dumps({"rows": rows, "same_bits_p1": checks}, indent=1,
                                                            default=str) + "\n")
-
-
-def run_fig4(opts) -> int:
-    p = _params(opts)
-    designs = _designs(opts)
-    out = _start(opts, p, designs)
-    say = _say(opts)
-    t0 = time.perf_counter()
-    rows, checks = fig4_rows(out, designs, p, opts, say=say)
-    _fig4_outputs(out, rows, designs, p, checks)
-    if opts.json:
-        print(json.dumps(rows, indent=2, default=str))
-        return 0
-    for r in rows:
-        if r["fraction_bits"] in (12, 16, 20, 23, 24, 27):
-            print(f"{r['design']:<18} scaling {r['scale']:<3} F={r['fraction_bits']:>2}  MAPE "
-                  + ("-" if math.isnan(r["mape_percent"]) else f"{r['mape_percent']:.4g} %"))
-    print(f"{len(rows)} point(s) in {time.perf_counter() - t0:.0f} s -> {out / 'fig4.md'}, {out / 'fig4.png'}")
-    return 0
 
 
 # ----------------------------------------------------------------------------- Table II
@@ -511,26 +495,28 @@ def _table2_outputs(out: Path, rows: list, p: dict) -> None:
     atomic_write_text(out / "table2.md", "\n".join(md))
 
 
-def run_table2(opts) -> int:
-    p = _params(opts)
-    designs = _designs(opts)
-    out = _start(opts, p, designs)
-    say = _say(opts)
-    t0 = time.perf_counter()
-    rows = table2_rows(out, designs, p, repeats=opts.repeats, say=say)
+def runs_table2(ctx) -> list:
+    """No runs: the timings are measured one after another in this process (summary_table2)."""
+    _start(ctx)
+    return []
+
+
+def summary_table2(ctx, outcomes) -> Summary:
+    out, p = ctx.out, ctx.data["p"]
+    rows = table2_rows(out, ctx.data["designs"], p, repeats=ctx.opts.repeats, say=ctx.say)
     _table2_outputs(out, rows, p)
-    if opts.json:
-        print(json.dumps(rows, indent=2, default=str))
-        return 0
-    for r in rows:
-        print(f"{r['design']:<18} model FVP {r['model_fvp_s']:.4g} s (seed {r['seed_model_s']} s)  CG emu "
-              f"{r['emu_cg_s']:.4g} s  csim {r['csim_cg_s']:.4g} s  float64 {r['float64_cg_s']:.4g} s  speed-up "
-              f"{r['speedup_model_vs_float64']:.2f} (seed {r['seed_speedup']})")
-    print(f"in {time.perf_counter() - t0:.0f} s -> {out / 'table2.md'}")
-    return 0
+    lines = [f"{r['design']:<18} model FVP {r['model_fvp_s']:.4g} s (seed {r['seed_model_s']} s)  CG emu "
+             f"{r['emu_cg_s']:.4g} s  csim {r['csim_cg_s']:.4g} s  float64 {r['float64_cg_s']:.4g} s  speed-up "
+             f"{r['speedup_model_vs_float64']:.2f} (seed {r['seed_speedup']})" for r in rows]
+    return Summary(rows, lines, [out / "table2.md"])
 
 
-register_experiment("cpp-fig4", run_fig4, "CPP Fig. 4: MAPE of the fixed-point CG result against float64 by "
-                                          "fraction bits (Humanoid, Ant)", PARAMS["cpp-fig4"])
-register_experiment("cpp-table2", run_table2, "CPP Table II: CG and FVP time (FPGA model, emulation, csim, "
-                                              "float64 numpy) and the speed-up", PARAMS["cpp-table2"])
+_DESIGN = option("--design", action="append", default=None,
+                 help="a TRPO design with an fvp unit (repeatable; default cpp-trpo-humanoid and cpp-trpo-ant)")
+register_experiment(Experiment(
+    "cpp-fig4", "CPP Fig. 4: MAPE of the fixed-point CG result against float64 by fraction bits (Humanoid, Ant)",
+    runs=runs_fig4, run=_fig4_one, summarize=summary_fig4, options=(_DESIGN, *RUNS), params=PARAMS["cpp-fig4"]))
+register_experiment(Experiment(
+    "cpp-table2", "CPP Table II: CG and FVP time (FPGA model, emulation, csim, float64 numpy) and the speed-up",
+    runs=runs_table2, summarize=summary_table2, params=PARAMS["cpp-table2"],
+    options=(_DESIGN, option("--repeats", type=count, default=3, help="timing repeats, best of (default 3)"))))

@@ -40,7 +40,6 @@ zeros), so their host times agree; the seed's NumPy times differ by the padded 2
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import time
@@ -51,13 +50,15 @@ import numpy as np
 from rlhls.designs.errors import RlhlsError
 from rlhls.partition import fileio
 
-from . import Run, check_out, failed_lines, param, register_experiment, run_runs, write_record
+from . import (RUNS, TRAINS, Experiment, Summary, design_ref, episodes, option, param, register_experiment,
+               train_run)
 from ..policy import POLICY_STATES
 from ..report import register_report_section
 from ..runner import CHECKPOINT, csv_text, read_metrics
 
 __all__ = ["TASKS", "SEED_SNAPSHOTS", "VARIANTS", "seed_plan", "policy_fn", "evaluate", "write_gif",
-           "run_table7", "run_table4", "report_section", "DEMO"]
+           "Snapshots", "table7_run", "runs_table7", "summary_table7", "runs_table4", "summary_table4",
+           "report_section", "DEMO"]
 
 TASKS = "ABCDEF"
 SEED_EPISODES, SEED_SNAPSHOTS, GRADIENTS = 1300, (400, 600, 800, 1000, 1200), 300
@@ -184,70 +185,50 @@ def _net_from(design, params: dict):
 
 # ----------------------------------------------------------------------------- Table VII
 
-class _Snapshots:
-    """A DDPG trainer that saves its actor (``policies/ep<E>.npz``) when the count of finished
-    episodes reaches each of `at` (the runner drives it as the trainer itself)."""
+class Snapshots:
+    """The ``on_update`` hook of a Table VII run: saves the actor (``policies/ep<E>.npz``) once the
+    count of finished episodes reaches each of `at`, from the checkpoint of the update that reached
+    it (called before every update, and once more after the last)."""
 
-    def __init__(self, trainer, folder: Path, at, done: int):
-        self._t, self._dir, self._at, self._count = trainer, Path(folder) / "policies", tuple(at), int(done)
+    def __init__(self, folder: Path, at):
+        self.folder, self.at = Path(folder), tuple(at)
 
-    def __getattr__(self, name):
-        return getattr(self._t, name)
+    def __call__(self, update=None) -> None:
+        done = len(episodes(self.folder)[1])
+        due = [e for e in self.at if done >= e and not (self.folder / "policies" / f"ep{e}.npz").exists()]
+        if not due or not (self.folder / CHECKPOINT).is_file():
+            return
+        from ..checkpoint import load_checkpoint
 
-    def train_update(self, update, total):
-        row = self._t.train_update(update, total)
-        self._count += len(row.get("_episodes", []))
-        for e in self._at:
-            path = self._dir / f"ep{e}.npz"
-            if self._count >= e and not path.exists():
-                fileio.make_dirs(self._dir)
-                buf = io.BytesIO()
-                np.savez(buf, **self._t.actor.get_params())
-                fileio.atomic_write_bytes(path, buf.getvalue())
-        return row
-
-
-def _episodes_done(folder: Path) -> int:
-    try:
-        with open(folder / "episodes.csv") as f:
-            return sum(1 for _ in csv.DictReader(f))
-    except OSError:
-        return 0
+        actor = load_checkpoint(self.folder / CHECKPOINT)["trainer"]["actor"]
+        fileio.make_dirs(self.folder / "policies")
+        buf = io.BytesIO()
+        np.savez(buf, **actor)
+        for e in due:
+            fileio.atomic_write_bytes(self.folder / "policies" / f"ep{e}.npz", buf.getvalue())
 
 
-def train_run(design_name: str, variant: str, seed: int, folder: str, steps: int, snapshots, overrides: dict,
-              backend: str = "emu") -> dict:
-    """One Table VII run (a worker process): train, then evaluate every snapshot; returns eval.json."""
+def table7_run(design: str, variant: str, seed: int, out: str, steps: int, snapshots, overrides: dict,
+               backend: str = "emu") -> dict:
+    """One Table VII run (a worker process): train (in process, train_run), then evaluate every
+    snapshot; returns eval.json."""
     from rlhls.designs.registry import get_design
 
-    from ..algorithms import get_algorithm
-    from ..runner import train
-
-    design, folder = get_design(design_name), Path(folder)
-    alg = get_algorithm("ddpg")
-    hp = alg.hyperparams(design, {**overrides, "precision": VARIANTS[variant]}, None)
-    plan = seed_plan(design) if variant == "F-DDPG" else None
-    config = {"design": design.name, "algorithm": "ddpg", "env": design.env_id, "seed": seed, "backend": backend,
-              "hyperparams": hp, "precision": hp["precision"], "plan": plan,
-              "plan_source": "seed" if plan else None, "variant": variant}
-    resume = (folder / CHECKPOINT).is_file()
-    done = _episodes_done(folder) if resume else 0
-
-    def make():
-        t = alg.trainer(design, env_id=design.env_id, seed=seed, backend=backend, hyperparams=hp, assignment=plan)
-        return _Snapshots(t, folder, snapshots, done)
-
+    d, folder = get_design(design), Path(out)
+    plan = seed_plan(d) if variant == "F-DDPG" else None
+    snap = Snapshots(folder, snapshots)
     t0 = time.perf_counter()
-    train(make, config, folder, steps=steps, resume=resume, progress=False,
-          title=f"{design.name} {variant} (seed {seed})")
+    train_run(design, out, steps, seed, backend=backend, precision=VARIANTS[variant], plan=plan,
+              overrides=overrides, on_update=snap)
+    snap()
     res = {"variant": variant, "seed": seed, "train_seconds": round(time.perf_counter() - t0, 1), "snapshots": {}}
     for e in snapshots:
         path = folder / "policies" / f"ep{e}.npz"
         if path.is_file():
             with np.load(path, allow_pickle=False) as z:
-                net = _net_from(design, {k: z[k] for k in z.files})
-            res["snapshots"][str(e)] = evaluate(design, net, variant)["tasks"]
-    ev = evaluate(design, trained_actor(design, folder), variant, gif_task=GIF_TASK)
+                net = _net_from(d, {k: z[k] for k in z.files})
+            res["snapshots"][str(e)] = evaluate(d, net, variant)["tasks"]
+    ev = evaluate(d, trained_actor(d, folder), variant, gif_task=GIF_TASK)
     res["final"] = ev["tasks"]
     save_policy_record(folder, ev)
     fileio.write_json(folder / "eval.json", res)
@@ -344,41 +325,38 @@ def summarize_table7(out: Path, design: str, seeds: int, snapshots, failed: list
     return {"rows": csv_rows, "runs": len(runs)}
 
 
-def run_table7(opts) -> int:
+def runs_table7(ctx) -> list:
     from rlhls.designs.registry import get_design
 
+    opts = ctx.opts
     design = get_design((opts.design or ["fddpg-arm-m1"])[0])
     if not design.name.startswith("fddpg-"):
         raise RlhlsError(f"fddpg-table7: design '{design.name}' is not an F-DDPG arm design (fddpg-arm-m1/m2/m3)")
     full = opts.full
-    episodes = param(opts, "episodes", SEED_EPISODES if full else DEMO["episodes"], low=1)
+    episodes_ = param(opts, "episodes", SEED_EPISODES if full else DEMO["episodes"], low=1)
     snaps = _parse_ints(opts.params["snapshots"], "snapshots") if "snapshots" in opts.params else (
         SEED_SNAPSHOTS if full else DEMO["snapshots"])
     seeds = int(opts.seeds or 3)
-    steps = int(opts.steps or episodes * GRADIENTS)
-    out = Path(opts.out or "runs/fddpg-table7")
-    settings = {"experiment": "fddpg-table7", "design": design.name, "episodes": episodes, "snapshots": list(snaps),
+    steps = int(opts.steps or episodes_ * GRADIENTS)
+    out = ctx.out
+    settings = {"experiment": "fddpg-table7", "design": design.name, "episodes": episodes_, "snapshots": list(snaps),
                 "steps": steps, "backend": opts.backend, "overrides": {k: str(v) for k, v in opts.overrides.items()}}
-    check_out(out, settings)
-    fileio.make_dirs(out)
-    write_record(out, settings, opts)
-    say = (lambda m: None) if opts.quiet else (lambda m: print(m, flush=True))
+    ctx.start(settings)
+    ctx.data.update(design=design.name, seeds=seeds, snapshots=snaps)
     jobs = [(v, s) for s in range(seeds) for v in VARIANTS]
-    say(f"fddpg-table7: {design.name}, {len(jobs)} run(s) of {steps} steps ({episodes} episodes of <= {GRADIENTS} "
-        f"steps), snapshots {', '.join(map(str, snaps))} -> {out}")
-    t0 = time.perf_counter()
-    runs = [Run(f"{v}-s{s}", out / f"{v}-s{s}", fn=train_run, steps=steps, finished=_evaluated(out / f"{v}-s{s}"),
-                kwargs={"design_name": design.name, "variant": v, "seed": s, "folder": str(out / f"{v}-s{s}"),
-                        "steps": steps, "snapshots": snaps, "overrides": dict(opts.overrides),
-                        "backend": opts.backend})
+    ctx.say(f"fddpg-table7: {design.name}, {len(jobs)} run(s) of {steps} steps ({episodes_} episodes of <= "
+            f"{GRADIENTS} steps), snapshots {', '.join(map(str, snaps))} -> {out}")
+    return [ctx.run(f"{v}-s{s}", out / f"{v}-s{s}", steps=steps, finished=_evaluated(out / f"{v}-s{s}"),
+                    design=design_ref(design), variant=v, seed=s, out=str(out / f"{v}-s{s}"), snapshots=snaps,
+                    overrides=dict(opts.overrides), backend=opts.backend)
             for v, s in jobs]
-    outcomes = run_runs(opts, runs, out=out, say=say)
-    summary = summarize_table7(out, design.name, seeds, snaps, failed=failed_lines(outcomes))
-    say((out / "table7.md").read_text())
-    say(f"({time.perf_counter() - t0:.0f} s; fig7.png, table7.csv, run folders in {out})")
-    if opts.json:
-        print(json.dumps(summary["rows"]))
-    return 1 if any(not o.ok for o in outcomes) else 0
+
+
+def summary_table7(ctx, outcomes) -> Summary:
+    out = ctx.out
+    summary = summarize_table7(out, ctx.data["design"], ctx.data["seeds"], ctx.data["snapshots"], failed=ctx.failed)
+    return Summary(summary["rows"], (out / "table7.md").read_text().splitlines(),
+                   [out / "table7.md", out / "table7.csv", out / "fig7.png"])
 
 
 class _evaluated:
@@ -417,19 +395,21 @@ def _host_step_seconds(design, precision: str, measure: int, backend: str = "emu
     return {"per_step_s": secs / n, "steps": n, "phases": {k: v / n for k, v in phases.items()}}
 
 
-def run_table4(opts) -> int:
+def runs_table4(ctx) -> list:
+    """No runs: the designs are timed one after another in this process (summary_table4)."""
+    ctx.start({"experiment": "fddpg-table4"})
+    return []
+
+
+def summary_table4(ctx, outcomes) -> Summary:
     from rlhls.designs.kernels import KernelContext, get_kernel
     from rlhls.designs.registry import get_design
 
     from ..report import markdown_table, save_png
 
+    opts, out, say = ctx.opts, ctx.out, ctx.say
     names = opts.design or ["fddpg-arm-m1", "fddpg-arm-m2", "fddpg-arm-m3"]
     measure = param(opts, "measure", MEASURE, low=1)
-    out = Path(opts.out or "runs/fddpg-table4")
-    check_out(out, {"experiment": "fddpg-table4"})
-    fileio.make_dirs(out)
-    write_record(out, {"experiment": "fddpg-table4"}, opts)
-    say = (lambda m: None) if opts.quiet else (lambda m: print(m, flush=True))
     total = SEED_EPISODES * GRADIENTS
     rows, md = [], []
     k = get_kernel("ddpg_gradient")
@@ -503,10 +483,7 @@ def run_table4(opts) -> int:
     ax.grid(alpha=0.3, axis="y")
     fig.tight_layout()
     save_png(fig, out / "table4.png")
-    say(text)
-    if opts.json:
-        print(json.dumps(rows))
-    return 0
+    return Summary(rows, text.splitlines(), [out / "table4.md", out / "table4.csv", out / "table4.png"])
 
 
 # ----------------------------------------------------------------------------- the flow report
@@ -585,9 +562,15 @@ def report_section(rec: dict, out: Path) -> list:
 
 register_report_section(report_section)
 # --param keys and their defaults (the demonstration's; --full: the seed's 1300 episodes, snapshots 400..1200)
-register_experiment("fddpg-table7", run_table7,
-                    "F-DDPG Table VII: episodes to 'attach' and 'put' on tasks A-F, float DDPG vs F-DDPG, snapshots",
-                    {"episodes": DEMO["episodes"], "snapshots": ",".join(map(str, DEMO["snapshots"]))})
-register_experiment("fddpg-table4", run_table4,
-                    "F-DDPG Tables III-VI: 1300 x 300 gradients on the host (numpy, emulation) and the modeled FPGA",
-                    {"measure": MEASURE})
+register_experiment(Experiment(
+    "fddpg-table7", "F-DDPG Table VII: episodes to 'attach' and 'put' on tasks A-F, float DDPG vs F-DDPG, snapshots",
+    runs=runs_table7, run=table7_run, summarize=summary_table7,
+    options=(option("--design", action="append", default=None, help="the F-DDPG arm design (default fddpg-arm-m1)"),
+             *TRAINS, *RUNS),
+    params={"episodes": DEMO["episodes"], "snapshots": ",".join(map(str, DEMO["snapshots"]))}))
+register_experiment(Experiment(
+    "fddpg-table4", "F-DDPG Tables III-VI: 1300 x 300 gradients on the host (numpy, emulation) and the modeled FPGA",
+    runs=runs_table4, summarize=summary_table4,
+    options=(option("--design", action="append", default=None,
+                    help="an F-DDPG arm design (repeatable; default fddpg-arm-m1, -m2, -m3)"), "backend"),
+    params={"measure": MEASURE}))

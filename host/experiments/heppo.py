@@ -33,22 +33,17 @@ settings (then it is continued), else it is refused.
 
 from __future__ import annotations
 
-import csv
 import json
 import math
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 from rlhls.designs.errors import RlhlsError
-from rlhls.partition import fileio
 
-from . import register_experiment
-from ..runner import CHECKPOINT
+from . import Experiment, RUNS, Summary, TRAINS, design_ref, episodes, option, register_experiment, train_run
 
-__all__ = ["configurations", "run_heppo", "summarize"]
+__all__ = ["configurations", "runs", "summarize"]
 
 DEMO_STEPS = 4096
 DEMO_SEEDS = 2
@@ -67,28 +62,6 @@ def configurations(name: str) -> list[dict]:
                 for n in range(3, 11)]
         return out
     raise RlhlsError(f"experiment {name!r}: not a HEPPO-GAE experiment (expected heppo-table3 or heppo-bits)")
-
-
-def _one_run(job: dict) -> dict:
-    """Train one (configuration, seed) run folder (a Ray task, or in-process with --jobs 1); resumes
-    from the folder's checkpoint when it has one."""
-    from rlhls.designs.registry import get_design
-
-    from ..train import train_design
-
-    out = Path(job["out"])
-    t0 = time.perf_counter()
-    run = train_design(get_design(job["design"]), out=out, steps=job["steps"], seed=job["seed"], env_id=job["env"],
-                       backend=job["backend"], overrides=job["overrides"],
-                       resume=(out / CHECKPOINT).exists(), progress=False)
-    return {"env_steps": run.env_steps, "seconds": time.perf_counter() - t0, "config": job["config"],
-            "seed": job["seed"]}
-
-
-def _episodes(run_dir: Path) -> tuple[np.ndarray, np.ndarray]:
-    with open(run_dir / "episodes.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
-    return (np.array([float(r["env_step"]) for r in rows]), np.array([float(r["return"]) for r in rows]))
 
 
 def _rolling(y: np.ndarray) -> np.ndarray:
@@ -112,7 +85,7 @@ def summarize(out, configs: list[dict], seeds: int, title: str = "", failed: lis
             d = out / f"{c['name']}-s{s}"
             if not (d / "episodes.csv").exists():
                 continue
-            x, y = _episodes(d)
+            x, y = episodes(d)
             cfg = json.loads((d / "config.json").read_text())
             max_step = max(max_step, float(cfg.get("steps", 0)))
             f = float(np.mean(y[-rolling_window(len(y)):])) if len(y) else float("nan")
@@ -164,15 +137,13 @@ def summarize(out, configs: list[dict], seeds: int, title: str = "", failed: lis
     return rows
 
 
-def run_heppo(args) -> int:
-    """heppo-table3 / heppo-bits (module docstring); `args` an ExperimentOptions."""
+def runs(ctx) -> list:
+    """The (configuration, seed) training runs of heppo-table3 / heppo-bits (module docstring)."""
     from rlhls.designs.registry import get_design
 
     from ..algorithms import get_algorithm
-    from . import Run, check_out, failed_lines, run_runs, write_record
 
-    if args.report:
-        raise RlhlsError(f"--report: only for apdrl-table3 (not {args.name})")
+    args = ctx.opts
     args.seeds = args.seeds or DEMO_SEEDS
     configs = configurations(args.name)
     if args.design and len(args.design) > 1:
@@ -187,37 +158,30 @@ def run_heppo(args) -> int:
         alg.hyperparams(design, {**base, **c["set"]})  # validate every configuration first
     env = args.env or design.env_id
     steps = args.steps or DEMO_STEPS
-    out = Path(args.out or f"runs/{args.name}")
+    out = ctx.out
     settings = {"name": args.name, "design": design.name, "env": env, "backend": args.backend, "full": args.full,
                 "overrides": {k: str(v) for k, v in base.items()}}
-    check_out(out, settings)
-    fileio.make_dirs(out)
-    write_record(out, {**settings, "steps": steps, "seeds": args.seeds}, args)
-
-    runs = [Run(f"{c['name']}-s{s}", out / f"{c['name']}-s{s}", fn=_one_run, steps=steps,
-                kwargs={"job": {"design": design.name, "env": env, "backend": args.backend, "steps": steps, "seed": s,
-                                "config": c["name"], "label": c["label"], "overrides": {**base, **c["set"]},
-                                "out": str(out / f"{c['name']}-s{s}")}})
+    ctx.start(settings, {"steps": steps, "seeds": args.seeds})
+    ctx.data.update(configs=configs, title=f"{args.name}: {design.name} on {env}, {steps} steps per run")
+    ctx.say(f"{args.name}: {len(configs)} configuration(s) x {args.seeds} seed(s) = {len(configs) * args.seeds} "
+            f"run(s) of {steps} steps on {env} -> {out}")
+    ref = design_ref(design)
+    return [ctx.run(f"{c['name']}-s{s}", out / f"{c['name']}-s{s}", steps=steps, design=ref,
+                    out=str(out / f"{c['name']}-s{s}"), seed=s, env=env, backend=args.backend,
+                    overrides={**base, **c["set"]})
             for c in configs for s in range(args.seeds)]
-    say = (lambda m: None) if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
-    say(f"{args.name}: {len(configs)} configuration(s) x {args.seeds} seed(s) = {len(runs)} run(s) of {steps} steps "
-        f"on {env} -> {out}")
-    t0 = time.perf_counter()
-    outcomes = run_runs(args, runs, out=out, say=say)
-    rows = summarize(out, configs, args.seeds, f"{args.name}: {design.name} on {env}, {steps} steps per run",
-                     failed=failed_lines(outcomes))
-    bad = sum(not o.ok for o in outcomes)
-    if args.json:
-        print(json.dumps(rows, indent=2, default=str))
-        return 1 if bad else 0
-    for r in rows:
-        print(f"{r['config']:<6} {r['label']:<46} {r['final_return_mean']:10.2f} ± {r['final_return_std']:.2f} "
-              f"({r['seeds']} seed(s))")
-    print(f"{len(runs)} run(s) in {time.perf_counter() - t0:.0f} s -> {out / 'summary.md'}, {out / 'comparison.png'}")
-    if bad:
-        print(f"{bad} run(s) failed (their errors: {out / 'runs.csv'}); --resume retries them")
-    return 1 if bad else 0
 
 
-register_experiment("heppo-table3", run_heppo, "HEPPO-GAE Table III experiments 1-5 (Fig. 10), several seeds")
-register_experiment("heppo-bits", run_heppo, "HEPPO-GAE Fig. 8-9: n = 3..10-bit codes against PPO + DS")
+def summary(ctx, outcomes) -> Summary:
+    rows = summarize(ctx.out, ctx.data["configs"], ctx.opts.seeds, ctx.data["title"], failed=ctx.failed)
+    lines = [f"{r['config']:<6} {r['label']:<46} {r['final_return_mean']:10.2f} ± {r['final_return_std']:.2f} "
+             f"({r['seeds']} seed(s))" for r in rows]
+    return Summary(rows, lines, [ctx.out / "summary.md", ctx.out / "comparison.png"])
+
+
+_OPTIONS = (option("--design", action="append", default=None, help="the PPO design (default heppo-ppo)"),
+            "env", *TRAINS, *RUNS)
+register_experiment(Experiment("heppo-table3", "HEPPO-GAE Table III experiments 1-5 (Fig. 10), several seeds",
+                               runs=runs, run=train_run, summarize=summary, options=_OPTIONS))
+register_experiment(Experiment("heppo-bits", "HEPPO-GAE Fig. 8-9: n = 3..10-bit codes against PPO + DS",
+                               runs=runs, run=train_run, summarize=summary, options=_OPTIONS))

@@ -4,9 +4,9 @@
                              [--set K=V ...] [--param episodes=E] [--param eval_seed=S]
     rlhls experiment traffic --param report=FLOW_DIR [--param episodes=E]
 
-**Training.** ``--seeds`` (default 2) runs of ``rlhls train a2c-traffic`` (A2C, RMSprop, the conv + fc
+**Training.** ``--seeds`` (default 2) training runs of a2c-traffic (A2C, RMSprop, the conv + fc
 trunk of Fig. 3 under the design's plan), ``--steps`` environment steps each (default
-``DEFAULT_STEPS``), each its own process and run folder ``<out>/train-s<seed>``, a Ray task
+``DEFAULT_STEPS``), each its own run folder ``<out>/train-s<seed>``, a Ray task
 (host/engine.py: ``--jobs`` at once, ``--address`` a cluster; ``--resume``, or the same command
 again, keeps finished runs and continues the others from their checkpoints). Training episodes are
 an hour of traffic from the ``mixed`` demand (each episode one of the four route sets).
@@ -35,10 +35,8 @@ route set).
 
 from __future__ import annotations
 
-import csv
 import json
 import math
-import sys
 import time
 from pathlib import Path
 
@@ -47,12 +45,12 @@ import numpy as np
 from rlhls.designs import traffic as plan
 from rlhls.designs.errors import RlhlsError
 
-from . import param, register_experiment
+from . import RUNS, TRAINS, Experiment, Summary, episodes, metrics, param, register_experiment, train_run
 from ..report import register_report_section
 from ..runner import CHECKPOINT
 
 __all__ = ["DESIGN", "DEFAULT_STEPS", "DEFAULT_SEEDS", "POLICIES", "fixed_time_policy", "random_policy",
-           "a2c_policy", "evaluate", "training_episode_seed", "check_held_out", "stage_times", "run_traffic",
+           "a2c_policy", "evaluate", "training_episode_seed", "check_held_out", "stage_times", "runs", "summary",
            "report_section", "summarize"]
 
 DESIGN = "a2c-traffic"
@@ -198,21 +196,9 @@ def stage_times(design=None, batch: int | None = None) -> list[dict]:
 
 # -- the experiment
 
-def _train_command(seed: int, steps: int, out: Path, backend: str, overrides: dict) -> list[str]:
-    """The run's ``rlhls train`` argv (the engine adds --resume when its folder has a checkpoint)."""
-    cmd = ["train", DESIGN, "--seed", str(seed), "--steps", str(steps), "--out", str(out), "--backend", backend,
-           "--quiet"]
-    for k, v in overrides.items():
-        cmd += ["--set", f"{k}={v}"]
-    return cmd
-
-
-def _episodes(run: Path) -> list[tuple[int, float]]:
-    try:
-        with open(run / "episodes.csv", newline="") as f:
-            return [(int(r["env_step"]), float(r["return"])) for r in csv.DictReader(f)]
-    except (OSError, KeyError, ValueError):
-        return []
+def _curve(run: Path) -> list[tuple[int, float]]:
+    x, y = episodes(run)
+    return [(int(a), float(b)) for a, b in zip(x, y)]
 
 
 def _stats(xs) -> tuple[float, float]:
@@ -306,91 +292,90 @@ def _speed(rows) -> dict:
             "sim_s_per_s": sum(r["sim_seconds"] for r in sel) / wall}
 
 
-def run_traffic(opts) -> int:
-    from rlhls.partition.fileio import make_dirs
-
-    from ..envs.sumo_intersection import DEMANDS
-    from . import Run, check_out, run_runs, write_record
-
-    say = (lambda m: None) if opts.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
-    if opts.design and opts.design != [DESIGN]:
-        raise RlhlsError(f"--design: the traffic experiment trains {DESIGN} only")
-    episodes = param(opts, "episodes", EVAL_EPISODES, low=1)
+def runs(ctx) -> list:
+    """The training runs (one per seed); none with --param report."""
+    opts = ctx.opts
+    episodes_ = param(opts, "episodes", EVAL_EPISODES, low=1)
     eval_seed = param(opts, "eval_seed", EVAL_SEED)
+    ctx.data.update(episodes=episodes_, eval_seed=eval_seed)
     if "report" in opts.params:
-        return _add_report(Path(opts.params["report"]), episodes, eval_seed, say)
+        return []
     steps, seeds = opts.steps or DEFAULT_STEPS, opts.seeds or DEFAULT_SEEDS
-    out = Path(opts.out or "runs/traffic")
+    out = ctx.out
     overrides = {k: str(v) for k, v in opts.overrides.items()}
-    settings = {"name": "traffic", "steps": steps, "episodes": episodes, "eval_seed": eval_seed,
+    settings = {"name": "traffic", "steps": steps, "episodes": episodes_, "eval_seed": eval_seed,
                 "backend": opts.backend, "overrides": overrides}
-    check_out(out, settings)
-    make_dirs(out)
-    write_record(out, {**settings, "seeds": seeds}, opts)
-    t0 = time.perf_counter()
-    runs = {s: out / f"train-s{s}" for s in range(seeds)}
-    say(f"traffic: {seeds} x rlhls train {DESIGN} ({steps} steps, backend {opts.backend}) -> {out}")
-    outcomes = run_runs(opts, [Run(f"train-s{s}", run, command=_train_command(s, steps, run, opts.backend, overrides),
-                                   steps=steps) for s, run in runs.items()], out=out, say=say)
+    ctx.start(settings, {"seeds": seeds})
+    folders = {s: out / f"train-s{s}" for s in range(seeds)}
+    ctx.data.update(steps=steps, seeds=seeds, folders=folders, t0=time.perf_counter())
+    ctx.say(f"traffic: {seeds} x training {DESIGN} ({steps} steps, backend {opts.backend}) -> {out}")
+    return [ctx.run(f"train-s{s}", run, steps=steps, design=DESIGN, out=str(run), seed=s, backend=opts.backend,
+                    overrides=overrides) for s, run in folders.items()]
+
+
+def summary(ctx, outcomes) -> Summary:
+    """The evaluation of the trained agents against the baselines and its summary files (module
+    docstring); with --param report, the seed's section of a flow folder's report."""
+    from ..envs.sumo_intersection import DEMANDS
+
+    opts, out, say, D = ctx.opts, ctx.out, ctx.say, ctx.data
+    episodes_, eval_seed = D["episodes"], D["eval_seed"]
+    if "report" in opts.params:
+        report = _add_report(Path(opts.params["report"]), episodes_, eval_seed, say)
+        return Summary([], [f"traffic: seed 004's section -> {report}"])
     bad = [o for o in outcomes if not o.ok]
     if bad:  # the evaluation needs every trained agent
         raise RlhlsError(f"traffic: {len(bad)} training run(s) failed (first {bad[0].id}: {bad[0].error}); "
                          f"'rlhls experiment traffic --resume --out {out}' retries them")
-    t_train = time.perf_counter() - t0
-    curves = {s: _episodes(run) for s, run in runs.items()}
-    eval_seeds = [eval_seed + i for i in range(episodes)]
-    check_held_out(eval_seeds, [(s, len(curves[s]) + 1) for s in runs])
-    say(f"traffic: evaluating on {len(DEMANDS)} route sets x {episodes} held-out episode(s)")
+    steps, seeds, runs_ = D["steps"], D["seeds"], D["folders"]
+    t_train = time.perf_counter() - D["t0"]
+    curves = {s: _curve(run) for s, run in runs_.items()}
+    eval_seeds = [eval_seed + i for i in range(episodes_)]
+    check_held_out(eval_seeds, [(s, len(curves[s]) + 1) for s in runs_])
+    say(f"traffic: evaluating on {len(DEMANDS)} route sets x {episodes_} held-out episode(s)")
     t1 = time.perf_counter()
     rows = evaluate({"fixed-time": fixed_time_policy, "random": random_policy}, DEMANDS, eval_seeds, say=say)
-    for s, run in runs.items():
+    for s, run in runs_.items():
         for r in evaluate({"a2c": a2c_policy(run)}, DEMANDS, eval_seeds, say=say):
             rows.append({**r, "train_seed": s})
     t_eval = time.perf_counter() - t1
     speed = _speed(rows)
-    metrics = [_steps_per_s(run) for run in runs.values()]
-    minutes = [_train_seconds(run) / 60 for run in runs.values()]
+    rates = [_steps_per_s(run) for run in runs_.values()]
+    minutes = [_train_seconds(run) / 60 for run in runs_.values()]
     facts = {
         "budget": f"{seeds} training seed(s) x {steps} environment steps (signal decisions) = "
                   f"{sum(len(c) for c in curves.values())} hour-long training episodes; training "
                   + ", ".join(f"{m:.1f}" for m in minutes) + f" min per run ({opts.jobs or 'all CPUs'} at a time; this "
                   f"command {t_train / 60:.1f} min), evaluation {t_eval / 60:.1f} min",
-        "training speed": ", ".join(f"{m:.0f}" for m in metrics) + " environment steps/s per run (incl. A2C)",
+        "training speed": ", ".join(f"{m:.0f}" for m in rates) + " environment steps/s per run (incl. A2C)",
         "SUMO speed (evaluation, fixed-time)": f"{speed['decisions_per_s']:.0f} decisions/s = "
                                                f"{speed['sim_s_per_s']:.0f} simulated s/s",
-        "evaluation": f"{episodes} held-out episode(s) per route set (seeds {eval_seeds[0]}..{eval_seeds[-1]}), "
+        "evaluation": f"{episodes_} held-out episode(s) per route set (seeds {eval_seeds[0]}..{eval_seeds[-1]}), "
                       "the same for every policy; A2C greedy, pooled over training seeds",
     }
     text = (f"A2C ({DESIGN}: RMSprop, conv + fc trunk, the design's plan) against the seed's fixed-time plan "
             "(Fig. 3 table, 110 s cycle) and a random policy: mean vehicle waiting time and queue per episode, "
             "mean ± std over episodes.")
     table = summarize(rows, curves, out, {"text": text, "facts": facts})
-    if opts.json:
-        print(json.dumps(table, indent=2))
-    else:
-        for t in table:
-            print(f"{t['demand']:<9} {t['policy']:<10} waiting {t['wait_s']:7.1f} ± {t['wait_std']:5.1f} s/veh   "
-                  f"queue {t['queue']:6.1f} ± {t['queue_std']:5.1f}")
-    print(f"traffic: {time.perf_counter() - t0:.0f} s -> {out / 'summary.md'}, {out / 'learning.png'}, "
-          f"{out / 'waiting.png'}")
-    return 0
+    lines = [f"{t['demand']:<9} {t['policy']:<10} waiting {t['wait_s']:7.1f} ± {t['wait_std']:5.1f} s/veh   "
+             f"queue {t['queue']:6.1f} ± {t['queue_std']:5.1f}" for t in table]
+    return Summary(table, lines, [out / "summary.md", out / "learning.png", out / "waiting.png"])
 
 
 def _train_seconds(run: Path) -> float:
+    rows = metrics(run)
     try:
-        with open(run / "metrics.csv", newline="") as f:
-            return sum(float(r["wall_s"]) for r in csv.DictReader(f))
-    except (OSError, KeyError, ValueError):
+        return sum(float(r["wall_s"]) for r in rows) if rows else float("nan")
+    except (KeyError, ValueError):
         return float("nan")
 
 
 def _steps_per_s(run: Path) -> float:
     try:
-        with open(run / "metrics.csv", newline="") as f:
-            rows = list(csv.DictReader(f))
+        rows = metrics(run)
         return sum(int(r["env_steps"]) - int(p["env_steps"]) for p, r in zip([{"env_steps": 0}] + rows, rows)) / \
             sum(float(r["wall_s"]) for r in rows)
-    except (OSError, KeyError, ValueError, ZeroDivisionError):
+    except (KeyError, ValueError, ZeroDivisionError):
         return float("nan")
 
 
@@ -426,7 +411,7 @@ def report_section(flow_dir: Path, episodes: int = 1, eval_seed: int = EVAL_SEED
     L.append(markdown_table(["stage", "node", "plan", "iterations", "accumulations", "MACs", "PL (us)", "PS (us)",
                              "PS / PL"], rows))
     L += ["", "Learning curve: `train/reward.png` (above).", ""]
-    eps = _episodes(run)
+    eps = _curve(run)
     seeds = [eval_seed + i for i in range(episodes)]
     check_held_out(seeds, [(int(cfg["seed"]), len(eps) + 1)])
     import hashlib
@@ -472,8 +457,7 @@ def _add_report(flow_dir: Path, episodes: int, eval_seed: int, say) -> int:
     if head in text:
         text = text[:text.index(head)].rstrip() + "\n"
     atomic_write_text(report, text.rstrip() + "\n\n" + "\n".join(lines).rstrip() + "\n")
-    print(f"traffic: seed 004's section -> {report}")
-    return 0
+    return report
 
 
 def _flow_section(rec: dict, folder: Path) -> list[str]:
@@ -483,7 +467,8 @@ def _flow_section(rec: dict, folder: Path) -> list[str]:
     return report_section(Path(folder), rec=rec)
 
 
-register_experiment("traffic", run_traffic,
-                    "seed 004: A2C traffic-signal control vs the fixed-time plan and a random policy (SUMO)",
-                    {"episodes": EVAL_EPISODES, "eval_seed": EVAL_SEED, "report": ""})
+register_experiment(Experiment(
+    "traffic", "seed 004: A2C traffic-signal control vs the fixed-time plan and a random policy (SUMO)",
+    runs=runs, run=train_run, summarize=summary, options=(*TRAINS, *RUNS),
+    params={"episodes": EVAL_EPISODES, "eval_seed": EVAL_SEED, "report": ""}))
 register_report_section(_flow_section)
