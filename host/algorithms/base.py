@@ -11,6 +11,7 @@ import numpy as np
 
 from rlhls.designs.errors import RlhlsError
 
+from ..distributions import env_action
 from ..envs import ReplayableVecEnv
 from ..mixed import default_plan
 
@@ -122,6 +123,10 @@ class TrainerBase:
             self.envs.restore(env["replay"])
             self.obs = np.array(env["obs"])
             self.tracker.ret, self.tracker.len = np.array(env["ep_ret"]), np.array(env["ep_len"])
+
+    def _env_action(self, a):
+        """What the envs receive of sampled actions (continuous ones clipped to the action box)."""
+        return env_action(a, self.space)
 
     def close(self):
         self.envs.close()
