@@ -1,8 +1,9 @@
-"""What the AP-DRL trainers (host/algorithms/dqn.py, host/algorithms/a2c.py, host/algorithms/ddpg.py) do alike: the constructor (check
+"""What every trainer of the package (dqn, ddpg, a2c, ppo, trpo) does alike: the constructor (check
 the backend, resolve hyperparameters, build the design's networks and the replayable envs, then the
 trainer's own ``_setup``), the partition plan for ``precision='mixed'`` (``assignment`` None there =
 profile + ILP in-process at the given batch, ``mixed.default_plan``), the checkpoint's plan check and
-env state, and the parameter views MixedPrecision updates. The runner's trainer interface is in
+env state, what the envs receive of an action, and the parameter views MixedPrecision updates. The
+on-policy rollout loop is host/algorithms/rollout.py; the runner's trainer interface is in
 host/runner.py."""
 
 from __future__ import annotations
