@@ -239,8 +239,8 @@ class PPO(TrainerBase):
         # fp64: the float64 numpy networks (HEPPO); fp32 / mixed: AP-DRL's (host/algorithms/ppo_mixed.py)
         self.precision = hp["precision"]
         self._take_plan(assignment, batch_size(hp))
-        self.mixed = None if self.precision == "fp64" else MixedPPO(self, design, self._scaling(target=False,
-                                                                                                ps_math=hp["ps_math"]))
+        scaling = self._scaling(target=False, ps_math=hp["ps_math"])  # no target copy
+        self.mixed = None if self.precision == "fp64" else MixedPPO(self, design, scaling)
         # state carried across updates (CleanRL keeps its envs running)
         self.obs = None  # normalized observations the next rollout starts from (None: not reset yet)
         self.tracker = EpisodeTracker(hp["num_envs"])
