@@ -12,8 +12,8 @@ Run folder (``out``):
 * ``metrics.csv`` — one row per update: ``update, env_steps, wall_s`` then the trainer's row
   (episodic return, losses, ``t_<phase>`` seconds); a column set fixed by the first update.
 * ``episodes.csv`` — every finished episode: ``env_step, return, length``.
-* ``checkpoint.npz`` — trainer state (parameters, optimizer, normalizers, RNG states; PPO adds
-  the environments' state: per sub-env its episode seed and actions since the reset, replayed on
+* ``checkpoint.npz`` — trainer state (parameters, optimizer, normalizers, RNG states and the
+  environments' state: per sub-env its episode seed and actions since the reset, replayed on
   resume, see host/envs/vector.py ``ReplayableVecEnv``), update index, env steps, all metrics and
   episodes so far. Written after **every** update to a temp
   file in the folder and ``os.replace``d, then the CSVs are rewritten from it the same way (the

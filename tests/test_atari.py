@@ -141,7 +141,7 @@ def test_ppo_mspacman_resume_exact(tmp_path):
         return PPO(design, seed=4, hyperparams=dict(PPO_SHORT, precision="fp32"))
 
     a = _resume_equals_uninterrupted(tmp_path, make, 64, kill_at=2)
-    assert a["trainer"]["env"]["next_obs"].dtype == np.uint8
+    assert a["trainer"]["env"]["obs"].dtype == np.uint8
 
 
 def test_dqn_breakout_mixed_smoke(tmp_path):

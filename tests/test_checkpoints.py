@@ -123,3 +123,21 @@ def test_resume_removes_stale_temp_files_of_its_own_writes(tmp_path, trained):
     (out / ".notes.txt.z.tmp").write_text("not ours")
     assert main([*RUN, "--steps", "160", "--out", str(out), "--resume"]) == 0
     assert not any(p.exists() for p in stale) and (out / ".notes.txt.z.tmp").exists()
+
+
+def test_a_ppo_checkpoint_of_the_old_layout_is_refused_in_one_line(tmp_path, capsys):
+    # before PPO moved onto TrainerBase its env state held next_obs and ret_acc
+    run = ["train", "heppo-ppo", "--env", "Pendulum-v1", "--num-envs", "2", "--num-steps", "8",
+           "--set", "num_minibatches=2", "--set", "update_epochs=1", "--quiet", "--out", str(tmp_path / "p")]
+    assert main([*run, "--steps", "16"]) == 0
+    ck = tmp_path / "p" / "checkpoint.npz"
+    s = load_checkpoint(ck)
+    env = s["trainer"]["env"]
+    env["next_obs"], env["ret_acc"] = env.pop("obs"), s["trainer"].pop("ret_acc")
+    save_checkpoint(ck, s)
+    before = _snapshot(tmp_path / "p")
+    capsys.readouterr()
+    assert main([*run, "--steps", "32", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "does not fit this run" in err and err.count("\n") == 1, err
+    assert _snapshot(tmp_path / "p") == before

@@ -150,7 +150,7 @@ def test_cli_mspacman_mixed_with_plan_file(tmp_path):
     bf16 = parse_format("bf16")
     w, w2 = ck["params"]["policy"]["fc1.W"], ck["params"]["value"]["fc2.W"]
     assert np.array_equal(bf16.quantize(w), w) and not np.array_equal(bf16.quantize(w2), w2)
-    assert ck["assignment"] == asg and ck["env"]["next_obs"].dtype == np.uint8
+    assert ck["assignment"] == asg and ck["env"]["obs"].dtype == np.uint8
 
 
 def test_cli_heppo_fp64_unchanged_and_mixed_on_cartpole(tmp_path, monkeypatch, capsys):

@@ -161,6 +161,22 @@ def test_heppo_plan_puts_gae_on_the_pl():
     assert plan.assignment["gae"] == "PL" and plan.status == "Optimal"
 
 
+def test_algorithms_list_alphabetically_whatever_registered_first():
+    from rlhls.host.algorithms import register_algorithm
+    from rlhls.host.algorithms.base import TrainerBase
+
+    names = algorithm_names()
+    assert {"a2c", "ddpg", "dqn", "ppo", "trpo"} <= set(names)
+    a2c = ALGORITHMS.pop("a2c")
+    try:
+        register_algorithm(a2c)  # now the dict's last entry
+        assert list(ALGORITHMS)[-1] == "a2c" and algorithm_names() == sorted(names) == names
+    finally:
+        ALGORITHMS["a2c"] = a2c
+    # the package's trainers share the base (PPO included)
+    assert all(issubclass(get_algorithm(n).trainer, TrainerBase) for n in ("a2c", "ddpg", "dqn", "ppo", "trpo"))
+
+
 def test_every_algorithm_is_one_registration():
     assert set(algorithm_names()) >= {"ppo", "dqn", "a2c", "ddpg"}
     for name in algorithm_names():

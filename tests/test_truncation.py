@@ -71,3 +71,38 @@ def test_ppo_rollout_marks_truncations_and_bootstraps_them():
     assert row["truncations"] == 2 and row["episodes"] == 2
     assert (seen["dones"][199] == 2).all() and (seen["dones"] != 1).all()
     assert np.all(seen["tv"][199] != 0) and np.all(seen["tv"][:199] == 0)
+
+
+def test_the_shared_rollout_loop_bootstraps_or_keeps_final_observations():
+    # the loop A2C, PPO and TRPO share: with a value hook the truncated steps get V(final observation)
+    # (tval) and the bootstrap V(last observations); without one it keeps the final observations for
+    # the trainer to value after the rollout
+    from types import SimpleNamespace
+
+    from rlhls.host.algorithms.rollout import collect_rollout, start_envs
+    from rlhls.host.envs import EpisodeTracker, ReplayableVecEnv, space_info
+
+    def value(obs):
+        return obs.sum(axis=1) + 100.0  # never 0: any tval set shows
+
+    rows = {}
+    for hook in (value, None):
+        envs = ReplayableVecEnv("Pendulum-v1", 2, 0)
+        t = SimpleNamespace(envs=envs, obs=None, tracker=EpisodeTracker(2), space=space_info(envs),
+                            _env_action=lambda a: np.clip(a, -2.0, 2.0))
+        times = {}
+        start_envs(t, times)
+        ro = collect_rollout(t, 205, times, 1000, act=lambda o: (np.zeros((2, 1)), None, None), value=hook)
+        envs.close()
+        assert ro.done.shape == (205, 2) and (ro.done[199] == 2).all() and ro.truncations == 2
+        assert [e[0] for e in ro.episodes] == [1000 + 200 * 2] * 2 and ro.logp is None
+        assert set(times) == {"env_run", "dnn_inference", "storing_trajectories"}
+        f_t, f_i, f_obs = ro.finals
+        assert list(f_t) == [199, 199] and list(f_i) == [0, 1] and f_obs.shape == (2, 3)
+        # the final observation is not the next episode's first one (stored at step 200)
+        assert not np.array_equal(f_obs, ro.obs[200])
+        rows[hook] = ro
+    assert np.array_equal(rows[value].tval[199], value(rows[value].finals[2]))
+    assert np.count_nonzero(rows[value].tval) == 2 and rows[value].boot.shape == (2,)
+    assert not rows[None].tval.any() and rows[None].boot is None
+    assert np.array_equal(rows[value].obs, rows[None].obs)  # the same seeded episodes either way

@@ -13,9 +13,15 @@ group ``rlhls.algorithms``; a user's algorithm registers from their own code, wi
 training-graph builder (``graph=fn``, see ``rlhls.designs.graph.register_graph_builder``; the
 built-in algorithms' builders are registered there already), so any Design may name it.
 
-A trainer: ``Trainer(design, env_id=, seed=, backend=, hyperparams=, assignment=)`` with
-``steps_per_update``, ``train_update(update, total_updates) -> metrics row``, ``state_dict()``,
-``load_state_dict(state)`` and ``close()`` (host/runner.py).
+What a trainer must implement to train through ``rlhls train`` (host/runner.py):
+``Trainer(design, *, env_id=None, seed=0, backend="emu", hyperparams=None, assignment=None)`` with
+``steps_per_update``, ``train_update(update, total_updates) -> metrics row`` (an optional
+``'_episodes'`` entry lists the ``(env_step, return, length)`` of the episodes that ended),
+``state_dict()`` (nested dicts, lists, numpy arrays and scalars: host/checkpoint.py stores it
+without pickle), ``load_state_dict(state)`` and ``close()``. The package's trainers derive from
+``base.TrainerBase`` (the constructor, the plan for mixed precision, the checkpoint's plan check
+and env state, close); the on-policy ones (A2C, PPO, TRPO) collect their rollouts through
+``rollout.collect_rollout`` and keep only their loss, update and hyperparameters.
 """
 
 from __future__ import annotations
@@ -104,5 +110,7 @@ def get_algorithm(name: str) -> Algorithm:
 
 
 def algorithm_names() -> list[str]:
+    """The registered algorithms in alphabetical order (not registration order, which follows
+    whichever trainer module was imported first)."""
     _load()
-    return list(ALGORITHMS)
+    return sorted(ALGORITHMS)

@@ -77,7 +77,7 @@ from rlhls.designs.errors import RlhlsError
 from rlhls.designs.formats import parse_format
 
 from ..phases import timed
-from ..distributions import Categorical, DiagGaussian, env_action, policy_distribution
+from ..distributions import Categorical, DiagGaussian, policy_distribution
 from ..envs import EpisodeTracker, space_info
 from ..mixed import PRECISIONS, MixedPrecision, MixedPrecisionArgs, count_columns, ps_forward
 from . import Algorithm, register_algorithm
@@ -85,6 +85,7 @@ from ..hyperparams import hp
 from ..optim import make_optimizer
 from ..gae import gae_reference
 from .base import TrainerBase, adapt_network, check_memory, param_views, sample_bytes
+from .rollout import collect_rollout, episode_columns, start_envs
 
 __all__ = ["A2CArgs", "batch_size", "PHASES", "resolve_hyperparams", "a2c_loss", "A2C"]
 
@@ -233,9 +234,6 @@ class A2C(TrainerBase):
     def _dist(self, out):
         return policy_distribution(out, self.log_std, self.softmax_out)
 
-    def _env_action(self, a):
-        return env_action(a, self.space)
-
     def _ps_forward(self, obs, heads=("policy", "value")) -> list:
         """The heads' outputs on the PS (FP32), each trunk run once."""
         pm = self.hp["ps_math"]
@@ -243,41 +241,15 @@ class A2C(TrainerBase):
         return [ps_forward(self.heads[h], obs if self.trunk_of[h] is None else feats[self.trunk_of[h]], pm)
                 for h in heads]
 
-    # -- one rollout + one gradient step
-    def collect(self, times: dict, episodes: list, step0: int):
-        """n_steps x num_envs transitions from the running envs: (obs, act, rew, val, done, tval, boot)."""
-        T, N = self.hp["n_steps"], self.hp["num_envs"]
-        act_shape = (self.space["action_dim"],) if self.log_std is not None else ()
-        b_obs = np.zeros((T, N) + tuple(self.space["obs_shape"]))
-        b_act = np.zeros((T, N) + act_shape, dtype=np.float64 if act_shape else np.int64)
-        b_rew, b_val, b_done, b_tval = (np.zeros((T, N)) for _ in range(4))
-        obs = self.obs
-        for t in range(T):
-            with timed(times, "dnn_inference"):
-                out, v = self._ps_forward(obs)
-                a = self._dist(out).sample(self.rng)
-                v = v[:, 0]
-            with timed(times, "env_run"):
-                nxt, r, term, trunc, infos = self.envs.step(self._env_action(a))
-                term = np.asarray(term, dtype=bool)
-                trunc = np.asarray(trunc, dtype=bool) & ~term  # terminated wins when both are set
-                r = np.asarray(r, dtype=np.float64)
-            if trunc.any():  # bootstrap time-limit ends with V(final observation), as SB3
-                with timed(times, "dnn_inference"):
-                    idx = np.flatnonzero(trunc)
-                    final = np.stack([np.asarray(infos["final_obs"][i], dtype=np.float64) for i in idx])
-                    b_tval[t, idx] = self._ps_forward(final, ("value",))[0][:, 0]
-            with timed(times, "storing_trajectories"):
-                b_obs[t], b_act[t], b_val[t], b_rew[t] = obs, a, v, r
-                b_done[t] = term * 1 + trunc * 2
-                for ret, length in self.tracker.step(r, np.logical_or(term, trunc)):
-                    episodes.append((step0 + (t + 1) * N, ret, length))
-            obs = nxt
-        self.obs = obs
-        with timed(times, "dnn_inference"):
-            boot = self._ps_forward(obs, ("value",))[0][:, 0]
-        return b_obs, b_act, b_rew, b_val, b_done, b_tval, boot
+    # -- the rollout loop's hooks (host/algorithms/rollout.py)
+    def _rollout_act(self, obs):
+        out, v = self._ps_forward(obs)
+        return self._dist(out).sample(self.rng), None, v[:, 0]
 
+    def _value(self, obs):
+        return self._ps_forward(obs, ("value",))[0][:, 0]
+
+    # -- one rollout's returns + one gradient step
     def returns(self, rew, val, done, tval, boot, times: dict):
         """The ``returns`` node: (advantages, returns), (T, N), in its unit's storage format."""
         hp = self.hp
@@ -340,31 +312,26 @@ class A2C(TrainerBase):
     def train_update(self, update: int, total_updates: int) -> dict:
         hp, times = self.hp, {p: 0.0 for p in PHASES}
         T, N = hp["n_steps"], hp["num_envs"]
-        if self.obs is None:
-            with timed(times, "env_run"):
-                self.obs, _ = self.envs.reset()
+        start_envs(self, times)
         episodes, acc, ev, truncs = [], {k: [] for k in ("pg_loss", "v_loss", "entropy", "grad_norm")}, [], 0
         for _ in range(hp["rollouts_per_update"]):
-            step0 = self.rollouts * T * N
-            obs, act, rew, val, done, tval, boot = self.collect(times, episodes, step0)
-            truncs += int(np.sum(done == 2))
-            adv, ret = self.returns(rew, val, done, tval, boot, times)
+            ro = collect_rollout(self, T, times, self.rollouts * T * N, act=self._rollout_act, value=self._value)
+            episodes += ro.episodes
+            truncs += ro.truncations
+            adv, ret = self.returns(ro.rew, ro.val, ro.done, ro.tval, ro.boot, times)
             if hp["anneal_lr"]:
                 total = total_updates * hp["rollouts_per_update"]
                 self.opt.lr = max(0.0, 1.0 - (self.rollouts + 1) / total) * hp["learning_rate"]
-            B = T * N
-            st = self.train_step(obs.reshape((B,) + obs.shape[2:]), act.reshape((B,) + act.shape[2:]),
-                                 adv.reshape(-1), ret.reshape(-1), times)
+            st = self.train_step(ro.flat("obs"), ro.flat("act"), adv.reshape(-1), ret.reshape(-1), times)
             self.rollouts += 1
             for k in acc:
                 acc[k].append(st[k])
             y, var_y = ret.reshape(-1), np.var(ret)
-            ev.append(float("nan") if var_y == 0 else float(1 - np.var(y - val.reshape(-1)) / var_y))
+            ev.append(float("nan") if var_y == 0 else float(1 - np.var(y - ro.val.reshape(-1)) / var_y))
         c = self.mp_p.take_counts()
         for m in (self.mp_v, *self.mp_t.values()):
             for k, n in m.take_counts().items():
                 c[k] = c.get(k, 0) + n
-        rets = [e[1] for e in episodes]
         nan = float("nan")
 
         def mean(xs):
@@ -372,9 +339,7 @@ class A2C(TrainerBase):
             return float(np.mean(xs[np.isfinite(xs)])) if np.isfinite(xs).any() else nan
 
         row = {
-            "episodes": len(episodes), "truncations": truncs,
-            "episodic_return": float(np.mean(rets)) if rets else nan,
-            "episodic_length": float(np.mean([e[2] for e in episodes])) if rets else nan,
+            **episode_columns(episodes, truncs),
             "rollouts": self.rollouts, "learning_rate": self.opt.lr,
             **{k: mean(v) for k, v in acc.items()},
             "explained_variance": mean(ev),

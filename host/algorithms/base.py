@@ -1,8 +1,9 @@
-"""What the AP-DRL trainers (host/algorithms/dqn.py, host/algorithms/a2c.py, host/algorithms/ddpg.py) do alike: the constructor (check
+"""What every trainer of the package (dqn, ddpg, a2c, ppo, trpo) does alike: the constructor (check
 the backend, resolve hyperparameters, build the design's networks and the replayable envs, then the
 trainer's own ``_setup``), the partition plan for ``precision='mixed'`` (``assignment`` None there =
 profile + ILP in-process at the given batch, ``mixed.default_plan``), the checkpoint's plan check and
-env state, and the parameter views MixedPrecision updates. The runner's trainer interface is in
+env state, what the envs receive of an action, and the parameter views MixedPrecision updates. The
+on-policy rollout loop is host/algorithms/rollout.py; the runner's trainer interface is in
 host/runner.py."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import numpy as np
 
 from rlhls.designs.errors import RlhlsError
 
+from ..distributions import env_action
 from ..envs import ReplayableVecEnv
 from ..mixed import default_plan
 
@@ -122,6 +124,10 @@ class TrainerBase:
             self.envs.restore(env["replay"])
             self.obs = np.array(env["obs"])
             self.tracker.ret, self.tracker.len = np.array(env["ep_ret"]), np.array(env["ep_len"])
+
+    def _env_action(self, a):
+        """What the envs receive of sampled actions (continuous ones clipped to the action box)."""
+        return env_action(a, self.space)
 
     def close(self):
         self.envs.close()

@@ -64,13 +64,15 @@ from rlhls.designs.quantizer import RunningStats
 from gymnasium.wrappers.utils import RunningMeanStd
 
 from ..phases import timed
-from ..distributions import DiagGaussian, env_action, policy_distribution
-from ..envs import EpisodeTracker, ReplayableVecEnv, normalize_obs, pad_obs, rms_load, rms_state, space_info
+from ..distributions import DiagGaussian, policy_distribution
+from ..envs import EpisodeTracker, normalize_obs, pad_obs, rms_load, rms_state, space_info
 from . import Algorithm, register_algorithm
 from ..gae import EXPERIMENTS, gae_stage
 from ..hyperparams import hp
 from ..mixed import MixedPrecisionArgs
-from .base import adapt_network, check_memory, sample_bytes
+from .base import TrainerBase, adapt_network, check_memory, sample_bytes
+from .ppo_mixed import MixedPPO
+from .rollout import collect_rollout, episode_columns, start_envs
 from ..optim import clip_grad_norm, make_optimizer
 
 __all__ = ["PPOArgs", "batch_size", "PHASES", "PRECISIONS", "ppo_loss", "resolve_hyperparams", "PPO"]
@@ -187,31 +189,18 @@ def ppo_loss(dist, newv, act, old_logp, old_val, adv, rtg, hp: dict):
 
 
 
-class PPO:
-    """One PPO run: ``train_update(update, total_updates) -> metrics row``; checkpointable state.
-
-    ``assignment`` ({graph node: unit}) is the plan for ``precision='mixed'``; None there means
-    profile + solve in-process (``mixed.default_plan`` at the minibatch size)."""
+class PPO(TrainerBase):
+    """One PPO run (module docstring; the constructor and interface: ``TrainerBase``). With
+    ``precision='mixed'`` the plan is solved at the minibatch size when ``assignment`` is None."""
 
     algorithm = "ppo"
+    networks = ("policy", "value")
+    resolve_hyperparams = staticmethod(resolve_hyperparams)
 
-    def __init__(self, design, *, env_id: str | None = None, seed: int = 0, backend: str = "emu",
-                 hyperparams: dict | None = None, assignment: dict | None = None):
-        self.design = design
-        self.hp = hp = resolve_hyperparams(design, hyperparams)
-        self.env_id = env_id or design.env_id
-        self.seed = int(seed)
+    def _setup(self, design, nets: dict, assignment) -> None:
+        hp = self.hp
         self.mode = EXPERIMENTS[hp["experiment"]]
-        from ..backends import get_backend
-
-        self.backend_name = backend
-        self.kernel_backend = get_backend(backend)  # cosim without Vitis fails here
-        self.backend = self.kernel_backend if self.mode["quant"] else None  # the GAE unit's
-        self.envs = ReplayableVecEnv(self.env_id, hp["num_envs"], self.seed)
         self.space = sp = space_info(self.envs)
-        nets = design.build_networks(self.seed)
-        if "policy" not in nets or "value" not in nets:
-            raise RlhlsError(f"design '{design.name}': PPO needs networks 'policy' and 'value' (has {', '.join(nets)})")
         obs_shape = sp["obs_shape"]
         self.image = len(obs_shape) > 1
         pol, val = nets["policy"], nets["value"]
@@ -247,20 +236,15 @@ class PPO:
         self.reward_stats = RunningStats()  # exp 2 / 5 dynamic standardization, whole run
         self.rng = np.random.default_rng(self.seed)
         self.steps_per_update = hp["num_envs"] * hp["num_steps"]
-        self._setup_precision(design, assignment)
+        # fp64: the float64 numpy networks (HEPPO); fp32 / mixed: AP-DRL's (host/algorithms/ppo_mixed.py)
+        self.precision = hp["precision"]
+        self._take_plan(assignment, batch_size(hp))
+        scaling = self._scaling(target=False, ps_math=hp["ps_math"])  # no target copy
+        self.mixed = None if self.precision == "fp64" else MixedPPO(self, design, scaling)
         # state carried across updates (CleanRL keeps its envs running)
-        self.next_obs = None  # normalized observations the next rollout starts from (None: not reset yet)
+        self.obs = None  # normalized observations the next rollout starts from (None: not reset yet)
         self.tracker = EpisodeTracker(hp["num_envs"])
         self.ret_acc = np.zeros(hp["num_envs"])  # exp 1's discounted return (NormalizeReward)
-
-    def _setup_precision(self, design, assignment):
-        """fp64: the float64 numpy networks (HEPPO). fp32 / mixed: AP-DRL's (host/algorithms/ppo_mixed.py)."""
-        from .ppo_mixed import MixedPPO
-
-        self.precision = self.hp["precision"]
-        self.mixed = (None if self.precision == "fp64" else
-                      MixedPPO(self, design, assignment, batch_size(self.hp), self.kernel_backend))
-        self.assignment = None if self.mixed is None else self.mixed.assignment
 
     # -- helpers
     def _obs(self, raw, update_stats: bool):
@@ -284,77 +268,45 @@ class PPO:
     def _dist(self, out):
         return policy_distribution(out, self.log_std, self.softmax_out)
 
-    def _env_action(self, a):
-        return env_action(a, self.space)
+    # -- the rollout loop's hooks (host/algorithms/rollout.py)
+    def _rollout_act(self, obs):
+        dist = self._dist(self._act(self.nets["policy"], obs))
+        a = dist.sample(self.rng)
+        return a, dist.log_prob(a), self._value(obs)
+
+    def _value(self, obs):
+        return self._act(self.nets["value"], obs)[:, 0]
+
+    def _reward(self, r, term):
+        """The rewards GAE sees: experiment 1 scales them as CleanRL's NormalizeReward, the others take them raw."""
+        if self.mode["reward"] != "cleanrl":
+            return r
+        hp = self.hp
+        self.ret_acc = self.ret_acc * hp["gamma"] * (1.0 - term) + r
+        self.ret_rms.update(self.ret_acc)
+        return np.clip(r / np.sqrt(self.ret_rms.var + 1e-8), -hp["reward_clip"], hp["reward_clip"])
 
     # -- one update
     def train_update(self, update: int, total_updates: int) -> dict:
         hp, times = self.hp, {p: 0.0 for p in PHASES}
         T, N = hp["num_steps"], hp["num_envs"]
-        pol, val = self.nets["policy"], self.nets["value"]
         if hp["anneal_lr"]:
             self.opt.lr = (1.0 - (update - 1.0) / total_updates) * hp["learning_rate"]
-        if self.next_obs is None:
-            with timed(times, "env_run"):
-                raw, _ = self.envs.reset()
-                self.next_obs = self._obs(raw, True)
-        obs, tracker = self.next_obs, self.tracker
-        b_obs = np.zeros((T, N) + obs.shape[1:], dtype=obs.dtype)
-        act_shape = (self.space["action_dim"],) if self.log_std is not None else ()
-        b_act = np.zeros((T, N) + act_shape)
-        b_logp, b_rew, b_val, b_done, b_tval = (np.zeros((T, N)) for _ in range(5))
-        episodes = []
-        for t in range(T):
-            with timed(times, "dnn_inference"):
-                dist = self._dist(self._act(pol, obs))
-                a = dist.sample(self.rng)
-                logp = dist.log_prob(a)
-                v = self._act(val, obs)[:, 0]
-            with timed(times, "env_run"):
-                raw, r, term, trunc, infos = self.envs.step(self._env_action(a))
-                term = np.asarray(term, dtype=bool)
-                trunc = np.asarray(trunc, dtype=bool) & ~term  # terminated wins when both are set
-                done = np.logical_or(term, trunc)
-                r = np.asarray(r, dtype=np.float64)
-                next_obs = self._obs(raw, True)
-            if trunc.any():  # SAME_STEP semantics: the truncated episode's last observation
-                with timed(times, "dnn_inference"):
-                    idx = np.flatnonzero(trunc)
-                    final = np.stack([np.asarray(infos["final_obs"][i]) for i in idx])
-                    b_tval[t, idx] = self._act(val, self._obs(final, False))[:, 0]
-            with timed(times, "env_run"):
-                if self.mode["reward"] == "cleanrl":
-                    self.ret_acc = self.ret_acc * hp["gamma"] * (1.0 - term) + r
-                    self.ret_rms.update(self.ret_acc)
-                    r_used = np.clip(r / np.sqrt(self.ret_rms.var + 1e-8), -hp["reward_clip"], hp["reward_clip"])
-                else:
-                    r_used = r
-            with timed(times, "storing_trajectories"):
-                b_obs[t], b_act[t], b_logp[t], b_val[t] = obs, a, logp, v
-                b_rew[t], b_done[t] = r_used, term * 1 + trunc * 2  # 0 / 1 terminated / 2 truncated
-                # Atari: the unclipped score, one episode per game (host/envs/atari.py)
-                for ret, length in tracker.step(r, done, infos):
-                    episodes.append(((update - 1) * T * N + (t + 1) * N, ret, length))
-            obs = next_obs
-        self.next_obs = obs
-        with timed(times, "dnn_inference"):
-            boot = self._act(val, obs)[:, 0]
+        start_envs(self, times, self._obs)
+        ro = collect_rollout(self, T, times, (update - 1) * T * N, act=self._rollout_act, observe=self._obs,
+                             value=self._value, reward=self._reward, obs_dtype=self.obs_dtype)
+        b_rew, b_val, b_done, b_tval, boot = ro.rew, ro.val, ro.done, ro.tval, ro.boot
         adv, rtg, ginfo = gae_stage(self.backend, b_rew, b_val, b_done, boot, gamma=hp["gamma"],
                                     lam=hp["gae_lambda"], mode=self.mode, bits=hp["quant_bits"],
                                     reward_stats=self.reward_stats, lookahead=hp["gae_lookahead"], times=times,
                                     trunc_values=b_tval)
         if self.mixed is not None and not self.mode["quant"]:  # HEPPO's uq<n> modes keep their formats
             adv, rtg = self.mixed.round_gae(adv, rtg, times)
-        stats = self._learn(b_obs.reshape((T * N,) + b_obs.shape[2:]), b_act.reshape((T * N,) + act_shape),
-                            b_logp.reshape(-1), b_val.reshape(-1), adv, rtg, times)
-        y, pred = rtg, b_val.reshape(-1)
+        stats = self._learn(ro.flat("obs"), ro.flat("act"), ro.flat("logp"), ro.flat("val"), adv, rtg, times)
+        y, pred = rtg, ro.flat("val")
         var_y = np.var(y)
-        rets = [e[1] for e in episodes]
         row = {
-            "episodes": len(episodes),
-            "truncations": int(np.sum(b_done == 2)),
-            "episodic_return": float(np.mean(rets)) if rets else float("nan"),
-            "episodic_length": float(np.mean([e[2] for e in episodes])) if rets else float("nan"),
+            **episode_columns(ro.episodes, ro.truncations),
             "learning_rate": self.opt.lr,
             **stats,
             "explained_variance": float("nan") if var_y == 0 else float(1 - np.var(y - pred) / var_y),
@@ -365,7 +317,7 @@ class PPO:
         if self.mixed is not None:  # DQN's / A2C's loss-scaling columns
             row.update(self.mixed.columns())
         row.update({f"t_{p}": times[p] for p in PHASES})
-        row["_episodes"] = episodes  # (env_step, return, length); the runner stores them apart
+        row["_episodes"] = ro.episodes  # (env_step, return, length); the runner stores them apart
         return row
 
     def minibatch_step(self, obs, act, old_logp, old_val, adv, rtg, times=None):
@@ -435,15 +387,14 @@ class PPO:
             "rng": copy.deepcopy(self.rng.bit_generator.state),
             "precision": self.precision, "assignment": self.assignment,
             "mixed": None if self.mixed is None else self.mixed.state(),
-            "env": None if self.next_obs is None else {
-                "replay": self.envs.state(), "next_obs": self.next_obs.copy(), "ret_acc": self.ret_acc.copy(),
-                "ep_ret": self.tracker.ret.copy(), "ep_len": self.tracker.len.copy()},
+            "ret_acc": self.ret_acc.copy(), "env": self._env_state(),
         }
 
     def load_state_dict(self, s: dict) -> None:
-        if s.get("precision", "fp64") != self.precision or s.get("assignment") != self.assignment:
-            raise RlhlsError(f"checkpoint: it was trained in precision {s.get('precision', 'fp64')} under another "
-                             f"plan (this run: {self.precision})")
+        if s.get("precision", "fp64") != self.precision:
+            raise RlhlsError(f"checkpoint: it was trained in precision {s.get('precision', 'fp64')} "
+                             f"(this run: {self.precision})")
+        self._check_plan(s)
         for n, p in s["params"].items():
             self.nets[n].set_params(p)
         if s["log_std"] is not None:
@@ -456,15 +407,8 @@ class PPO:
         self.rng.bit_generator.state = s["rng"]
         if self.mixed is not None:
             self.mixed.load(s["mixed"])
-        env = s.get("env")
-        if env is not None:
-            self.envs.restore(env["replay"])  # reset + replay: simulator, TimeLimit and RNG as they were
-            self.next_obs = np.array(env["next_obs"])
-            self.ret_acc = np.array(env["ret_acc"])
-            self.tracker.ret, self.tracker.len = np.array(env["ep_ret"]), np.array(env["ep_len"])
-
-    def close(self):
-        self.envs.close()
+        self.ret_acc = np.array(s["ret_acc"])
+        self._load_env(s.get("env"))  # reset + replay: simulator, TimeLimit and RNG as they were
 
 
 def _finite_mean(xs) -> float:

@@ -29,7 +29,7 @@ import numpy as np
 from rlhls.designs.formats import parse_format
 
 from ..phases import timed
-from ..mixed import MixedPrecision, count_columns, default_plan, ps_forward
+from ..mixed import MixedPrecision, count_columns, ps_forward
 
 __all__ = ["MixedPPO"]
 
@@ -38,23 +38,14 @@ class MixedPPO:
     """The policy and value networks of one PPO run under a plan: one MixedPrecision each, linked
     (one loss: one loss scale, one step count); see the module docstring."""
 
-    def __init__(self, ppo, design, assignment, batch: int, backend):
-        from ..backends import PlanKernels
-
-        hp = ppo.hp
+    def __init__(self, ppo, design, scaling: dict):
+        """``scaling``: MixedPrecision's keyword arguments (``TrainerBase._scaling``: loss scaling and
+        the plan's kernels); the plan is ``ppo.assignment`` (``TrainerBase._take_plan``)."""
         self.ppo = ppo
         self.fp32 = parse_format("fp32")
-        self.assignment, kernels = None, None
-        if hp["precision"] == "mixed":
-            if assignment is None:
-                assignment = default_plan(design, batch)
-            self.assignment = dict(assignment)
-            kernels = PlanKernels(design, batch, backend)
-        kw = dict(loss_scale_init=hp["loss_scale_init"], growth_interval=hp["loss_scale_growth_interval"],
-                  quantization_delay=hp["quantization_delay"], target=False, kernels=kernels,
-                  ps_math=hp["ps_math"])  # no target copy
-        self.mp_p = MixedPrecision(design, ppo.nets["policy"], "policy", self.assignment, **kw)
-        self.mp_v = MixedPrecision(design, ppo.nets["value"], "value", self.assignment, **kw)
+        self.assignment = ppo.assignment
+        self.mp_p = MixedPrecision(design, ppo.nets["policy"], "policy", self.assignment, **scaling)
+        self.mp_v = MixedPrecision(design, ppo.nets["value"], "value", self.assignment, **scaling)
         MixedPrecision.link(self.mp_p, self.mp_v)  # the policy's instance applies the joint step
         # the plan's advantage node: 'gae' (a PPO graph), 'returns' (an A2C design's graph), else the PS
         gae = next((n for n in ("gae", "returns") if self.assignment and n in self.assignment), None)

@@ -84,12 +84,13 @@ from rlhls.designs.kernels.fvp import host_fvp, layout, pack, unpack
 
 from . import Algorithm, register_algorithm
 from ..phases import timed
-from ..distributions import LOG_2PI, env_action
+from ..distributions import LOG_2PI
 from ..envs import EpisodeTracker, normalize_obs, pad_obs, rms_load, rms_state, space_info
 from ..gae import gae_reference
 from ..hyperparams import HyperParams, hp
 from ..optim import make_optimizer
 from .base import TrainerBase, adapt_network, check_memory, sample_bytes
+from .rollout import collect_rollout, episode_columns, start_envs
 
 __all__ = ["TRPOArgs", "batch_size", "PHASES", "FVP_MODES", "resolve_hyperparams", "conjugate_gradient",
            "GaussianMLP", "FvpUnit", "TRPO"]
@@ -386,52 +387,29 @@ class TRPO(TrainerBase):
         hp = self.hp
         times = {p: 0.0 for p in PHASES} if times is None else times
         T, N, m = hp["num_steps"], hp["num_envs"], self.policy.m
-        if self.obs is None:
-            with timed(times, "env_run"):
-                raw, _ = self.envs.reset()
-                self.obs = self._obs(raw, True)
+        start_envs(self, times, self._obs)
         theta = self.theta
         std = np.exp(self.policy.log_std(theta))
-        b_obs = np.zeros((T, N, self.in_dim))
-        b_act = np.zeros((T, N, m))
-        b_rew, b_done = np.zeros((T, N)), np.zeros((T, N), dtype=np.int64)
-        finals = []  # (t, env index, normalized final observation) of truncated episodes
-        episodes = []
-        obs = self.obs
-        for t in range(T):
-            with timed(times, "dnn_inference"):
-                a = self.policy.mean(theta, obs) + std * self.rng.standard_normal((N, m))
-            with timed(times, "env_run"):
-                raw, r, term, trunc, infos = self.envs.step(env_action(a, self.space))
-                term = np.asarray(term, dtype=bool)
-                trunc = np.asarray(trunc, dtype=bool) & ~term
-                done = term | trunc
-                r = np.asarray(r, dtype=np.float64)
-                next_obs = self._obs(raw, True)
-                for i in np.flatnonzero(trunc):
-                    finals.append((t, i, self._obs(np.asarray(infos["final_obs"][i])[None], False)[0]))
-            with timed(times, "storing_trajectories"):
-                b_obs[t], b_act[t], b_rew[t] = obs, a, r
-                b_done[t] = term * 1 + trunc * 2
-                for ret, length in self.tracker.step(r, done, infos):
-                    episodes.append(((update - 1) * T * N + (t + 1) * N, ret, length))
-            obs = next_obs
-        self.obs = obs
+
+        def act(obs):
+            return self.policy.mean(theta, obs) + std * self.rng.standard_normal((N, m)), None, None
+
+        # values after the rollout, in one batch (value=None: the loop keeps the truncations' final observations)
+        ro = collect_rollout(self, T, times, (update - 1) * T * N, act=act, observe=self._obs)
         n = T * N
         with timed(times, "gae"):
-            values = self._value(b_obs.reshape(n, -1)).reshape(T, N)
-            boot = self._value(obs)
+            values = self._value(ro.flat("obs")).reshape(T, N)
+            boot = self._value(self.obs)
             tval = np.zeros((T, N))
-            if finals:
-                tv = self._value(np.stack([f[2] for f in finals]))
-                for (t, i, _), v in zip(finals, tv):
-                    tval[t, i] = v
-            adv, ret = gae_reference(b_rew, values, b_done, boot, hp["gamma"], hp["gae_lambda"], trunc_values=tval)
+            f_t, f_i, f_obs = ro.finals
+            if f_obs is not None:
+                tval[f_t, f_i] = self._value(f_obs)
+            adv, ret = gae_reference(ro.rew, values, ro.done, boot, hp["gamma"], hp["gae_lambda"], trunc_values=tval)
             adv, ret = adv.reshape(-1), ret.reshape(-1)
             if hp["norm_adv"] and n > 1:
                 adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-        return {"obs": b_obs.reshape(n, -1), "act": b_act.reshape(n, m), "adv": adv, "ret": ret,
-                "values": values.reshape(-1), "episodes": episodes, "truncations": int(np.sum(b_done == 2))}
+        return {"obs": ro.flat("obs"), "act": ro.flat("act"), "adv": adv, "ret": ret,
+                "values": values.reshape(-1), "episodes": ro.episodes, "truncations": ro.truncations}
 
     def train_update(self, update: int, total_updates: int) -> dict:
         times = {p: 0.0 for p in PHASES}
@@ -441,13 +419,9 @@ class TRPO(TrainerBase):
             v_loss = self._fit_value(b["obs"], b["ret"])
         ret, episodes = b["ret"], b["episodes"]
         var_y = float(np.var(ret))
-        rets = [e[1] for e in episodes]
         ls = self.policy.log_std(self.theta)
         row = {
-            "episodes": len(episodes),
-            "truncations": b["truncations"],
-            "episodic_return": float(np.mean(rets)) if rets else float("nan"),
-            "episodic_length": float(np.mean([e[2] for e in episodes])) if rets else float("nan"),
+            **episode_columns(episodes, b["truncations"]),
             **stats,
             "entropy": float(np.sum(0.5 + 0.5 * LOG_2PI + ls)),
             "std": float(np.mean(np.exp(ls))),
