@@ -46,7 +46,7 @@ import numpy as np
 from rlhls.designs.errors import RlhlsError
 
 __all__ = ["HostTimes", "Variant", "Perf", "GRAPH_PHASES", "NODE_PHASE", "FIXAR_CLOCK_MHZ", "FIXAR_FORMAT",
-           "host_times", "read_run", "measure_host", "ps_factor", "schedule", "choose", "model_perf",
+           "host_times", "read_run", "measure_host", "ps_factor", "schedule", "run_phases", "choose", "model_perf",
            "perf_figure"]
 
 # the trainers' phases that the training graph covers (host/algorithms/*: timed(times, ...))
@@ -256,6 +256,22 @@ def schedule(graph, choice: dict, links: dict) -> dict:
             "phase_us": phase_us, "transfer_us": transfer_us}
 
 
+def run_phases(host: HostTimes, sch: dict, steps: int, factor: float, overlap: float = 0.0) -> dict:
+    """{phase: seconds of the whole run on the device}: host phases x `factor`; the graph's phases
+    from the schedule `sch` (each phase's node and transfer time, scaled so that one execution
+    sums to the makespan), times the executions, less the `overlap` share hidden behind the host."""
+    execs = host.graph_steps * steps
+    phases = {p: s * factor * steps for p, s in host.host.items()}
+    serial = sum(sch["phase_us"].values()) + sum(sch["transfer_us"].values())
+    scale = sch["makespan_us"] / serial if serial > 0 else 0.0  # concurrency spread over the phases
+    for p, us in sch["phase_us"].items():
+        phases[p] = phases.get(p, 0.0) + us * scale * 1e-6 * execs * (1 - overlap)
+    xfer = sum(sch["transfer_us"].values()) * scale * 1e-6 * execs * (1 - overlap)
+    if xfer > 0:
+        phases["transfers"] = xfer
+    return phases
+
+
 def _fits(row, capacity: dict) -> bool:
     return all(row.usage(res) <= cap for (unit, res), cap in capacity.items() if unit == row.unit and res != "cores")
 
@@ -304,10 +320,11 @@ class Variant:
     step_us: float | None                        # one graph execution (None: the cpu's measured)
     phases_s: dict = field(default_factory=dict)  # {phase: s for the whole run}
     total_s: float = 0.0
+    units: dict = field(default_factory=dict)     # {node: unit} of its graph execution
 
     def to_json(self) -> dict:
         return {"label": self.label, "graph_step_us": self.step_us, "phases_s": self.phases_s,
-                "total_s": self.total_s}
+                "total_s": self.total_s, "units": self.units}
 
 
 @dataclass
@@ -383,9 +400,11 @@ def _ps_choice(graph, device) -> dict:
 
 
 def model_perf(design, *, device=None, plan=None, rows=None, graph=None, host: HostTimes | None = None,
-               factor: float | None = None, steps: int | None = None, seed: int = 0) -> Perf:
+               factor: float | None = None, steps: int | None = None, seed: int = 0, say=None,
+               time_limit: float | None = 60.0) -> Perf:
     """The Perf of `design` (module docstring). `plan` (a Plan; default: solved), `rows` (its profile,
-    e.g. calibrated), `host` (default: a short run here), `factor` (default: ``ps_factor``)."""
+    e.g. calibrated), `host` (default: a short run here, announced to `say`), `factor` (default: ``ps_factor``);
+    `time_limit`: the ILP's, when the plan is solved here."""
     from rlhls.designs.devices import get_device
     from rlhls.designs.graph import build_graph
     from rlhls.partition.plan import check_plan
@@ -402,9 +421,21 @@ def model_perf(design, *, device=None, plan=None, rows=None, graph=None, host: H
     if plan is None:
         from rlhls.partition.design_plan import partition_design
 
-        plan = partition_design(design, dev, graph=graph, rows=rows)
+        plan = partition_design(design, dev, graph=graph, rows=rows, time_limit=time_limit)
     asg = check_plan(plan, graph, where=getattr(plan, "source", "") or "plan")
+    # the plan's rows: the row of each node at its planned unit and point
+    planned = {}
+    for r in rows:
+        if asg.get(r.node) == r.unit and str(plan.point.get(r.node, r.point)) == str(r.point):
+            planned[r.node] = (r.unit, r.latency_us)
+    missing = [n for n in asg if n not in planned]
+    if missing:
+        where = getattr(plan, "source", "") or "plan"
+        raise RlhlsError(f"plan '{where}': node '{missing[0]}' on {asg[missing[0]]} point "
+                         f"'{plan.point.get(missing[0])}' has no profile row (is the plan for this design and device?)")
     if host is None:
+        if say is not None:
+            say(f"measuring {design.name} here (one update) ...")
         metrics, hp = measure_host(design, seed=seed)
         host = host_times(metrics, design.algorithm, hp, f"a short run of {design.name} here (1 update)")
     basis = "given (--ps-factor)"
@@ -429,16 +460,6 @@ def model_perf(design, *, device=None, plan=None, rows=None, graph=None, host: H
     assumptions.append("host loop and graph overlap: " + (f"{overlap:.0%} of the graph hidden (the design declares it)"
                                                             if overlap else "none (serial)"))
 
-    # the plan's rows: the row of each node at its planned unit and point
-    planned = {}
-    for r in rows:
-        if asg.get(r.node) == r.unit and str(plan.point.get(r.node, r.point)) == str(r.point):
-            planned[r.node] = (r.unit, r.latency_us)
-    missing = [n for n in asg if n not in planned]
-    if missing:
-        where = getattr(plan, "source", "") or "plan"
-        raise RlhlsError(f"plan '{where}': node '{missing[0]}' on {asg[missing[0]]} point "
-                         f"'{plan.point.get(missing[0])}' has no profile row (is the plan for this design and device?)")
     ps = _ps_choice(graph, dev)
     choices = {"all_PS": ps, "plan": planned}
     fx_design, fx_why = _fixar_design(design)
@@ -467,23 +488,14 @@ def model_perf(design, *, device=None, plan=None, rows=None, graph=None, host: H
 
     def device_run(choice, f):
         sch = schedule(graph, choice, links)
-        execs = host.graph_steps * steps
-        phases = {p: s * f * steps for p, s in host.host.items()}
-        serial = sum(sch["phase_us"].values()) + sum(sch["transfer_us"].values())
-        scale = sch["makespan_us"] / serial if serial > 0 else 0.0  # overlap spread over the phases
-        for p, us in sch["phase_us"].items():
-            phases[p] = phases.get(p, 0.0) + us * scale * 1e-6 * execs * (1 - overlap)
-        xfer = sum(sch["transfer_us"].values()) * scale * 1e-6 * execs * (1 - overlap)
-        if xfer > 0:
-            phases["transfers"] = xfer
-        return sch["makespan_us"], phases
+        return sch["makespan_us"], run_phases(host, sch, steps, f, overlap)
 
     for k in ("all_PS", "PL_only", "AIE_only", "plan"):
         if k not in choices:
             variants[k] = None
             continue
         step_us, phases = device_run(choices[k], factor)
-        variants[k] = Variant(k, labels[k], step_us, phases)
+        variants[k] = Variant(k, labels[k], step_us, phases, units={n: u for n, (u, _) in choices[k].items()})
     for v in variants.values():
         if v is not None:
             v.total_s = float(sum(v.phases_s.values()))

@@ -37,6 +37,8 @@ def register(sub) -> None:
     s.add_argument("--run", metavar="RUN_FOLDER",
                    help="take the host phases from this run's metrics.csv (rlhls train / rlhls run) instead "
                         "of a short run here")
+    s.add_argument("--time-limit", type=positive_float, default=60.0,
+                   help="ILP solver time limit in s when the plan is solved here (default 60)")
     s.add_argument("--out", help="output folder (default runs/<design>-perf)")
     s.add_argument("--force", action="store_true", help="write into a non-empty folder rlhls did not write")
     s.add_argument("--seed", type=seed_int, default=0, help="seed of the short measuring run")
@@ -65,10 +67,8 @@ def cmd_perf(args) -> int:
     if args.run:
         rows, hp = read_run(args.run, design)
         host = host_times(rows, design.algorithm, hp, f"run folder {args.run}")
-    else:
-        log(f"measuring {design.name} here (one update) ...")
     perf = model_perf(design, device=device, plan=plan, host=host, factor=args.ps_factor, steps=args.steps,
-                      seed=args.seed)
+                      seed=args.seed, say=log, time_limit=args.time_limit)
     write_perf(perf, out, force=args.force)
     if args.json:
         print_json(perf.to_json())
