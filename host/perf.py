@@ -117,13 +117,12 @@ class HostTimes:
                 "graph_steps_per_env_step": self.graph_steps, "source": self.source}
 
 
-def _executions(algorithm: str, hp: dict, row: dict) -> float:
-    """Graph executions one metrics row (one update) measured."""
+def _executions(row: dict, env_steps: float, graph_steps: float) -> float:
+    """Graph executions one metrics row (one update of `env_steps` environment steps) timed: the
+    off-policy trainers count theirs (``train_steps``); the on-policy ones run the rule's number."""
     if "train_steps" in row:
         return _num(row["train_steps"], "train_steps")
-    if algorithm == "ppo":
-        return float(hp.get("update_epochs", 1) * hp.get("num_minibatches", 1))
-    return 1.0
+    return env_steps * graph_steps
 
 
 def _num(v, what: str) -> float:
@@ -145,13 +144,15 @@ def host_times(metrics: list, algorithm: str, hp: dict, source: str) -> HostTime
     if steps <= 0:
         raise RlhlsError(f"{source}: env_steps is {steps:g}; expected > 0")
     tot = {p: sum(_num(r.get(f"t_{p}"), f"t_{p}") for r in metrics) for p in phases}
-    execs = sum(_executions(algorithm, hp, r) for r in metrics)
+    gs = _graph_steps(algorithm, hp)
+    done = [0.0] + [_num(r.get("env_steps"), "env_steps") for r in metrics]
+    execs = sum(_executions(r, b - a, gs) for r, a, b in zip(metrics, done, done[1:]))
     host = {p: tot[p] / steps for p in phases if p not in GRAPH_PHASES}
     graph = {p: (tot[p] / execs if execs > 0 else 0.0) for p in phases if p in GRAPH_PHASES}
     if execs <= 0:
         raise RlhlsError(f"{source}: no gradient step was measured (the run ended before learning started); "
                          "a longer run, or a smaller learning_starts, measures one")
-    return HostTimes(host, graph, _graph_steps(algorithm, hp), source)
+    return HostTimes(host, graph, gs, source)
 
 
 def read_run(folder, design) -> tuple[list, dict]:

@@ -10,8 +10,9 @@ from rlhls.cli import main
 from rlhls.designs.formats import FixedFormat, parse_format
 from rlhls.designs.graph import Edge, Node, TrainingGraph, build_graph
 from rlhls.designs.registry import design_names, get_design
-from rlhls.host.perf import (FIXAR_CLOCK_MHZ, HostTimes, _fixar_design, _graph_steps, model_perf, run_phases,
-                             schedule)
+from rlhls.designs.errors import RlhlsError
+from rlhls.host.perf import (FIXAR_CLOCK_MHZ, HostTimes, _fixar_design, _graph_steps, host_times, model_perf,
+                             run_phases, schedule)
 from rlhls.partition.design_plan import partition_design
 from rlhls.partition.plan import write_plan
 from rlhls.partition.profile import device_links, profile_design
@@ -40,6 +41,22 @@ def test_hand_computed_run_two_nodes_one_transfer_one_ps_phase():
     # the same units on both ends: no transfer
     same = schedule(g, {"a.fwd": ("PS", 10.0), "a.bwd": ("PS", 5.0)}, links)
     assert same["makespan_us"] == 15.0 and same["transfer_us"] == {"backprop": 0.0}
+
+
+def test_host_times_per_step_and_per_gradient_step():
+    # on-policy (A2C: one gradient step per rollout of n_steps x num_envs): 1000 steps = 25 executions
+    a2c = host_times([{"env_steps": "1000", "t_env_run": "0.2", "t_backprop": "0.5"}], "a2c",
+                     {"n_steps": 5, "num_envs": 8}, "given")
+    assert a2c.host == pytest.approx({"env_run": 2e-4}) and a2c.graph == pytest.approx({"backprop": 0.02})
+    assert a2c.graph_steps == pytest.approx(1 / 40)
+    # off-policy: the trainer's own count of gradient steps; updates before learning starts add none
+    rows = [{"env_steps": "1000", "train_steps": "0", "t_env_run": "0.1", "t_backprop": "0"},
+            {"env_steps": "2000", "train_steps": "100", "t_env_run": "0.1", "t_backprop": "0.5"}]
+    dqn = host_times(rows, "dqn", {"train_frequency": 10}, "given")
+    assert dqn.host == pytest.approx({"env_run": 1e-4}) and dqn.graph == pytest.approx({"backprop": 0.005})
+    assert dqn.graph_steps == pytest.approx(0.1)
+    with pytest.raises(RlhlsError, match="no gradient step"):
+        host_times(rows[:1], "dqn", {"train_frequency": 10}, "given")
 
 
 def _given_host(design, env_s=1e-4, graph_s=1e-3):
