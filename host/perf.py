@@ -48,7 +48,7 @@ from rlhls.designs.errors import RlhlsError
 
 __all__ = ["HostTimes", "Variant", "Perf", "GRAPH_PHASES", "NODE_PHASE", "FIXAR_CLOCK_MHZ", "FIXAR_FORMAT",
            "host_times", "read_run", "measure_host", "ps_factor", "schedule", "run_phases", "choose", "model_perf",
-           "perf_figure"]
+           "perf_figure", "write_perf", "report_lines", "mm_crossover"]
 
 # the trainers' phases that the training graph covers (host/algorithms/*: timed(times, ...))
 GRAPH_PHASES = ("update_forward", "target_forward", "backprop", "weight_update", "soft_update", "gae",
@@ -590,3 +590,36 @@ def report_lines(p: dict) -> list:
           for k, s in p["sensitivity"].items()]
     L += ["", "Assumptions:", ""] + [f"- {a}" for a in p["assumptions"]] + ["", "![perf](perf.png)", ""]
     return L
+
+
+MM_SIZES = (16, 32, 64, 128, 256, 512, 1024)
+
+
+def mm_crossover(device="vek280", sizes=MM_SIZES, fmt: str = "fp32") -> dict:
+    """AP-DRL Fig. 6 from the cost models: an n x n x n GEMM on the PL (fastest MAC-lane point that
+    fits the fabric) against the AIE (fastest tile count), per size, and the smallest size from which
+    the AIE is faster. The seed's own bars are in its figure only; its text (§III) says the PL wins at
+    low FLOPs (the AIE's kernel launch dominates) and the AIE at high FLOPs (1 GHz against 245 MHz)."""
+    from rlhls.designs.devices import get_device
+    from rlhls.designs.kernels.cost import aie_matmul, pl_matmul
+    from rlhls.designs.kernels.dense import PL_MM_POINTS
+    from rlhls.partition.profile import device_capacity
+
+    dev = device if not isinstance(device, str) else get_device(device)
+    if "PL" not in dev.units or "AIE" not in dev.units:
+        raise RlhlsError(f"device {dev.id} lacks a PL or an AIE; the crossover needs both (vek280, vck190)")
+    cap = device_capacity(dev)
+    rows = []
+    for n in sizes:
+        pl = [c for c in (pl_matmul(n, n, n, fmt, dev, pf=pf) for pf in PL_MM_POINTS if pf <= n * n)
+              if all(c["resources"].get(r, 0) <= v for (u, r), v in cap.items() if u == "PL" and r != "cores")]
+        pl_us = min((c["latency_us"] for c in pl), default=None)  # None: the fabric holds it at no point
+        aie_us = aie_matmul(n, n, n, fmt, dev)["latency_us"]
+        rows.append({"n": n, "flops": 2 * n ** 3, "pl_us": pl_us, "aie_us": aie_us,
+                     "faster": "AIE" if pl_us is None or aie_us < pl_us else "PL"})
+    cross = next((r["n"] for r in rows if r["faster"] == "AIE"), None)
+    return {"device": dev.id, "format": fmt, "rows": rows, "aie_from_n": cross,
+            "seed": "AP-DRL §III, Fig. 6: PL faster at low FLOPs (AIE launch time), AIE faster at high FLOPs "
+                    "(PL 245 MHz vs AIE 1 GHz); the figure's values are not in its text",
+            "agrees": cross is not None and rows[0]["faster"] == "PL"
+            and all(r["faster"] == "AIE" for r in rows if r["n"] >= cross)}

@@ -11,8 +11,8 @@ from rlhls.designs.formats import FixedFormat, parse_format
 from rlhls.designs.graph import Edge, Node, TrainingGraph, build_graph
 from rlhls.designs.registry import design_names, get_design
 from rlhls.designs.errors import RlhlsError
-from rlhls.host.perf import (FIXAR_CLOCK_MHZ, HostTimes, _fixar_design, _graph_steps, host_times, model_perf,
-                             run_phases, schedule)
+from rlhls.host.perf import (FIXAR_CLOCK_MHZ, HostTimes, _fixar_design, _graph_steps, host_times, mm_crossover,
+                             model_perf, run_phases, schedule)
 from rlhls.partition.design_plan import partition_design
 from rlhls.partition.plan import write_plan
 from rlhls.partition.profile import device_links, profile_design
@@ -199,3 +199,17 @@ def test_perf_bad_input_one_line_exit_2_nothing_written(args, what, tmp_path, ca
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and what in err and "Traceback" not in err
     assert not out.exists()
+
+
+def test_mm_crossover_pl_wins_small_aie_wins_large_as_apdrl_fig6():
+    from rlhls.designs.devices import get_device
+    from rlhls.designs.kernels.cost import aie_matmul, pl_matmul
+
+    r = mm_crossover("vek280", sizes=(16, 128, 512))
+    by = {x["n"]: x for x in r["rows"]}
+    dev = get_device("vek280")
+    assert by[16]["faster"] == "PL" and by[512]["faster"] == "AIE" and r["aie_from_n"] == 512 and r["agrees"]
+    assert by[128]["aie_us"] == aie_matmul(128, 128, 128, "fp32", dev)["latency_us"]
+    assert by[16]["pl_us"] == min(pl_matmul(16, 16, 16, "fp32", dev, pf=pf)["latency_us"] for pf in (1, 4, 16, 64, 256))
+    with pytest.raises(RlhlsError, match="lacks a PL or an AIE"):
+        mm_crossover("zcu106")
