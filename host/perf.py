@@ -87,10 +87,12 @@ def _gs_trpo(hp):
 GRAPH_STEPS = {"dqn": _gs_dqn, "ddpg": _gs_ddpg, "ppo": _gs_ppo, "a2c": _gs_a2c, "trpo": _gs_trpo}
 
 
-def _graph_steps(algorithm: str, hp: dict) -> float:
+def _graph_steps(algorithm: str, hp: dict) -> float | None:
+    """Gradient steps per environment step by the algorithm's rule; None for an algorithm without one
+    (a user's: its measured updates count one gradient step each)."""
     fn = GRAPH_STEPS.get(algorithm)
     if fn is None:
-        raise RlhlsError(f"perf: algorithm '{algorithm}' has no rule for its gradient steps per environment step")
+        return None
     try:
         return float(fn(hp))
     except (KeyError, TypeError, ZeroDivisionError, ValueError) as e:
@@ -146,7 +148,12 @@ def host_times(metrics: list, algorithm: str, hp: dict, source: str) -> HostTime
     tot = {p: sum(_num(r.get(f"t_{p}"), f"t_{p}") for r in metrics) for p in phases}
     gs = _graph_steps(algorithm, hp)
     done = [0.0] + [_num(r.get("env_steps"), "env_steps") for r in metrics]
-    execs = sum(_executions(r, b - a, gs) for r, a, b in zip(metrics, done, done[1:]))
+    if gs is None:  # assumed: one gradient step per update (the trainer's count where it keeps one)
+        execs = sum(_num(r["train_steps"], "train_steps") if "train_steps" in r else 1.0 for r in metrics)
+        gs = execs / steps
+        source += f" (assumed for '{algorithm}', which has no gradient-step rule: one per update)"
+    else:
+        execs = sum(_executions(r, b - a, gs) for r, a, b in zip(metrics, done, done[1:]))
     host = {p: tot[p] / steps for p in phases if p not in GRAPH_PHASES}
     graph = {p: (tot[p] / execs if execs > 0 else 0.0) for p in phases if p in GRAPH_PHASES}
     if execs <= 0:

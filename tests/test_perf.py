@@ -57,6 +57,11 @@ def test_host_times_per_step_and_per_gradient_step():
     assert dqn.graph_steps == pytest.approx(0.1)
     with pytest.raises(RlhlsError, match="no gradient step"):
         host_times(rows[:1], "dqn", {"train_frequency": 10}, "given")
+    # a user's algorithm without a rule: one gradient step per update, said in the source
+    mine = host_times([{"env_steps": "64", "t_env_run": "0.1", "t_backprop": "0.3"},
+                       {"env_steps": "128", "t_env_run": "0.1", "t_backprop": "0.3"}], "my_a2c", {}, "given")
+    assert mine.graph_steps == pytest.approx(2 / 128) and mine.graph == pytest.approx({"backprop": 0.3})
+    assert "one per update" in mine.source
 
 
 def _given_host(design, env_s=1e-4, graph_s=1e-3):
