@@ -59,6 +59,8 @@ NODE_PHASE = {"fwd": "update_forward", "tfwd": "target_forward", "loss": "update
               "upd": "weight_update", "soft": "soft_update", "gae": "gae", "returns": "returns",
               "fvp_fwd": "fvp", "fvp_bwd": "fvp", "cg": "cg", "linesearch": "line_search"}
 
+LABELS = {"cpu": "this machine (measured)", "all_PS": "all on the PS", "PL_only": "PL only (FIXAR-like)",
+          "AIE_only": "AIE only (CHARM-like)", "plan": "the plan"}
 FIXAR_CLOCK_MHZ = 164.0  # AP-DRL §V-C describes FIXAR's PL at 164 MHz
 FIXAR_FORMAT = ("fixed<24,12,RND,SAT>", "fixed<48,24,RND,SAT>")  # assumed where the design has none: the seed names no width
 
@@ -368,7 +370,7 @@ class Perf:
                  f"{'variant':34s} {'graph step':>12s} {'whole run':>12s} {'plan speed-up':>14s}"]
         for k, v in self.variants.items():
             if v is None:
-                lines.append(f"{k:34s} {'n/a (no unit)':>12s}")
+                lines.append(f"{LABELS[k]:34s} {'n/a (no unit)':>12s}")
                 continue
             step = "measured" if v.step_us is None else f"{v.step_us:.4g} us"
             sp = self.speedups.get(k)
@@ -492,11 +494,9 @@ def model_perf(design, *, device=None, plan=None, rows=None, graph=None, host: H
 
     variants = {}
     cpu_graph = sum(host.graph.values())
-    variants["cpu"] = Variant("cpu", "this machine (measured)", None,
+    variants["cpu"] = Variant("cpu", LABELS["cpu"], None,
                               {**{p: s * steps for p, s in host.host.items()},
                                **{p: s * host.graph_steps * steps for p, s in host.graph.items()}})
-    labels = {"all_PS": "all on the PS", "PL_only": "PL only (FIXAR-like)",
-              "AIE_only": "AIE only (CHARM-like)", "plan": "the plan"}
 
     def device_run(choice, f):
         sch = schedule(graph, choice, links)
@@ -507,7 +507,7 @@ def model_perf(design, *, device=None, plan=None, rows=None, graph=None, host: H
             variants[k] = None
             continue
         step_us, phases = device_run(choices[k], factor)
-        variants[k] = Variant(k, labels[k], step_us, phases, units={n: u for n, (u, _) in choices[k].items()})
+        variants[k] = Variant(k, LABELS[k], step_us, phases, units={n: u for n, (u, _) in choices[k].items()})
     for v in variants.values():
         if v is not None:
             v.total_s = float(sum(v.phases_s.values()))
@@ -584,7 +584,7 @@ def report_lines(p: dict) -> list:
     rows = []
     for k, v in p["variants"].items():
         if v is None:
-            rows.append([k, "n/a", "n/a", "-"])
+            rows.append([LABELS[k], "n/a", "n/a", "-"])
             continue
         sp = p["speedups"].get(k)
         step = "measured" if v["graph_step_us"] is None else f"{v['graph_step_us']:.4g}"
