@@ -31,6 +31,9 @@ Host phases are the same seconds in every device variant: only the graph moves. 
 the graph do not overlap (serial) unless the caller gives ``overlap`` (a fraction 0..1 of the graph
 hidden behind the host loop, e.g. by double buffering); a unit's own pipelining (CPP's coarse-grained
 FVP pipeline) is in its kernel's cost model already.
+
+``mm_crossover(device)``: AP-DRL Fig. 6 from the same cost models (an n x n GEMM on the PL against
+the AIE, per size).
 """
 
 from __future__ import annotations
@@ -62,7 +65,8 @@ NODE_PHASE = {"fwd": "update_forward", "tfwd": "target_forward", "loss": "update
 LABELS = {"cpu": "this machine (measured)", "all_PS": "all on the PS", "PL_only": "PL only (FIXAR-like)",
           "AIE_only": "AIE only (CHARM-like)", "plan": "the plan"}
 FIXAR_CLOCK_MHZ = 164.0  # AP-DRL §V-C describes FIXAR's PL at 164 MHz
-FIXAR_FORMAT = ("fixed<24,12,RND,SAT>", "fixed<48,24,RND,SAT>")  # assumed where the design has none: the seed names no width
+# assumed where the design has no fixed-point format: the seed names no width for FIXAR
+FIXAR_FORMAT = ("fixed<24,12,RND,SAT>", "fixed<48,24,RND,SAT>")
 
 
 def _gs_dqn(hp):
@@ -98,7 +102,8 @@ def _graph_steps(algorithm: str, hp: dict) -> float | None:
     try:
         return float(fn(hp))
     except (KeyError, TypeError, ZeroDivisionError, ValueError) as e:
-        raise RlhlsError(f"perf: hyperparameters of '{algorithm}' lack what its gradient-step rule needs ({e})") from None
+        raise RlhlsError(f"perf: hyperparameters of '{algorithm}' lack what its gradient-step rule "
+                         f"needs ({e})") from None
 
 
 # ----------------------------------------------------------------------------------------------
