@@ -229,6 +229,10 @@ def write_report(path, rec: dict) -> None:
                                        + ([_g(shares.get(k, [k, None])[1], ".2f")] if shares else [])
                                        for k, v in tot.items()]))
         L += ["", "![phases](phases.png)", ""]
+    if rec.get("perf"):
+        from .perf import report_lines
+
+        L += report_lines(rec["perf"])
     from pathlib import Path
 
     from .experiments import experiment_names

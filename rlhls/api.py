@@ -6,12 +6,14 @@
     plan = flow.partition()             # Plan: .assignment, .makespan_us, .status, .gantt() -> Figure
     build = flow.build(csim=True)       # .components [{name, kernel, unit, csim}], .passed
     run = flow.train(steps=20_000)      # .metrics (one dict per update), .folder
+    perf = flow.perf()                  # Perf: the whole run on the device, .variants, .speedups, .text()
     flow.report()                       # report.md in out/
 
 Each step computes what it needs from the steps before it (once), returns an object
 (TrainingGraph, Profile, Plan, BuildResult, Run) and writes its files once into ``out``, never
 reading them back: ``graph.csv``, ``profile.csv``, ``plan/`` (plan.json, plan.csv, gantt.png),
-``build/`` (Vitis HLS components, ``aie/``, manifest.json), ``train/`` (the run folder),
+``build/`` (Vitis HLS components, ``aie/``, manifest.json), ``train/`` (the run folder), ``perf/``
+(perf.json, perf.txt, perf.png: the modeled run on the device),
 ``report.md`` with ``phases.png`` and ``csim.png``, and ``run.json`` (the record of every step).
 What libraries print (hls4ml, the ALE, solvers) goes to ``flow.log`` unless ``verbose``.
 
@@ -108,7 +110,7 @@ class Flow:
         self._lock = folder_lock(self.out)  # one process writes the folder: a second is refused in one line
         self._check_out()  # again, holding it: another process may have started the run meanwhile
         self._console = os.fdopen(os.dup(2), "w", buffering=1)  # progress stays on the console
-        self._graph = self._profile = self._plan = self._build = self._run = None
+        self._graph = self._profile = self._plan = self._build = self._run = self._perf = None
         self.record = {"design": self.design.name, "seed_file": self.design.seed_file,
                        "seed_title": self.design.seed_title, "algorithm": self.design.algorithm,
                        "device": self.device.id, "batch": self.design.batch_size,
@@ -318,6 +320,31 @@ class Flow:
         self._run = self._stage("train", "train/", step)
         return self._run
 
+    def perf(self, *, steps: int | None = None, ps_factor: float | None = None):
+        """The whole training run modeled on the device (host.perf.Perf; ``perf/``): host phases from
+        this flow's training run when it has one, else from a short run here; the plan's graph."""
+        if self._perf is None:
+            from rlhls.host.perf import host_times, model_perf, perf_figure, write_perf
+            from rlhls.host.report import save_png
+
+            graph, rows, plan = self.graph(), self.profile(), self.partition()
+
+            def step():
+                host = None
+                if self._run is not None and self._run.metrics:
+                    hp = self._run.config.get("hyperparams", self.hyperparams)
+                    with contextlib.suppress(RlhlsError):  # no gradient step timed yet: a short run here
+                        host = host_times(self._run.metrics, self.design.algorithm, hp,
+                                          f"this flow's run ({self.out / 'train'})")
+                p = model_perf(self.design, device=self.device, plan=plan, rows=rows, graph=graph, host=host,
+                               factor=ps_factor, steps=steps, seed=self.seed)
+                write_perf(p, self.out / "perf")
+                self.record["perf"] = p.to_json()
+                save_png(perf_figure(p), self.out / "perf.png")
+                return p, f"plan {p.total_s:.4g} s for {p.steps:,} steps (PS factor {p.ps_factor:.3g})"
+            self._perf = self._stage("perf", "perf/", step)
+        return self._perf
+
     def report(self) -> Path:
         """report.md (with csim.png) from what the flow did so far."""
         from rlhls.host.report import csim_figure, save_png, write_report
@@ -341,6 +368,7 @@ class Flow:
         self.partition()
         self.build(csim=True)
         self.train(steps=steps)
+        self.perf()
         self.report()
         return self.record
 

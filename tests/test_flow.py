@@ -40,6 +40,9 @@ def test_readme_example_runs(tmp_path, monkeypatch):
     manifest = json.loads((out / "build" / "manifest.json").read_text())
     assert all(c["csim"]["passed"] for c in manifest["components"])  # the checks' results, written
     assert "AP-DRL" in (out / "report.md").read_text()
+    perf = ns["perf"]  # the run's own metrics, the plan's graph
+    assert perf.host.source.startswith("this flow's run") and perf.variants["plan"].units == plan.assignment
+    assert perf.total_s > 0 and "## Modeled run on the device" in (out / "report.md").read_text()
 
 
 def test_steps_compute_once_and_resume_takes_the_plan(tmp_path, monkeypatch):

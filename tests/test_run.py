@@ -16,16 +16,17 @@ def test_run_smoke_writes_the_whole_folder_and_never_clobbers(tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["run", "heppo-ppo", "--out", str(out), *TINY]) == 0
     for f in ("graph.csv", "profile.csv", "plan/plan.json", "plan/gantt.png", "build/manifest.json",
-              "build/pl/gae/hls_config.cfg", "train/metrics.csv", "train/reward.png", "report.md", "phases.png", "csim.png"):
+              "build/pl/gae/hls_config.cfg", "train/metrics.csv", "train/reward.png", "report.md", "phases.png", "csim.png", "perf.png", "perf/perf.json"):
         assert (out / f).exists(), f
     rec = json.loads((out / "run.json").read_text())
-    assert rec["ok"] and [s["stage"] for s in rec["stages"]][-2:] == ["train", "report"]
+    assert rec["ok"] and [s["stage"] for s in rec["stages"]][-3:] == ["train", "perf", "report"]
     csim = {c["name"]: c for c in rec["csim"]}
     assert csim["gae"]["passed"] and all(c["passed"] for c in csim.values())
     assert json.loads((out / "plan" / "plan.json").read_text())["assignment"]["gae"] == "PL"  # HEPPO's GAE unit
     report = (out / "report.md").read_text()
     for text in ("## Partition (ILP)", "## Build and checks", "| gae | gae | PL |", "GAE Computation",
-                 "plan/gantt.png", "train/reward.png", "every check passed", "experiment 5 of HEPPO-GAE Table III"):
+                 "plan/gantt.png", "train/reward.png", "every check passed", "experiment 5 of HEPPO-GAE Table III",
+                 "## Modeled run on the device", "this flow's run", "perf.png"):
         assert text in report, text
     assert rec["train"]["env_steps"] == 128 and rec["train"]["phases"]["env_run"] > 0
     # an existing run folder is refused without --resume; --resume continues it

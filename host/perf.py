@@ -1,0 +1,637 @@
+"""The performance model: one whole training run of a design on its device, phase by phase, beside
+this machine's measured time and the seeds' baselines.
+
+A run is ``steps`` environment steps. Its time is the host loop's phases plus the training graph's:
+
+* **host phases** (environment step, acting, storing, sampling, ... : every ``t_<phase>`` column of
+  the trainer's metrics.csv that ``GRAPH_PHASES`` does not name) run on the PS. Their seconds per
+  environment step are measured here (a short run of the same design, or ``--run``'s metrics) and
+  multiplied by the PS factor (how many times slower the device's PS core is than this machine's).
+* **the training graph** (update forward/backward/optimizer, GAE, returns, CG, ...) runs
+  ``graph_steps_per_env_step`` times per environment step (``GRAPH_STEPS``: the algorithm's
+  gradient steps per environment step from its hyperparameters). One execution is the list
+  schedule of the graph: each node on its unit and design point (its profile row: model, csynth,
+  cosim, aie or measured), an edge between two units costs the device's link
+  (``latency + bytes / bandwidth``, ``partition.profile.device_links``); PL and AIE nodes run side
+  by side as their dependencies allow (spatial hardware), PS nodes one at a time (the host program
+  is one thread), in the graph's topological order.
+
+Variants (``Perf.variants``), each a full run:
+
+* ``cpu``: this machine, measured (host and graph phases as timed here);
+* ``all_PS``: every node on the PS (the profile's PS cost model: the catalogue's per-core roofline);
+* ``PL_only`` (FIXAR-like, AP-DRL §V-C): every node on the PL at 164 MHz in the design's fixed-point
+  format (``FIXAR_FORMAT`` where the design has none), each at its fastest design point that fits the
+  fabric alone;
+* ``AIE_only`` (CHARM-like): matrix multiplies on the AIE in FP32 (fastest point that fits), the
+  rest on the PS; ``None`` on a device without AI Engines;
+* ``plan``: the plan's units and points.
+
+Host phases are the same seconds in every device variant: only the graph moves. The host loop and
+the graph do not overlap (serial) unless the caller gives ``overlap`` (a fraction 0..1 of the graph
+hidden behind the host loop, e.g. by double buffering); a unit's own pipelining (CPP's coarse-grained
+FVP pipeline) is in its kernel's cost model already.
+
+``mm_crossover(device)``: AP-DRL Fig. 6 from the same cost models (an n x n GEMM on the PL against
+the AIE, per size).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from rlhls.designs.errors import RlhlsError
+
+__all__ = ["HostTimes", "Variant", "Perf", "GRAPH_PHASES", "NODE_PHASE", "FIXAR_CLOCK_MHZ", "FIXAR_FORMAT",
+           "host_times", "read_run", "measure_host", "ps_factor", "schedule", "run_phases", "choose", "model_perf",
+           "perf_figure", "write_perf", "report_lines", "mm_crossover"]
+
+# the trainers' phases that the training graph covers (host/algorithms/*: timed(times, ...))
+GRAPH_PHASES = ("update_forward", "target_forward", "backprop", "weight_update", "soft_update", "gae",
+                "gae_fetch", "gae_compute", "gae_write", "returns", "policy_gradient", "fvp", "cg",
+                "line_search", "value_fit")
+# a graph node's phase as the trainers name it
+NODE_PHASE = {"fwd": "update_forward", "tfwd": "target_forward", "loss": "update_forward", "bwd": "backprop",
+              "upd": "weight_update", "soft": "soft_update", "gae": "gae", "returns": "returns",
+              "fvp_fwd": "fvp", "fvp_bwd": "fvp", "cg": "cg", "linesearch": "line_search"}
+
+LABELS = {"cpu": "this machine (measured)", "all_PS": "all on the PS", "PL_only": "PL only (FIXAR-like)",
+          "AIE_only": "AIE only (CHARM-like)", "plan": "the plan"}
+FIXAR_CLOCK_MHZ = 164.0  # AP-DRL §V-C describes FIXAR's PL at 164 MHz
+# assumed where the design has no fixed-point format: the seed names no width for FIXAR
+FIXAR_FORMAT = ("fixed<24,12,RND,SAT>", "fixed<48,24,RND,SAT>")
+
+
+def _gs_dqn(hp):
+    return 1.0 / float(hp.get("train_frequency", 1))
+
+
+def _gs_ddpg(hp):
+    return 1.0 / float(hp.get("train_frequency", 1))
+
+
+def _gs_ppo(hp):
+    return hp.get("update_epochs", 1) * hp.get("num_minibatches", 1) / (hp["num_steps"] * hp.get("num_envs", 1))
+
+
+def _gs_a2c(hp):
+    return 1.0 / (hp["n_steps"] * hp.get("num_envs", 1))
+
+
+def _gs_trpo(hp):
+    return 1.0 / (hp["num_steps"] * hp.get("num_envs", 1))
+
+
+# executions of the training graph (one gradient step at the graph's batch) per environment step
+GRAPH_STEPS = {"dqn": _gs_dqn, "ddpg": _gs_ddpg, "ppo": _gs_ppo, "a2c": _gs_a2c, "trpo": _gs_trpo}
+
+
+def _graph_steps(algorithm: str, hp: dict) -> float | None:
+    """Gradient steps per environment step by the algorithm's rule; None for an algorithm without one
+    (a user's: its measured updates count one gradient step each)."""
+    fn = GRAPH_STEPS.get(algorithm)
+    if fn is None:
+        return None
+    try:
+        return float(fn(hp))
+    except (KeyError, TypeError, ZeroDivisionError, ValueError) as e:
+        raise RlhlsError(f"perf: hyperparameters of '{algorithm}' lack what its gradient-step rule "
+                         f"needs ({e})") from None
+
+
+# ----------------------------------------------------------------------------------------------
+# What was measured here
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class HostTimes:
+    """Seconds per environment step of each host phase, and of each graph phase per graph execution,
+    measured on this machine; ``graph_steps``: graph executions per environment step."""
+
+    host: dict            # {phase: s per env step}
+    graph: dict           # {phase: s per graph execution}
+    graph_steps: float
+    source: str
+
+    def to_json(self) -> dict:
+        return {"host_s_per_env_step": self.host, "graph_s_per_execution": self.graph,
+                "graph_steps_per_env_step": self.graph_steps, "source": self.source}
+
+
+def _executions(row: dict, env_steps: float, graph_steps: float) -> float:
+    """Graph executions one metrics row (one update of `env_steps` environment steps) timed: the
+    off-policy trainers count theirs (``train_steps``); the on-policy ones run the rule's number."""
+    if "train_steps" in row:
+        return _num(row["train_steps"], "train_steps")
+    return env_steps * graph_steps
+
+
+def _num(v, what: str) -> float:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        raise RlhlsError(f"metrics: {what} = {v!r} is not a number") from None
+    return x if math.isfinite(x) else 0.0
+
+
+def host_times(metrics: list, algorithm: str, hp: dict, source: str) -> HostTimes:
+    """HostTimes from a run's metrics rows (dicts with ``env_steps`` cumulative and ``t_<phase>``)."""
+    if not metrics:
+        raise RlhlsError(f"{source}: no metrics row (no update finished)")
+    phases = [k[2:] for k in metrics[0] if k.startswith("t_")]
+    if not phases:
+        raise RlhlsError(f"{source}: metrics have no t_<phase> columns")
+    steps = _num(metrics[-1].get("env_steps"), "env_steps")
+    if steps <= 0:
+        raise RlhlsError(f"{source}: env_steps is {steps:g}; expected > 0")
+    tot = {p: sum(_num(r.get(f"t_{p}"), f"t_{p}") for r in metrics) for p in phases}
+    gs = _graph_steps(algorithm, hp)
+    done = [0.0] + [_num(r.get("env_steps"), "env_steps") for r in metrics]
+    if gs is None:  # assumed: one gradient step per update (the trainer's count where it keeps one)
+        execs = sum(_num(r["train_steps"], "train_steps") if "train_steps" in r else 1.0 for r in metrics)
+        gs = execs / steps
+        source += f" (assumed for '{algorithm}', which has no gradient-step rule: one per update)"
+    else:
+        execs = sum(_executions(r, b - a, gs) for r, a, b in zip(metrics, done, done[1:]))
+    host = {p: tot[p] / steps for p in phases if p not in GRAPH_PHASES}
+    graph = {p: (tot[p] / execs if execs > 0 else 0.0) for p in phases if p in GRAPH_PHASES}
+    if execs <= 0:
+        raise RlhlsError(f"{source}: no gradient step was measured (the run ended before learning started); "
+                         "a longer run, or a smaller learning_starts, measures one")
+    return HostTimes(host, graph, gs, source)
+
+
+def read_run(folder, design) -> tuple[list, dict]:
+    """(metrics rows, hyperparameters) of a run folder of `design` (``rlhls train``, or ``rlhls run``'s
+    ``train/``)."""
+    folder = Path(folder)
+    if (folder / "train" / "metrics.csv").is_file() and not (folder / "metrics.csv").is_file():
+        folder = folder / "train"
+    try:
+        cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        with open(folder / "metrics.csv", newline="", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+    except FileNotFoundError as e:
+        raise RlhlsError(f"--run '{folder}': no {Path(e.filename).name} (not a run folder of rlhls train)") from None
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise RlhlsError(f"--run '{folder}': cannot be read ({e})") from None
+    if not isinstance(cfg, dict) or not isinstance(cfg.get("hyperparams"), dict):
+        raise RlhlsError(f"--run '{folder}/config.json': expected a run config with 'hyperparams'")
+    if cfg.get("design") != design.name:
+        raise RlhlsError(f"--run '{folder}': a run of design '{cfg.get('design')}', not of '{design.name}'")
+    return rows, cfg["hyperparams"]
+
+
+def measure_host(design, *, seed: int = 0) -> tuple[list, dict]:
+    """A short run of `design` here (one update of its demonstration budget, learning from the first
+    batch) in a scratch folder: (metrics rows, hyperparameters)."""
+    from rlhls.partition.fileio import scratch_dir
+
+    from .train import train_design
+
+    sets = dict(design.demo.get("set", {}))
+    hp0 = {**design.hyperparams, **sets}
+    if "learning_starts" in hp0:  # off-policy: learn from the first batch so a gradient step is timed
+        sets["learning_starts"] = hp0.get("batch_size", design.batch_size)
+    with scratch_dir("perf") as d:
+        run = train_design(design, out=Path(d) / "run", steps=1, seed=seed, overrides=sets, progress=False)
+        return run.metrics, dict(run.config.get("hyperparams", {}))
+
+
+# ----------------------------------------------------------------------------------------------
+# The PS factor
+# ----------------------------------------------------------------------------------------------
+
+
+def _gemm_gflops(n: int = 256, repeats: int = 9) -> float:
+    """fp32 GEMM rate of one core here (GFLOP/s, best of `repeats`)."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n), dtype=np.float32)
+    b = rng.standard_normal((n, n), dtype=np.float32)
+    best = math.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t0)
+    return 2.0 * n ** 3 / best / 1e9
+
+
+def ps_factor(device) -> tuple[float, str]:
+    """(factor, basis): how many times slower the device's PS core is than this machine's core."""
+    ps = device.unit("PS")
+    peak = ps.perf["gflops_fp32_peak"]
+    here = _gemm_gflops()
+    basis = (f"fp32 GEMM 256x256 timed here on one core: {here:.3g} GFLOP/s, against the {device.id} PS core's "
+             f"fp32 peak {peak.value:.3g} GFLOP/s ({peak.source}: clock {ps.clock_mhz.source}, "
+             f"{ps.perf['flops_per_cycle_fp32'].source}); assumed: a BLAS GEMM reaches the same share of peak "
+             "on both cores, and the host loop's Python scales as the GEMM does")
+    return max(here / peak.value, 1e-6), basis
+
+
+# ----------------------------------------------------------------------------------------------
+# One execution of the training graph
+# ----------------------------------------------------------------------------------------------
+
+
+def schedule(graph, choice: dict, links: dict) -> dict:
+    """List schedule of one graph execution. `choice`: {node: (unit, latency_us)}; `links`:
+    {(src, dst): (latency_us, bytes_per_us)}. Returns {'makespan_us', 'start', 'finish',
+    'phase_us' {phase: node us}, 'transfer_us' {phase: edge us into that phase's nodes}}."""
+    start, finish, ps_free = {}, {}, 0.0
+    phase_us, transfer_us = {}, {}
+    preds = {}
+    for e in graph.edges:
+        preds.setdefault(e.dst, []).append(e)
+    for name in graph.topological_order():
+        unit, lat = choice[name]
+        phase = NODE_PHASE.get(graph.node(name).phase, graph.node(name).phase)
+        ready = 0.0
+        for e in preds.get(name, ()):
+            src_unit = choice[e.src][0]
+            cost = 0.0
+            if src_unit != unit and (src_unit, unit) in links:
+                l_us, bw = links[(src_unit, unit)]
+                cost = l_us + e.bytes / bw
+            transfer_us[phase] = transfer_us.get(phase, 0.0) + cost
+            ready = max(ready, finish[e.src] + cost)
+        if unit == "PS":  # one host thread
+            ready = max(ready, ps_free)
+        start[name], finish[name] = ready, ready + lat
+        if unit == "PS":
+            ps_free = finish[name]
+        phase_us[phase] = phase_us.get(phase, 0.0) + lat
+    return {"makespan_us": max(finish.values(), default=0.0), "start": start, "finish": finish,
+            "phase_us": phase_us, "transfer_us": transfer_us}
+
+
+def run_phases(host: HostTimes, sch: dict, steps: int, factor: float, overlap: float = 0.0) -> dict:
+    """{phase: seconds of the whole run on the device}: host phases x `factor`; the graph's phases
+    from the schedule `sch` (each phase's node and transfer time, scaled so that one execution
+    sums to the makespan), times the executions, less the `overlap` share hidden behind the host."""
+    execs = host.graph_steps * steps
+    phases = {p: s * factor * steps for p, s in host.host.items()}
+    serial = sum(sch["phase_us"].values()) + sum(sch["transfer_us"].values())
+    scale = sch["makespan_us"] / serial if serial > 0 else 0.0  # concurrency spread over the phases
+    for p, us in sch["phase_us"].items():
+        phases[p] = phases.get(p, 0.0) + us * scale * 1e-6 * execs * (1 - overlap)
+    xfer = sum(sch["transfer_us"].values()) * scale * 1e-6 * execs * (1 - overlap)
+    if xfer > 0:
+        phases["transfers"] = xfer
+    return phases
+
+
+def _fits(row, capacity: dict) -> bool:
+    return all(row.usage(res) <= cap for (unit, res), cap in capacity.items() if unit == row.unit and res != "cores")
+
+
+def _overuse(row, capacity: dict) -> float:
+    return max((row.usage(res) / cap for (u, res), cap in capacity.items() if u == row.unit and res != "cores"
+                and cap > 0), default=0.0)
+
+
+def choose(rows, graph, unit: str, capacity: dict, *, others=None) -> tuple[dict, list]:
+    """({node: (unit, latency)}, notes): each node at its fastest `unit` row that fits the unit alone
+    (a node with none: its smallest row, noted); nodes without a `unit` row from `others`."""
+    best, small = {}, {}
+    for r in rows:
+        if r.unit != unit:
+            continue
+        if _fits(r, capacity) and (r.node not in best or r.latency_us < best[r.node][1]):
+            best[r.node] = (unit, r.latency_us)
+        if r.node not in small or _overuse(r, capacity) < _overuse(small[r.node], capacity):
+            small[r.node] = r
+    out, over = {}, []
+    for n in graph.nodes:
+        if n.name in best:
+            out[n.name] = best[n.name]
+        elif n.name in small:
+            out[n.name] = (unit, small[n.name].latency_us)
+            over.append(n.name)
+        elif others is not None and n.name in others:
+            out[n.name] = others[n.name]
+        else:
+            raise RlhlsError(f"perf: node '{n.name}' has no {unit} row")
+    notes = [f"{unit}: {len(over)} node(s) fit the device at no design point ({over[0]}, ...): each takes its "
+             "smallest point as if the fabric held it"] if over else []
+    return out, notes
+
+
+# ----------------------------------------------------------------------------------------------
+# The whole run
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Variant:
+    name: str
+    label: str
+    step_us: float | None                        # one graph execution (None: the cpu's measured)
+    phases_s: dict = field(default_factory=dict)  # {phase: s for the whole run}
+    total_s: float = 0.0
+    units: dict = field(default_factory=dict)     # {node: unit} of its graph execution
+
+    def to_json(self) -> dict:
+        return {"label": self.label, "graph_step_us": self.step_us, "phases_s": self.phases_s,
+                "total_s": self.total_s, "units": self.units}
+
+
+@dataclass
+class Perf:
+    """The modeled run (module docstring): variants, speed-ups, the PS factor and every assumption."""
+
+    design: str
+    device: str
+    steps: int
+    ps_factor: float
+    ps_basis: str
+    host: HostTimes
+    variants: dict
+    speedups: dict          # {variant: {'per_step', 'run'}} of the plan over each
+    sensitivity: dict       # {'x0.5'|'x2': {'plan_s', 'speedup_vs_cpu'}}
+    assumptions: list
+
+    @property
+    def total_s(self) -> float:
+        return self.variants["plan"].total_s
+
+    def to_json(self) -> dict:
+        return {"design": self.design, "device": self.device, "steps": self.steps, "ps_factor": self.ps_factor,
+                "ps_factor_basis": self.ps_basis, "measured": self.host.to_json(),
+                "variants": {k: (v.to_json() if v else None) for k, v in self.variants.items()},
+                "speedups": self.speedups, "sensitivity": self.sensitivity, "assumptions": list(self.assumptions)}
+
+    def text(self) -> str:
+        lines = [f"{self.design} on {self.device}: {self.steps:,} environment steps",
+                 f"PS factor {self.ps_factor:.3g} (device PS core vs this machine's core): {self.ps_basis}",
+                 f"measured here: {self.host.source}", "",
+                 f"{'variant':34s} {'graph step':>12s} {'whole run':>12s} {'plan speed-up':>14s}"]
+        for k, v in self.variants.items():
+            if v is None:
+                lines.append(f"{LABELS[k]:34s} {'n/a (no unit)':>12s}")
+                continue
+            step = "measured" if v.step_us is None else f"{v.step_us:.4g} us"
+            sp = self.speedups.get(k)
+            lines.append(f"{v.label:34s} {step:>12s} {_dur(v.total_s):>12s} "
+                         f"{(format(sp['run'], '.3g') + 'x' if sp else '-'):>14s}")
+        lines.append("")
+        lines.append("plan, time per phase: " + ", ".join(
+            f"{p} {_dur(s)}" for p, s in sorted(self.variants["plan"].phases_s.items(), key=lambda x: -x[1]) if s > 0))
+        for k, s in self.sensitivity.items():
+            lines.append(f"PS factor {k}: plan {_dur(s['plan_s'])}, speed-up over this CPU {s['speedup_vs_cpu']:.3g}x")
+        lines.append("assumptions:")
+        lines += [f"  - {a}" for a in self.assumptions]
+        return "\n".join(lines)
+
+
+def _dur(s: float) -> str:
+    return f"{s:.3g} s" if s < 3600 else f"{s / 3600:.3g} h"
+
+
+def _fixar_design(design):
+    from rlhls.designs.formats import FixedFormat, parse_format
+
+    st = parse_format(design.formats.get("storage", "fp32"))
+    if isinstance(st, FixedFormat):
+        fx, acc = design.formats["storage"], design.formats.get("acc", design.formats["storage"])
+        why = f"the design's fixed format {st}"
+    else:
+        fx, acc = FIXAR_FORMAT
+        why = f"assumed {fx} (the design has no fixed-point format)"
+    formats = {**design.formats, "storage": fx, "acc": acc, "pl": fx, "pl_acc": acc}
+    return replace(design, formats=formats, clocks_mhz={**design.clocks_mhz, "PL": FIXAR_CLOCK_MHZ}, pins={}), why
+
+
+def _ps_choice(graph, device) -> dict:
+    from rlhls.designs.kernels.cost import ps_cost
+
+    return {n.name: ("PS", ps_cost(n.flops, device, nbytes=n.bytes)["latency_us"]) for n in graph.nodes}
+
+
+def model_perf(design, *, device=None, plan=None, rows=None, graph=None, host: HostTimes | None = None,
+               factor: float | None = None, steps: int | None = None, seed: int = 0, say=None,
+               time_limit: float | None = 60.0, overlap: float = 0.0) -> Perf:
+    """The Perf of `design` (module docstring). `plan` (a Plan; default: solved), `rows` (its profile,
+    e.g. calibrated), `host` (default: a short run here, announced to `say`), `factor` (default: ``ps_factor``);
+    `time_limit`: the ILP's, when the plan is solved here; `overlap`: the share of the graph a
+    double-buffered design hides behind the host loop (0: serial)."""
+    from rlhls.designs.devices import get_device
+    from rlhls.designs.graph import build_graph
+    from rlhls.partition.plan import check_plan
+    from rlhls.partition.profile import device_capacity, device_links, profile_design
+
+    dev = device if not isinstance(device, (str, type(None))) else get_device(device or design.device)
+    if factor is not None and (isinstance(factor, bool) or not isinstance(factor, (int, float))
+                               or not math.isfinite(factor) or factor <= 0):
+        raise RlhlsError(f"--ps-factor {factor!r}: expected a number > 0")
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
+        raise RlhlsError(f"--steps {steps!r}: expected a positive integer")
+    if isinstance(overlap, bool) or not isinstance(overlap, (int, float)) or not 0 <= overlap <= 1:
+        raise RlhlsError(f"perf: overlap {overlap!r}: expected a fraction 0..1 of the graph hidden behind the host")
+    graph = graph if graph is not None else build_graph(design)
+    rows = rows if rows is not None else profile_design(design, dev, graph=graph)
+    if plan is None:
+        from rlhls.partition.design_plan import partition_design
+
+        plan = partition_design(design, dev, graph=graph, rows=rows, time_limit=time_limit)
+    asg = check_plan(plan, graph, where=getattr(plan, "source", "") or "plan")
+    # the plan's rows: the row of each node at its planned unit and point
+    planned = {}
+    for r in rows:
+        if asg.get(r.node) == r.unit and str(plan.point.get(r.node, r.point)) == str(r.point):
+            planned[r.node] = (r.unit, r.latency_us)
+    missing = [n for n in asg if n not in planned]
+    if missing:
+        where = getattr(plan, "source", "") or "plan"
+        raise RlhlsError(f"plan '{where}': node '{missing[0]}' on {asg[missing[0]]} point "
+                         f"'{plan.point.get(missing[0])}' has no profile row (is the plan for this design and device?)")
+    if host is None:
+        if say is not None:
+            say(f"measuring {design.name} here (one update) ...")
+        metrics, hp = measure_host(design, seed=seed)
+        host = host_times(metrics, design.algorithm, hp, f"a short run of {design.name} here (1 update)")
+    basis = "given (--ps-factor)"
+    if factor is None:
+        factor, basis = ps_factor(dev)
+    steps = steps or int(design.hyperparams.get("total_timesteps", 1_000_000))
+    links = device_links(dev)
+    cap = device_capacity(dev)
+    assumptions = [
+        f"PS factor {factor:.3g}: {basis}",
+        "host phases (" + ", ".join(sorted(host.host)) + ") run on the PS at this machine's measured seconds x the "
+        "PS factor, in every device variant",
+        f"{host.graph_steps:.4g} training-graph executions (gradient steps at batch {graph.batch}) per environment "
+        f"step, from the {design.algorithm} hyperparameters",
+        "graph nodes: PL/AIE from the profile rows chosen (their sources: "
+        + ", ".join(sorted({r.source for r in rows})) + "); PS nodes from the PS row (catalogue per-core roofline)",
+        "an edge between two units costs the device link's latency + bytes / bandwidth (designs/devices.py); "
+        "loop-carried edges (weights kept on chip) cost nothing",
+        "PL and AIE nodes overlap as dependencies allow; PS nodes run one at a time (one host thread)",
+    ]
+    assumptions.append("host loop and graph: " + (f"{overlap:.0%} of the graph hidden behind the host loop (given)"
+                                                   if overlap else "serial (a unit's own pipelining, e.g. CPP's "
+                                                   "coarse-grained FVP pipeline, is inside its cost model)"))
+
+    ps = _ps_choice(graph, dev)
+    choices = {"all_PS": ps, "plan": planned}
+    fx_design, fx_why = _fixar_design(design)
+    if "PL" in dev.units:
+        choices["PL_only"], notes = choose(profile_design(fx_design, dev, graph=graph), graph, "PL", cap)
+        assumptions += notes
+    assumptions.append(f"PL-only (FIXAR-like): every node on the PL at {FIXAR_CLOCK_MHZ:g} MHz in {fx_why}, each at "
+                       "its fastest design point that fits the fabric alone")
+    if "AIE" in dev.units:
+        aie_design = replace(design, formats={**design.formats, "aie": "fp32", "aie_acc": "fp32"}, pins={})
+        aie_rows = [r for r in profile_design(aie_design, dev, graph=graph) if graph.node(r.node).mm]
+        choices["AIE_only"], notes = choose(aie_rows, graph, "AIE", cap, others=ps)
+        assumptions += notes
+        assumptions.append("AIE-only (CHARM-like): matrix multiplies on the AIE in fp32 (fastest point that fits), "
+                           "the rest on the PS")
+    else:
+        assumptions.append(f"AIE-only: n/a ({dev.id} has no AI Engines)")
+
+    variants = {}
+    cpu_graph = sum(host.graph.values())
+    variants["cpu"] = Variant("cpu", LABELS["cpu"], None,
+                              {**{p: s * steps for p, s in host.host.items()},
+                               **{p: s * host.graph_steps * steps for p, s in host.graph.items()}})
+
+    def device_run(choice, f):
+        sch = schedule(graph, choice, links)
+        return sch["makespan_us"], run_phases(host, sch, steps, f, overlap)
+
+    for k in ("all_PS", "PL_only", "AIE_only", "plan"):
+        if k not in choices:
+            variants[k] = None
+            continue
+        step_us, phases = device_run(choices[k], factor)
+        variants[k] = Variant(k, LABELS[k], step_us, phases, units={n: u for n, (u, _) in choices[k].items()})
+    for v in variants.values():
+        if v is not None:
+            v.total_s = float(sum(v.phases_s.values()))
+    plan_v = variants["plan"]
+    speedups = {}
+    for k, v in variants.items():
+        if v is None or k == "plan":
+            continue
+        per_step = (cpu_graph * 1e6 / plan_v.step_us if k == "cpu" else v.step_us / plan_v.step_us) \
+            if plan_v.step_us > 0 else math.inf
+        speedups[k] = {"per_step": per_step, "run": v.total_s / plan_v.total_s if plan_v.total_s > 0 else math.inf}
+    sensitivity = {}
+    for tag, f in (("x0.5", factor / 2), ("x2", factor * 2)):
+        _, ph = device_run(planned, f)
+        tot = float(sum(ph.values()))
+        sensitivity[tag] = {"ps_factor": f, "plan_s": tot,
+                            "speedup_vs_cpu": variants["cpu"].total_s / tot if tot > 0 else math.inf}
+    return Perf(design.name, dev.id, steps, float(factor), basis, host, variants, speedups, sensitivity, assumptions)
+
+
+def perf_figure(perf: Perf):
+    """Stacked bars: seconds per phase of the whole run, one bar per variant."""
+    from matplotlib import colormaps
+    from matplotlib.figure import Figure
+
+    vs = [v for v in perf.variants.values() if v is not None]
+    phases = []
+    for v in vs:
+        phases += [p for p in v.phases_s if p not in phases]
+    fig = Figure(figsize=(10, 4.8))
+    ax = fig.add_subplot()
+    colors = colormaps["tab20"].colors
+    bottom = np.zeros(len(vs))
+    x = np.arange(len(vs))
+    for i, p in enumerate(phases):
+        y = np.array([v.phases_s.get(p, 0.0) for v in vs])
+        ax.bar(x, y, bottom=bottom, color=colors[i % 20], label=p)
+        bottom += y
+    for xi, v in zip(x, vs):
+        ax.text(xi, v.total_s, f"{_dur(v.total_s)}", ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(x, [v.label for v in vs], fontsize=8, rotation=10)
+    ax.set_ylabel(f"seconds for {perf.steps:,} environment steps")
+    ax.set_title(f"{perf.design} on {perf.device}: where the time goes (PS factor {perf.ps_factor:.3g})")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    return fig
+
+
+PERF_FILES = ("perf.json", "perf.txt", "perf.png")
+
+
+def write_perf(perf: Perf, out_dir, *, force: bool = False) -> Path:
+    """perf.json, perf.txt and perf.png into `out_dir` (staged, then published; a folder rlhls did not
+    write is refused unless `force`)."""
+    from rlhls.partition.fileio import atomic_write_text, check_out, staged_folder
+
+    from .report import save_png
+
+    out_dir = Path(out_dir)
+    ours = lambda d: all(p.name in PERF_FILES for p in d.iterdir())  # noqa: E731
+    check_out(out_dir, command="perf", force=force, ours=ours)
+    with staged_folder(out_dir, command="perf", ours=ours) as tmp:
+        atomic_write_text(tmp / "perf.json", json.dumps(perf.to_json(), indent=1, default=str) + "\n")
+        atomic_write_text(tmp / "perf.txt", perf.text() + "\n")
+        save_png(perf_figure(perf), tmp / "perf.png")
+    return out_dir
+
+
+def report_lines(p: dict) -> list:
+    """The run report's section from a Perf's JSON (the flow record's ``perf``)."""
+    from .report import markdown_table
+
+    rows = []
+    for k, v in p["variants"].items():
+        if v is None:
+            rows.append([LABELS[k], "n/a", "n/a", "-"])
+            continue
+        sp = p["speedups"].get(k)
+        step = "measured" if v["graph_step_us"] is None else f"{v['graph_step_us']:.4g}"
+        rows.append([v["label"], step, f"{v['total_s']:.4g}", f"{sp['run']:.3g}x" if sp else "-"])
+    L = ["## Modeled run on the device", "",
+         f"{p['steps']:,} environment steps of {p['design']} on {p['device']}; PS factor {p['ps_factor']:.3g} "
+         f"({p['ps_factor_basis']}). Measured here: {p['measured']['source']}.", "",
+         markdown_table(["variant", "graph step (us)", "whole run (s)", "plan speed-up"], rows), ""]
+    L += [f"PS factor {k}: plan {s['plan_s']:.4g} s, speed-up over this CPU {s['speedup_vs_cpu']:.3g}x"
+          for k, s in p["sensitivity"].items()]
+    L += ["", "Assumptions:", ""] + [f"- {a}" for a in p["assumptions"]] + ["", "![perf](perf.png)", ""]
+    return L
+
+
+MM_SIZES = (16, 32, 64, 128, 256, 512, 1024)
+
+
+def mm_crossover(device="vek280", sizes=MM_SIZES, fmt: str = "fp32") -> dict:
+    """AP-DRL Fig. 6 from the cost models: an n x n x n GEMM on the PL (fastest MAC-lane point that
+    fits the fabric) against the AIE (fastest tile count), per size, and the smallest size from which
+    the AIE is faster. The seed's own bars are in its figure only; its text (§III) says the PL wins at
+    low FLOPs (the AIE's kernel launch dominates) and the AIE at high FLOPs (1 GHz against 245 MHz)."""
+    from rlhls.designs.devices import get_device
+    from rlhls.designs.kernels.cost import aie_matmul, pl_matmul
+    from rlhls.designs.kernels.dense import PL_MM_POINTS
+    from rlhls.partition.profile import device_capacity
+
+    dev = device if not isinstance(device, str) else get_device(device)
+    if "PL" not in dev.units or "AIE" not in dev.units:
+        raise RlhlsError(f"device {dev.id} lacks a PL or an AIE; the crossover needs both (vek280, vck190)")
+    cap = device_capacity(dev)
+    rows = []
+    for n in sizes:
+        pl = [c for c in (pl_matmul(n, n, n, fmt, dev, pf=pf) for pf in PL_MM_POINTS if pf <= n * n)
+              if all(c["resources"].get(r, 0) <= v for (u, r), v in cap.items() if u == "PL" and r != "cores")]
+        pl_us = min((c["latency_us"] for c in pl), default=None)  # None: the fabric holds it at no point
+        aie_us = aie_matmul(n, n, n, fmt, dev)["latency_us"]
+        rows.append({"n": n, "flops": 2 * n ** 3, "pl_us": pl_us, "aie_us": aie_us,
+                     "faster": "AIE" if pl_us is None or aie_us < pl_us else "PL"})
+    cross = next((r["n"] for r in rows if r["faster"] == "AIE"), None)
+    return {"device": dev.id, "format": fmt, "rows": rows, "aie_from_n": cross,
+            "seed": "AP-DRL §III, Fig. 6: PL faster at low FLOPs (AIE launch time), AIE faster at high FLOPs "
+                    "(PL 245 MHz vs AIE 1 GHz); the figure's values are not in its text",
+            "agrees": cross is not None and rows[0]["faster"] == "PL"
+            and all(r["faster"] == "AIE" for r in rows if r["n"] >= cross)}

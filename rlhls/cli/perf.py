@@ -1,0 +1,78 @@
+"""``rlhls perf``: the whole training run's modeled time on the device and its speed-ups
+(``rlhls.host.perf``)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from .common import positive_int, print_json, say, seed_int
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} must be a number > 0")
+    return value
+
+
+def register(sub) -> None:
+    s = sub.add_parser("perf", help="model a whole training run on the device: time per phase, speed-ups",
+                       description="Model one whole training run of a design on its device: the host loop's "
+                                   "phases measured here and scaled by the PS factor, the training graph on the "
+                                   "plan's units (profile rows, device links); beside this machine's measured "
+                                   "time and the baselines all-PS, PL-only (FIXAR-like) and AIE-only "
+                                   "(CHARM-like). Writes perf.json, perf.txt and perf.png into --out.")
+    s.add_argument("design", help="design name (rlhls designs) or a design file ./FILE.py[:NAME]")
+    s.add_argument("--plan", metavar="PLAN.json", help="a plan of this design (rlhls partition); default: solved now")
+    s.add_argument("--device", help="device (rlhls devices; default: the design's)")
+    s.add_argument("--steps", type=positive_int,
+                   help="environment steps of the run (default: the design's total_timesteps, else 1e6)")
+    s.add_argument("--ps-factor", type=positive_float, metavar="F",
+                   help="how many times slower the device's PS core is than this machine's (default: "
+                        "calibrated by an fp32 GEMM timed here against the PS core's peak)")
+    s.add_argument("--run", metavar="RUN_FOLDER",
+                   help="take the host phases from this run's metrics.csv (rlhls train / rlhls run) instead "
+                        "of a short run here")
+    s.add_argument("--time-limit", type=positive_float, default=60.0,
+                   help="ILP solver time limit in s when the plan is solved here (default 60)")
+    s.add_argument("--out", help="output folder (default runs/<design>-perf)")
+    s.add_argument("--force", action="store_true", help="write into a non-empty folder rlhls did not write")
+    s.add_argument("--seed", type=seed_int, default=0, help="seed of the short measuring run")
+    s.add_argument("--quiet", action="store_true", help="no progress output")
+    s.add_argument("--json", action="store_true", help="print the model as JSON")
+    s.set_defaults(func=cmd_perf)
+
+
+def cmd_perf(args) -> int:
+    from pathlib import Path
+
+    from rlhls.designs.devices import get_device
+    from rlhls.designs.registry import get_design
+    from rlhls.host.perf import host_times, model_perf, read_run, write_perf
+    from rlhls.partition.fileio import check_out
+    from rlhls.partition.plan import load_plan
+
+    log = say(args.quiet or args.json)
+    design = get_design(args.design)
+    device = get_device(args.device or design.device)
+    out = Path(args.out or f"runs/{design.name}-perf")
+    check_out(out, command="perf", force=args.force,
+              ours=lambda d: all(p.name in ("perf.json", "perf.txt", "perf.png") for p in d.iterdir()))
+    plan = load_plan(args.plan) if args.plan else None
+    host = None
+    if args.run:
+        rows, hp = read_run(args.run, design)
+        host = host_times(rows, design.algorithm, hp, f"run folder {args.run}")
+    perf = model_perf(design, device=device, plan=plan, host=host, factor=args.ps_factor, steps=args.steps,
+                      seed=args.seed, say=log, time_limit=args.time_limit)
+    write_perf(perf, out, force=args.force)
+    if args.json:
+        print_json(perf.to_json())
+    else:
+        print(perf.text())
+        print(f"-> {out}/perf.png")
+    return 0

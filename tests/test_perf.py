@@ -1,0 +1,220 @@
+"""The whole-run performance model (host/perf.py) and `rlhls perf`."""
+
+import csv
+import json
+from dataclasses import replace
+
+import pytest
+
+from rlhls.cli import main
+from rlhls.designs.formats import FixedFormat, parse_format
+from rlhls.designs.graph import Edge, Node, TrainingGraph, build_graph
+from rlhls.designs.registry import design_names, get_design
+from rlhls.designs.errors import RlhlsError
+from rlhls.host.perf import (FIXAR_CLOCK_MHZ, HostTimes, _fixar_design, _graph_steps, host_times, mm_crossover,
+                             model_perf, run_phases, schedule)
+from rlhls.partition.design_plan import partition_design
+from rlhls.partition.plan import write_plan
+from rlhls.partition.profile import device_links, profile_design
+
+
+def _tiny_graph():
+    g = TrainingGraph("tiny", 4)
+    g.nodes = [Node("a.fwd", "a", "fwd", 100, 1000, True), Node("a.bwd", "a", "bwd", 100, 1000, True)]
+    g.edges = [Edge("a.fwd", "a.bwd", 1000)]
+    return g
+
+
+def test_hand_computed_run_two_nodes_one_transfer_one_ps_phase():
+    g = _tiny_graph()
+    links = {("PL", "PS"): (1.0, 100.0)}  # 1 us + 1000 B / 100 B/us = 11 us
+    sch = schedule(g, {"a.fwd": ("PL", 10.0), "a.bwd": ("PS", 5.0)}, links)
+    assert sch["start"]["a.bwd"] == 21.0 and sch["makespan_us"] == 26.0
+    assert sch["phase_us"] == {"update_forward": 10.0, "backprop": 5.0} and sch["transfer_us"] == {"backprop": 11.0}
+    host = HostTimes({"env_run": 2e-6}, {}, graph_steps=0.5, source="given")
+    ph = run_phases(host, sch, steps=1000, factor=3.0)
+    # env: 2 us x 3 x 1000 steps; graph: 500 executions of 10 + 5 us of nodes and 11 us of transfer
+    assert ph == pytest.approx({"env_run": 6e-3, "update_forward": 5e-3, "backprop": 2.5e-3, "transfers": 5.5e-3})
+    # a 50 % overlap of host and graph hides half the graph's time
+    half = run_phases(host, sch, steps=1000, factor=3.0, overlap=0.5)
+    assert half["env_run"] == pytest.approx(6e-3) and half["transfers"] == pytest.approx(2.75e-3)
+    # the same units on both ends: no transfer
+    same = schedule(g, {"a.fwd": ("PS", 10.0), "a.bwd": ("PS", 5.0)}, links)
+    assert same["makespan_us"] == 15.0 and same["transfer_us"] == {"backprop": 0.0}
+
+
+def test_host_times_per_step_and_per_gradient_step():
+    # on-policy (A2C: one gradient step per rollout of n_steps x num_envs): 1000 steps = 25 executions
+    a2c = host_times([{"env_steps": "1000", "t_env_run": "0.2", "t_backprop": "0.5"}], "a2c",
+                     {"n_steps": 5, "num_envs": 8}, "given")
+    assert a2c.host == pytest.approx({"env_run": 2e-4}) and a2c.graph == pytest.approx({"backprop": 0.02})
+    assert a2c.graph_steps == pytest.approx(1 / 40)
+    # off-policy: the trainer's own count of gradient steps; updates before learning starts add none
+    rows = [{"env_steps": "1000", "train_steps": "0", "t_env_run": "0.1", "t_backprop": "0"},
+            {"env_steps": "2000", "train_steps": "100", "t_env_run": "0.1", "t_backprop": "0.5"}]
+    dqn = host_times(rows, "dqn", {"train_frequency": 10}, "given")
+    assert dqn.host == pytest.approx({"env_run": 1e-4}) and dqn.graph == pytest.approx({"backprop": 0.005})
+    assert dqn.graph_steps == pytest.approx(0.1)
+    with pytest.raises(RlhlsError, match="no gradient step"):
+        host_times(rows[:1], "dqn", {"train_frequency": 10}, "given")
+    # a user's algorithm without a rule: one gradient step per update, said in the source
+    mine = host_times([{"env_steps": "64", "t_env_run": "0.1", "t_backprop": "0.3"},
+                       {"env_steps": "128", "t_env_run": "0.1", "t_backprop": "0.3"}], "my_a2c", {}, "given")
+    assert mine.graph_steps == pytest.approx(2 / 128) and mine.graph == pytest.approx({"backprop": 0.3})
+    assert "one per update" in mine.source
+
+
+def _given_host(design, env_s=1e-4, graph_s=1e-3):
+    hp = {**design.hyperparams, **design.demo.get("set", {})}
+    return HostTimes({"env_run": env_s}, {"update_forward": graph_s}, _graph_steps(design.algorithm, hp), "given")
+
+
+@pytest.fixture(scope="module")
+def dqn():
+    d = get_design("apdrl-dqn-cartpole")
+    g = build_graph(d)
+    rows = profile_design(d, graph=g)
+    plan = partition_design(d, graph=g, rows=rows, time_limit=5)
+    return d, g, rows, plan
+
+
+def _calibrated(rows, node, unit, point, delta):
+    return [replace(r, latency_us=r.latency_us + delta, source="csynth")
+            if (r.node, r.unit, str(r.point)) == (node, unit, str(point)) else r for r in rows]
+
+
+def test_calibrated_row_on_the_critical_path_moves_the_step_by_its_difference(dqn):
+    d, g, rows, plan = dqn
+    host = _given_host(d)
+    base = model_perf(d, plan=plan, rows=rows, graph=g, host=host, factor=2.0, steps=1000)
+    sch = schedule(g, {n: (plan.assignment[n], next(r.latency_us for r in rows if r.node == n and r.unit ==
+                                                     plan.assignment[n] and str(r.point) == str(plan.point[n])))
+                       for n in plan.assignment}, device_links(d.device))
+    assert sch["makespan_us"] == pytest.approx(base.variants["plan"].step_us)
+    last = max(sch["finish"], key=sch["finish"].get)  # ends the step: on the critical path
+    delta = 7.25
+    cal = _calibrated(rows, last, plan.assignment[last], plan.point[last], delta)
+    moved = model_perf(d, plan=plan, rows=cal, graph=g, host=host, factor=2.0, steps=1000)
+    assert moved.variants["plan"].step_us - base.variants["plan"].step_us == pytest.approx(delta, abs=1e-9)
+    # a node off it: not on the PS lane, with more slack than delta before each successor
+    links = device_links(d.device)
+    off = None
+    for n in g.nodes:
+        u = plan.assignment[n.name]
+        succ = [e for e in g.edges if e.src == n.name]
+        if u == "PS" or n.name == last:
+            continue
+        slack = min([sch["start"][e.dst] - sch["finish"][n.name]
+                     - (links[(u, plan.assignment[e.dst])][0] + e.bytes / links[(u, plan.assignment[e.dst])][1]
+                        if plan.assignment[e.dst] != u else 0.0) for e in succ]
+                    + [sch["makespan_us"] - sch["finish"][n.name]])
+        if slack > 2 * delta:
+            off = n.name
+            break
+    assert off is not None, "the plan has a node off its critical path"
+    cal = _calibrated(rows, off, plan.assignment[off], plan.point[off], delta)
+    still = model_perf(d, plan=plan, rows=cal, graph=g, host=host, factor=2.0, steps=1000)
+    assert still.variants["plan"].step_us == base.variants["plan"].step_us
+    assert "csynth" in still.assumptions[3]
+
+
+def test_baselines_are_the_plans_they_claim(dqn):
+    d, g, rows, plan = dqn
+    p = model_perf(d, plan=plan, rows=rows, graph=g, host=_given_host(d), factor=2.0, steps=1000)
+    v = p.variants
+    assert set(v["all_PS"].units.values()) == {"PS"}
+    assert set(v["PL_only"].units.values()) == {"PL"}
+    assert all(u == ("AIE" if g.node(n).mm else "PS") for n, u in v["AIE_only"].units.items())
+    assert v["plan"].units == dict(plan.assignment)
+    # FIXAR-like: the PL at 164 MHz in a fixed-point format; slower per node than the same design point at 245 MHz
+    fx, _ = _fixar_design(d)
+    assert fx.clocks_mhz["PL"] == FIXAR_CLOCK_MHZ and isinstance(parse_format(fx.formats["pl"]), FixedFormat)
+    fx_rows = profile_design(fx, graph=g)
+    fp_rows = {(r.node, r.point): r for r in profile_design(replace(fx, clocks_mhz=d.clocks_mhz), graph=g)
+               if r.unit == "PL"}
+    mm = next(r for r in fx_rows if r.unit == "PL" and g.node(r.node).mm)
+    assert mm.cycles / mm.latency_us <= FIXAR_CLOCK_MHZ + 1e-9
+    assert mm.latency_us > fp_rows[(mm.node, mm.point)].latency_us
+    # a design with its own fixed format keeps it (F-DDPG's fixed<32,8>)
+    fd, _ = _fixar_design(get_design("fddpg-arm-m1"))
+    assert fd.formats["pl"] == "fixed<32,8,RND,SAT>"
+    # speed-ups: the plan over each, per step and for the run, and the sensitivity to the PS factor
+    assert p.speedups["all_PS"]["per_step"] == pytest.approx(v["all_PS"].step_us / v["plan"].step_us)
+    assert p.speedups["cpu"]["run"] == pytest.approx(v["cpu"].total_s / v["plan"].total_s)
+    assert p.sensitivity["x0.5"]["plan_s"] < p.total_s < p.sensitivity["x2"]["plan_s"]
+
+
+def _synthetic_run(folder, design):
+    """A run folder with given per-update phase times (the measurement is the tests below's own)."""
+    folder.mkdir(parents=True)
+    hp = {**design.hyperparams, **design.demo.get("set", {})}
+    (folder / "config.json").write_text(json.dumps({"design": design.name, "hyperparams": hp}))
+    with open(folder / "metrics.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["update", "env_steps", "train_steps", "t_env_run", "t_dnn_inference", "t_update_forward",
+                    "t_backprop"])
+        w.writerow([1, 1000, 10, 0.2, 0.05, 0.01, 0.02])
+
+
+@pytest.mark.parametrize("name", design_names())
+def test_perf_runs_for_every_registered_design(name, tmp_path, capsys):
+    d = get_design(name)
+    _synthetic_run(tmp_path / "run", d)
+    out = tmp_path / "perf"
+    assert main(["perf", name, "--run", str(tmp_path / "run"), "--ps-factor", "4", "--steps", "10000",
+                 "--time-limit", "1", "--out", str(out), "--json"]) == 0
+    p = json.loads(capsys.readouterr().out)
+    assert p["design"] == name and p["steps"] == 10000 and p["ps_factor"] == 4.0
+    assert p["variants"]["plan"]["total_s"] > 0 and p["variants"]["all_PS"]["total_s"] > 0
+    # the host phases: given seconds per step x the factor x steps
+    assert p["variants"]["plan"]["phases_s"]["env_run"] == pytest.approx(0.2 / 1000 * 4 * 10000)
+    for f in ("perf.json", "perf.txt", "perf.png"):
+        assert (out / f).is_file()
+
+
+def test_perf_measures_a_short_run_here(tmp_path, capsys):
+    out = tmp_path / "perf"
+    assert main(["perf", "fddpg-arm-m1", "--steps", "1000", "--time-limit", "1", "--out", str(out), "--quiet"]) == 0
+    text = capsys.readouterr().out
+    assert "a short run of fddpg-arm-m1 here" in text and "PS factor x2" in text and "fp32 GEMM" in text
+    p = json.loads((out / "perf.json").read_text())
+    assert p["measured"]["host_s_per_env_step"]["env_run"] > 0 and p["measured"]["graph_s_per_execution"]
+    assert p["variants"]["AIE_only"] is None  # the MAX4 has no AI Engines
+
+
+@pytest.mark.parametrize("args, what", [
+    (["--ps-factor", "-2"], "--ps-factor"),
+    (["--ps-factor", "fast"], "--ps-factor"),
+    (["--device", "nosuch"], "nosuch"),
+    (["--plan", "PLAN"], "not in the training graph"),
+    (["--run", "RUN"], "not of 'apdrl-dqn-cartpole'"),
+])
+def test_perf_bad_input_one_line_exit_2_nothing_written(args, what, tmp_path, capsys):
+    other = get_design("fddpg-arm-m1")
+    if "PLAN" in args:
+        g = build_graph(other)
+        write_plan(partition_design(other, graph=g, time_limit=1), tmp_path / "plan")
+        args = [a.replace("PLAN", str(tmp_path / "plan" / "plan.json")) for a in args]
+    if "RUN" in args:
+        _synthetic_run(tmp_path / "run", other)
+        args = [a.replace("RUN", str(tmp_path / "run")) for a in args]
+    out = tmp_path / "out"
+    capsys.readouterr()
+    assert main(["perf", "apdrl-dqn-cartpole", "--out", str(out), *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and what in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_mm_crossover_pl_wins_small_aie_wins_large_as_apdrl_fig6():
+    from rlhls.designs.devices import get_device
+    from rlhls.designs.kernels.cost import aie_matmul, pl_matmul
+
+    r = mm_crossover("vek280", sizes=(16, 128, 512))
+    by = {x["n"]: x for x in r["rows"]}
+    dev = get_device("vek280")
+    assert by[16]["faster"] == "PL" and by[512]["faster"] == "AIE" and r["aie_from_n"] == 512 and r["agrees"]
+    assert by[128]["aie_us"] == aie_matmul(128, 128, 128, "fp32", dev)["latency_us"]
+    assert by[16]["pl_us"] == min(pl_matmul(16, 16, 16, "fp32", dev, pf=pf)["latency_us"] for pf in (1, 4, 16, 64, 256))
+    with pytest.raises(RlhlsError, match="lacks a PL or an AIE"):
+        mm_crossover("zcu106")
