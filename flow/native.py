@@ -83,7 +83,7 @@ static void plain(const float *x, const float *w, float *acc, long n0, long n1, 
   }
 }
 
-extern "C" void rlhls_seq_sum_f32(const float *x, const float *w, float *acc, long N, long K, long M) {
+static void seq_sum_plain(const float *x, const float *w, float *acc, long N, long K, long M) {
   const long Nb = N - N % NB, Mb = M - M % MB;
   for (long m0 = 0; m0 < Mb; m0 += MB) {  // a strip of w stays in L1 over all row blocks
     for (long n0 = 0; n0 < Nb; n0 += NB) {
@@ -105,6 +105,100 @@ extern "C" void rlhls_seq_sum_f32(const float *x, const float *w, float *acc, lo
   }
   if (Mb < M) plain(x, w, acc, 0, Nb, Mb, M, K, M);
   if (Nb < N) plain(x, w, acc, Nb, N, 0, M, K, M);
+}
+
+// Every product x[n, k] w[k, m] exact in float32 (decided from the operands alone: significant
+// bits, exponent range; no Inf / NaN / subnormal)? Then fl32(acc + fl32(x w)) = fma(x, w, acc)
+// bit for bit, and the same k order with FMA gives the same sums. FP16 x FP16 (11 + 11 bits) and
+// BF16 x BF16 (8 + 8) operands pass unless BF16 exponents reach the ends of the range.
+static void scan(const float *p, long n, unsigned *orm, int *lo, int *hi) {
+  unsigned o = 0;
+  int l = 255, h = 0;
+  for (long i = 0; i < n; ++i) {
+    unsigned u;
+    __builtin_memcpy(&u, p + i, 4);
+    const unsigned a = u & 0x7fffffffu;
+    const int e = (int)(a >> 23);
+    o |= a & 0x7fffffu;
+    l = (a != 0 && e < l) ? e : l;
+    h = e > h ? e : h;
+  }
+  *orm = o; *lo = l; *hi = h;
+}
+
+static int exact_products(const float *x, long nx, const float *w, long nw) {
+  unsigned ox, ow;
+  int lx, hx, lw, hw;
+  scan(x, nx, &ox, &lx, &hx);
+  scan(w, nw, &ow, &lw, &hw);
+  if (lx == 255 || lw == 255) return 1;  // all zeros on one side: every product is a zero
+  if (lx == 0 || lw == 0 || hx == 255 || hw == 255) return 0;  // subnormal, Inf or NaN operands
+  const int tx = ox ? __builtin_ctz(ox) : 23, tw = ow ? __builtin_ctz(ow) : 23;
+  return (24 - tx) + (24 - tw) <= 24          // significant bits of any product fit float32's 24
+      && (lx - 150 + tx) + (lw - 150 + tw) >= -149  // its lowest bit is not below float32's
+      && (hx - 127) + (hw - 127) <= 126;       // |product| < 2^128 (hence finite)
+}
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+// FR rows x FV vectors of running sums in registers (24 of the 32), over k blocks of KB whose
+// strip of w stays in L1 (the sums go through memory between blocks: float32, exact).
+#define FV 4
+#define FR 6
+#define KB 64
+// R rows x 16 FV columns (FV vectors, masked at the right edge) of acc, k in order with FMA.
+template <int R>
+static void fma_block(const float *x, const float *w, float *acc, long K, long ldx, long M, long m0, const __mmask16 *km) {
+  __m512 c[R][FV];
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < FV; ++j) c[i][j] = _mm512_maskz_loadu_ps(km[j], acc + i * M + m0 + 16 * j);
+  const float *wk = w + m0;
+  for (long k = 0; k < K; ++k, wk += M) {
+    __m512 wv[FV];
+    for (int j = 0; j < FV; ++j) wv[j] = _mm512_maskz_loadu_ps(km[j], wk + 16 * j);
+    for (int i = 0; i < R; ++i) {
+      const __m512 b = _mm512_set1_ps(x[i * ldx + k]);
+      for (int j = 0; j < FV; ++j) c[i][j] = _mm512_fmadd_ps(b, wv[j], c[i][j]);
+    }
+  }
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < FV; ++j) _mm512_mask_storeu_ps(acc + i * M + m0 + 16 * j, km[j], c[i][j]);
+}
+
+template <int R>
+static void fma_rows(const float *x, const float *w, float *acc, long n, long K, long ldx, long M, long m0, const __mmask16 *km) {
+  if (n == R) fma_block<R>(x, w, acc, K, ldx, M, m0, km);
+  else fma_rows<R - 1>(x, w, acc, n, K, ldx, M, m0, km);
+}
+template <>
+void fma_rows<0>(const float *, const float *, float *, long, long, long, long, long, const __mmask16 *) {}
+
+static void seq_sum_fma(const float *x, const float *w, float *acc, long N, long K, long M) {
+  for (long m0 = 0; m0 < M; m0 += 16 * FV) {
+    __mmask16 km[FV];
+    for (int j = 0; j < FV; ++j) {
+      const long r = M - m0 - 16 * j;
+      km[j] = r >= 16 ? (__mmask16)0xffff : (r <= 0 ? (__mmask16)0 : (__mmask16)((1u << r) - 1));
+    }
+    for (long k0 = 0; k0 < K; k0 += KB) {
+      const long kn = K - k0 < KB ? K - k0 : KB;
+      long n0 = 0;
+      for (; n0 + FR <= N; n0 += FR) fma_block<FR>(x + n0 * K + k0, w + k0 * M, acc + n0 * M, kn, K, M, m0, km);
+      if (n0 < N) fma_rows<FR - 1>(x + n0 * K + k0, w + k0 * M, acc + n0 * M, N - n0, kn, K, M, m0, km);
+    }
+  }
+}
+#endif
+
+// acc (N, M) += x (N, K) w (K, M), one product and one add per k in order for every output.
+extern "C" void rlhls_seq_sum_f32(const float *x, const float *w, float *acc, long N, long K, long M) {
+#if defined(__AVX512F__)
+  if (exact_products(x, N * K, w, K * M)) {
+    seq_sum_fma(x, w, acc, N, K, M);
+    return;
+  }
+#endif
+  seq_sum_plain(x, w, acc, N, K, M);
 }
 
 // y = fmt(x) as double, fmt a float format (exponent range [emin, emax], man fraction bits): the
@@ -290,17 +384,29 @@ def _load():
     # Self-check on values whose sums round at every step (wide magnitudes, cancellation, Inf/NaN,
     # subnormals), in both orientations of the wrapper.
     rng = np.random.default_rng(12345)
-    for N, K, M in ((7, 33, 19), (3, 5, 1), (16, 64, 40), (37, 20, 2), (13, 9, 35)):
+    for N, K, M in ((7, 33, 19), (3, 5, 1), (16, 64, 40), (37, 20, 2), (13, 9, 35), (8, 150, 70)):
         x = (rng.standard_normal((N, K)) * np.exp2(rng.integers(-30, 30, (N, K)))).astype(np.float32)
         w = (rng.standard_normal((K, M)) * np.exp2(rng.integers(-30, 30, (K, M)))).astype(np.float32)
         x[0, 0], w[1, 0], x[-1, -1] = np.float32(3e38), np.float32(np.inf), np.float32(1e-40)
         a0 = rng.standard_normal((N, M)).astype(np.float32)
-        a, b = a0.copy(), a0.copy()
-        with np.errstate(over="ignore", invalid="ignore"):
-            arith._seq_sum_f32_numpy(x, w, a)
-            kernel(x, w, b)
-        nan = np.isnan(a)  # same bits (so -0 != +0), NaN where the numpy path has NaN
-        if not (np.array_equal(nan, np.isnan(b)) and np.array_equal(a[~nan].view(np.int32), b[~nan].view(np.int32))):
-            log.debug("native seq_sum: self-check failed at %s, using numpy", (N, K, M))
-            return None, rnd
+        # and FP16 / BF16 operands, whose products are exact (the FMA path), BF16 also at the ends
+        # of its exponent range (products that underflow or overflow: the plain path)
+        h = (rng.standard_normal((N, K)) * np.exp2(rng.integers(-14, 15, (N, K)))).astype(np.float16)
+        g = (rng.standard_normal((K, M)) * np.exp2(rng.integers(-14, 15, (K, M)))).astype(np.float16)
+        bx, bw = (formats.parse_format("bf16").quantize(v.astype(np.float64)).astype(np.float32) for v in (x, w))
+        ex, ew = bx.copy(), bw.copy()
+        ex[0, 0], ew[0, 0], ew[-1, -1] = np.float32(2.0 ** 100), np.float32(2.0 ** 60), np.float32(2.0 ** -100)
+        ex[np.isinf(ex)], ew[np.isinf(ew)] = 1.0, 1.0
+        cases = [(x, w), (h.astype(np.float32), g.astype(np.float32)), (bx / 2 ** 40, bw), (ex, ew),
+                 (np.zeros_like(x), w)]
+        for xc, wc in cases:
+            a, b = a0.copy(), a0.copy()
+            with np.errstate(over="ignore", invalid="ignore"):
+                arith._seq_sum_f32_numpy(xc, wc, a)
+                kernel(xc, wc, b)
+            nan = np.isnan(a)  # same bits (so -0 != +0), NaN where the numpy path has NaN
+            if not (np.array_equal(nan, np.isnan(b))
+                    and np.array_equal(a[~nan].view(np.int32), b[~nan].view(np.int32))):
+                log.debug("native seq_sum: self-check failed at %s, using numpy", (N, K, M))
+                return None, rnd
     return kernel, rnd

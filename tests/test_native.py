@@ -72,6 +72,29 @@ def test_kernel_equals_numpy_path(kernel, N, K, M):
         assert _same_bits(a, b) and _same_bits(a, c), (N, K, M, trial)
 
 
+@pytest.mark.parametrize("N, K, M", SHAPES)
+def test_kernel_equals_numpy_path_on_fp16_and_bf16_operands(kernel, N, K, M):
+    """FP16 x FP16 and BF16 x BF16 operands (the PL's and the AIE's: exact products, the FMA path
+    where the CPU has one), and BF16 operands whose products underflow or overflow float32 (the
+    plain path), wide magnitudes so the sums round, zeros."""
+    rng = np.random.default_rng(N * 7919 + K * 31 + M)
+    bf16 = parse_format("bf16")
+    h = lambda s: (rng.standard_normal(s) * np.exp2(rng.integers(-14, 15, s))).astype(np.float16).astype(np.float32)  # noqa: E731
+    b = lambda s: bf16.quantize(_wide(rng, s, 60).astype(np.float64)).astype(np.float32)  # noqa: E731
+    edge_x, edge_w = b((N, K)), b((K, M))
+    edge_x[0, 0], edge_w[0, -1] = np.float32(2.0 ** 90), np.float32(2.0 ** 50)  # a product of 2^140
+    tiny_x, tiny_w = b((N, K)), b((K, M))
+    tiny_x[-1, -1], tiny_w[-1, 0] = np.float32(2.0 ** -80), np.float32(2.0 ** -70)  # one of 2^-150
+    for x, w in ((h((N, K)), h((K, M))), (b((N, K)), b((K, M))), (edge_x, edge_w), (tiny_x, tiny_w),
+                 (np.zeros((N, K), np.float32), h((K, M)))):
+        acc0 = _wide(rng, (N, M), 10)
+        a, c = acc0.copy(), acc0.copy()
+        with np.errstate(over="ignore", invalid="ignore"):
+            arith._seq_sum_f32_numpy(x, w, a)
+            kernel(x, w, c)
+        assert _same_bits(a, c), (N, K, M)
+
+
 @pytest.mark.parametrize("fi, fo", [("fp32", "fp32"), ("fp16", "fp32"), ("bf16", "bf16"), ("fp16", None)])
 def test_dense_same_bits_with_and_without_kernel(kernel, fi, fo):
     rng = np.random.default_rng(5)
