@@ -61,7 +61,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import RlhlsError
-from .formats import _NATIVE, FP32, FixedFormat, FloatFormat, NumericFormat, parse_format, round_half
+from .formats import _NATIVE, FP32, FixedFormat, FloatFormat, NumericFormat, parse_format, round_to
 
 __all__ = ["dense", "conv2d", "im2col", "col2im", "set_seq_sum_kernel"]
 
@@ -254,27 +254,21 @@ def _dense_float(x, w, b, fi, fw, fa, fo, ovf, count=True, x_quantized=False):
 
 
 def _to32(fmt, v):
-    """fmt(v) as float32 (fmt fits float32): numpy's float64 -> float32 / float16 casts are
-    fmt's one RNE rounding (as FloatFormat.quantize uses them), without a float64 copy."""
+    """fmt(v) as float32 (fmt fits float32): one RNE rounding of v's value (float64 -> float32
+    cast, or formats.round_to's one pass), without a float64 copy."""
     native = _NATIVE.get((fmt.exp_bits, fmt.man_bits))
     with np.errstate(over="ignore", invalid="ignore"):
         if native is np.float32:
             return v.astype(np.float32)
-        if native is np.float16:
-            return round_half(np.asarray(v, dtype=np.float64)).astype(np.float32)  # fp16 values are exact in fp32
-        return fmt.quantize(v).astype(np.float32)
+        return round_to(fmt, np.asarray(v, dtype=np.float32 if v.dtype == np.float32 else np.float64), np.float32)
 
 
 def _from32(fmt, a32):
-    """fmt(a32) as float64 for a float32 array: float32 -> float16 is the same RNE rounding as
-    from the (equal) float64 value."""
-    native = _NATIVE.get((fmt.exp_bits, fmt.man_bits))
+    """fmt(a32) as float64 for a float32 array (the same rounding as from the equal float64 value)."""
+    if _NATIVE.get((fmt.exp_bits, fmt.man_bits)) is np.float32:
+        return a32.astype(np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
-        if native is np.float32:
-            return a32.astype(np.float64)
-        if native is np.float16:
-            return round_half(a32.astype(np.float64))  # float32 is exact in float64: one rounding
-        return fmt.quantize(a32.astype(np.float64))
+        return round_to(fmt, a32, np.float64)
 
 
 _seq_sum_kernel = None  # a faster implementation of _seq_sum_f32_numpy, see set_seq_sum_kernel

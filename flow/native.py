@@ -205,8 +205,8 @@ extern "C" void rlhls_seq_sum_f32(const float *x, const float *w, float *acc, lo
 // quantum of x is 2^q, q = max(e_x, emin) - man (e_x clamped to [emin, emax + 1] so Inf / NaN /
 // huge values keep a finite constant); c = 1.5 * 2^(q + 52) makes the double add round x to a
 // multiple of 2^q, ties to even, and - c is exact. Returns how many finite x overflowed to Inf.
-extern "C" long rlhls_round_float(const double *x, double *y, long n, long emin, long emax, long man,
-                                  double maxv) {
+template <class I, class O>
+static long round_float(const I *x, O *y, long n, long emin, long emax, long man, double maxv) {
   const long long lo = 1023 + emin, hi = 1024 + emax, sh = 52 - man;
   long ovf = 0;
   for (long i = 0; i < n; ++i) {
@@ -221,9 +221,28 @@ extern "C" long rlhls_round_float(const double *x, double *y, long n, long emin,
     const double r = __builtin_copysign((v + c) - c, v);  // a value rounded to zero keeps its sign
     const bool over = __builtin_fabs(r) > maxv;  // NaN: false; branch-free so the loop vectorizes
     ovf += over & (__builtin_fabs(v) <= __DBL_MAX__);
-    y[i] = over ? __builtin_copysign(__builtin_inf(), v) : r;
+    y[i] = (O)(over ? __builtin_copysign(__builtin_inf(), v) : r);
   }
   return ovf;
+}
+
+extern "C" long rlhls_round_float(const double *x, double *y, long n, long emin, long emax, long man,
+                                  double maxv) {
+  return round_float(x, y, n, emin, emax, man, maxv);
+}
+// the same roundings read from / written to float32 (a format that fits float32: its values
+// convert exactly), so no float64 <-> float32 cast around them
+extern "C" long rlhls_round_float_to32(const double *x, float *y, long n, long emin, long emax, long man,
+                                       double maxv) {
+  return round_float(x, y, n, emin, emax, man, maxv);
+}
+extern "C" long rlhls_round_float32(const float *x, float *y, long n, long emin, long emax, long man,
+                                    double maxv) {
+  return round_float(x, y, n, emin, emax, man, maxv);
+}
+extern "C" long rlhls_round_float_from32(const float *x, double *y, long n, long emin, long emax, long man,
+                                         double maxv) {
+  return round_float(x, y, n, emin, emax, man, maxv);
 }
 """
 FLAGS = ("-O3", "-fno-fast-math", "-ffp-contract=off", "-Wno-psabi", "-shared", "-fPIC")
@@ -283,6 +302,8 @@ def _machine() -> str:
 def _build(name: str = "seq_sum", source: str = SOURCE) -> Path:
     folder = cache_dir() / "native"
     folder.mkdir(parents=True, exist_ok=True)
+    # the source's hash in the names: checkouts with other sources sharing the cache do not rebuild in turns
+    name = f"{name}-{hashlib.sha256(source.encode()).hexdigest()[:12]}"
     src = folder / f"{name}.cpp"
     if not src.is_file() or src.read_text() != source:
         atomic_write_text(src, source)  # a concurrent builder always hashes a whole file
@@ -313,11 +334,21 @@ def _wrap(f):
     return seq_sum
 
 
-def _wrap_round(f):
-    def round_float(x, fmt):
-        x = np.ascontiguousarray(x, dtype=np.float64)
-        y = np.empty_like(x)
-        n = f(x.ctypes.data, y.ctypes.data, x.size, fmt.emin, fmt.emax, fmt.man_bits, fmt.max_value)
+def _wrap_round(lib):
+    fs = {}
+    for name, io in (("", (np.float64, np.float64)), ("_to32", (np.float64, np.float32)),
+                     ("32", (np.float32, np.float32)), ("_from32", (np.float32, np.float64))):
+        f = getattr(lib, "rlhls_round_float" + name)
+        f.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_long] * 4 + [ctypes.c_double]
+        f.restype = ctypes.c_long
+        fs[io] = f
+
+    def round_float(x, fmt, dtype=np.float64):
+        """(fmt(x), overflow count); x float64 (or float32), y of `dtype` (float32: fmt fits it)."""
+        x = np.ascontiguousarray(x, dtype=np.float32 if x.dtype == np.float32 else np.float64)
+        y = np.empty(x.shape, dtype=dtype)
+        n = fs[(x.dtype.type, y.dtype.type)](x.ctypes.data, y.ctypes.data, x.size, fmt.emin, fmt.emax,
+                                             fmt.man_bits, fmt.max_value)
         return y, int(n)
 
     return round_float
@@ -364,16 +395,25 @@ def _check_round(kernel) -> bool:
             for g in (got, back.reshape(-1)[::-1]):
                 if not (np.array_equal(nan, np.isnan(g)) and np.array_equal(r[~nan].view(np.int64), g[~nan].view(np.int64))):
                     return False
+        if fmt.exp_bits <= 8 and fmt.man_bits <= 23:  # the float32 variants: the same values
+            with np.errstate(over="ignore", invalid="ignore"):
+                x32 = x.astype(np.float32)
+                ref32, n32 = fmt._quantize_magic(x32.astype(np.float64), True)
+                for (g, n), r, nr in ((kernel(x, fmt, np.float32), ref.astype(np.float32), n_ref),
+                                      (kernel(x32, fmt, np.float32), ref32.astype(np.float32), n32),
+                                      (kernel(x32, fmt), ref32, n32)):
+                    nan = np.isnan(r)
+                    if n != nr or g.dtype != r.dtype or not (
+                            np.array_equal(nan, np.isnan(g)) and np.array_equal(r[~nan], g[~nan])
+                            and np.array_equal(np.signbit(r[~nan]), np.signbit(g[~nan]))):
+                        return False
     return True
 
 
 def _load():
     """(seq_sum wrapper or None, round_float wrapper or None): each only after its self-check."""
     lib = ctypes.CDLL(str(_build()))
-    h = lib.rlhls_round_float
-    h.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_long] * 4 + [ctypes.c_double]
-    h.restype = ctypes.c_long
-    rnd = _wrap_round(h)
+    rnd = _wrap_round(lib)
     if not _check_round(rnd):
         log.debug("native round_float: self-check failed, using numpy's casts")
         rnd = None
