@@ -217,6 +217,7 @@ def _ps32_forward(layer, x: np.ndarray, owned: bool) -> tuple:
     """One PS layer's forward in float32 on float32 x -> (y, y owned: a fresh array). `owned`:
     x is a temporary of this pass (an activation may overwrite it)."""
     kind = layer.kind
+    layer._wq = None  # no stored weights of a PL / AIE forward (designs.network) for the backward
     if kind == "Dense":
         w = layer._w32 = _f32(layer.params["W"])
         y = x @ w
@@ -573,6 +574,7 @@ class MixedPrecision:
         ``layer.forward(x, precision, stored=True)``); the layer keeps what its backward needs."""
         p = self.precision(unit)
         b = layer._b(p)
+        layer._wq = None
         if layer.kind == "Conv2d":
             kh, kw = layer.kernel
             cols = im2col(x, kh, kw, layer.stride)
@@ -764,6 +766,8 @@ class MixedPrecision:
         flat = lambda xs: np.concatenate([np.asarray(x, dtype=np.float64).ravel() for x in xs])  # noqa: E731
         names = {"adam": ("m", "v"), "rmsprop": ("v",), "sgd": ()}[opt.kind]
         slots = {n: [opt._slot(n, k, a) for k, a in zip(keys, arrays)] for n in names}
+        if self.kernels.update_inplace(node, opt, arrays, [g32[k] for k in keys], slots, opt.step_size()):
+            return
         out = self.kernels.update(node, opt, flat(arrays), flat(g32[k] for k in keys),
                                   {n: flat(v) for n, v in slots.items()}, opt.step_size())
         off = 0
