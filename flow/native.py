@@ -111,19 +111,23 @@ static void seq_sum_plain(const float *x, const float *w, float *acc, long N, lo
 // bits, exponent range; no Inf / NaN / subnormal)? Then fl32(acc + fl32(x w)) = fma(x, w, acc)
 // bit for bit, and the same k order with FMA gives the same sums. FP16 x FP16 (11 + 11 bits) and
 // BF16 x BF16 (8 + 8) operands pass unless BF16 exponents reach the ends of the range.
+#if defined(__AVX512F__)
+#include <immintrin.h>
+// OR of the fraction fields, min exponent field of the nonzero values, max exponent field.
 static void scan(const float *p, long n, unsigned *orm, int *lo, int *hi) {
-  unsigned o = 0;
-  int l = 255, h = 0;
-  for (long i = 0; i < n; ++i) {
-    unsigned u;
-    __builtin_memcpy(&u, p + i, 4);
-    const unsigned a = u & 0x7fffffffu;
-    const int e = (int)(a >> 23);
-    o |= a & 0x7fffffu;
-    l = (a != 0 && e < l) ? e : l;
-    h = e > h ? e : h;
+  const __m512i abs = _mm512_set1_epi32(0x7fffffff), frac = _mm512_set1_epi32(0x7fffff);
+  __m512i o = _mm512_setzero_si512(), l = _mm512_set1_epi32(255), h = _mm512_setzero_si512();
+  for (long i = 0; i < n; i += 16) {
+    const __mmask16 in = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+    const __m512i a = _mm512_and_si512(_mm512_maskz_loadu_epi32(in, p + i), abs);
+    const __m512i e = _mm512_srli_epi32(a, 23);
+    o = _mm512_or_si512(o, _mm512_and_si512(a, frac));
+    l = _mm512_mask_min_epu32(l, _mm512_test_epi32_mask(a, a), l, e);
+    h = _mm512_max_epu32(h, e);
   }
-  *orm = o; *lo = l; *hi = h;
+  *orm = (unsigned)_mm512_reduce_or_epi32(o);
+  *lo = (int)_mm512_reduce_min_epu32(l);
+  *hi = (int)_mm512_reduce_max_epu32(h);
 }
 
 static int exact_products(const float *x, long nx, const float *w, long nw) {
@@ -139,52 +143,56 @@ static int exact_products(const float *x, long nx, const float *w, long nw) {
       && (hx - 127) + (hw - 127) <= 126;       // |product| < 2^128 (hence finite)
 }
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-// FR rows x FV vectors of running sums in registers (24 of the 32), over k blocks of KB whose
-// strip of w stays in L1 (the sums go through memory between blocks: float32, exact).
-#define FV 4
-#define FR 6
+// R rows x V vectors (16 V columns, masked at the right edge) of running sums in registers, over
+// k blocks of KB whose strip of w stays in L1 (the sums go through memory between blocks:
+// float32, exact); V = 4 and R = 6 for wide outputs (24 of the 32 registers), one or two vectors
+// and 12 rows for narrow ones (no FMAs on masked-off lanes).
 #define KB 64
-// R rows x 16 FV columns (FV vectors, masked at the right edge) of acc, k in order with FMA.
-template <int R>
-static void fma_block(const float *x, const float *w, float *acc, long K, long ldx, long M, long m0, const __mmask16 *km) {
-  __m512 c[R][FV];
+template <int R, int V>
+static void fma_block(const float *x, const float *w, float *acc, long K, long ldx, long M, long m0,
+                      const __mmask16 *km) {
+  __m512 c[R][V];
   for (int i = 0; i < R; ++i)
-    for (int j = 0; j < FV; ++j) c[i][j] = _mm512_maskz_loadu_ps(km[j], acc + i * M + m0 + 16 * j);
+    for (int j = 0; j < V; ++j) c[i][j] = _mm512_maskz_loadu_ps(km[j], acc + i * M + m0 + 16 * j);
   const float *wk = w + m0;
   for (long k = 0; k < K; ++k, wk += M) {
-    __m512 wv[FV];
-    for (int j = 0; j < FV; ++j) wv[j] = _mm512_maskz_loadu_ps(km[j], wk + 16 * j);
+    __m512 wv[V];
+    for (int j = 0; j < V; ++j) wv[j] = _mm512_maskz_loadu_ps(km[j], wk + 16 * j);
     for (int i = 0; i < R; ++i) {
       const __m512 b = _mm512_set1_ps(x[i * ldx + k]);
-      for (int j = 0; j < FV; ++j) c[i][j] = _mm512_fmadd_ps(b, wv[j], c[i][j]);
+      for (int j = 0; j < V; ++j) c[i][j] = _mm512_fmadd_ps(b, wv[j], c[i][j]);
     }
   }
   for (int i = 0; i < R; ++i)
-    for (int j = 0; j < FV; ++j) _mm512_mask_storeu_ps(acc + i * M + m0 + 16 * j, km[j], c[i][j]);
+    for (int j = 0; j < V; ++j) _mm512_mask_storeu_ps(acc + i * M + m0 + 16 * j, km[j], c[i][j]);
 }
 
-template <int R>
-static void fma_rows(const float *x, const float *w, float *acc, long n, long K, long ldx, long M, long m0, const __mmask16 *km) {
-  if (n == R) fma_block<R>(x, w, acc, K, ldx, M, m0, km);
-  else fma_rows<R - 1>(x, w, acc, n, K, ldx, M, m0, km);
-}
-template <>
-void fma_rows<0>(const float *, const float *, float *, long, long, long, long, long, const __mmask16 *) {}
+template <int R, int V>
+struct Rows {  // the last n < R rows of a strip
+  static void run(const float *x, const float *w, float *acc, long n, long K, long ldx, long M, long m0,
+                  const __mmask16 *km) {
+    if (n == R) fma_block<R, V>(x, w, acc, K, ldx, M, m0, km);
+    else Rows<R - 1, V>::run(x, w, acc, n, K, ldx, M, m0, km);
+  }
+};
+template <int V>
+struct Rows<0, V> {
+  static void run(const float *, const float *, float *, long, long, long, long, long, const __mmask16 *) {}
+};
 
+template <int R, int V>
 static void seq_sum_fma(const float *x, const float *w, float *acc, long N, long K, long M) {
-  for (long m0 = 0; m0 < M; m0 += 16 * FV) {
-    __mmask16 km[FV];
-    for (int j = 0; j < FV; ++j) {
+  for (long m0 = 0; m0 < M; m0 += 16 * V) {
+    __mmask16 km[V];
+    for (int j = 0; j < V; ++j) {
       const long r = M - m0 - 16 * j;
       km[j] = r >= 16 ? (__mmask16)0xffff : (r <= 0 ? (__mmask16)0 : (__mmask16)((1u << r) - 1));
     }
     for (long k0 = 0; k0 < K; k0 += KB) {
       const long kn = K - k0 < KB ? K - k0 : KB;
       long n0 = 0;
-      for (; n0 + FR <= N; n0 += FR) fma_block<FR>(x + n0 * K + k0, w + k0 * M, acc + n0 * M, kn, K, M, m0, km);
-      if (n0 < N) fma_rows<FR - 1>(x + n0 * K + k0, w + k0 * M, acc + n0 * M, N - n0, kn, K, M, m0, km);
+      for (; n0 + R <= N; n0 += R) fma_block<R, V>(x + n0 * K + k0, w + k0 * M, acc + n0 * M, kn, K, M, m0, km);
+      if (n0 < N) Rows<R - 1, V>::run(x + n0 * K + k0, w + k0 * M, acc + n0 * M, N - n0, kn, K, M, m0, km);
     }
   }
 }
@@ -192,13 +200,21 @@ static void seq_sum_fma(const float *x, const float *w, float *acc, long N, long
 
 // acc (N, M) += x (N, K) w (K, M), one product and one add per k in order for every output.
 extern "C" void rlhls_seq_sum_f32(const float *x, const float *w, float *acc, long N, long K, long M) {
-#if defined(__AVX512F__)
-  if (exact_products(x, N * K, w, K * M)) {
-    seq_sum_fma(x, w, acc, N, K, M);
-    return;
-  }
-#endif
   seq_sum_plain(x, w, acc, N, K, M);
+}
+
+// The same with FMA where every product is exact (then the same bits); returns 0, having done
+// nothing, where that does not hold or the CPU has no AVX-512.
+extern "C" int rlhls_seq_sum_f32_fma(const float *x, const float *w, float *acc, long N, long K, long M) {
+#if defined(__AVX512F__)
+  if (!exact_products(x, N * K, w, K * M)) return 0;
+  if (M <= 16) seq_sum_fma<12, 1>(x, w, acc, N, K, M);
+  else if (M <= 32) seq_sum_fma<12, 2>(x, w, acc, N, K, M);
+  else seq_sum_fma<6, 4>(x, w, acc, N, K, M);
+  return 1;
+#else
+  return 0;
+#endif
 }
 
 // y = fmt(x) as double, fmt a float format (exponent range [emin, emax], man fraction bits): the
@@ -318,10 +334,14 @@ def _build_gae() -> Path:
     return _build("gae_model", native_gae.SOURCE)
 
 
-def _wrap(f):
+def _wrap(f, fma):
     def seq_sum(x32, w32, acc):
         N, K = x32.shape
         M = w32.shape[1]
+        if N * K * M >= 4096:  # exact products: FMA, no transposition (smaller: the call costs more)
+            xc, wc = np.ascontiguousarray(x32), np.ascontiguousarray(w32)
+            if fma(xc.ctypes.data, wc.ctypes.data, acc.ctypes.data, N, K, M):
+                return
         if M < 16 and N > M:  # the kernel vectorizes over M: run acc.T = w.T x.T (same products, same k order)
             accT = np.ascontiguousarray(acc.T)
             xt, wt = np.ascontiguousarray(w32.T), np.ascontiguousarray(x32.T)
@@ -417,10 +437,10 @@ def _load():
     if not _check_round(rnd):
         log.debug("native round_float: self-check failed, using numpy's casts")
         rnd = None
-    f = lib.rlhls_seq_sum_f32
-    f.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_long] * 3
-    f.restype = None
-    kernel = _wrap(f)
+    f, fma = lib.rlhls_seq_sum_f32, lib.rlhls_seq_sum_f32_fma
+    f.argtypes = fma.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_long] * 3
+    f.restype, fma.restype = None, ctypes.c_int
+    kernel = _wrap(f, fma)
     # Self-check on values whose sums round at every step (wide magnitudes, cancellation, Inf/NaN,
     # subnormals), in both orientations of the wrapper.
     rng = np.random.default_rng(12345)
