@@ -608,7 +608,16 @@ class ReLU(_Activation):
         return np.maximum(x, 0.0)
 
     def _df(self, dy, x, y):
-        return np.where(x > 0, dy, 0.0)
+        # np.where(x > 0, dy, 0.0) bit for bit (dy's bits where x > 0, +0 elsewhere) as an integer
+        # mask: ~4x faster than numpy's select
+        dy = np.asarray(dy)
+        if dy.dtype.kind != "f" or dy.shape != np.shape(x):
+            return np.where(x > 0, dy, 0.0)
+        it = np.dtype(f"i{dy.dtype.itemsize}")
+        m = (x > 0).astype(it)
+        np.negative(m, out=m)
+        m &= dy.view(it)
+        return m.view(dy.dtype)
 
 
 class Tanh(_Activation):

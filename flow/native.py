@@ -237,7 +237,12 @@ static long round_float(const I *x, O *y, long n, long emin, long emax, long man
     const double r = __builtin_copysign((v + c) - c, v);  // a value rounded to zero keeps its sign
     const bool over = __builtin_fabs(r) > maxv;  // NaN: false; branch-free so the loop vectorizes
     ovf += over & (__builtin_fabs(v) <= __DBL_MAX__);
-    y[i] = (O)(over ? __builtin_copysign(__builtin_inf(), v) : r);
+    unsigned long long rb;  // +-Inf by an integer select: a float select before the (O) cast kept gcc from vectorizing
+    __builtin_memcpy(&rb, &r, 8);
+    rb = over ? ((b & 0x8000000000000000ULL) | 0x7FF0000000000000ULL) : rb;
+    double out;
+    __builtin_memcpy(&out, &rb, 8);
+    y[i] = (O)out;
   }
   return ovf;
 }

@@ -103,6 +103,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rlhls.designs import formats
 from rlhls.designs.errors import RlhlsError
 from rlhls.designs.formats import parse_format
 from rlhls.designs.arith import col2im, im2col
@@ -532,10 +533,13 @@ class MixedPrecision:
             return x if self.ps32 else np.asarray(x, dtype=np.float64)
         x = np.asarray(x, dtype=np.float64)
         fmt = self.prec[dst].storage
-        y = fmt.quantize(x)
-        ovf = 0
-        if not _finite_sum(y):  # only then can a finite value have overflowed: count
+        if formats._round_kernel is not None and fmt != self.fp32:  # the kernel counts in its one pass
             y, ovf = fmt.quantize(x, return_overflow=True)
+        else:
+            y = fmt.quantize(x)
+            ovf = 0
+            if not _finite_sum(y):  # only then can a finite value have overflowed: count
+                y, ovf = fmt.quantize(x, return_overflow=True)
         self._count(f"conv_{src}_{dst}")
         if ovf:
             self._count("conv_overflows", int(ovf))
