@@ -49,7 +49,7 @@ from . import native_gae
 from .paths import cache_dir
 from .toolchain import compile_cpp
 
-__all__ = ["install", "enabled", "SOURCE", "FLAGS"]
+__all__ = ["install", "enabled", "update_kernel", "SOURCE", "FLAGS"]
 
 log = logging.getLogger(__name__)
 
@@ -265,11 +265,41 @@ extern "C" long rlhls_round_float_from32(const float *x, double *y, long n, long
                                          double maxv) {
   return round_float(x, y, n, emin, emax, man, maxv);
 }
+
+// The weight_update kernel's all-FP32 model (designs/kernels/update.py, _model_fp32) in place on
+// one layer's arrays: w, m, v float64 holding FP32 values, g float32; every operation in binary32
+// in the model's order (-ffp-contract=off: no FMA). opt 0 Adam (k = B1, C1, B2, C2), 1 RMSprop
+// (k = RHO, CR), 2 SGD.
+extern "C" void rlhls_update_fp32(int opt, double *w, const float *g, double *m, double *v, long n, float step,
+                                  float k1, float k2, float k3, float k4, float eps) {
+  if (opt == 0) {
+    for (long i = 0; i < n; ++i) {
+      const float gi = g[i];
+      const float m1 = k1 * (float)m[i] + k2 * gi;
+      const float v1 = k3 * (float)v[i] + (k4 * gi) * gi;
+      const float u = (step * m1) / (__builtin_sqrtf(v1) + eps);
+      w[i] = (double)((float)w[i] - u);
+      m[i] = m1;
+      v[i] = v1;
+    }
+  } else if (opt == 1) {
+    for (long i = 0; i < n; ++i) {
+      const float gi = g[i];
+      const float v1 = k1 * (float)v[i] + (k2 * gi) * gi;
+      const float u = (step * gi) / (__builtin_sqrtf(v1) + eps);
+      w[i] = (double)((float)w[i] - u);
+      v[i] = v1;
+    }
+  } else {
+    for (long i = 0; i < n; ++i) w[i] = (double)((float)w[i] - step * g[i]);
+  }
+}
 """
 FLAGS = ("-O3", "-fno-fast-math", "-ffp-contract=off", "-Wno-psabi", "-shared", "-fPIC")
 
 _kernel = None  # the checked seq_sum wrapper; False: unavailable in this process
 _round = None  # the checked float-rounding wrapper (loaded with _kernel); False: unavailable
+_update = None  # the checked FP32 weight update (loaded with _kernel); False / None: unavailable
 _gae = None  # the checked GAE model wrapper (its own library); False: unavailable
 
 
@@ -279,7 +309,7 @@ def enabled() -> bool:
 
 def install() -> bool:
     """Register the compiled kernel with ``arith`` (build + self-check on first call)."""
-    global _kernel, _round, _gae
+    global _kernel, _round, _gae, _update
     if not enabled():
         if _kernel and arith._seq_sum_kernel is _kernel:
             arith.set_seq_sum_kernel(None)
@@ -298,15 +328,22 @@ def install() -> bool:
         gae_kernel.set_model_kernel(_gae)
     if _kernel is None:
         try:
-            _kernel, _round = (k or False for k in _load())
+            _kernel, _round, _update = (k or False for k in _load())
         except Exception as e:  # noqa: BLE001 -- any build / load problem: numpy does the same job
             log.debug("native kernels unavailable, using numpy: %s", e)
-            _kernel = _round = False
+            _kernel = _round = _update = False
     if _kernel:
         arith.set_seq_sum_kernel(_kernel)
     if _round:
         formats.set_round_kernel(_round)
     return bool(_kernel)
+
+
+def update_kernel():
+    """The checked in-place FP32 weight update (``update_fp32(optimizer, constants, step, w, g, m, v)
+    -> bool``), or None (RLHLS_NATIVE=0, no compiler, a failed check)."""
+    install()
+    return _update or None if enabled() else None
 
 
 def _machine() -> str:
@@ -435,10 +472,64 @@ def _check_round(kernel) -> bool:
     return True
 
 
+_OPT_CODES = {"adam": (0, ("B1", "C1", "B2", "C2")), "rmsprop": (1, ("RHO", "CR")), "sgd": (2, ())}
+
+
+def _wrap_update(f):
+    f.argtypes = [ctypes.c_int] + [ctypes.c_void_p] * 4 + [ctypes.c_long] + [ctypes.c_float] * 6
+    f.restype = None
+
+    def update_fp32(optimizer, consts, step, w, g, m=None, v=None) -> bool:
+        """The all-FP32 update model in place on w (and m, v): float64 C-contiguous w / m / v, float32 g
+        of one shape; False (nothing done) for other layouts or dtypes."""
+        arrays = [a for a in (w, m, v) if a is not None]
+        if (g.dtype != np.float32 or any(a.dtype != np.float64 or a.shape != g.shape for a in arrays)
+                or not all(a.flags.c_contiguous for a in (*arrays, g))):
+            return False
+        code, names = _OPT_CODES[optimizer]
+        k = [consts[n] for n in names] + [0.0] * (4 - len(names))
+        f(code, w.ctypes.data, g.ctypes.data, 0 if m is None else m.ctypes.data, 0 if v is None else v.ctypes.data,
+          g.size, step, *k, consts.get("EPS", 0.0))
+        return True
+
+    return update_fp32
+
+
+def _check_update(upd) -> bool:
+    """Bit for bit WeightUpdate._model_fp32 for each optimizer (wide gradients, tiny and huge moments)."""
+    from rlhls.designs.kernels.update import WeightUpdate, _constants
+
+    rng = np.random.default_rng(7)
+    n = 1000
+    for opt in ("adam", "rmsprop", "sgd"):
+        c = dict(_constants("fp32", 0.9, 0.999, 0.99, 1e-8))
+        w = rng.standard_normal(n).astype(np.float32).astype(np.float64)
+        g = (rng.standard_normal(n) * np.exp2(rng.integers(-40, 20, n))).astype(np.float32)
+        m = (rng.standard_normal(n) * 1e-3).astype(np.float32).astype(np.float64)
+        v = (rng.random(n) * np.exp2(rng.integers(-60, 0, n))).astype(np.float32).astype(np.float64)
+        g[:3] = 0.0
+        a = {"w": w, "g": g, "alpha": (np.float32(1e-3),), "m": m, "v": v}
+        with np.errstate(all="ignore"):
+            ref = WeightUpdate._model_fp32({"optimizer": opt}, a, c)
+        w2, m2, v2 = w.copy(), m.copy(), v.copy()
+        upd(opt, c, 1e-3, w2, g, m2 if opt == "adam" else None, v2 if opt != "sgd" else None)
+        got = {"w_new": w2, "m_new": m2, "v_new": v2}
+        for k, r in ref.items():
+            nan = np.isnan(r)
+            if not (np.array_equal(nan, np.isnan(got[k])) and np.array_equal(r[~nan].view(np.int64),
+                                                                              got[k][~nan].view(np.int64))):
+                return False
+    return True
+
+
 def _load():
     """(seq_sum wrapper or None, round_float wrapper or None): each only after its self-check."""
     lib = ctypes.CDLL(str(_build()))
     rnd = _wrap_round(lib)
+    upd = _wrap_update(lib.rlhls_update_fp32)
+    if not _check_update(upd):
+        log.debug("native update_fp32: self-check failed, using numpy")
+        upd = None
     if not _check_round(rnd):
         log.debug("native round_float: self-check failed, using numpy's casts")
         rnd = None
@@ -473,5 +564,5 @@ def _load():
             if not (np.array_equal(nan, np.isnan(b))
                     and np.array_equal(a[~nan].view(np.int32), b[~nan].view(np.int32))):
                 log.debug("native seq_sum: self-check failed at %s, using numpy", (N, K, M))
-                return None, rnd
-    return kernel, rnd
+                return None, rnd, upd
+    return kernel, rnd, upd

@@ -331,7 +331,13 @@ class PlanKernels:
         if self.compiled or not k.fast_fp32 or not p["storage"] == p["acc"] == "fp32":
             return False
         c = k.constants(p)
+        from rlhls.flow import native
+
+        fast = native.update_kernel()
         for i, w in enumerate(ws):
+            if fast is not None and fast(p["optimizer"], c, alpha, w, gs[i], *(state.get(n, [None] * len(ws))[i]
+                                                                               for n in ("m", "v"))):
+                continue
             a = {"w": w, "g": gs[i], "alpha": (alpha,), **{n: v[i] for n, v in state.items()}}
             for name, v in k._model_fp32(p, a, c).items():
                 (w if name == "w_new" else state[name[0]][i])[...] = v

@@ -20,6 +20,7 @@ def fresh(monkeypatch):
     monkeypatch.setattr(native, "_kernel", None)
     monkeypatch.setattr(native, "_round", None)
     monkeypatch.setattr(native, "_gae", None)
+    monkeypatch.setattr(native, "_update", None)
     yield native
     arith.set_seq_sum_kernel(prev)
     formats.set_round_kernel(prev_round)
@@ -342,3 +343,30 @@ def test_gae_check_rejects_invalid_input_results(fresh):
 
     assert native_gae.check(real) is True
     assert native_gae.check(lenient) is False
+
+
+@pytest.mark.parametrize("opt", ["adam", "rmsprop", "sgd"])
+def test_update_kernel_equals_fp32_model(opt):
+    """The in-place FP32 weight update is WeightUpdate._model_fp32 bit for bit (a layer's 2-D
+    arrays; wide gradients, zeros), and declines float64 gradients (the model's float64 path)."""
+    from rlhls.designs.kernels.update import WeightUpdate, _constants
+
+    upd = native.update_kernel()
+    if upd is None:
+        pytest.skip("no C++ compiler: the numpy model updates")
+    rng = np.random.default_rng(3)
+    c = dict(_constants("fp32", 0.9, 0.999, 0.99, 1e-8))
+    shape = (37, 11)
+    w = rng.standard_normal(shape).astype(np.float32).astype(np.float64)
+    g = (rng.standard_normal(shape) * np.exp2(rng.integers(-30, 30, shape))).astype(np.float32)
+    g[0, :] = 0.0
+    m = (rng.standard_normal(shape) * 1e-2).astype(np.float32).astype(np.float64)
+    v = (rng.random(shape) * 1e-4).astype(np.float32).astype(np.float64)
+    with np.errstate(all="ignore"):
+        ref = WeightUpdate._model_fp32({"optimizer": opt}, {"w": w, "g": g, "alpha": (2e-4,), "m": m, "v": v}, c)
+    got = {"w_new": w.copy(), "m_new": m.copy(), "v_new": v.copy()}
+    assert upd(opt, c, 2e-4, got["w_new"], g, got["m_new"] if opt == "adam" else None,
+               got["v_new"] if opt != "sgd" else None)
+    for k, r in ref.items():
+        assert np.array_equal(r.view(np.int64), got[k].view(np.int64)), k
+    assert not upd(opt, c, 2e-4, w.copy(), g.astype(np.float64), m.copy(), v.copy())
