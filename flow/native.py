@@ -13,6 +13,16 @@ magnitudes so every add rounds, overflow to Inf, NaN, subnormals, both orientati
 then registers it with ``arith.set_seq_sum_kernel``. No compiler, a failed build or a failed
 check: the numpy path stays (same results, slower), with one debug log line.
 
+Where every product x[n, k] w[k, m] is exact in float32 (FP16 x FP16, BF16 x BF16 away from the
+ends of BF16's range; decided from the operands in one pass), fl32(acc + fl32(x w)) equals
+fma(x, w, acc), so ``rlhls_seq_sum_f32_fma`` runs the same k order with AVX-512 FMA (4-5x the
+plain loop); it returns 0 where that does not hold or the CPU lacks AVX-512, and the plain loop
+runs. The self-check covers both paths.
+
+``rlhls_update_fp32`` is the weight_update kernel's all-FP32 model (``WeightUpdate._model_fp32``:
+Adam, RMSprop, SGD) in place on one layer's arrays, checked against it and handed out by
+``update_kernel()`` (the emu backend's PL update nodes, ``PlanKernels.update_inplace``).
+
 ``rlhls_round_float`` is ``FloatFormat._quantize_magic`` written as a C loop (one float64 add and
 subtract of a magic constant per value, the same IEEE operations, so the same bits; the overflow
 count in the same pass). numpy's float16 cast is software and BF16 went through three casts and a
@@ -20,6 +30,7 @@ check; mixed-precision training with PL (FP16) and AIE (BF16) layers spent ~30 %
 rounding. It is checked against the numpy path on FP16, BF16 and two other widths (every exponent
 from subnormal to overflow, ties, +-0, Inf, NaN; for FP16 also against numpy's float16 cast) and
 registered with ``formats.set_round_kernel`` on its own: either kernel can fail its check alone.
+Its variants read and write float32 (``formats.round_to``), the same values without float64 copies.
 
 ``native_gae.SOURCE`` is the GAE unit's bit-accurate model as one C loop (``flow/native_gae.py``):
 its own library, checked against ``GaeKernel.model_numpy`` and registered with

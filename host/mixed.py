@@ -92,8 +92,10 @@ then trusted to be in the unit's storage (``Layer.forward(..., stored=True)``); 
 parameters that ``round_masters`` left in a master format, and tensors a PS node stored (outputs,
 gradients; ReLU / Flatten results of FP32 values are FP32 values), without rounding them again;
 FP32 rounding of optimizer state and masters is done in place; an instance with any PL/AIE node
-calls ``rlhls.flow.native.install()`` (the compiled sequential float32 sum of ``arith.dense``;
-``RLHLS_NATIVE=0`` keeps the numpy path).
+calls ``rlhls.flow.native.install()`` (the compiled sequential float32 sum of ``arith.dense``, with
+FMA where the FP16 / BF16 products are exact, and the roundings; ``RLHLS_NATIVE=0`` keeps the numpy
+path); a PL / AIE Dense rounds its weights once per forward and its backward reuses them; the emu
+backend's PL update nodes step each layer array in place (``PlanKernels.update_inplace``).
 """
 
 from __future__ import annotations
