@@ -61,7 +61,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import RlhlsError
-from .formats import _NATIVE, FP32, FixedFormat, FloatFormat, NumericFormat, parse_format, round_half
+from .formats import _NATIVE, FP32, FixedFormat, FloatFormat, NumericFormat, parse_format, round_to
 
 __all__ = ["dense", "conv2d", "im2col", "col2im", "set_seq_sum_kernel"]
 
@@ -77,16 +77,16 @@ def _fmt(f, name) -> NumericFormat | None:
 
 
 def dense(x, w, b=None, *, in_fmt=None, w_fmt=None, acc_fmt=None, out_fmt=None,
-          return_overflow=False, x_quantized=False):
+          return_overflow=False, x_quantized=False, w_quantized=False):
     """y = x @ w + b in the given formats (see the module docstring).
 
     x (N, K), w (K, M), b (M,) or None -> y (N, M) float64. With return_overflow=True also
     returns {'input', 'product', 'accumulator', 'output'} overflow counts. x_quantized=True
     says x already holds values of in_fmt (a float in_fmt only; a layer's stored activations):
-    its cast, an identity then, is skipped.
+    its cast, an identity then, is skipped; w_quantized=True the same of w and w_fmt. x and w
+    may be float32 arrays (values of their formats: read as they are where they fit).
     """
-    x = np.asarray(x, dtype=np.float64)
-    w = np.asarray(w, dtype=np.float64)
+    x, w = _f64_or_32(x), _f64_or_32(w)
     if x.ndim != 2 or w.ndim != 2 or x.shape[1] != w.shape[0]:
         raise RlhlsError(f"dense: shapes x {x.shape} and w {w.shape} do not chain "
                          "(expected x (N, K) and w (K, M))")
@@ -99,6 +99,9 @@ def dense(x, w, b=None, *, in_fmt=None, w_fmt=None, acc_fmt=None, out_fmt=None,
                       _fmt(out_fmt, "out_fmt"))
     fw = fw if fw is not None else fi
     ovf = {"input": 0, "product": 0, "accumulator": 0, "output": 0}
+    if not (fa == FP32 and isinstance(fi, FloatFormat) and isinstance(fw, FloatFormat)
+            and (fo is None or isinstance(fo, FloatFormat)) and not return_overflow):
+        x, w = np.asarray(x, dtype=np.float64), np.asarray(w, dtype=np.float64)  # float32 only on the fp32-sum path
 
     if fa is None:
         xq, wq, bq = x, w, b
@@ -120,7 +123,7 @@ def dense(x, w, b=None, *, in_fmt=None, w_fmt=None, acc_fmt=None, out_fmt=None,
         y = _dense_fixed(x, w, b, fi, fw, fa, fo, ovf)
     elif (isinstance(fa, FloatFormat) and isinstance(fi, FloatFormat)
           and isinstance(fw, FloatFormat) and (fo is None or isinstance(fo, FloatFormat))):
-        y = _dense_float(x, w, b, fi, fw, fa, fo, ovf, return_overflow, x_quantized)
+        y = _dense_float(x, w, b, fi, fw, fa, fo, ovf, return_overflow, x_quantized, w_quantized)
     else:
         raise RlhlsError(
             f"dense: unsupported format combination in={fi} w={fw} acc={fa} out={fo} "
@@ -210,7 +213,12 @@ def _q(fmt, x, ovf, key, count):
     return y
 
 
-def _dense_float(x, w, b, fi, fw, fa, fo, ovf, count=True, x_quantized=False):
+def _f64_or_32(a) -> np.ndarray:
+    a = np.asarray(a)
+    return a if a.dtype == np.float32 else np.asarray(a, dtype=np.float64)
+
+
+def _dense_float(x, w, b, fi, fw, fa, fo, ovf, count=True, x_quantized=False, w_quantized=False):
     if fi.man_bits + fw.man_bits + 2 > 53:
         raise RlhlsError(f"dense: inputs {fi} x {fw} products are not exact in float64 "
                          "(need M_in + M_w + 2 <= 53)")
@@ -223,7 +231,8 @@ def _dense_float(x, w, b, fi, fw, fa, fo, ovf, count=True, x_quantized=False):
         if b is not None:
             acc += _to32(fw, b)[None, :]
         with np.errstate(over="ignore", invalid="ignore"):
-            _seq_sum_f32(x.astype(np.float32) if x_quantized else _to32(fi, x), _to32(fw, w), acc)
+            _seq_sum_f32(np.asarray(x, dtype=np.float32) if x_quantized else _to32(fi, x),
+                         np.asarray(w, dtype=np.float32) if w_quantized else _to32(fw, w), acc)
         return acc.astype(np.float64) if fo is None else _from32(fo, acc)
     xq = x if x_quantized else _q(fi, x, ovf, "input", count)
     wq = _q(fw, w, ovf, "input", count)
@@ -254,27 +263,21 @@ def _dense_float(x, w, b, fi, fw, fa, fo, ovf, count=True, x_quantized=False):
 
 
 def _to32(fmt, v):
-    """fmt(v) as float32 (fmt fits float32): numpy's float64 -> float32 / float16 casts are
-    fmt's one RNE rounding (as FloatFormat.quantize uses them), without a float64 copy."""
+    """fmt(v) as float32 (fmt fits float32): one RNE rounding of v's value (float64 -> float32
+    cast, or formats.round_to's one pass), without a float64 copy."""
     native = _NATIVE.get((fmt.exp_bits, fmt.man_bits))
     with np.errstate(over="ignore", invalid="ignore"):
         if native is np.float32:
             return v.astype(np.float32)
-        if native is np.float16:
-            return round_half(np.asarray(v, dtype=np.float64)).astype(np.float32)  # fp16 values are exact in fp32
-        return fmt.quantize(v).astype(np.float32)
+        return round_to(fmt, np.asarray(v, dtype=np.float32 if v.dtype == np.float32 else np.float64), np.float32)
 
 
 def _from32(fmt, a32):
-    """fmt(a32) as float64 for a float32 array: float32 -> float16 is the same RNE rounding as
-    from the (equal) float64 value."""
-    native = _NATIVE.get((fmt.exp_bits, fmt.man_bits))
+    """fmt(a32) as float64 for a float32 array (the same rounding as from the equal float64 value)."""
+    if _NATIVE.get((fmt.exp_bits, fmt.man_bits)) is np.float32:
+        return a32.astype(np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
-        if native is np.float32:
-            return a32.astype(np.float64)
-        if native is np.float16:
-            return round_half(a32.astype(np.float64))  # float32 is exact in float64: one rounding
-        return fmt.quantize(a32.astype(np.float64))
+        return round_to(fmt, a32, np.float64)
 
 
 _seq_sum_kernel = None  # a faster implementation of _seq_sum_f32_numpy, see set_seq_sum_kernel

@@ -570,15 +570,28 @@ _KERNEL_MIN = 256  # smaller arrays: the call costs more than numpy's casts
 
 
 def set_round_kernel(fn):
-    """Use ``fn(x, fmt) -> (y, n_overflow)`` for FloatFormat rounding of arrays of at least 256
+    """Use ``fn(x, fmt, dtype=float64) -> (y, n_overflow)`` for FloatFormat rounding of arrays of at least 256
     elements, except FP32 (numpy's float32 cast is hardware already); None: the numpy paths only.
     Contract: x a float64 array of any shape and layout, fmt a FloatFormat whose ``_magic_ok``
     holds; y a new float64 array of x's shape, bit for bit ``fmt._quantize_magic(x, True)`` (NaN
     payloads aside), which is numpy's float16 cast for FP16 and ml_dtypes' bfloat16 cast for
-    BF16. rlhls.flow.native registers a compiled one after checking that. Returns the previous one."""
+    BF16; x may also be float32 and y float32 (``round_to``; fmt then fits float32), the same
+    values. rlhls.flow.native registers a compiled one after checking that. Returns the previous one."""
     global _round_kernel
     prev, _round_kernel = _round_kernel, fn
     return prev
+
+
+def round_to(fmt, x, dtype):
+    """fmt(x) as a `dtype` array (float32 or float64; fmt a FloatFormat that fits float32 when
+    dtype is float32), x a float32 or float64 array: the registered kernel's one pass when it
+    applies, else fmt.quantize and a cast (exact: fmt's values are float32 values)."""
+    k = _round_kernel
+    if (k is not None and x.ndim and x.size >= _KERNEL_MIN and fmt._magic_ok
+            and _NATIVE.get((fmt.exp_bits, fmt.man_bits)) is not np.float32):
+        return k(x, fmt, dtype)[0]
+    y = fmt.quantize(x)
+    return y if y.dtype == dtype else y.astype(dtype)
 
 
 def round_half(x):

@@ -96,7 +96,7 @@ import numpy as np
 
 from .arith import col2im, conv2d, dense, im2col
 from .errors import RlhlsError
-from .formats import NumericFormat, parse_format
+from .formats import FP32, NumericFormat, parse_format, round_to
 from .lut import _lut_index, _lut_softmax, lut_tables, softmax_table_formats
 
 __all__ = ["Precision", "TABLE_SIZE", "softmax_table_formats", "lut_tables", "Layer", "Dense", "Conv2d", "Flatten", "ReLU", "Tanh", "Sigmoid", "Softmax",
@@ -260,14 +260,25 @@ def _q(fmt, x: np.ndarray) -> np.ndarray:
     return x if fmt is None else np.asarray(fmt.quantize(x), dtype=np.float64)
 
 
-def _sum_rows(dy: np.ndarray, p: Precision | None) -> np.ndarray:
-    """Sum over axis 0: float64, or sequentially in p.acc (as arith.dense) stored in p.storage."""
+def _w_stored(p: Precision, W: np.ndarray) -> np.ndarray | None:
+    """W in p's storage format as float32 where dense reads it so (float storage that fits
+    float32, FP32 sums): rounded once per forward, read again by the backward's dx."""
+    s = p.storage
+    if s.kind == "float" and s.exp_bits <= 8 and s.man_bits <= 23 and p.acc == FP32:
+        with np.errstate(over="ignore", invalid="ignore"):
+            return round_to(s, np.asarray(W, dtype=np.float64), np.float32)
+    return None
+
+
+def _sum_rows(dy: np.ndarray, p: Precision | None, stored: bool = False) -> np.ndarray:
+    """Sum over axis 0: float64, or sequentially in p.acc (as arith.dense) stored in p.storage.
+    stored: dy already holds p.storage values (a float storage)."""
     if p is None:
         return dy.sum(axis=0)
     if p.storage.kind == "float" and p.acc.kind == "float":  # = dense(ones, dy): same order, vectorized
         ones = np.ones((1, dy.shape[0]))
         return dense(ones, dy.reshape(dy.shape[0], -1), in_fmt=p.storage, w_fmt=p.storage, acc_fmt=p.acc,
-                     out_fmt=p.storage).reshape(dy.shape[1:])
+                     out_fmt=p.storage, x_quantized=True, w_quantized=stored).reshape(dy.shape[1:])
     dy = _q(p.storage, dy)
     acc = np.zeros(dy.shape[1:])
     for row in dy:
@@ -386,10 +397,12 @@ class Dense(_MMLayer):
                 y += b
         else:
             x = x if stored else _q(p.storage, x)
-            y = dense(x, W, b, in_fmt=p.storage, w_fmt=p.storage, acc_fmt=p.acc, out_fmt=p.storage,
-                      x_quantized=p.storage.kind == "float")
+            wq = _w_stored(p, W)
+            y = dense(x, W if wq is None else wq, b, in_fmt=p.storage, w_fmt=p.storage, acc_fmt=p.acc,
+                      out_fmt=p.storage, x_quantized=p.storage.kind == "float", w_quantized=wq is not None)
         self._cache, self._batch = x, x.shape[0]
         self._xfmt = None if p is None else p.storage  # what the cached x was stored in
+        self._wq = None if p is None or wq is None else (p, wq)  # W as this forward read it, for the backward
         return y
 
     def backward(self, dy, precision=None, need_input_grad=True, *, stored=False, need_param_grads=True):
@@ -406,10 +419,14 @@ class Dense(_MMLayer):
             if flt and not stored:
                 dy = _q(p.storage, dy)  # once, not in each dense below
             if need_param_grads:
-                self.grads["W"] = dense(x.T, dy, **fmts, x_quantized=flt and self._xfmt == p.storage)
-            dx = dense(dy, W.T, **fmts, x_quantized=flt) if need_input_grad else None
+                self.grads["W"] = dense(x.T, dy, **fmts, x_quantized=flt and self._xfmt == p.storage,
+                                        w_quantized=flt)
+            wq = getattr(self, "_wq", None)  # the forward's stored W (same weights: no update in between)
+            wq = wq[1].T if wq is not None and wq[0].storage == p.storage and wq[0].acc == p.acc else None
+            dx = (dense(dy, W.T if wq is None else wq, **fmts, x_quantized=flt, w_quantized=wq is not None)
+                  if need_input_grad else None)
         if self.bias and need_param_grads:
-            self.grads["b"] = _sum_rows(dy, p)
+            self.grads["b"] = _sum_rows(dy, p, stored=p is not None and p.storage.kind == "float")
         return dx
 
 
@@ -591,7 +608,16 @@ class ReLU(_Activation):
         return np.maximum(x, 0.0)
 
     def _df(self, dy, x, y):
-        return np.where(x > 0, dy, 0.0)
+        # np.where(x > 0, dy, 0.0) bit for bit (dy's bits where x > 0, +0 elsewhere) as an integer
+        # mask: ~4x faster than numpy's select
+        dy = np.asarray(dy)
+        if dy.dtype.kind != "f" or dy.shape != np.shape(x):
+            return np.where(x > 0, dy, 0.0)
+        it = np.dtype(f"i{dy.dtype.itemsize}")
+        m = (x > 0).astype(it)
+        np.negative(m, out=m)
+        m &= dy.view(it)
+        return m.view(dy.dtype)
 
 
 class Tanh(_Activation):

@@ -312,9 +312,7 @@ class PlanKernels:
         k, node_params = self._kernel(node, unit, op)
         return k.run_op(op, self.backend, self.params(k, node_params, node, **k.op_sizes(op, **arrays)), **arrays)
 
-    def update(self, node: str, opt, w, g, state: dict, alpha: float) -> dict:
-        """One optimizer step of a PL update node through ``weight_update``: flat float64 arrays
-        ``w``, ``g`` and the state (``m``, ``v``) in; {w_new, m_new, v_new} out."""
+    def _update_params(self, node: str, opt, n: int):
         # the run's optimizer; its step size comes at run time (alpha): an annealed rate needs no other library
         extra = {"optimizer": opt.kind}
         if opt.kind == "adam":
@@ -322,7 +320,33 @@ class PlanKernels:
         elif opt.kind == "rmsprop":
             extra.update(rho=opt.alpha, eps=opt.eps)
         k = get_kernel("weight_update")
-        p = self.params(k, k.node_params(self.ctx.graph.node(node), self.ctx), node, n=int(w.size), **extra)
+        return k, self.params(k, k.node_params(self.ctx.graph.node(node), self.ctx), node, n=n, **extra)
+
+    def update_inplace(self, node: str, opt, ws: list, gs: list, state: dict, alpha: float) -> bool:
+        """``update`` on a layer's own arrays, array by array, in place (``ws`` and each state
+        list updated; ``gs`` their gradients): the emu backend's all-FP32 model is elementwise
+        float32 arithmetic, so this gives the flat call's bits without its concatenations. False
+        (nothing done) where that model does not apply: a compiled backend, other formats."""
+        k, p = self._update_params(node, opt, sum(int(w.size) for w in ws))
+        if self.compiled or not k.fast_fp32 or not p["storage"] == p["acc"] == "fp32":
+            return False
+        c = k.constants(p)
+        from rlhls.flow import native
+
+        fast = native.update_kernel()
+        for i, w in enumerate(ws):
+            if fast is not None and fast(p["optimizer"], c, alpha, w, gs[i], *(state.get(n, [None] * len(ws))[i]
+                                                                               for n in ("m", "v"))):
+                continue
+            a = {"w": w, "g": gs[i], "alpha": (alpha,), **{n: v[i] for n, v in state.items()}}
+            for name, v in k._model_fp32(p, a, c).items():
+                (w if name == "w_new" else state[name[0]][i])[...] = v
+        return True
+
+    def update(self, node: str, opt, w, g, state: dict, alpha: float) -> dict:
+        """One optimizer step of a PL update node through ``weight_update``: flat float64 arrays
+        ``w``, ``g`` and the state (``m``, ``v``) in; {w_new, m_new, v_new} out."""
+        k, p = self._update_params(node, opt, int(w.size))
         ins, _ = k.arrays(p)
         arrays = {"w": w, "g": g, "alpha": np.array([alpha]), **state}
         arrays = {a.name: arrays[a.name] for a in ins}

@@ -92,8 +92,10 @@ then trusted to be in the unit's storage (``Layer.forward(..., stored=True)``); 
 parameters that ``round_masters`` left in a master format, and tensors a PS node stored (outputs,
 gradients; ReLU / Flatten results of FP32 values are FP32 values), without rounding them again;
 FP32 rounding of optimizer state and masters is done in place; an instance with any PL/AIE node
-calls ``rlhls.flow.native.install()`` (the compiled sequential float32 sum of ``arith.dense``;
-``RLHLS_NATIVE=0`` keeps the numpy path).
+calls ``rlhls.flow.native.install()`` (the compiled sequential float32 sum of ``arith.dense``, with
+FMA where the FP16 / BF16 products are exact, and the roundings; ``RLHLS_NATIVE=0`` keeps the numpy
+path); a PL / AIE Dense rounds its weights once per forward and its backward reuses them; the emu
+backend's PL update nodes step each layer array in place (``PlanKernels.update_inplace``).
 """
 
 from __future__ import annotations
@@ -103,6 +105,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rlhls.designs import formats
 from rlhls.designs.errors import RlhlsError
 from rlhls.designs.formats import parse_format
 from rlhls.designs.arith import col2im, im2col
@@ -217,6 +220,7 @@ def _ps32_forward(layer, x: np.ndarray, owned: bool) -> tuple:
     """One PS layer's forward in float32 on float32 x -> (y, y owned: a fresh array). `owned`:
     x is a temporary of this pass (an activation may overwrite it)."""
     kind = layer.kind
+    layer._wq = None  # no stored weights of a PL / AIE forward (designs.network) for the backward
     if kind == "Dense":
         w = layer._w32 = _f32(layer.params["W"])
         y = x @ w
@@ -531,10 +535,13 @@ class MixedPrecision:
             return x if self.ps32 else np.asarray(x, dtype=np.float64)
         x = np.asarray(x, dtype=np.float64)
         fmt = self.prec[dst].storage
-        y = fmt.quantize(x)
-        ovf = 0
-        if not _finite_sum(y):  # only then can a finite value have overflowed: count
+        if formats._round_kernel is not None and fmt != self.fp32:  # the kernel counts in its one pass
             y, ovf = fmt.quantize(x, return_overflow=True)
+        else:
+            y = fmt.quantize(x)
+            ovf = 0
+            if not _finite_sum(y):  # only then can a finite value have overflowed: count
+                y, ovf = fmt.quantize(x, return_overflow=True)
         self._count(f"conv_{src}_{dst}")
         if ovf:
             self._count("conv_overflows", int(ovf))
@@ -573,6 +580,7 @@ class MixedPrecision:
         ``layer.forward(x, precision, stored=True)``); the layer keeps what its backward needs."""
         p = self.precision(unit)
         b = layer._b(p)
+        layer._wq = None
         if layer.kind == "Conv2d":
             kh, kw = layer.kernel
             cols = im2col(x, kh, kw, layer.stride)
@@ -764,6 +772,8 @@ class MixedPrecision:
         flat = lambda xs: np.concatenate([np.asarray(x, dtype=np.float64).ravel() for x in xs])  # noqa: E731
         names = {"adam": ("m", "v"), "rmsprop": ("v",), "sgd": ()}[opt.kind]
         slots = {n: [opt._slot(n, k, a) for k, a in zip(keys, arrays)] for n in names}
+        if self.kernels.update_inplace(node, opt, arrays, [g32[k] for k in keys], slots, opt.step_size()):
+            return
         out = self.kernels.update(node, opt, flat(arrays), flat(g32[k] for k in keys),
                                   {n: flat(v) for n, v in slots.items()}, opt.step_size())
         off = 0

@@ -20,6 +20,7 @@ def fresh(monkeypatch):
     monkeypatch.setattr(native, "_kernel", None)
     monkeypatch.setattr(native, "_round", None)
     monkeypatch.setattr(native, "_gae", None)
+    monkeypatch.setattr(native, "_update", None)
     yield native
     arith.set_seq_sum_kernel(prev)
     formats.set_round_kernel(prev_round)
@@ -70,6 +71,29 @@ def test_kernel_equals_numpy_path(kernel, N, K, M):
             kernel(np.asfortranarray(x), w, b)
             kernel(x, np.asfortranarray(w), c)
         assert _same_bits(a, b) and _same_bits(a, c), (N, K, M, trial)
+
+
+@pytest.mark.parametrize("N, K, M", SHAPES)
+def test_kernel_equals_numpy_path_on_fp16_and_bf16_operands(kernel, N, K, M):
+    """FP16 x FP16 and BF16 x BF16 operands (the PL's and the AIE's: exact products, the FMA path
+    where the CPU has one), and BF16 operands whose products underflow or overflow float32 (the
+    plain path), wide magnitudes so the sums round, zeros."""
+    rng = np.random.default_rng(N * 7919 + K * 31 + M)
+    bf16 = parse_format("bf16")
+    h = lambda s: (rng.standard_normal(s) * np.exp2(rng.integers(-14, 15, s))).astype(np.float16).astype(np.float32)  # noqa: E731
+    b = lambda s: bf16.quantize(_wide(rng, s, 60).astype(np.float64)).astype(np.float32)  # noqa: E731
+    edge_x, edge_w = b((N, K)), b((K, M))
+    edge_x[0, 0], edge_w[0, -1] = np.float32(2.0 ** 90), np.float32(2.0 ** 50)  # a product of 2^140
+    tiny_x, tiny_w = b((N, K)), b((K, M))
+    tiny_x[-1, -1], tiny_w[-1, 0] = np.float32(2.0 ** -80), np.float32(2.0 ** -70)  # one of 2^-150
+    for x, w in ((h((N, K)), h((K, M))), (b((N, K)), b((K, M))), (edge_x, edge_w), (tiny_x, tiny_w),
+                 (np.zeros((N, K), np.float32), h((K, M)))):
+        acc0 = _wide(rng, (N, M), 10)
+        a, c = acc0.copy(), acc0.copy()
+        with np.errstate(over="ignore", invalid="ignore"):
+            arith._seq_sum_f32_numpy(x, w, a)
+            kernel(x, w, c)
+        assert _same_bits(a, c), (N, K, M)
 
 
 @pytest.mark.parametrize("fi, fo", [("fp32", "fp32"), ("fp16", "fp32"), ("bf16", "bf16"), ("fp16", None)])
@@ -319,3 +343,30 @@ def test_gae_check_rejects_invalid_input_results(fresh):
 
     assert native_gae.check(real) is True
     assert native_gae.check(lenient) is False
+
+
+@pytest.mark.parametrize("opt", ["adam", "rmsprop", "sgd"])
+def test_update_kernel_equals_fp32_model(opt):
+    """The in-place FP32 weight update is WeightUpdate._model_fp32 bit for bit (a layer's 2-D
+    arrays; wide gradients, zeros), and declines float64 gradients (the model's float64 path)."""
+    from rlhls.designs.kernels.update import WeightUpdate, _constants
+
+    upd = native.update_kernel()
+    if upd is None:
+        pytest.skip("no C++ compiler: the numpy model updates")
+    rng = np.random.default_rng(3)
+    c = dict(_constants("fp32", 0.9, 0.999, 0.99, 1e-8))
+    shape = (37, 11)
+    w = rng.standard_normal(shape).astype(np.float32).astype(np.float64)
+    g = (rng.standard_normal(shape) * np.exp2(rng.integers(-30, 30, shape))).astype(np.float32)
+    g[0, :] = 0.0
+    m = (rng.standard_normal(shape) * 1e-2).astype(np.float32).astype(np.float64)
+    v = (rng.random(shape) * 1e-4).astype(np.float32).astype(np.float64)
+    with np.errstate(all="ignore"):
+        ref = WeightUpdate._model_fp32({"optimizer": opt}, {"w": w, "g": g, "alpha": (2e-4,), "m": m, "v": v}, c)
+    got = {"w_new": w.copy(), "m_new": m.copy(), "v_new": v.copy()}
+    assert upd(opt, c, 2e-4, got["w_new"], g, got["m_new"] if opt == "adam" else None,
+               got["v_new"] if opt != "sgd" else None)
+    for k, r in ref.items():
+        assert np.array_equal(r.view(np.int64), got[k].view(np.int64)), k
+    assert not upd(opt, c, 2e-4, w.copy(), g.astype(np.float64), m.copy(), v.copy())
