@@ -231,8 +231,8 @@ def ps_factor(device) -> tuple[float, str]:
     here = _gemm_gflops()
     basis = (f"fp32 GEMM 256x256 timed here on one core: {here:.3g} GFLOP/s, against the {device.id} PS core's "
              f"fp32 peak {peak.value:.3g} GFLOP/s ({peak.source}: clock {ps.clock_mhz.source}, "
-             f"{ps.perf['flops_per_cycle_fp32'].source}); assumed: a BLAS GEMM reaches the same share of peak "
-             "on both cores, and the host loop's Python scales as the GEMM does")
+             f"{ps.perf['flops_per_cycle_fp32'].source}); assumed: the PS core's GEMM runs at that peak (for GEMM "
+             "work a lower bound of the factor), and the host loop's Python scales as the GEMM does")
     return max(here / peak.value, 1e-6), basis
 
 
