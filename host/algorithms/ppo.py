@@ -67,7 +67,7 @@ from ..phases import timed
 from ..distributions import DiagGaussian, env_action, policy_distribution
 from ..envs import EpisodeTracker, ReplayableVecEnv, normalize_obs, pad_obs, rms_load, rms_state, space_info
 from . import Algorithm, register_algorithm
-from ..gae import EXPERIMENTS, gae_stage
+from ..gae import EXPERIMENTS, gae_stage, gae_units
 from ..hyperparams import hp
 from ..mixed import MixedPrecisionArgs
 from .base import adapt_network, check_memory, sample_bytes
@@ -207,6 +207,7 @@ class PPO:
         self.backend_name = backend
         self.kernel_backend = get_backend(backend)  # cosim without Vitis fails here
         self.backend = self.kernel_backend if self.mode["quant"] else None  # the GAE unit's
+        self.gae_units = gae_units(design, hp)  # the built GAE (and standardizer) units' parameters
         self.envs = ReplayableVecEnv(self.env_id, hp["num_envs"], self.seed)
         self.space = sp = space_info(self.envs)
         nets = design.build_networks(self.seed)
@@ -340,8 +341,8 @@ class PPO:
         with timed(times, "dnn_inference"):
             boot = self._act(val, obs)[:, 0]
         adv, rtg, ginfo = gae_stage(self.backend, b_rew, b_val, b_done, boot, gamma=hp["gamma"],
-                                    lam=hp["gae_lambda"], mode=self.mode, bits=hp["quant_bits"],
-                                    reward_stats=self.reward_stats, lookahead=hp["gae_lookahead"], times=times,
+                                    lam=hp["gae_lambda"], mode=self.mode, units=self.gae_units,
+                                    reward_stats=self.reward_stats, times=times,
                                     trunc_values=b_tval)
         if self.mixed is not None and not self.mode["quant"]:  # HEPPO's uq<n> modes keep their formats
             adv, rtg = self.mixed.round_gae(adv, rtg, times)
