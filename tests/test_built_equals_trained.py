@@ -72,6 +72,9 @@ def test_built_equals_trained(name, tmp_path, monkeypatch):
     components = {}
     for c in built.components:
         components.setdefault(c.kernel, []).append(c.params)
+        if c.kernel in ("dense_forward", "dense_backward", "weight_gradient", "weight_update"):
+            dim = getattr(KERNELS[c.kernel], "pf_dim", "n")  # the plan's pf4, within the unrolled dimension
+            assert c.params["pf"] == min(4, c.params[dim]) and set(c.points.values()) == {"pf4"}, c.name
 
     used = []
 
@@ -104,3 +107,34 @@ def test_built_equals_trained(name, tmp_path, monkeypatch):
                                                     for c in components[kname]])
             compared += 1
     assert compared, f"{name}: training ran none of the built kernels {sorted(components)} ({sorted({k for k, _ in used})})"
+
+
+def test_set_reaches_the_build_and_the_run(tmp_path):
+    """``--set quant_bits=5`` (and the lookahead) changes the built GAE and standardizer units as
+    the run; the manifest names the design point the plan chose for every PL node."""
+    import json
+
+    import rlhls
+    from rlhls.host.algorithms.ppo import PPO
+
+    over = {"quant_bits": 5, "gae_lookahead": 3, "num_envs": 2, "num_steps": 8, "num_minibatches": 2}
+    flow = rlhls.Flow("heppo-ppo", out=tmp_path / "run", overrides=over, quiet=True)
+    try:
+        res = flow.build(csim=False, hls4ml=False)
+        plan = flow.partition()
+    finally:
+        flow.close()
+    comps = {c.kernel: c for c in res.components}
+    assert comps["gae"].params["bits"] == comps["standardizer"].params["bits"] == 5
+    assert (comps["gae"].params["lookahead"], comps["gae"].params["steps"], comps["gae"].params["trajectories"]) \
+        == (3, 8, 2)
+    ppo = PPO(flow.design, hyperparams=flow.overrides)
+    try:
+        assert ppo.gae_units == {"gae": comps["gae"].params, "standardizer": comps["standardizer"].params}
+    finally:
+        ppo.close()
+    manifest = json.loads((tmp_path / "run" / "build" / "manifest.json").read_text())
+    pl = [n for n, e in manifest["units"].items() if e["unit"] == "PL" and e["components"]]
+    assert pl and all(manifest["units"][n]["point"] == plan.point[n] for n in pl)
+    for c in manifest["components"]:
+        assert c["points"] == {n: plan.point[n] for n in c["nodes"]}
