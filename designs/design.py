@@ -12,7 +12,9 @@ the design's KernelSpec where the KernelSpec gives it (the hardware's figure; th
 default then comes from it, ``kernel_hyperparams``), else the design's ``hyperparams``; a design
 giving both must give the same. A run's hyperparameters (``--set quant_bits=5``) reach both
 through ``bind``: the Flow builds, profiles and trains the bound design, and the trainer takes its
-kernels' parameters from it, so the csim-checked component is the one trained with.
+kernels' parameters from it, so the csim-checked component is the one trained with. The plan's
+design points reach both the same way (``at_points``: a PL node's ``pf<N>`` point is its kernel's
+``pf``).
 """
 
 from __future__ import annotations

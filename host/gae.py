@@ -21,6 +21,12 @@ one rollout (all T x N values, plus the N bootstrap values for the values block)
 are population statistics (quantizer.block_stats). n = ``quant_bits`` in 3..10 (default 8).
 The returns (value targets) are the GAE unit's rewards-to-go ``V + A`` with V as the unit saw it.
 
+The units are the built ones (``gae_units``: the design bound to the run's hyperparameters, its
+GAE and standardizer components' parameters as the build renders them). With a standardizer unit
+(heppo-ppo) the quantized experiments take their codes and (mu, sigma) from it through the backend,
+in the hardware's formats (fp32 words, float64 statistics, fp32 per-element standardization);
+without one, from designs/quantizer.py in float64.
+
 GAE stage: ``gae_stage(backend, ...)`` builds the GAE memory image (``gae_fetch``: codes and
 (mu, sigma)), runs the unit (``gae_compute``) and writes advantages / RTGs back into the
 minibatch buffers (``gae_write``). Quantized experiments call

@@ -100,7 +100,8 @@ class WeightUpdate(Kernel):
         if p["optimizer"] == "adam" and ctx.hyperparam("adam_eps") is not None:
             p["eps"] = ctx.hyperparam("adam_eps")
         elif p["optimizer"] == "rmsprop" and "optimizer" in hp:
-            p.update(rho=ctx.hyperparam("rmsprop_alpha", default=0.99), eps=ctx.hyperparam("rmsprop_eps", default=1e-8))
+            p.update(rho=ctx.hyperparam("rmsprop_alpha", default=0.99),
+                     eps=ctx.hyperparam("rmsprop_eps", default=1e-8))
         p.update({k: v for k, v in ctx.spec_params(self).items() if k in ("pf", "ii")})
         if ctx.point_pf(node):  # the plan's design point (elements per cycle)
             p["pf"] = min(ctx.point_pf(node), p["n"])
