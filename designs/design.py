@@ -4,12 +4,23 @@ formats, parallelism and target device — with the seed it comes from.
 A design records every figure the seed gives (`seed_figures`) and, where the seed is silent,
 what was chosen instead and why (`choices`). Networks are built on demand from factories so
 that listing designs costs nothing and every build starts from the same seed.
+
+One value for the build and the training: a kernel parameter that names a hyperparameter
+(``Param.hyperparam``: the GAE unit's ``bits`` is ``quant_bits``, ``lookahead`` is
+``gae_lookahead``, its rollout sizes ``num_envs`` x ``num_steps``, ...) is one value. Its home is
+the design's KernelSpec where the KernelSpec gives it (the hardware's figure; the trainer's
+default then comes from it, ``kernel_hyperparams``), else the design's ``hyperparams``; a design
+giving both must give the same. A run's hyperparameters (``--set quant_bits=5``) reach both
+through ``bind``: the Flow builds, profiles and trains the bound design, and the trainer takes its
+kernels' parameters from it, so the csim-checked component is the one trained with. The plan's
+design points reach both the same way (``at_points``: a PL node's ``pf<N>`` point is its kernel's
+``pf``).
 """
 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from .errors import RlhlsError
@@ -82,6 +93,9 @@ class Design:
     # {node-name glob: unit}: the seed's placement of nodes its own units do not implement (the
     # first matching glob wins); the partitioner then offers them that unit only
     pins: dict = field(default_factory=dict)
+    # {node: design point} a plan chose (``at_points``): the PL kernels' parallelism for the build and
+    # the trainers' kernels alike (designs.kernels.KernelContext); {}: the KernelSpecs' own
+    points: dict = field(default_factory=dict)
 
     def __post_init__(self):
         where = f"design '{self.name}'"
@@ -110,6 +124,7 @@ class Design:
         for k in self.kernels:
             for text in (k.storage, k.acc):
                 parse_format(text)
+        self.kernel_hyperparams()  # a value given twice is given once
         if self.part is not None and not (isinstance(self.part, str)
                                           and self.part.lower().startswith(("xc", "xa", "xq"))):
             raise RlhlsError(f"{where}: part {self.part!r} is not an AMD/Xilinx part number")
@@ -126,6 +141,47 @@ class Design:
                 k.resolve(k.spec_params(spec))
             except RlhlsError as e:
                 raise RlhlsError(f"design '{self.name}': kernel '{spec.name}': {e}") from None
+
+    def kernel_hyperparams(self) -> dict:
+        """{hyperparameter: value} the KernelSpecs fix (module docstring); a design hyperparameter
+        or two KernelSpecs that disagree with one are refused."""
+        from .kernels import KERNELS
+
+        out, where = {}, {}
+        for spec in self.kernels:
+            k = KERNELS.get(spec.name)  # an unknown kernel is check_kernels' to report
+            for h, v in ({} if k is None else k.hyperparam_values(spec.params)).items():
+                for other, what in ((out.get(h), f"kernel '{where.get(h)}'"),
+                                    (self.hyperparams.get(h), "its hyperparameters")):
+                    if other is not None and other != v:
+                        raise RlhlsError(f"design '{self.name}': kernel '{spec.name}' sets {h} = {v!r} where "
+                                         f"{what} set {other!r} (one value: give it once)")
+                out[h], where[h] = v, spec.name
+        return out
+
+    def bind(self, hyperparams: dict, batch: int | None = None) -> "Design":
+        """This design with a run's hyperparameters where its kernels' parameters name them (module
+        docstring), and at the run's training batch `batch` (its algorithm's batch rule: the graph,
+        the profile, the plan and the components' sizes are the run's): what the Flow builds and
+        the trainer runs. The same design when nothing changes."""
+        from .kernels import KERNELS
+
+        hp = dict(hyperparams)
+        kernels = []
+        for spec in self.kernels:
+            k = KERNELS.get(spec.name)
+            params = spec.params if k is None else k.bind_params(spec.params, hp)
+            kernels.append(spec if params == spec.params else replace(spec, params=params))
+        hyper = {**self.hyperparams, **hp}  # what kernels read of them (ctx.hyperparam) is the run's
+        batch = self.batch_size if batch is None else int(batch)
+        if tuple(kernels) == self.kernels and hyper == self.hyperparams and batch == self.batch_size:
+            return self
+        return replace(self, kernels=tuple(kernels), hyperparams=hyper, batch_size=batch)
+
+    def at_points(self, points: dict | None) -> "Design":
+        """This design at a plan's design points ({node: point}, ``Plan.point``)."""
+        points = dict(points or {})
+        return self if points == self.points else replace(self, points=points)
 
     def net(self, name: str) -> NetSpec:
         for n in self.networks:

@@ -30,8 +30,9 @@ def designs():
                 NetSpec("value", "critic", lambda s: mlp("value", OBS, (64, 64), 1, act="tanh", out_gain=1.0, seed=s)),
             ),
             kernels=(
+                # trajectories x steps: the rollout (num_envs x num_steps below), one value for both
                 KernelSpec("gae", "PL", "uq<8>", "fp32",
-                           {"pes": 64, "lookahead": 2, "bits": 8, "trajectories": 64, "steps": 1024},
+                           {"pes": 64, "lookahead": 2, "bits": 8},
                            "§III-B/C, §V-D: 64 PEs, 2-step lookahead, 8-bit codewords, 64 trajectories x 1024 steps"),
                 KernelSpec("standardizer", "PL", "fp32", "fp32",
                            {"rewards": "dynamic", "values": "block", "bits": 8, "lanes": 8},
@@ -52,7 +53,7 @@ def designs():
                 "num_envs": 64, "num_steps": 1024, "gamma": 0.99, "gae_lambda": 0.95, "learning_rate": 3e-4,
                 "num_minibatches": 32, "update_epochs": 10, "clip_coef": 0.2, "ent_coef": 0.0, "vf_coef": 0.5,
                 "max_grad_norm": 0.5, "norm_adv": True, "anneal_lr": True, "optimizer": "adam",
-                "reward_standardization": "dynamic", "value_standardization": "block", "quant_bits": 8,
+                "reward_standardization": "dynamic", "value_standardization": "block",
                 "experiment": 5,
             },
             seed_figures={

@@ -30,8 +30,19 @@ import numpy as np
 from .errors import RlhlsError
 from .formats import UniformFormat, parse_format
 
-__all__ = ["RunningStats", "block_stats", "BlockCodes", "quantize_blocks", "dequantize_blocks",
+__all__ = ["EXPERIMENTS", "RunningStats", "block_stats", "BlockCodes", "quantize_blocks", "dequantize_blocks",
            "quantize_standardized", "roundtrip_blocks"]
+
+# HEPPO-GAE Table III (host/gae.py's docstring): how rewards and values reach the GAE unit; the
+# standardizer kernel's ``rewards`` parameter follows it (0: CleanRL ppo_atari's raw rewards)
+EXPERIMENTS = {
+    0: {"reward": "raw", "value": "float", "quant": False},
+    1: {"reward": "cleanrl", "value": "float", "quant": False},
+    2: {"reward": "dynamic", "value": "float", "quant": False},
+    3: {"reward": "block_destd", "value": "block", "quant": True},
+    4: {"reward": "block_keep", "value": "block", "quant": True},
+    5: {"reward": "dynamic", "value": "block", "quant": True},
+}
 
 
 def _uq(fmt) -> UniformFormat:

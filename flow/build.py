@@ -2,7 +2,8 @@
 
 ``build_design(design, out, plan=None, csim=False, ...) -> BuildResult`` maps the plan onto
 components (``flow.mapping.map_design``: hls4ml forward networks, the kernels that implement each
-PL node, the AIE nodes, the host nodes; without a plan every node is on the PL) and writes:
+PL node at the design point the plan chose for it, the AIE nodes, the host nodes; without a plan
+every node is on the PL at the design's own parameters) and writes:
 
 * one Vitis HLS component per kernel component (``flow.kernels.render_kernel``: HLS top,
   testbench, tb data from the numpy model) or hls4ml project (``flow.hls4ml_convert``, its function
@@ -253,6 +254,8 @@ def _manifest(root: Path, design, graph, assignment, mapping, aie, plan_info, pa
     for n in graph.nodes:
         u = assignment[n.name]
         entry = {"unit": u}
+        if mapping.points.get(n.name):
+            entry["point"] = mapping.points[n.name]
         if u == "PL":
             entry["components"] = mapping.node_components.get(n.name, [])
             if n.name in mapping.unmapped:
@@ -273,6 +276,11 @@ def _manifest(root: Path, design, graph, assignment, mapping, aie, plan_info, pa
         "units": units, "summary": {"nodes": counts, "components": len(comps)},
         "files": P.file_entries(root, owners),
     }
+
+
+def plan_points(plan) -> dict | None:
+    """{node: design point} of a Plan (None: a plain {node: unit} assignment, or no plan)."""
+    return dict(plan.point) if getattr(plan, "point", None) else None
 
 
 def _ours(out: Path) -> bool:
@@ -305,10 +313,11 @@ def build_design(design, out, *, plan=None, graph=None, part=None, clock_ns=None
         plan_info = {"source": getattr(plan, "source", "") or None, "sha256": hashlib.sha256(
             json.dumps(assignment, sort_keys=True).encode()).hexdigest()}
     check_out(out, command="build", force=force, ours=_ours)
-    mapping = map_design(design, graph, assignment, hls4ml=hls4ml)
+    # PL components at the plan's design points (its pf), as the AIE graph below
+    mapping = map_design(design, graph, assignment, hls4ml=hls4ml, points=plan_points(plan))
     warnings = ([note] if note else []) + mapping.warnings
-    points = ({n: plan.point[n] for n in mapping.aie_nodes if n in plan.point}
-              if getattr(plan, "point", None) else None)  # the AIE graph follows the plan's design points
+    points = ({n: p for n, p in plan_points(plan).items() if n in mapping.aie_nodes}
+              if plan_points(plan) else None)  # the AIE graph follows the plan's design points
     if mapping.aie_nodes:
         warnings += aie_fit(design, mapping.aie_nodes, graph, points=points)  # refuses what cannot fit
     comps = mapping.components

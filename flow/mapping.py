@@ -1,7 +1,7 @@
 """Mapping a plan onto hardware components (no files): which PL node becomes which kernel or
 hls4ml project, which nodes go to the AIE graph and which stay on the host.
 
-``map_design(design, graph, assignment, hls4ml=True) -> Mapping``; every node on the PL:
+``map_design(design, graph, assignment, hls4ml=True, points=None) -> Mapping``; every node on the PL:
 
 * forward nodes of a network whose matrix-multiply forward nodes are all on the PL become one
   hls4ml project for that network (shared by the online and target instances), in the PL's
@@ -10,7 +10,9 @@ hls4ml project, which nodes go to the AIE graph and which stay on the host.
 * every other node goes to the kernels that implement it (``designs.kernels.kernels_for``: the
   design's own kernels first, then the generic ones; a backward node takes two, its input
   gradient and its weight gradient), each with the parameters it derives from the node
-  (``Kernel.node_params``); instances with identical parameters are one component;
+  (``Kernel.node_params``) at the design point the plan chose for it (``points``: a ``pf<N>``
+  point is the component's ``pf``, at most the dimension it unrolls); instances with identical
+  parameters are one component, which records each node's point;
 * activation nodes fold into the component of their matrix-multiply neighbour (forward: the one
   before; backward: the one after, where the derivative mask meets dy);
 * a node no kernel implements is ``unmapped``: it runs on the host (a warning lists them).
@@ -57,6 +59,7 @@ class Component:
     params: dict
     unit: str = "PL"
     nodes: list = field(default_factory=list)
+    points: dict = field(default_factory=dict)  # node -> the plan's design point it was built at
     folded: list = field(default_factory=list)
     top: str | None = None
     dir: str = ""
@@ -69,6 +72,7 @@ class Component:
     def to_json(self) -> dict:
         return {"name": self.name, "kind": self.kind, "kernel": self.kernel, "unit": self.unit,
                 "network": self.network, "top": self.top, "dir": self.dir, "nodes": list(self.nodes),
+                "points": dict(self.points),
                 "folded": list(self.folded), "cu": self.cu, "params": jsonable(self.params), "csim": self.csim,
                 "vitis": self.vitis}
 
@@ -81,6 +85,7 @@ class Mapping:
     aie_nodes: list
     host: list              # PS nodes
     warnings: list
+    points: dict = field(default_factory=dict)  # PL node -> the plan's design point it was built at
 
 
 def _ident(text: str) -> str:
@@ -89,9 +94,9 @@ def _ident(text: str) -> str:
 
 
 class _Mapper:
-    def __init__(self, design, graph, assignment, hls4ml: bool):
+    def __init__(self, design, graph, assignment, hls4ml: bool, points: dict | None = None):
         self.design, self.graph, self.unit = design, graph, assignment
-        self.ctx = KernelContext(design, graph)
+        self.ctx = KernelContext(design, graph, points=points)
         self.hls4ml = hls4ml
         self.warnings: list[str] = []
         self.components: list[Component] = []
@@ -102,6 +107,8 @@ class _Mapper:
     def _attach(self, comp: Component, node: str):
         if node not in comp.nodes:
             comp.nodes.append(node)
+            if node in self.ctx.points:
+                comp.points[node] = self.ctx.points[node]
         self.node_comp.setdefault(node, []).append(comp.name)
 
     def _kernel_component(self, kernel, params: dict, node) -> Component:
@@ -203,9 +210,11 @@ class _Mapper:
                                  f"{', '.join(names[:3])}{more} (see 'unmapped' in manifest.json)")
         return Mapping(self.components, self.node_comp, self.unmapped,
                        [n.name for n in g.nodes if self.unit[n.name] == "AIE"],
-                       [n.name for n in g.nodes if self.unit[n.name] == "PS"], self.warnings)
+                       [n.name for n in g.nodes if self.unit[n.name] == "PS"], self.warnings,
+                       {n: p for n, p in self.ctx.points.items() if n in self.node_comp})
 
 
-def map_design(design, graph, assignment: dict, *, hls4ml: bool = True) -> Mapping:
-    """The components that implement `assignment` ({node: unit}, every node of `graph`)."""
-    return _Mapper(design, graph, assignment, hls4ml).run()
+def map_design(design, graph, assignment: dict, *, hls4ml: bool = True, points: dict | None = None) -> Mapping:
+    """The components that implement `assignment` ({node: unit}, every node of `graph`) at the design
+    points `points` ({node: point}, a Plan's ``point``; None: the design's own parameters)."""
+    return _Mapper(design, graph, assignment, hls4ml, points).run()

@@ -300,6 +300,9 @@ class PlanKernels:
         another environment resizes the networks), its parallelism within the unrolled dimension."""
         key = (kernel.name, node, tuple(sorted(given.items())))
         if key not in self._params:
+            rows = kernel.rows_param  # a runtime row count within the built N_MAX: the built component's
+            if rows in given and rows in node_params and given[rows] <= node_params[rows]:
+                given = {k: v for k, v in given.items() if k != rows}
             p = {**node_params, **given}
             pf_dim = getattr(kernel, "pf_dim", "n")
             if "pf" in p and pf_dim in p:

@@ -2,7 +2,8 @@
 ``Args`` style), filled in this order and validated once, before anything is written:
 
     the dataclass's defaults  <-  the design's ``hyperparams`` (keys it knows; others describe
-    the design, e.g. ``source``)  <-  a YAML file (``--config FILE.yaml``, RL Zoo's convention: a
+    the design, e.g. ``source``) and its kernels' parameters that are hyperparameters (the GAE
+    unit's ``bits`` is ``quant_bits``: ``Design.kernel_hyperparams``)  <-  a YAML file (``--config FILE.yaml``, RL Zoo's convention: a
     mapping of hyperparameters, or of design names to such mappings)  <-  ``--set key=value``.
 
 Every field is declared with ``hp(default, doc, ...)``: its type (the annotation: int, float,
@@ -145,7 +146,8 @@ class HyperParams:
         names = [f.name for f in dataclasses.fields(cls)]
         values = {f.name: f.default for f in dataclasses.fields(cls)}
         values.update(cls.defaults_for(design))
-        values.update({k: v for k, v in design.hyperparams.items() if k in values})
+        values.update({k: v for k, v in {**design.hyperparams, **design.kernel_hyperparams()}.items()
+                       if k in values})
         for source, given in (("--config", config), ("--set", overrides)):
             for k, v in (given or {}).items():
                 k = cls.aliases.get(k, k)

@@ -94,6 +94,7 @@ def train_design(design, *, out=None, steps: int | None = None, seed: int = 0, e
     recorded = _recorded_hyperparams(out) if resume else None
     if recorded is not None:  # a resume continues with the run's own values; those given must agree
         hp = alg.hyperparams(design, {**recorded, **(config or {}), **overrides}, None)
+    design = design.bind(hp, batch=alg.batch(hp))  # the run's values in its kernels, as the Flow builds them
     with folder_lock(out):  # one writer per run folder: a second is refused in one line
         return _train(design, alg, hp, out, steps=steps, seed=seed, env_id=env_id, backend=backend, plan=plan,
                       resume=resume, progress=progress, say=say, on_update=on_update,
@@ -120,7 +121,7 @@ def _train(design, alg, hp, out: Path, *, steps, seed, env_id, backend, plan, re
     if plan is not None and not mixed:
         raise RlhlsError(f"--plan: only with --precision mixed (this run is {hp.get('precision', 'fp32')}: "
                          "no node follows a plan)")
-    assignment, plan_src = None, None
+    assignment, plan_src, points = None, None, None
     if mixed and plan is None:  # the partition below takes a while: what can fail fast fails first
         from .envs import action_kind, check_env_id
         from .runner import check_folder
@@ -144,6 +145,7 @@ def _train(design, alg, hp, out: Path, *, steps, seed, env_id, backend, plan, re
             # recorded as content (the assignment), never as the path it was typed as: a resume from
             # another working directory, or of an rlhls run folder that re-reads its plan.json, is the same run
             assignment, plan_src = check_plan(plan, build_graph(design, batch)), "given"
+            points = dict(plan.point) if getattr(plan, "point", None) else None
         elif resume and old.is_file():
             try:
                 rec = json.loads(old.read_text())
@@ -154,15 +156,20 @@ def _train(design, alg, hp, out: Path, *, steps, seed, env_id, backend, plan, re
 
                 assignment = check_plan(rec["plan"], build_graph(design, batch), where=str(old))
                 plan_src = rec.get("plan_source") if rec.get("plan_source") in ("ilp", "given") else "given"
+                points = rec.get("plan_points") if isinstance(rec.get("plan_points"), dict) else None
         if assignment is None:
             from rlhls.partition.design_plan import partition_design
 
             say(f"partitioning {design.name} at batch {batch} (profile + ILP) for mixed precision ...")
-            assignment, plan_src = dict(partition_design(design, batch=batch, time_limit=plan_time_limit).assignment), "ilp"
+            solved = partition_design(design, batch=batch, time_limit=plan_time_limit)
+            assignment, plan_src, points = dict(solved.assignment), "ilp", dict(solved.point)
     run_config = {"design": design.name, "algorithm": design.algorithm, "env": env_id, "seed": seed,
                   "backend": backend, "hyperparams": hp}
     if hp.get("precision", "fp64") != "fp64":  # PPO's float64 HEPPO path follows no plan
         run_config.update(precision=hp["precision"], plan=assignment, plan_source=plan_src)
+        if points:  # the PL kernels' design points, as the build renders them
+            run_config["plan_points"] = points
+            design = design.at_points(points)
     if "experiment" in hp:
         run_config["experiment"] = hp["experiment"]
     tag = "-".join(p for p in (f"e{hp['experiment']}" if "experiment" in hp else "",

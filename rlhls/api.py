@@ -104,6 +104,9 @@ class Flow:
             self.algorithm = None  # graph, profile, partition and build still work; train says why
         # every hyperparameter is checked before anything is written
         self.hyperparams = self.algorithm.hyperparams(self.design, self.overrides, config) if self.algorithm else {}
+        # one value for the build and the training: the run's hyperparameters in the design's kernels
+        if self.algorithm:
+            self.design = self.design.bind(self.hyperparams, batch=self.algorithm.batch(self.hyperparams))
         self.out = Path(out or f"runs/{self.design.name}-{datetime.now().strftime('%Y%m%d-%H%M%S')}").absolute()
         self.resume = resume
         self._check_out()

@@ -123,7 +123,10 @@ def test_flow_takes_a_design_object(tmp_path, clean_registries):
     f = tmp_path / "my_design.py"
     f.write_text(USER_DESIGN.format(name="user-dqn-flow", algorithm="dqn"))
     design = get_design(str(f))
-    assert rlhls.Flow(str(f), tmp_path / "by-path", quiet=True).design is design
+    by_path = rlhls.Flow(str(f), tmp_path / "by-path", quiet=True)
+    # the registered design, at the run's hyperparameters and batch (what is built is what is trained)
+    assert by_path.design == design.bind(by_path.hyperparams, batch=by_path.algorithm.batch(by_path.hyperparams))
+    by_path.close()
     unregister_design(design.name)  # a Design the registry does not know works the same
     flow = rlhls.Flow(design, tmp_path / "flow", quiet=True)
     plan = flow.partition()

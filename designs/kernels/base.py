@@ -34,6 +34,9 @@ class Param:
     doc: str
     choices: tuple = ()
     min: float | None = None
+    # the algorithm's hyperparameter of the same meaning (one value reaches the build and the
+    # training: Design.bind)
+    hyperparam: str | None = None
 
     def describe(self) -> dict:
         d = {"name": self.name, "kind": self.kind, "default": self.default, "doc": self.doc}
@@ -41,6 +44,8 @@ class Param:
             d["choices"] = list(self.choices)
         if self.min is not None:
             d["min"] = self.min
+        if self.hyperparam is not None:
+            d["hyperparam"] = self.hyperparam
         return d
 
 
@@ -293,6 +298,21 @@ class Kernel:
     def cpp_constants(self, p: dict) -> dict:
         """Compile-time constants of the template: {name: (C++ type key or 'int', value)}."""
         return {}
+
+    # -- one value for the build and the training (Design.bind)
+    def hyperparam_values(self, params: dict) -> dict:
+        """{hyperparameter: value} that KernelSpec parameters `params` fix (``Param.hyperparam``)."""
+        return {q.hyperparam: params[q.name] for q in self.params if q.hyperparam and q.name in params}
+
+    def bind_params(self, params: dict, hp: dict) -> dict:
+        """KernelSpec parameters `params` with a run's hyperparameters `hp` where a parameter names one."""
+        return {**params, **{q.name: hp[q.hyperparam] for q in self.params
+                             if q.hyperparam and q.name in params and q.hyperparam in hp}}
+
+    def linked_params(self, hyperparams: dict) -> dict:
+        """The parameters a design's hyperparameters give (``Param.hyperparam``)."""
+        return {q.name: hyperparams[q.hyperparam] for q in self.params
+                if q.hyperparam and hyperparams.get(q.hyperparam) is not None}
 
     # -- a training-graph node (see designs/kernels/context.py)
     def spec_params(self, spec) -> dict:

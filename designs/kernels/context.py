@@ -1,6 +1,7 @@
 """KernelContext: what a kernel reads to implement a node of a design's training graph.
 
-The build and the profiler hand a kernel one ``KernelContext`` per design (and batch) and ask
+The build and the profiler hand a kernel one ``KernelContext`` per design (and batch; the build
+and the trainers also the plan's design point per node, ``points``) and ask
 ``kernel.node_params(node, ctx)`` / ``kernel.node_points(node, ctx, unit)``. The context gives
 the node's layer and network, the design's KernelSpec for a kernel, the formats a kernel computes
 in on a unit, the unit's clock and the design's hyperparameters.
@@ -14,6 +15,7 @@ A kernel the design names computes in its KernelSpec's formats.
 from __future__ import annotations
 
 import math
+import re
 
 from ..devices import get_device
 from ..errors import RlhlsError
@@ -46,10 +48,12 @@ def layer_dims(layer, batch: int) -> tuple[int, int, int]:
 class KernelContext:
     """One design (its training graph at a batch, its networks, a device) as kernels see it."""
 
-    def __init__(self, design, graph=None, device=None):
+    def __init__(self, design, graph=None, device=None, points: dict | None = None):
         from ..graph import build_graph
 
         self.design = design
+        # {node: design point} a plan chose (partition: Plan.point), else the design's (Design.at_points)
+        self.points = dict(design.points if points is None else points)
         self.graph = graph if graph is not None else build_graph(design)
         self.batch = self.graph.batch
         self.nets = design.build_networks(0)
@@ -94,6 +98,11 @@ class KernelContext:
                              f"'{node.layer}' is not a Dense/Conv2d layer of the design")
         _, k, m = layer_dims(layer, 1)
         return max(1, math.ceil(node.flops / (2 * k * m))), k, m
+
+    def point_pf(self, node) -> int | None:
+        """The parallelism ``pf`` of the design point the plan chose for `node` (``pf16``), or None."""
+        m = re.fullmatch(r"pf(\d+)", str(self.points.get(node.name, "")))
+        return int(m.group(1)) if m else None
 
     # -- the design
     def spec(self, kernel: str, unit: str = "PL"):

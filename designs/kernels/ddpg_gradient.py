@@ -569,7 +569,8 @@ class DdpgGradient(Kernel):
         Param("acc_latency", "int", 24, "accumulator loop latency: even-layer outputs padded to it (§III-C: 24)",
               min=1),
         Param("mult_latency", "int", 4, "multiplier pipeline cycles", min=0),
-        Param("gamma", "float", 0.99, "discount of the temporal difference (Lillicrap et al.)"),
+        Param("gamma", "float", 0.99, "discount of the temporal difference (Lillicrap et al.)",
+              hyperparam="gamma"),
         Param("table_size", "int", 1024, "tanh table entries (hls4ml's table over [-4, 4))", min=8),
         Param("storage", "format", "fixed<32,8,RND,SAT>", "every array and stored value (§V-A: 32 bits, 8 integer)"),
         Param("acc", "format", "fixed<64,16,RND,SAT>", "accumulator: the exact product format fixed<2W,2I> of "
@@ -679,7 +680,7 @@ class DdpgGradient(Kernel):
             return None
         actor = nets["actor"]
         dense = [l for l in actor.layers if l.kind == "Dense"]
-        p = dict(spec)
+        p = {**self.linked_params(ctx.design.hyperparams), **spec}
         p.update(obs=int(actor.input_shape[0]), hidden=[int(l.out_shape[0]) for l in dense[:-1]],
                  batch=int(ctx.batch), clock_mhz=ctx.clock_mhz("PL"))
         p.setdefault("act", int(ctx.design.action_dim))

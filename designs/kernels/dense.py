@@ -67,8 +67,10 @@ class _DenseBase(Kernel):
         rows, k, m = ctx.dims(node)
         storage, acc = ctx.formats(self.name, "PL")
         p = {"n": rows, "k": k, "m": m, "storage": storage, "acc": acc}
-        pf = ctx.spec_params(self).get("pf")
-        if pf is not None:  # the design's parallelism, at most the dimension it unrolls
+        # the plan's design point (``pf<N>`` MAC lanes), else the design's parallelism; at most the
+        # dimension this kernel unrolls
+        pf = ctx.point_pf(node) or ctx.spec_params(self).get("pf")
+        if pf is not None:
             p["pf"] = min(int(pf), p[self.pf_dim])
         return p
 

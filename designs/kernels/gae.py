@@ -271,14 +271,16 @@ class GaeKernel(Kernel):
     source = "seed 000 (HEPPO-GAE) §II, §III-B/C, §IV Alg. 2, §V-D Table IV"
     template = "gae_top.cpp.j2"
     params = (
-        Param("trajectories", "int", 64, "trajectories T (memory columns)", min=1),
-        Param("steps", "int", 1024, "timesteps S per trajectory (memory rows)", min=1),
-        Param("bits", "int", 8, "codeword bits n of rewards and values (uq<n>, 1..16)", min=1),
-        Param("lookahead", "int", 2, "lookahead k (1..4) of the advantage recursion", min=1),
+        Param("trajectories", "int", 64, "trajectories T (memory columns)", min=1, hyperparam="num_envs"),
+        Param("steps", "int", 1024, "timesteps S per trajectory (memory rows)", min=1, hyperparam="num_steps"),
+        Param("bits", "int", 8, "codeword bits n of rewards and values (uq<n>, 1..16)", min=1,
+              hyperparam="quant_bits"),
+        Param("lookahead", "int", 2, "lookahead k (1..4) of the advantage recursion", min=1,
+              hyperparam="gae_lookahead"),
         Param("pes", "int", 64, "processing rows N (PEs)", min=1),
         Param("clock_mhz", "float", 300.0, "PL clock (MHz)", min=1e-3),
-        Param("gamma", "float", 0.99, "discount gamma (rounded to the datapath)", min=0.0),
-        Param("lam", "float", 0.95, "GAE lambda (rounded to the datapath)", min=0.0),
+        Param("gamma", "float", 0.99, "discount gamma (rounded to the datapath)", min=0.0, hyperparam="gamma"),
+        Param("lam", "float", 0.95, "GAE lambda (rounded to the datapath)", min=0.0, hyperparam="gae_lambda"),
         Param("datapath", "format", "fp32", "datapath format D: fp32 or fixed<W,I,...> (W <= 32)"),
         Param("out", "str", "datapath", "format the results are stored in ('datapath' = D; fp32 or fixed)"),
     )
@@ -291,12 +293,11 @@ class GaeKernel(Kernel):
         return {**spec.params, "datapath": spec.acc}  # storage: the uq<n> codes (parameter 'bits')
 
     def node_params(self, node, ctx):
-        p = ctx.spec_params(self)
-        if not p:
+        if ctx.spec(self.name, "PL") is None:
             return None  # a design without a GAE unit
-        hp = ctx.design.hyperparams
-        p.update(gamma=hp["gamma"], lam=hp["gae_lambda"], clock_mhz=ctx.clock_mhz("PL"))
-        return p
+        # the rollout's sizes, gamma and lambda from the design's hyperparameters (Param.hyperparam)
+        return {**self.linked_params(ctx.design.hyperparams), **ctx.spec_params(self),
+                "clock_mhz": ctx.clock_mhz("PL")}
 
     def node_points(self, node, ctx, unit):
         p = self.resolve(self.node_params(node, ctx))

@@ -91,6 +91,7 @@ import numpy as np
 
 from ..errors import RlhlsError
 from ..formats import FixedFormat, FloatFormat, UniformFormat, parse_format
+from ..quantizer import EXPERIMENTS
 from .base import Array, Kernel, Param, check_formats, get_dev
 
 __all__ = ["Standardizer", "pairwise_sum", "moments", "FP64", "OPS", "DONE_TRUNCATED"]
@@ -222,9 +223,9 @@ class Standardizer(Kernel):
     source = "seed 000 (HEPPO-GAE) §II-A eq. 6-9, §II-B, §II-C, §III-A"
     template = "standardizer.cpp.j2"
     params = (
-        Param("trajectories", "int", 64, "trajectories T (columns of the rollout)", min=1),
-        Param("steps", "int", 1024, "timesteps S per trajectory (rows of the rollout)", min=1),
-        Param("bits", "int", 8, f"codeword bits n (uq<n>, {MIN_BITS}..{MAX_BITS})", min=1),
+        Param("trajectories", "int", 64, "trajectories T (columns of the rollout)", min=1, hyperparam="num_envs"),
+        Param("steps", "int", 1024, "timesteps S per trajectory (rows of the rollout)", min=1, hyperparam="num_steps"),
+        Param("bits", "int", 8, f"codeword bits n (uq<n>, {MIN_BITS}..{MAX_BITS})", min=1, hyperparam="quant_bits"),
         Param("rewards", "str", "dynamic", "reward standardization: dynamic (running Welford, §II-A) "
               "or block (one (mu, sigma) per rollout, Table III exp 3-4)", choices=("dynamic", "block")),
         Param("values", "str", "block", "value standardization: block (§II-B; the seed's dynamic "
@@ -249,19 +250,26 @@ class Standardizer(Kernel):
     def node_params(self, node, ctx):
         if ctx.spec(self.name, "PL") is None:
             return None  # the design has no standardizer
-        p = ctx.spec_params(self)
+        # the rollout's sizes and the code bits from the hyperparameters (Param.hyperparam), else the GAE unit's
+        p = {**self.linked_params(ctx.design.hyperparams), **ctx.spec_params(self)}
         gae = ctx.spec("gae", "PL")
         gp = gae.params if gae is not None else {}
-        for key, hp in (("steps", "num_steps"), ("trajectories", "num_envs")):
-            if key not in p:  # the GAE unit's memory image, else the rollout the algorithm collects
-                v = gp.get(key, ctx.hyperparam(hp))
-                if v is not None:
-                    p[key] = v
+        for key in ("steps", "trajectories", "bits"):
+            if key not in p and key in gp:
+                p[key] = gp[key]
         if "bits" in gp and "bits" in p and int(gp["bits"]) != int(p["bits"]):
             raise RlhlsError(f"design '{ctx.design.name}': standardizer bits = {p['bits']} but the gae "
                              f"unit reads {gp['bits']}-bit codes (expected the same codeword width)")
         p.setdefault("clock_mhz", ctx.clock_mhz("PL"))
         return p
+
+    def bind_params(self, params, hp):
+        """The run's Table III experiment sets how rewards are standardized (block: exp 3-4)."""
+        out = super().bind_params(params, hp)
+        mode = EXPERIMENTS.get(hp.get("experiment"), {})
+        if mode.get("quant"):
+            out["rewards"] = "dynamic" if mode["reward"] == "dynamic" else "block"
+        return out
 
     def node_points(self, node, ctx, unit):
         p = self.resolve(self.node_params(node, ctx))

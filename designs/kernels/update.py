@@ -89,11 +89,22 @@ class WeightUpdate(Kernel):
         layer, spec = ctx.layer(node), ctx.net_spec(node)
         opt = spec.optimizer if spec else "adam"
         storage, acc = ctx.formats(self.name, "PL")
+        hp = ctx.design.hyperparams
+        # the run's optimizer and its constants where the design's hyperparameters hold them (a bound
+        # design: Design.bind), as the trainers' optimizers (host/optim.py) have them
+        opt = hp["optimizer"] if hp.get("optimizer") in ("sgd", "adam", "rmsprop") else opt
         p = {"n": layer.n_params, "optimizer": "sgd" if opt == "none" else opt, "storage": storage, "acc": acc}
         lr = ctx.hyperparam(f"{spec.name}_lr" if spec else "", "learning_rate", "lr")
         if lr is not None:
             p["lr"] = lr
+        if p["optimizer"] == "adam" and ctx.hyperparam("adam_eps") is not None:
+            p["eps"] = ctx.hyperparam("adam_eps")
+        elif p["optimizer"] == "rmsprop" and "optimizer" in hp:
+            p.update(rho=ctx.hyperparam("rmsprop_alpha", default=0.99),
+                     eps=ctx.hyperparam("rmsprop_eps", default=1e-8))
         p.update({k: v for k, v in ctx.spec_params(self).items() if k in ("pf", "ii")})
+        if ctx.point_pf(node):  # the plan's design point (elements per cycle)
+            p["pf"] = min(ctx.point_pf(node), p["n"])
         return p
 
     def node_points(self, node, ctx, unit):

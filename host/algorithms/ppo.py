@@ -67,7 +67,7 @@ from ..phases import timed
 from ..distributions import DiagGaussian, policy_distribution
 from ..envs import EpisodeTracker, normalize_obs, pad_obs, rms_load, rms_state, space_info
 from . import Algorithm, register_algorithm
-from ..gae import EXPERIMENTS, gae_stage
+from ..gae import EXPERIMENTS, gae_stage, gae_units
 from ..hyperparams import hp
 from ..mixed import MixedPrecisionArgs
 from .base import TrainerBase, adapt_network, check_memory, sample_bytes
@@ -200,6 +200,7 @@ class PPO(TrainerBase):
     def _setup(self, design, nets: dict, assignment) -> None:
         hp = self.hp
         self.mode = EXPERIMENTS[hp["experiment"]]
+        self.gae_units = gae_units(design, hp)  # the built GAE (and standardizer) units' parameters
         self.space = sp = space_info(self.envs)
         obs_shape = sp["obs_shape"]
         self.image = len(obs_shape) > 1
@@ -297,8 +298,8 @@ class PPO(TrainerBase):
                              value=self._value, reward=self._reward, obs_dtype=self.obs_dtype)
         b_rew, b_val, b_done, b_tval, boot = ro.rew, ro.val, ro.done, ro.tval, ro.boot
         adv, rtg, ginfo = gae_stage(self.backend, b_rew, b_val, b_done, boot, gamma=hp["gamma"],
-                                    lam=hp["gae_lambda"], mode=self.mode, bits=hp["quant_bits"],
-                                    reward_stats=self.reward_stats, lookahead=hp["gae_lookahead"], times=times,
+                                    lam=hp["gae_lambda"], mode=self.mode, units=self.gae_units,
+                                    reward_stats=self.reward_stats, times=times,
                                     trunc_values=b_tval)
         if self.mixed is not None and not self.mode["quant"]:  # HEPPO's uq<n> modes keep their formats
             adv, rtg = self.mixed.round_gae(adv, rtg, times)
