@@ -864,8 +864,9 @@ class Network:
                                              need_param_grads=param_grads)
         return dy if need_input_grad else None
 
-    def to_onnx(self, path=None, **kwargs):
-        """Export the forward network; see rlhls.designs.onnx_export.export_onnx."""
+    def to_onnx(self, **kwargs):
+        """The forward network as an ONNX model; see rlhls.designs.onnx_export.export_onnx (a file:
+        rlhls.flow.onnx_file.write_onnx)."""
         from .onnx_export import export_onnx
 
-        return export_onnx(self, path, **kwargs)
+        return export_onnx(self, **kwargs)

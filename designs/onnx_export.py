@@ -8,12 +8,12 @@ a symbolic batch axis 'N'.
 
 The IR version is set explicitly: onnx 1.23 writes IR 14 by default and onnxruntime 1.31
 reads at most IR 13, so the default here is IR 10 with opset 17.
+
+The model is returned, never written here (designs/ knows no files): ``rlhls.flow.onnx_file.write_onnx``
+writes it atomically.
 """
 
 from __future__ import annotations
-
-import os
-from pathlib import Path
 
 import numpy as np
 
@@ -22,8 +22,8 @@ from .errors import RlhlsError
 _ACT_OPS = {"ReLU": "Relu", "Tanh": "Tanh", "Sigmoid": "Sigmoid", "Softmax": "Softmax", "Identity": "Identity"}
 
 
-def export_onnx(net, path=None, *, opset: int = 17, ir_version: int = 10):
-    """Build (and, given `path`, write) the ONNX model of `net`'s float64 forward in float32."""
+def export_onnx(net, *, opset: int = 17, ir_version: int = 10):
+    """The ONNX model of `net`'s float64 forward in float32."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -71,13 +71,4 @@ def export_onnx(net, path=None, *, opset: int = 17, ir_version: int = 10):
     model.doc_string = f"rlhls network '{net.name}' (seed {getattr(net, 'seed', '?')})"
     onnx.checker.check_model(model)
 
-    if path is not None:
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        try:
-            onnx.save(model, tmp)
-            os.replace(tmp, path)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
     return model
