@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from rlhls.designs.errors import RlhlsError
-from rlhls.partition import procs
+from rlhls.partition import fileio, procs
 
 BASE_FLAGS = ("-O2", "-std=c++14", "-ffp-contract=off")
 _HEADER_SUFFIXES = {".h", ".hh", ".hpp", ".hxx", ".inc", ".ipp", ".tpp"}
@@ -118,9 +118,7 @@ def compile_cpp(sources, output, include_dirs=(), flags=()) -> Path:
             finally:
                 shutil.rmtree(objdir, ignore_errors=True)
         os.replace(tmp, output)
-        tmp_stamp = stamp.with_name(f"{stamp.name}.tmp{os.getpid()}")
-        tmp_stamp.write_text(digest + "\n")
-        os.replace(tmp_stamp, stamp)
+        fileio.atomic_write_text(stamp, digest + "\n")
     return output
 
 
