@@ -27,7 +27,7 @@ CASES = {
                                               "steps_per_update": 200}),
     "apdrl-a2c-invpendulum": ([], 80, {"num_envs": 2, "n_steps": 4, "rollouts_per_update": 5}),
     "apdrl-ddpg-mntncarcont": ([], 60, {"learning_starts": 30, "batch_size": 8, "steps_per_update": 30}),
-    "apdrl-ppo-mspacman": ([], 64, {"num_envs": 2, "num_steps": 16, "num_minibatches": 2, "update_epochs": 1}),
+    "apdrl-ppo-mspacman": ([], 32, {"num_envs": 2, "num_steps": 8, "num_minibatches": 2, "update_epochs": 1}),
 }
 
 
@@ -37,7 +37,6 @@ def _comparable(rows):
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_csim_equals_emu_for_every_algorithm(tmp_path, monkeypatch, name, csim_calls):
-    monkeypatch.setenv("RLHLS_CACHE_DIR", str(tmp_path.parent / "csim-cache"))
     design = get_design(name)
     _, steps, hp = CASES[name]
     alg = get_algorithm(design.algorithm)
@@ -85,7 +84,6 @@ def test_csim_runs_aie_nodes_through_the_shim(tmp_path, monkeypatch, name):
     kernel sources compiled against the shim; the rest of the layers on the PL."""
     from rlhls.flow import aie
 
-    monkeypatch.setenv("RLHLS_CACHE_DIR", str(tmp_path.parent / "csim-cache"))
     design = get_design(name)
     _, steps, hp = CASES[name]
     alg = get_algorithm(design.algorithm)

@@ -22,7 +22,6 @@ def _example() -> str:
 
 def test_readme_example_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("RLHLS_CACHE_DIR", str(tmp_path / "cache"))
     ns = {}
     exec(compile(_example(), "README.md", "exec"), ns)  # noqa: S102  (the README's own code)
     plan, build, run, flow = ns["plan"], ns["build"], ns["run"], ns["flow"]
@@ -46,7 +45,6 @@ def test_readme_example_runs(tmp_path, monkeypatch):
 
 
 def test_steps_compute_once_and_resume_takes_the_plan(tmp_path, monkeypatch):
-    monkeypatch.setenv("RLHLS_CACHE_DIR", str(tmp_path / "cache"))
     flow = rlhls.Flow("apdrl-a2c-invpendulum", out=tmp_path / "f", quiet=True)
     g = flow.graph()
     assert flow.graph() is g and flow.profile() is flow.profile()  # in memory, built once

@@ -60,10 +60,11 @@ def _feasible_capacity(problem, choice):
     return all(used.get(k, 0.0) <= cap + 1e-9 for k, cap in problem.capacity.items())
 
 
-def _period(nodes, lat, arcs, carry, lo):
+def _period(nodes, lat, arcs, carry, lo, cap=float("inf")):
     """Least T with starts S >= 0: S_b - S_a >= w (arcs), S_v + T >= S_u + c (carry), S + lat <= T.
 
-    Independent of the solver's code: bisection on T, each trial a Bellman-Ford longest-path test."""
+    Independent of the solver's code: bisection on T, each trial a Bellman-Ford longest-path test.
+    Infinity when infeasible at ``cap`` (the best period so far: no bisection for a worse one)."""
     def feasible(T):
         d = dict.fromkeys(nodes, 0.0)
         allarcs = arcs + [(u, v, c - T) for u, v, c in carry]
@@ -78,6 +79,8 @@ def _period(nodes, lat, arcs, carry, lo):
 
     if feasible(lo):
         return lo
+    if cap < float("inf") and not feasible(cap):
+        return float("inf")
     hi = lo + sum(lat.values()) + sum(c for *_, c in carry) + sum(w for *_, w in arcs) + 1.0
     while not feasible(hi):
         hi *= 2
@@ -111,7 +114,7 @@ def brute_force(rows, edges, capacity, links, ps_cores) -> float:
         arcs = [(p, v, lat[p] + P.transfer(b, choice[p].unit, choice[v].unit)) for v in nodes for p, b in preds[v]]
         arcs += [(a, b, lat[a]) for a, b in chains]
         cz = [(u, v, lat[u] + P.transfer(b, choice[u].unit, choice[v].unit)) for u, v, b in carry]
-        return _period(nodes, lat, arcs, cz, max(fin.values()))
+        return _period(nodes, lat, arcs, cz, max(fin.values()), best)
 
     choices = []
     for combo in itertools.product(*(options[v] for v in nodes)):
