@@ -108,3 +108,28 @@ def test_default_tb_rows_small_and_n_out_of_range(tmp_path):
     src.tb_data["n.txt"] = b"5\n"
     bad = run_csim(src, tmp_path, CACHE)
     assert not bad.passed and bad.detail == "FAIL n.txt: expected an integer in 1..4"
+
+
+def test_ap_types_precompiled_header_builds_the_same_binary(tmp_path, monkeypatch):
+    """compile_cpp includes the ap_types headers precompiled (one PCH per flag set, in the cache):
+    the program is byte for byte the one g++ builds from the plain headers."""
+    import subprocess
+
+    import numpy as np
+
+    from rlhls.designs.formats import parse_format
+    from rlhls.flow.toolchain import BASE_FLAGS, ap_types_include, compile_cpp
+
+    monkeypatch.setenv("RLHLS_CACHE_DIR", str(tmp_path / "cache"))
+    src = tmp_path / "p.cpp"
+    src.write_text('#include "ap_fixed.h"\n#include <cstdio>\nint main() { ap_fixed<18, 6, AP_RND, AP_SAT> a = 1.37;\n'
+                   '  a *= a; std::printf("%.17g\\n", a.to_double()); return 0; }\n')
+    exe = compile_cpp([src], tmp_path / "with_pch", include_dirs=[ap_types_include()], flags=("-w",))
+    gch = list((tmp_path / "cache" / "pch").glob("*/rlhls_ap_types.h.gch"))
+    assert len(gch) == 1 and gch[0].stat().st_size > 0
+    plain = tmp_path / "plain"
+    subprocess.run(["g++", *BASE_FLAGS, "-w", f"-I{ap_types_include()}", str(src), "-o", str(plain)], check=True)
+    assert exe.read_bytes() == plain.read_bytes()
+    fmt = parse_format("fixed<18,6,RND,SAT>")  # and it computes what our model of ap_fixed does
+    q = fmt.quantize(np.array([1.37]))
+    assert float(subprocess.run([str(exe)], capture_output=True, text=True).stdout) == float(fmt.quantize(q * q)[0])
