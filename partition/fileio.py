@@ -196,7 +196,7 @@ class FolderLock:
     """An exclusive lock on a folder (``.<name>.lock`` beside it) for this process; see
     ``folder_lock``. ``close()`` (or the end of a ``with`` block, or of the process) releases it."""
 
-    _held: dict = {}  # lock path -> {fd, holders, created, own}: this process may take it again
+    _held: dict = {}  # lock path -> {fd, holders, created}: this process may take it again
 
     def __init__(self, path: str):
         self.path = path
@@ -211,10 +211,9 @@ class FolderLock:
         if entry["holders"] > 0:
             return
         del self._held[self.path]
-        if entry["own"]:  # removed while held: a process that waits on it sees the change and reopens
-            with contextlib.suppress(OSError):
-                os.unlink(self.path)
-            _remove_dirs(entry["created"])  # only the empty ones: a folder that never got written
+        with contextlib.suppress(OSError):  # removed while held: a process that waits on it sees the change and reopens
+            os.unlink(self.path)
+        _remove_dirs(entry["created"])  # only the empty ones: a folder that never got written
         with contextlib.suppress(OSError):
             os.close(entry["fd"])
 
@@ -233,8 +232,7 @@ def folder_lock(folder, *, wait: float = 0.0) -> FolderLock:
     """One process at a time writes `folder`: an exclusive lock on ``.<name>.lock`` beside it
     (removed again when released). A folder another process holds is waited for up to `wait`
     seconds, then refused in one line. The process that holds it may take it again (nested
-    holders), and so may a child that inherited it (``RLHLS_FOLDER_LOCK=<fd>``: the experiment
-    engine's try starting its command)."""
+    holders)."""
     import fcntl
 
     folder = Path(folder).absolute()
@@ -244,12 +242,6 @@ def folder_lock(folder, *, wait: float = 0.0) -> FolderLock:
     if path in held:
         held[path]["holders"] += 1
         return FolderLock(path)
-    inherited = os.environ.get("RLHLS_FOLDER_LOCK", "")
-    if inherited.isdigit():
-        with contextlib.suppress(OSError):
-            if os.path.samestat(os.fstat(int(inherited)), os.stat(path)):
-                held[path] = {"fd": os.dup(int(inherited)), "holders": 1, "created": [], "own": False}
-                return FolderLock(path)
     _probe_parent(folder)
     created = make_dirs(folder.parent)
     deadline = time.monotonic() + wait
@@ -283,7 +275,7 @@ def folder_lock(folder, *, wait: float = 0.0) -> FolderLock:
     with contextlib.suppress(OSError):
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    held[path] = {"fd": fd, "holders": 1, "created": created, "own": True}
+    held[path] = {"fd": fd, "holders": 1, "created": created}
     return FolderLock(path)
 
 
