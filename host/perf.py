@@ -8,7 +8,7 @@ A run is ``steps`` environment steps. Its time is the host loop's phases plus th
   environment step are measured here (a short run of the same design, or ``--run``'s metrics) and
   multiplied by the PS factor (how many times slower the device's PS core is than this machine's).
 * **the training graph** (update forward/backward/optimizer, GAE, returns, CG, ...) runs
-  ``graph_steps_per_env_step`` times per environment step (``GRAPH_STEPS``: the algorithm's
+  ``graph_steps_per_env_step`` times per environment step (its registration's ``grad_steps``: the
   gradient steps per environment step from its hyperparameters). One execution is the list
   schedule of the graph: each node on its unit and design point (its profile row: model, csynth,
   cosim, aie or measured), an edge between two units costs the device's link
@@ -69,34 +69,15 @@ FIXAR_CLOCK_MHZ = 164.0  # AP-DRL §V-C describes FIXAR's PL at 164 MHz
 FIXAR_FORMAT = ("fixed<24,12,RND,SAT>", "fixed<48,24,RND,SAT>")
 
 
-def _gs_dqn(hp):
-    return 1.0 / float(hp.get("train_frequency", 1))
-
-
-def _gs_ddpg(hp):
-    return 1.0 / float(hp.get("train_frequency", 1))
-
-
-def _gs_ppo(hp):
-    return hp.get("update_epochs", 1) * hp.get("num_minibatches", 1) / (hp["num_steps"] * hp.get("num_envs", 1))
-
-
-def _gs_a2c(hp):
-    return 1.0 / (hp["n_steps"] * hp.get("num_envs", 1))
-
-
-def _gs_trpo(hp):
-    return 1.0 / (hp["num_steps"] * hp.get("num_envs", 1))
-
-
-# executions of the training graph (one gradient step at the graph's batch) per environment step
-GRAPH_STEPS = {"dqn": _gs_dqn, "ddpg": _gs_ddpg, "ppo": _gs_ppo, "a2c": _gs_a2c, "trpo": _gs_trpo}
-
-
 def _graph_steps(algorithm: str, hp: dict) -> float | None:
     """Gradient steps per environment step by the algorithm's rule; None for an algorithm without one
     (a user's: its measured updates count one gradient step each)."""
-    fn = GRAPH_STEPS.get(algorithm)
+    from .algorithms import get_algorithm
+
+    try:
+        fn = get_algorithm(algorithm).grad_steps
+    except RlhlsError:
+        fn = None
     if fn is None:
         return None
     try:

@@ -52,6 +52,9 @@ class Algorithm:
     actions: tuple = ("discrete", "continuous")  # the action spaces its trainer takes
     graph: Callable | None = None  # its training-graph builder fn(bld, design, nets); None: the one registered
     loss_flops: Callable | None = None  # outputs -> FLOPs per sample of its loss (register_graph_builder)
+    # hyperparameters -> training-graph executions (gradient steps) per environment step (host/perf.py);
+    # None: the performance model counts one per measured update
+    grad_steps: Callable | None = None
 
     def hyperparams(self, design, overrides: dict | None = None, config: dict | None = None) -> dict:
         """The run's hyperparameters, validated (before anything is written)."""

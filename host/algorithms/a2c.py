@@ -379,4 +379,5 @@ class A2C(TrainerBase):
 
 
 register_algorithm(Algorithm("a2c", A2C, A2CArgs, batch_size, resolve=resolve_hyperparams,
+                             grad_steps=lambda hp: 1.0 / (hp["n_steps"] * hp["num_envs"]),
                              summary="A2C (Stable-Baselines3) with AP-DRL's mixed precision"))

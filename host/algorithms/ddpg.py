@@ -469,4 +469,5 @@ class DDPG(TrainerBase):
 
 
 register_algorithm(Algorithm("ddpg", DDPG, DDPGArgs, batch_size, resolve=resolve_hyperparams,
+                             grad_steps=lambda hp: 1.0,
                              summary="DDPG (CleanRL ddpg_continuous_action.py) with AP-DRL's mixed precision"))

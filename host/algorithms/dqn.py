@@ -316,5 +316,6 @@ class DQN(TrainerBase):
         self._load_env(s.get("env"))
 
 
-register_algorithm(Algorithm("dqn", DQN, DQNArgs, batch_size, resolve=resolve_hyperparams, actions=("discrete",),
+register_algorithm(Algorithm("dqn", DQN, DQNArgs, batch_size, resolve=resolve_hyperparams,
+                             grad_steps=lambda hp: 1.0 / hp["train_frequency"], actions=("discrete",),
                              summary="DQN (CleanRL dqn.py / dqn_atari.py) with AP-DRL's mixed precision"))

@@ -420,4 +420,5 @@ def _finite_mean(xs) -> float:
 
 
 register_algorithm(Algorithm("ppo", PPO, PPOArgs, batch_size, resolve=resolve_hyperparams,
+                             grad_steps=lambda hp: hp["update_epochs"] * hp["num_minibatches"] / (hp["num_steps"] * hp["num_envs"]),
                              summary="PPO (CleanRL) with HEPPO-GAE's standardization, quantization and GAE unit"))

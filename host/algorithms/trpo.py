@@ -531,6 +531,7 @@ class TRPO(TrainerBase):
         self._load_env(s.get("env"))
 
 
-register_algorithm(Algorithm("trpo", TRPO, TRPOArgs, batch_size, resolve=resolve_hyperparams, actions=("continuous",),
+register_algorithm(Algorithm("trpo", TRPO, TRPOArgs, batch_size, resolve=resolve_hyperparams,
+                             grad_steps=lambda hp: 1.0 / (hp["num_steps"] * hp["num_envs"]), actions=("continuous",),
                              summary="TRPO (baselines' trpo_mpi) whose CG takes its Fisher-vector products from "
                                      "CPP's FVP unit (emu / csim), CG and line search on the host"))
