@@ -1,0 +1,13 @@
+#!/usr/bin/env sh
+# Remakes every figure in docs/figures/ from the experiment that draws it (run from the repository
+# root). Each experiment resumes its --out folder, so a finished one only redraws its figures.
+# Budget: hours on 2 cores for folders that do not exist yet (see each seed's page).
+set -eu
+rlhls experiment heppo-table3 --steps 120000 --seeds 3 --out runs/heppo-table3
+cp runs/heppo-table3/comparison.png docs/figures/heppo-table3.png
+rlhls experiment heppo-bits --steps 50000 --seeds 3 --out runs/heppo-bits
+cp runs/heppo-bits/comparison.png docs/figures/heppo-bits.png
+rlhls experiment cpp-fig4 --param samples=50000 --jobs 2 --out runs/cpp-fig4-full
+cp runs/cpp-fig4-full/fig4.png docs/figures/cpp-fig4-50k.png
+rlhls experiment apdrl-table3 --design apdrl-ddpg-mntncarcont --design apdrl-ddpg-lunarcont --full --steps 20000 --out runs/t3ddpg20k
+cp runs/t3ddpg20k/fig11.png docs/figures/apdrl-ddpg-20k.png
