@@ -14,8 +14,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 
-pytest.importorskip("mkdocs", reason="the docs extra: pip install -e '.[docs]'")
-
 
 def _hook():
     spec = importlib.util.spec_from_file_location("rlhls_docs_reference", DOCS / "_hooks" / "reference.py")
