@@ -135,3 +135,14 @@ def test_every_example_file_is_shown_by_a_page():
         assert f.name in shown, f"{f.name} is run by the tests but shown by no page"
     for name in shown:
         assert (DOCS / "examples" / name).is_file() or (ROOT / "examples" / name).is_file(), name
+
+
+def test_every_figure_is_remade_by_the_documented_script():
+    script = (DOCS / "figures" / "regenerate.sh").read_text()
+    pages = "\n".join(p.read_text() for p in DOCS.rglob("*.md"))
+    figures = sorted(p.name for p in (DOCS / "figures").glob("*.png"))
+    assert figures
+    for name in figures:
+        assert f"docs/figures/{name}" in script, f"{name}: no command in docs/figures/regenerate.sh makes it"
+        assert f"figures/{name})" in pages, f"{name}: no page shows it"
+    assert "regenerate.sh" in pages
