@@ -173,7 +173,7 @@ def test_ppo_mspacman_mixed_smoke(tmp_path):
     assert ppo.mixed.mp_p.unit_of("fc1", "bwd") == "AIE" and ppo.mixed.mp_v.unit_of("fc2", "fwd") == "PL"
     row = ppo.train_update(1, 2)
     assert row["loss_scale"] == 2.0 ** 15 and row["quantized"] == 1 and row["skipped_steps"] == 0
-    assert np.isfinite(row["pg_loss"]) and np.isfinite(row["v_loss"]) and np.isfinite(row["grad_norm"])
+    assert np.isfinite(row["policy_loss"]) and np.isfinite(row["value_loss"]) and np.isfinite(row["grad_norm"])
     bf16 = parse_format("bf16")
     w = ppo.nets["policy"]["fc1"].params["W"]
     assert np.array_equal(bf16.quantize(w), w)
