@@ -32,6 +32,7 @@ from rlhls.designs.errors import RlhlsError
 __all__ = ["evaluate", "eval_seed", "Policy", "load", "EVAL_SEED_OFFSET"]
 
 EVAL_SEED_OFFSET = 2 ** 32  # above every training seed (check_seed: < 2**32)
+GIF_FRAMES = 1000  # RL Zoo's record_video default length
 
 
 def eval_seed(seed: int) -> int:
@@ -43,8 +44,9 @@ def evaluate(act, env_id: str, *, episodes: int = 10, seed: int = 0, frames: lis
              max_steps: int | None = None) -> dict:
     """`episodes` episodes of `act` on a fresh `env_id` environment (see the module docstring):
     {'mean_return', 'std_return', 'mean_length', 'std_length', 'episodes', 'seed', 'returns',
-    'lengths'}. `frames` (a list) collects the ``rgb_array`` renders (the env is made rendering);
-    `max_steps` bounds the steps (None: until the episodes end)."""
+    'lengths'}. `frames` (a list) collects the ``rgb_array`` renders of the first episode, at most
+    ``GIF_FRAMES`` (the env is made rendering); `max_steps` bounds the steps (None: until the
+    episodes end)."""
     from .envs import EpisodeTracker, ReplayableVecEnv
 
     if isinstance(episodes, bool) or not isinstance(episodes, (int, np.integer)) or episodes < 1:
@@ -57,7 +59,7 @@ def evaluate(act, env_id: str, *, episodes: int = 10, seed: int = 0, frames: lis
         obs, _ = env.reset()
         steps = 0
         while len(returns) < episodes and (max_steps is None or steps < max_steps):
-            if frames is not None:
+            if frames is not None and not returns and len(frames) < GIF_FRAMES:
                 frames.append(np.asarray(env.envs.envs[0].render()))
             obs, r, term, trunc, infos = env.step(act(obs))
             steps += 1
@@ -75,22 +77,39 @@ def evaluate(act, env_id: str, *, episodes: int = 10, seed: int = 0, frames: lis
 
 
 def renders_rgb(env_id: str) -> bool:
-    """Whether `env_id` renders ``rgb_array`` frames (what a GIF needs)."""
+    """Whether `env_id` renders ``rgb_array`` frames (what a GIF needs), from its class's metadata."""
     import gymnasium as gym
+    from gymnasium.envs.registration import load_env_creator
 
     from .envs import check_env_id
 
     check_env_id(env_id)
-    spec = gym.spec(env_id)
+    entry = gym.spec(env_id).entry_point
     try:
-        from .envs.atari import is_atari
-
-        if is_atari(env_id):
-            return True  # the ALE renders rgb_array
-        modes = gym.make(spec, disable_env_checker=True).metadata.get("render_modes", [])
+        creator = load_env_creator(entry) if isinstance(entry, str) else entry
     except Exception:
         return False
-    return "rgb_array" in modes
+    return "rgb_array" in (getattr(creator, "metadata", None) or {}).get("render_modes", [])
+
+
+def write_gif(frames: list, path, fps: float | None) -> None:
+    """The frames as an animated GIF (Pillow), written atomically."""
+    import io
+
+    from PIL import Image
+
+    from rlhls.partition.fileio import atomic_write_bytes
+
+    if not frames:
+        raise RlhlsError(f"--gif '{path}': the environment rendered no frame")
+    # each frame its own 256 colours, fast octree without dithering: ~10 ms a 600x400 frame (Pillow's default ~60)
+    images = [Image.fromarray(np.asarray(f, dtype=np.uint8)).quantize(256, method=Image.Quantize.FASTOCTREE,
+                                                                      dither=Image.Dither.NONE) for f in frames]
+    buf = io.BytesIO()
+    # GIF delays are in 10 ms steps; 20 ms is the shortest viewers honour
+    images[0].save(buf, format="GIF", save_all=True, append_images=images[1:], loop=0,
+                   duration=max(20, int(round(1000.0 / fps / 10.0)) * 10) if fps else 40)
+    atomic_write_bytes(path, buf.getvalue())
 
 
 class Policy:

@@ -19,7 +19,7 @@ from rlhls.host.algorithms.ppo import PPO
 from rlhls.host.runner import read_metrics, train
 
 DQN_SHORT = {"learning_starts": 30, "buffer_size": 300, "steps_per_update": 40, "train_frequency": 8,
-             "target_network_frequency": 40, "batch_size": 4}
+             "target_network_frequency": 40, "batch_size": 4, "eval_episodes": 0}
 PPO_SHORT = {"num_envs": 2, "num_steps": 16, "num_minibatches": 4, "update_epochs": 1, "experiment": 0}
 
 

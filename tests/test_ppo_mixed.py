@@ -139,7 +139,7 @@ def test_cli_mspacman_mixed_with_plan_file(tmp_path):
     _write_plan(tmp_path / "plan.json", asg)
     out = tmp_path / "run"
     argv = ["train", d.name, "--precision", "mixed", "--plan", str(tmp_path / "plan.json"), "--steps", "16",
-            "--out", str(out), *TINY_CLI]
+            "--out", str(out), "--set", "eval_episodes=0", *TINY_CLI]
     assert cli_main(argv) == 0
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["precision"] == "mixed" and cfg["plan"] == asg and cfg["plan_source"] == "given"

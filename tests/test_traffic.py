@@ -25,7 +25,7 @@ from cpp_util import CACHE
 K = get_kernel("mac_array")
 DESIGN = get_design("a2c-traffic")
 # a short A2C: 8-step rollouts of the one SUMO env, one rollout per update (batch 8)
-TINY = {"n_steps": 8, "rollouts_per_update": 1}
+TINY = {"n_steps": 8, "rollouts_per_update": 1, "eval_episodes": 0}  # hour-long episodes: no evaluation
 
 
 @pytest.fixture(scope="module")
