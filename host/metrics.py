@@ -69,12 +69,13 @@ def _scalar(v):
 class Board:
     """A run's TensorBoard writer (see the module docstring)."""
 
-    def __init__(self, out, resumed_at: int | None = None):
+    def __init__(self, out, update: int, resumed_at: int | None = None):
         from tensorboardX import SummaryWriter
 
-        # purge_step: events at or past the checkpoint's next step are hidden (a resumed run redoes them)
+        # purge_step: events at or past the checkpoint's next step are hidden (a resumed run redoes them);
+        # the first update in the name: a resume within the same second gets a file of its own
         self.w = SummaryWriter(logdir=str(out), purge_step=None if resumed_at is None else resumed_at + 1,
-                               flush_secs=30)
+                               flush_secs=30, filename_suffix=f".u{update}")
 
     def update(self, row: dict, episodes: list, sps: float) -> None:
         step = int(row["env_steps"])

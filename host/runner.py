@@ -41,6 +41,7 @@ one line per update on stderr.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -155,12 +156,13 @@ class _Progress:
 
 def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, progress: bool = True,
           title: str = "", on_update=None, notes: list | None = None, eval_every: int = 0,
-          eval_episodes: int = 0) -> dict:
+          eval_episodes: int = 0, capture=None) -> dict:
     """Run (or resume) a training run in folder `out`; returns {'updates', 'env_steps', 'out',
     'config', 'metrics', 'episodes', 'evaluations'}.
 
     `make_trainer()` builds a fresh trainer; `config` (JSON-able) is written to config.json.
-    `eval_every` / `eval_episodes`: when the trainer's deterministic policy is evaluated (eval.csv).
+    `eval_every` / `eval_episodes`: when the trainer's deterministic policy is evaluated (eval.csv);
+    `capture()`: the context the evaluation's environment runs in (what its libraries print).
     `on_update(update)` is called before each update (tests use it to simulate a kill); `notes`
     collects what the user should be told (steps rounded up to whole updates)."""
     notes = [] if notes is None else notes
@@ -215,7 +217,10 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
                          f"{total_updates * per} steps")
         bar = _Progress(total_updates * per, env_steps, progress)
         last_plot = time.perf_counter()
-        board = Board(out, resumed_at=env_steps if ck is not None else None)
+        board = None  # opened with the first update: a resume with nothing to do writes no event file
+        if eval_episodes and not _predicts(trainer):
+            notes.append(f"{type(trainer).__name__} has no predict (a deterministic policy): the run is not evaluated")
+            eval_episodes = 0
         try:
             while update < total_updates:
                 if on_update is not None:
@@ -228,10 +233,13 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
                 episodes.extend(new_eps)
                 wall = time.perf_counter() - t0
                 metrics.append({"update": update, "env_steps": env_steps, "wall_s": wall, **row})
+                if board is None:
+                    board = Board(out, update, resumed_at=env_steps - per if ck is not None else None)
                 board.update(metrics[-1], new_eps, per / max(wall, 1e-9))
                 if eval_episodes and (update == total_updates or (
                         eval_every and env_steps // eval_every > (env_steps - per) // eval_every)):
-                    evaluations.append(_evaluate(trainer, update, env_steps, eval_episodes))
+                    with capture() if capture is not None else contextlib.nullcontext():
+                        evaluations.append(_evaluate(trainer, update, env_steps, eval_episodes))
                     board.evaluation(evaluations[-1])
                 save_checkpoint(ckpt_path, {"design": config.get("design"), "algorithm": config.get("algorithm"),
                                             "trainer": trainer.state_dict(), "update": update,
@@ -244,7 +252,8 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
                 bar.update(update, total_updates, env_steps, per, row.get("episodic_return", float("nan")))
         finally:
             bar.close()
-            board.close()
+            if board is not None:
+                board.close()
         if not metrics or not (out / "metrics.csv").exists():
             _write_outputs(out, metrics, episodes, title, evaluations=evaluations)
         return {"updates": update, "env_steps": env_steps, "out": str(out), "config": config, "metrics": metrics,
@@ -259,6 +268,14 @@ def _evaluate(trainer, update: int, env_steps: int, episodes: int) -> dict:
 
     res = evaluate(lambda obs: trainer.predict(obs, True, None), trainer.env_id, episodes=episodes, seed=trainer.seed)
     return {"update": update, "env_steps": env_steps, **{k: res[k] for k in EVAL_FIELDS}}
+
+
+def _predicts(trainer) -> bool:
+    """Whether the trainer has its own ``predict`` (a user's trainer may have none)."""
+    from .algorithms.base import TrainerBase
+
+    fn = getattr(type(trainer), "predict", None)
+    return callable(fn) and fn is not TrainerBase.predict
 
 
 def _same(v):

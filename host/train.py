@@ -179,8 +179,11 @@ def _train(design, alg, hp, out: Path, *, steps, seed, env_id, backend, plan, re
     tag = "-".join(p for p in (f"e{hp['experiment']}" if "experiment" in hp else "",
                                hp.get("precision", "") if hp.get("precision") != "fp64" else "") if p)
 
+    def capture():  # what the environments' libraries print (the ALE's banner, SUMO)
+        return library_output(log) if log is not None else contextlib.nullcontext()
+
     def make():
-        with library_output(log) if log is not None else contextlib.nullcontext():
+        with capture():
             return alg.trainer(design, env_id=env_id, seed=seed, backend=backend, hyperparams=hp,
                                assignment=assignment)
 
@@ -190,7 +193,7 @@ def _train(design, alg, hp, out: Path, *, steps, seed, env_id, backend, plan, re
                      "gradient step (its returns are an untrained agent's)")
     res = train(make, run_config, out, steps=steps, resume=resume, progress=progress, on_update=on_update,
                 title=f"{design.name} on {env_id} ({tag + ', ' if tag else ''}seed {seed})", notes=notes,
-                eval_every=hp.get("eval_every", 0), eval_episodes=hp.get("eval_episodes", 0))
+                eval_every=hp.get("eval_every", 0), eval_episodes=hp.get("eval_episodes", 0), capture=capture)
     for n in notes:
         say(n)
     return Run(Path(res["out"]), res["config"], res["metrics"], res["episodes"], res["updates"], res["env_steps"],

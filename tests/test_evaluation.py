@@ -74,8 +74,17 @@ def test_dqn_evaluation_is_deterministic_and_rlhls_eval_gives_the_same(tmp_path,
         assert im.format == "GIF" and res["lengths"][0] // 2 < im.n_frames <= res["lengths"][0]
 
 
+def _scalars(folder) -> dict:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(folder), size_guidance={"scalars": 0})
+    acc.Reload()
+    return {t: [(e.step, e.value) for e in acc.Scalars(t)] for t in acc.Tags()["scalars"]
+            if t != "charts/SPS" and not t.startswith("time/")}  # wall-clock tags differ between runs
+
+
 @pytest.mark.parametrize("spec,env", [(DQN, None), (PPO, PPO_ENV)], ids=["dqn", "ppo"])
-def test_evaluation_changes_no_training_bit_and_resumes_exactly(tmp_path, spec, env):
+def test_evaluation_changes_no_training_bit_and_resumes_exactly(tmp_path, monkeypatch, spec, env):
     per = spec[2] // 3 if spec is PPO else 500
     steps = spec[2]
     on, off, cut = tmp_path / "on", tmp_path / "off", tmp_path / "cut"
@@ -87,20 +96,20 @@ def test_evaluation_changes_no_training_bit_and_resumes_exactly(tmp_path, spec, 
     assert (on / "episodes.csv").read_text() == (off / "episodes.csv").read_text()
     assert _same(load_checkpoint(on / "checkpoint.npz")["trainer"], load_checkpoint(off / "checkpoint.npz")["trainer"])
 
-    from rlhls.host import train as T
+    from rlhls.host import runner
 
-    def kill(update):
-        if update == 2:
-            raise KeyboardInterrupt  # killed during update 2: update 1 and its evaluation are checkpointed
+    evaluate = runner._evaluate
 
-    orig = T.train
-    try:
-        T.train = lambda *a, **k: orig(*a, **{**k, "on_update": kill})
+    def kill(trainer, update, *a):
+        if update == 2:  # killed in update 2's evaluation: its TensorBoard scalars are written, its checkpoint not
+            raise KeyboardInterrupt
+        return evaluate(trainer, update, *a)
+
+    with monkeypatch.context() as m:
+        m.setattr(runner, "_evaluate", kill)
         with pytest.raises(KeyboardInterrupt):
             _train(spec, cut, env=env, eval_every=per, eval_episodes=2)
-    finally:
-        T.train = orig
-    assert len(read_metrics(cut / "eval.csv")) == 1
+    assert len(read_metrics(cut / "eval.csv")) == 1 and len(read_metrics(cut / "metrics.csv")) == 1
     name, over, _ = spec
     train_design(get_design(name), out=cut, steps=steps, env_id=env, overrides={**over, "eval_every": per,
                                                                                  "eval_episodes": 2},
@@ -108,6 +117,9 @@ def test_evaluation_changes_no_training_bit_and_resumes_exactly(tmp_path, spec, 
     assert (cut / "eval.csv").read_text() == (on / "eval.csv").read_text()
     assert _comparable(read_metrics(cut / "metrics.csv")) == _comparable(read_metrics(on / "metrics.csv"))
     assert _same(load_checkpoint(cut / "checkpoint.npz")["trainer"], load_checkpoint(on / "checkpoint.npz")["trainer"])
+    # two event files; the second hides what the first wrote past the checkpoint: no update shows twice
+    assert len(list(cut.glob("events.out.tfevents.*"))) == 2
+    assert _scalars(cut) == _scalars(on)
 
 
 _TAGS = {
