@@ -11,7 +11,7 @@ import pytest
 from rlhls.cli import main
 
 SUBCOMMANDS = ["designs", "graph", "devices", "format", "kernels", "kernel", "algorithms", "profile", "partition",
-               "build", "train", "run", "experiment"]
+               "build", "train", "eval", "run", "experiment"]
 
 
 def run(*args, env=None):
