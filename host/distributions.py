@@ -40,6 +40,10 @@ class DiagGaussian:
     def sample(self, rng: np.random.Generator) -> np.ndarray:
         return self.mean + self.std * rng.standard_normal(self.mean.shape)
 
+    def mode(self) -> np.ndarray:
+        """The deterministic action (SB3's ``deterministic=True``): the mean."""
+        return self.mean
+
     def log_prob(self, a) -> np.ndarray:
         z = (np.asarray(a, dtype=np.float64) - self.mean) / self.std
         return np.sum(-0.5 * z * z - self.log_std - 0.5 * LOG_2PI, axis=-1)
@@ -80,6 +84,10 @@ class Categorical:
         cdf = np.cumsum(self.probs, axis=-1)
         u = rng.random(self.probs.shape[:-1] + (1,)) * cdf[..., -1:]
         return np.minimum((u > cdf).sum(axis=-1), self.probs.shape[-1] - 1).astype(np.int64)
+
+    def mode(self) -> np.ndarray:
+        """The deterministic action (SB3's ``deterministic=True``): the most probable one."""
+        return np.argmax(self.probs, axis=-1).astype(np.int64)
 
     def log_prob(self, a) -> np.ndarray:
         a = np.asarray(a, dtype=np.int64)

@@ -118,6 +118,11 @@ class HyperParams:
     algorithm = ""  # the name errors use (PPO, DQN, ...)
     aliases = {}  # other names of a field (e.g. A2C's n_steps is the rollout length num_steps)
 
+    # every algorithm's evaluation (host/evaluation.py; the runner runs it, training's bits untouched)
+    eval_every: int = hp(0, "env steps between evaluations of the deterministic policy (0: at the end of the run "
+                         "only)", low=0)
+    eval_episodes: int = hp(10, "episodes per evaluation (SB3 evaluate_policy); 0: no evaluation", low=0)
+
     @classmethod
     def describe(cls) -> list[dict]:
         """Every field: name, type, default, doc, range and choices (for --help and reports)."""

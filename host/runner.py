@@ -12,6 +12,11 @@ Run folder (``out``):
 * ``metrics.csv`` — one row per update: ``update, env_steps, wall_s`` then the trainer's row
   (episodic return, losses, ``t_<phase>`` seconds); a column set fixed by the first update.
 * ``episodes.csv`` — every finished episode: ``env_step, return, length``.
+* ``eval.csv`` — every evaluation of the deterministic policy (host/evaluation.py): ``update,
+  env_steps, mean_return, std_return, mean_length, std_length, episodes, seed``; every
+  ``eval_every`` env steps (0: none on the way) and after the last update, ``eval_episodes``
+  episodes each (0: never).
+* ``events.out.tfevents.*`` — the same as TensorBoard scalars (host/metrics.py ``Board``).
 * ``checkpoint.npz`` — trainer state (parameters, optimizer, normalizers, RNG states and the
   environments' state: per sub-env its episode seed and actions since the reset, replayed on
   resume, see host/envs/vector.py ``ReplayableVecEnv``), update index, env steps, all metrics and
@@ -36,6 +41,7 @@ one line per update on stderr.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -51,12 +57,16 @@ from rlhls.partition.fileio import (OWNER, atomic_write_bytes, atomic_write_text
                                     write_json)
 
 from .checkpoint import load_checkpoint, save_checkpoint
+from .metrics import EVAL_COLUMNS, Board, upgrade_row
 
 __all__ = ["train", "csv_text", "atomic_write_bytes", "atomic_write_text", "read_metrics", "rolling_window", "plot_rewards"]
 
 CHECKPOINT = "checkpoint.npz"
-RUN_FILES = ["config.json", "metrics.csv", "episodes.csv", CHECKPOINT, "reward.png"]
+EVAL_CSV = "eval.csv"
+RUN_FILES = ["config.json", "metrics.csv", "episodes.csv", EVAL_CSV, CHECKPOINT, "reward.png"]
 _IGNORED_ON_RESUME = ("steps", "steps_trained")
+_EVAL_HP = ("eval_every", "eval_episodes")  # change nothing the run trains: may differ on --resume (or be absent)
+EVAL_FIELDS = (*EVAL_COLUMNS, "episodes", "seed")
 PLOT_EVERY_S = 30.0  # reward.png costs ~0.5-1.5 s: redrawn at most this often and after the last update
 
 
@@ -145,11 +155,14 @@ class _Progress:
 
 
 def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, progress: bool = True,
-          title: str = "", on_update=None, notes: list | None = None) -> dict:
+          title: str = "", on_update=None, notes: list | None = None, eval_every: int = 0,
+          eval_episodes: int = 0, capture=None) -> dict:
     """Run (or resume) a training run in folder `out`; returns {'updates', 'env_steps', 'out',
-    'config', 'metrics', 'episodes'}.
+    'config', 'metrics', 'episodes', 'evaluations'}.
 
     `make_trainer()` builds a fresh trainer; `config` (JSON-able) is written to config.json.
+    `eval_every` / `eval_episodes`: when the trainer's deterministic policy is evaluated (eval.csv);
+    `capture()`: the context the evaluation's environment runs in (what its libraries print).
     `on_update(update)` is called before each update (tests use it to simulate a kill); `notes`
     collects what the user should be told (steps rounded up to whole updates)."""
     notes = [] if notes is None else notes
@@ -161,9 +174,9 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
     if resume:
         old = _read_config(out / "config.json")
         diff = sorted(k for k in set(old) | set(config)
-                      if k not in _IGNORED_ON_RESUME and old.get(k) != json.loads(json.dumps(config.get(k), default=str)))
+                      if k not in _IGNORED_ON_RESUME and _same(old.get(k)) != _same(config.get(k)))
         if diff:
-            key, was, now = diff[0], old.get(diff[0]), json.loads(json.dumps(config.get(diff[0]), default=str))
+            key, was, now = diff[0], _same(old.get(diff[0])), _same(config.get(diff[0]))
             if isinstance(was, dict) and isinstance(now, dict):  # name the entry, not the whole mapping
                 sub = sorted(k for k in set(was) | set(now) if was.get(k) != now.get(k))[0]
                 key, was, now = f"{key} entry {sub!r}", was.get(sub), now.get(sub)
@@ -172,7 +185,7 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
         _check_checkpoint(ck, ckpt_path, config)
     trainer = make_trainer()  # bad environments and parameters fail here, before anything is written
     try:
-        update, env_steps, metrics, episodes = 0, 0, [], []
+        update, env_steps, metrics, episodes, evaluations = 0, 0, [], [], []
         if ck is not None:  # the trainer takes the state before config.json is touched
             try:
                 trainer.load_state_dict(ck["trainer"])
@@ -182,7 +195,8 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
                 raise RlhlsError(f"--resume: checkpoint '{ckpt_path}' does not fit this run "
                                  f"({type(e).__name__}: {e})") from None
             update, env_steps = int(ck["update"]), int(ck["env_steps"])
-            metrics, episodes = list(ck["metrics"]), [tuple(e) for e in ck["episodes"]]
+            metrics, episodes = [upgrade_row(m) for m in ck["metrics"]], [tuple(e) for e in ck["episodes"]]
+            evaluations = list(ck.get("evaluations") or [])
         per = trainer.steps_per_update
         if ck is not None and env_steps != update * per:
             raise RlhlsError(f"--resume: checkpoint '{ckpt_path}' is damaged: env_steps {env_steps} are not "
@@ -203,6 +217,10 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
                          f"{total_updates * per} steps")
         bar = _Progress(total_updates * per, env_steps, progress)
         last_plot = time.perf_counter()
+        board = None  # opened with the first update: a resume with nothing to do writes no event file
+        if eval_episodes and not _predicts(trainer):
+            notes.append(f"{type(trainer).__name__} has no predict (a deterministic policy): the run is not evaluated")
+            eval_episodes = 0
         try:
             while update < total_updates:
                 if on_update is not None:
@@ -213,23 +231,57 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
                 env_steps += per
                 new_eps = row.pop("_episodes", [])
                 episodes.extend(new_eps)
-                metrics.append({"update": update, "env_steps": env_steps, "wall_s": time.perf_counter() - t0, **row})
+                wall = time.perf_counter() - t0
+                metrics.append({"update": update, "env_steps": env_steps, "wall_s": wall, **row})
+                if board is None:
+                    board = Board(out, update, resumed_at=env_steps - per if ck is not None else None)
+                board.update(metrics[-1], new_eps, per / max(wall, 1e-9))
+                if eval_episodes and (update == total_updates or (
+                        eval_every and env_steps // eval_every > (env_steps - per) // eval_every)):
+                    with capture() if capture is not None else contextlib.nullcontext():
+                        evaluations.append(_evaluate(trainer, update, env_steps, eval_episodes))
+                    board.evaluation(evaluations[-1])
                 save_checkpoint(ckpt_path, {"design": config.get("design"), "algorithm": config.get("algorithm"),
                                             "trainer": trainer.state_dict(), "update": update,
-                                            "env_steps": env_steps, "metrics": metrics, "episodes": episodes})
+                                            "env_steps": env_steps, "metrics": metrics, "episodes": episodes,
+                                            "evaluations": evaluations})
                 plot = update == total_updates or time.perf_counter() - last_plot >= PLOT_EVERY_S
-                _write_outputs(out, metrics, episodes, title, plot=plot)
+                _write_outputs(out, metrics, episodes, title, plot=plot, evaluations=evaluations)
                 if plot:
                     last_plot = time.perf_counter()
                 bar.update(update, total_updates, env_steps, per, row.get("episodic_return", float("nan")))
         finally:
             bar.close()
+            if board is not None:
+                board.close()
         if not metrics or not (out / "metrics.csv").exists():
-            _write_outputs(out, metrics, episodes, title)
+            _write_outputs(out, metrics, episodes, title, evaluations=evaluations)
         return {"updates": update, "env_steps": env_steps, "out": str(out), "config": config, "metrics": metrics,
-                "episodes": episodes}
+                "episodes": episodes, "evaluations": evaluations}
     finally:
         trainer.close()
+
+
+def _evaluate(trainer, update: int, env_steps: int, episodes: int) -> dict:
+    """One eval.csv row: the trainer's deterministic policy on its own environment (host/evaluation.py)."""
+    from .evaluation import evaluate
+
+    res = evaluate(lambda obs: trainer.predict(obs, True, None), trainer.env_id, episodes=episodes, seed=trainer.seed)
+    return {"update": update, "env_steps": env_steps, **{k: res[k] for k in EVAL_FIELDS}}
+
+
+def _predicts(trainer) -> bool:
+    """Whether the trainer has its own ``predict`` (a user's trainer may have none)."""
+    from .algorithms.base import TrainerBase
+
+    fn = getattr(type(trainer), "predict", None)
+    return callable(fn) and fn is not TrainerBase.predict
+
+
+def _same(v):
+    """A config entry as config.json holds it, without the evaluation's hyperparameters."""
+    v = json.loads(json.dumps(v, default=str))
+    return {k: x for k, x in v.items() if k not in _EVAL_HP} if isinstance(v, dict) else v
 
 
 def _short(v, limit: int = 80) -> str:
@@ -290,6 +342,9 @@ def _check_checkpoint(ck, path: Path, config: dict) -> None:
     elif not isinstance(episodes, list) or not all(
             isinstance(e, (list, tuple)) and len(e) == 3 and all(_number(x) for x in e) for e in episodes):
         bad = "episodes (expected a list of (env_step, return, length))"
+    elif not isinstance(ck.get("evaluations", []), list) or not all(
+            isinstance(e, dict) and _count(e.get("env_steps")) for e in ck.get("evaluations", [])):
+        bad = "evaluations (expected a list of eval.csv rows)"
     if bad is not None:
         raise RlhlsError(f"--resume: checkpoint '{path}' is damaged: {bad}")
 
@@ -312,11 +367,14 @@ def _remove_stale_temps(out: Path) -> None:
                 pass
 
 
-def _write_outputs(out: Path, metrics: list, episodes: list, title: str, plot: bool = True) -> None:
+def _write_outputs(out: Path, metrics: list, episodes: list, title: str, plot: bool = True,
+                   evaluations: list = ()) -> None:
     cols = list(metrics[0]) if metrics else ["update", "env_steps", "wall_s"]
     atomic_write_text(out / "metrics.csv", csv_text(metrics, cols))
     atomic_write_text(out / "episodes.csv",
                       csv_text([{"env_step": e[0], "return": e[1], "length": e[2]} for e in episodes],
                                 ["env_step", "return", "length"]))
+    if evaluations:
+        atomic_write_text(out / EVAL_CSV, csv_text(list(evaluations), ["update", "env_steps", *EVAL_FIELDS]))
     if plot:
         plot_rewards(episodes, out / "reward.png", title)

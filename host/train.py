@@ -47,13 +47,17 @@ class Run:
     updates: int = 0
     env_steps: int = 0
     notes: list = field(default_factory=list)      # what the user should know (rounded steps, no learning yet)
+    evaluations: list = field(default_factory=list)  # eval.csv rows (host/evaluation.py)
 
     def to_json(self) -> dict:
         rets = [e[1] for e in self.episodes]
         w = min(1000, max(1, len(rets) // 10))
         return {"folder": str(self.folder), "design": self.config.get("design"), "updates": self.updates,
                 "env_steps": self.env_steps, "episodes": len(rets),
-                "final_return": (sum(rets[-w:]) / w) if rets else None, "notes": list(self.notes)}
+                "final_return": (sum(rets[-w:]) / w) if rets else None,
+                "eval": ({k: self.evaluations[-1][k] for k in ("env_steps", "mean_return", "std_return", "mean_length",
+                                                               "episodes")} if self.evaluations else None),
+                "notes": list(self.notes)}
 
 
 def check_seed(seed) -> int:
@@ -175,8 +179,11 @@ def _train(design, alg, hp, out: Path, *, steps, seed, env_id, backend, plan, re
     tag = "-".join(p for p in (f"e{hp['experiment']}" if "experiment" in hp else "",
                                hp.get("precision", "") if hp.get("precision") != "fp64" else "") if p)
 
+    def capture():  # what the environments' libraries print (the ALE's banner, SUMO)
+        return library_output(log) if log is not None else contextlib.nullcontext()
+
     def make():
-        with library_output(log) if log is not None else contextlib.nullcontext():
+        with capture():
             return alg.trainer(design, env_id=env_id, seed=seed, backend=backend, hyperparams=hp,
                                assignment=assignment)
 
@@ -185,8 +192,9 @@ def _train(design, alg, hp, out: Path, *, steps, seed, env_id, backend, plan, re
         notes.append(f"{steps} steps do not pass learning_starts = {hp['learning_starts']}: this run takes no "
                      "gradient step (its returns are an untrained agent's)")
     res = train(make, run_config, out, steps=steps, resume=resume, progress=progress, on_update=on_update,
-                title=f"{design.name} on {env_id} ({tag + ', ' if tag else ''}seed {seed})", notes=notes)
+                title=f"{design.name} on {env_id} ({tag + ', ' if tag else ''}seed {seed})", notes=notes,
+                eval_every=hp.get("eval_every", 0), eval_episodes=hp.get("eval_episodes", 0), capture=capture)
     for n in notes:
         say(n)
     return Run(Path(res["out"]), res["config"], res["metrics"], res["episodes"], res["updates"], res["env_steps"],
-               notes)
+               notes, res["evaluations"])

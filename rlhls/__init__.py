@@ -1,11 +1,12 @@
 """rlhls: an HLS design flow for training deep-RL agents on AMD/Xilinx SoCs.
 
 ``rlhls.Flow(design, out=...)`` carries one design through graph, profile, partition, build,
-train and report (rlhls/api.py); ``import rlhls.envs`` registers the environments.
+train and report (rlhls/api.py); ``rlhls.load(RUN_FOLDER)`` gives a run's trained policy with
+Stable-Baselines3's ``predict`` (host/evaluation.py); ``import rlhls.envs`` registers the environments.
 """
 
 __version__ = "0.1.0"
-__all__ = ["Flow", "__version__"]
+__all__ = ["Flow", "load", "__version__"]
 
 
 def __getattr__(name):
@@ -14,4 +15,8 @@ def __getattr__(name):
         from .api import Flow
 
         return Flow
+    if name == "load":
+        from rlhls.host.evaluation import load
+
+        return load
     raise AttributeError(f"module 'rlhls' has no attribute {name!r}")

@@ -39,11 +39,11 @@ def test_cli_smoke(tmp_path, precision):
     assert cli_main(argv) == 0
     rows = read_metrics(out / "metrics.csv")
     assert [r["env_steps"] for r in rows] == ["200", "400"]
-    for col in ("episodic_return", "pg_loss", "v_loss", "entropy", "grad_norm", "explained_variance", "loss_scale",
+    for col in ("episodic_return", "policy_loss", "value_loss", "entropy", "grad_norm", "explained_variance", "loss_scale",
                 "skipped_steps", "scale_shrinks", "scale_grows", "grad_overflows", "conv_overflows", "t_returns",
                 "t_backprop"):
         assert col in rows[0]
-    assert int(rows[-1]["rollouts"]) == 10 and np.isfinite(float(rows[-1]["v_loss"]))
+    assert int(rows[-1]["rollouts"]) == 10 and np.isfinite(float(rows[-1]["value_loss"]))
     assert int(rows[0]["episodes"]) > 0
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["precision"] == precision and cfg["hyperparams"]["optimizer"] == "rmsprop"
@@ -171,7 +171,7 @@ def test_loss_gradients_match_finite_differences(kind):
         return a2c_loss(out, v, act, adv, ret, log_std=log_std, **kw)[0]
 
     _, st, g_out, g_v, g_ls = a2c_loss(out, v, act, adv, ret, log_std=log_std, **kw)
-    assert np.isclose(st["v_loss"], np.mean((ret - v) ** 2))  # SB3: F.mse_loss, no 1/2
+    assert np.isclose(st["value_loss"], np.mean((ret - v) ** 2))  # SB3: F.mse_loss, no 1/2
     assert np.allclose(g_out, _fd(loss, out), atol=1e-6)
     assert np.allclose(g_v, _fd(loss, v), atol=1e-6)
     if kind == "gaussian":

@@ -43,8 +43,14 @@ def test_summary_of_synthetic_runs(tmp_path):
             y[:50] = 0.0  # only the last 100 episodes count
             _episodes(tmp_path / d / f"{p}-s{s}", y)
             finals.setdefault(p, []).append(level + s)
+            if s < 2:  # the deterministic policy's evaluation at the end of the run (eval.csv), two seeds
+                (tmp_path / d / f"{p}-s{s}" / "eval.csv").write_text(
+                    f"update,env_steps,mean_return,std_return\n1,750,1.0,0.0\n2,1500,{2 * level + s},0.0\n")
     rows = summarize_table3(tmp_path, [d], 3)
     r = rows[0]
+    assert r["fp32_eval_mean"] == pytest.approx(200.5) and r["mixed_eval_mean"] == pytest.approx(194.5)
+    assert r["fp32_eval_std"] == pytest.approx(np.std([200.0, 201.0], ddof=1))
+    assert r["eval_reward_error_percent"] == pytest.approx(6.0 / 200.5 * 100)
     assert r["fp32_mean"] == pytest.approx(101.0) and r["mixed_mean"] == pytest.approx(98.0)
     assert r["fp32_std"] == pytest.approx(np.std(finals["fp32"], ddof=1))
     assert r["reward_error_percent"] == pytest.approx(3.0 / 101.0 * 100)

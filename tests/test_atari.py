@@ -19,7 +19,7 @@ from rlhls.host.algorithms.ppo import PPO
 from rlhls.host.runner import read_metrics, train
 
 DQN_SHORT = {"learning_starts": 30, "buffer_size": 300, "steps_per_update": 40, "train_frequency": 8,
-             "target_network_frequency": 40, "batch_size": 4}
+             "target_network_frequency": 40, "batch_size": 4, "eval_episodes": 0}
 PPO_SHORT = {"num_envs": 2, "num_steps": 16, "num_minibatches": 4, "update_epochs": 1, "experiment": 0}
 
 
@@ -173,7 +173,7 @@ def test_ppo_mspacman_mixed_smoke(tmp_path):
     assert ppo.mixed.mp_p.unit_of("fc1", "bwd") == "AIE" and ppo.mixed.mp_v.unit_of("fc2", "fwd") == "PL"
     row = ppo.train_update(1, 2)
     assert row["loss_scale"] == 2.0 ** 15 and row["quantized"] == 1 and row["skipped_steps"] == 0
-    assert np.isfinite(row["pg_loss"]) and np.isfinite(row["v_loss"]) and np.isfinite(row["grad_norm"])
+    assert np.isfinite(row["policy_loss"]) and np.isfinite(row["value_loss"]) and np.isfinite(row["grad_norm"])
     bf16 = parse_format("bf16")
     w = ppo.nets["policy"]["fc1"].params["W"]
     assert np.array_equal(bf16.quantize(w), w)

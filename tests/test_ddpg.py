@@ -46,12 +46,12 @@ def test_cli_smoke(tmp_path, precision, monkeypatch):
     rows = read_metrics(out / "metrics.csv")
     assert len(rows) == 2 and rows[-1]["env_steps"] == "200"
     for col in ("critic_loss_scale", "actor_loss_scale", "skipped_steps", "critic_skipped", "actor_skipped",
-                "scale_shrinks", "scale_grows", "grad_overflows", "conv_overflows", "qf_loss", "actor_loss",
+                "scale_shrinks", "scale_grows", "grad_overflows", "conv_overflows", "qf1_loss", "actor_loss",
                 "t_backprop", "t_soft_update"):
         assert col in rows[0]
     assert rows[0]["train_steps"] == "0" and int(rows[1]["train_steps"]) == 200 - 171
     assert int(rows[1]["actor_steps"]) == 29  # policy_frequency 1 (SB3 / RL Zoo): every critic step
-    assert np.isfinite(float(rows[-1]["qf_loss"])) and np.isfinite(float(rows[-1]["actor_loss"]))
+    assert np.isfinite(float(rows[-1]["qf1_loss"])) and np.isfinite(float(rows[-1]["actor_loss"]))
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["precision"] == precision and cfg["algorithm"] == "ddpg"
     if precision == "mixed":

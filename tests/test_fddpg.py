@@ -58,7 +58,7 @@ def test_training_takes_its_gradients_from_the_kernel_and_csim_resume_equals_emu
     emu, csim = _rows(runs / "emu"), _rows(runs / "csim")
     assert emu == csim and len(emu) == 2
     assert int(emu[1]["train_steps"]) == 600 - 541 and float(emu[1]["critic_loss_scale"]) == 1.0
-    assert np.isfinite(float(emu[1]["qf_loss"])) and float(emu[1]["qf_loss"]) > 0
+    assert np.isfinite(float(emu[1]["qf1_loss"])) and float(emu[1]["qf1_loss"]) > 0
     a = load_checkpoint(runs / "emu" / "checkpoint.npz")["trainer"]
     b = load_checkpoint(runs / "csim" / "checkpoint.npz")["trainer"]
     for key in ("actor", "critic", "target_critic"):

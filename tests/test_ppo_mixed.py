@@ -139,7 +139,7 @@ def test_cli_mspacman_mixed_with_plan_file(tmp_path):
     _write_plan(tmp_path / "plan.json", asg)
     out = tmp_path / "run"
     argv = ["train", d.name, "--precision", "mixed", "--plan", str(tmp_path / "plan.json"), "--steps", "16",
-            "--out", str(out), *TINY_CLI]
+            "--out", str(out), "--set", "eval_episodes=0", *TINY_CLI]
     assert cli_main(argv) == 0
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["precision"] == "mixed" and cfg["plan"] == asg and cfg["plan_source"] == "given"
@@ -172,7 +172,7 @@ def test_cli_heppo_fp64_unchanged_and_mixed_on_cartpole(tmp_path, monkeypatch, c
     assert cfg["precision"] == "mixed" and cfg["plan_source"] == "ilp" and cfg["experiment"] == 0
     assert {"gae", "loss", "policy.fc1.bwd", "value.fc3.upd"} <= set(cfg["plan"])
     rows = read_metrics(out / "metrics.csv")
-    assert len(rows) == 2 and all(np.isfinite(float(r["pg_loss"])) for r in rows)
+    assert len(rows) == 2 and all(np.isfinite(float(r["policy_loss"])) for r in rows)
     assert cli_main(["train", "heppo-ppo", "--env", "CartPole-v1", "--steps", "48", *TINY_CLI,
                      "--precision", "mixed", "--experiment", "0", "--resume"]) == 0
     assert json.loads((out / "config.json").read_text())["plan"] == cfg["plan"]  # the ILP plan is reused

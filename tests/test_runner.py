@@ -70,7 +70,7 @@ def test_run_folder_contents_and_bad_input(tmp_path):
     assert cfg["experiment"] == 1 and cfg["hyperparams"]["num_envs"] == 2 and cfg["env"] == "InvertedPendulum-v5"
     rows = read_metrics(out / "metrics.csv")
     assert [r["env_steps"] for r in rows] == ["128"]
-    for col in ("episodic_return", "pg_loss", "v_loss", "entropy", "t_dnn_inference", "t_env_run",
+    for col in ("episodic_return", "policy_loss", "value_loss", "entropy", "t_dnn_inference", "t_env_run",
                 "t_storing_trajectories", "t_gae_fetch", "t_gae_compute", "t_gae_write", "t_update_forward",
                 "t_backprop"):
         assert col in rows[0]

@@ -60,7 +60,7 @@ the trunk's last backward node and added there (one rounding to its storage form
 join of both heads' gradients) before the trunk's backward. The trunk's parameters are
 optimized, clipped and checkpointed with the heads'. Acting runs the trunk on the PS too.
 
-Per-update metrics: episodes, episodic_return / length, truncations, rollouts, pg_loss, v_loss,
+Per-update metrics: episodes, episodic_return / length, truncations, rollouts, policy_loss, value_loss,
 entropy, grad_norm (before clipping), explained_variance, std (mean exp(log_std)), learning_rate,
 loss_scale, quantized, skipped_steps, scale_shrinks, scale_grows, grad_overflows, conv_overflows,
 and phase seconds ``t_<phase>`` for ``PHASES``.
@@ -164,7 +164,7 @@ def a2c_loss(out, values, actions, advantages, returns, *, log_std=None, softmax
     else:
         g_out = g_logp[:, None] * dist.d_log_prob(actions) - (ent_coef / B) * dist.d_entropy()
     g_v = vf_coef * 2.0 * diff / B
-    return loss, {"pg_loss": pg_loss, "v_loss": v_loss, "entropy": -ent_loss}, g_out, g_v, g_ls
+    return loss, {"policy_loss": pg_loss, "value_loss": v_loss, "entropy": -ent_loss}, g_out, g_v, g_ls
 
 
 class A2C(TrainerBase):
@@ -249,6 +249,10 @@ class A2C(TrainerBase):
     def _value(self, obs):
         return self._ps_forward(obs, ("value",))[0][:, 0]
 
+    def predict(self, obs, deterministic: bool = True, rng=None) -> np.ndarray:
+        dist = self._dist(self._ps_forward(np.asarray(obs), ("policy",))[0])
+        return self._env_action(dist.mode() if deterministic else dist.sample(rng))
+
     # -- one rollout's returns + one gradient step
     def returns(self, rew, val, done, tval, boot, times: dict):
         """The ``returns`` node: (advantages, returns), (T, N), in its unit's storage format."""
@@ -313,7 +317,7 @@ class A2C(TrainerBase):
         hp, times = self.hp, {p: 0.0 for p in PHASES}
         T, N = hp["n_steps"], hp["num_envs"]
         start_envs(self, times)
-        episodes, acc, ev, truncs = [], {k: [] for k in ("pg_loss", "v_loss", "entropy", "grad_norm")}, [], 0
+        episodes, acc, ev, truncs = [], {k: [] for k in ("policy_loss", "value_loss", "entropy", "grad_norm")}, [], 0
         for _ in range(hp["rollouts_per_update"]):
             ro = collect_rollout(self, T, times, self.rollouts * T * N, act=self._rollout_act, value=self._value)
             episodes += ro.episodes

@@ -125,6 +125,14 @@ class TrainerBase:
             self.obs = np.array(env["obs"])
             self.tracker.ret, self.tracker.len = np.array(env["ep_ret"]), np.array(env["ep_len"])
 
+    def predict(self, obs, deterministic: bool = True, rng=None) -> np.ndarray:
+        """The actions the envs receive for a batch of raw observations (as the envs return them):
+        the deterministic policy (greedy, or the distribution's mean / mode) through the acting
+        path training uses, or with ``deterministic=False`` sampled from ``rng`` (never the run's
+        own Generator: evaluation leaves the training run's bits alone). A trainer without one is
+        not evaluated."""
+        raise RlhlsError(f"algorithm '{self.algorithm}': its trainer has no predict (no policy to evaluate)")
+
     def _env_action(self, a):
         """What the envs receive of sampled actions (continuous ones clipped to the action box)."""
         return env_action(a, self.space)

@@ -56,7 +56,7 @@ layer's BF16 instead would lose every step: tau * (online - target) is far below
 (weights ~0.05: spacing ~2e-4). Acting runs on the PS in FP32 (Fig. 10).
 
 Per-update metrics: episodes, episodic_return / length, train_steps (critic steps),
-actor_steps, qf_loss, actor_loss, qf_values (mean Q(s, a) of the minibatches),
+actor_steps, qf1_loss, actor_loss, qf1_values (mean Q(s, a) of the minibatches),
 critic_loss_scale / actor_loss_scale (end of update), quantized, skipped_steps (critic +
 actor), critic_skipped, actor_skipped, scale_shrinks, scale_grows, grad_overflows,
 conv_overflows, and phase seconds ``t_<phase>`` for ``PHASES``.
@@ -262,7 +262,7 @@ class DDPG(TrainerBase):
                           target_actor=pack(self.target_actor), target_critic=pack(self.target_critic))
             # emu: the model with the parameters resolved once (as PlanKernels.update)
             out = self.backend.call(k.name, p, **arrays) if self.kernels.compiled else k.model(p, **arrays)
-        res = {"qf_loss": float(np.mean((out["q"] - out["y"]) ** 2)), "qf_values": float(np.mean(out["q"])),
+        res = {"qf1_loss": float(np.mean((out["q"] - out["y"]) ** 2)), "qf1_values": float(np.mean(out["q"])),
                "actor_loss": -float(np.mean(out["qpi"]))}
         with timed(times, "weight_update"):
             for mp, opt, views, net, key in ((self.mp_c, self.opt_c, self.views_c, self.critic, "grad_critic"),
@@ -278,6 +278,10 @@ class DDPG(TrainerBase):
     def policy(self, obs) -> np.ndarray:
         """mu(s) in FP32, scaled to the action box (no noise)."""
         return self.fp32.quantize(ps_forward(self.actor, obs, self.hp["ps_math"]) * self.action_scale + self.action_bias)
+
+    def predict(self, obs, deterministic: bool = True, rng=None) -> np.ndarray:
+        """mu(s) (SB3's DDPG.predict adds no noise either way)."""
+        return np.clip(self.policy(obs), self.low, self.high).astype(self.envs.single_action_space.dtype)
 
     def _noise(self, dones=None) -> np.ndarray:
         hp, N = self.hp, self.hp["num_envs"]
@@ -323,7 +327,7 @@ class DDPG(TrainerBase):
             grads = {k: self.critic[layer].grads[k.rsplit(".", 1)[1]] for k, (layer, _) in self.views_c.items()}
         with timed(times, "weight_update"):
             event = mp.apply(self.opt_c, self.views_c, grads)
-        return {"qf_loss": loss, "qf_values": float(np.mean(qv)), "event": event}
+        return {"qf1_loss": loss, "qf1_values": float(np.mean(qv)), "event": event}
 
     def actor_step(self, s, times: dict) -> dict:
         mp, pi, B = self.mp_a, self.mp_pi, s.shape[0]
@@ -400,8 +404,8 @@ class DDPG(TrainerBase):
                 else:
                     st = self.critic_step(s, s2, a, rew, d, times)
                     ev_c, ev_a = st["event"], None
-                qf_losses.append(st["qf_loss"])
-                qs.append(st["qf_values"])
+                qf_losses.append(st["qf1_loss"])
+                qs.append(st["qf1_values"])
                 skip_c += ev_c in ("skip", "skip_shrink")
                 n_critic += 1
                 if act:
@@ -430,7 +434,7 @@ class DDPG(TrainerBase):
             "episodic_return": float(np.mean(rets)) if rets else nan,
             "episodic_length": float(np.mean([e[2] for e in episodes])) if rets else nan,
             "train_steps": n_critic, "actor_steps": n_actor,
-            "qf_loss": mean(qf_losses), "actor_loss": mean(a_losses), "qf_values": mean(qs),
+            "qf1_loss": mean(qf_losses), "actor_loss": mean(a_losses), "qf1_values": mean(qs),
             "critic_loss_scale": self.mp_c.loss_scale(), "actor_loss_scale": self.mp_a.loss_scale(),
             "quantized": int(self.mp_c.quantized),
             **count_columns(c), "critic_skipped": skip_c, "actor_skipped": skip_a,

@@ -192,6 +192,13 @@ class DQN(TrainerBase):
     def q_values(self, obs) -> np.ndarray:
         return ps_forward(self.q, self._net_in(obs), self.hp["ps_math"])
 
+    def predict(self, obs, deterministic: bool = True, rng=None) -> np.ndarray:
+        a = np.argmax(self.q_values(obs), axis=1)
+        if not deterministic:  # SB3's DQN.predict: epsilon-greedy at the run's final epsilon
+            explore = rng.random(len(a)) < self.hp["end_e"]
+            a = np.where(explore, rng.integers(0, self.n_actions, size=len(a)), a)
+        return a
+
     # -- one gradient step
     def train_step(self, s, s2, a, r, d, times: dict) -> dict:
         """One minibatch (observations as stored: raw frames for Atari)."""

@@ -181,7 +181,7 @@ def ppo_loss(dist, newv, act, old_logp, old_val, adv, rtg, hp: dict):
         g_ls = np.sum(g_logp[:, None] * d_ls, axis=0) - ent_coef * dist.d_entropy_log_std()
     else:
         g_out = g_logp[:, None] * dist.d_log_prob(act) - (ent_coef / M) * dist.d_entropy()
-    stats = {"pg_loss": pg_loss, "v_loss": v_loss, "entropy": float(np.mean(ent)),
+    stats = {"policy_loss": pg_loss, "value_loss": v_loss, "entropy": float(np.mean(ent)),
              "approx_kl": float(np.mean((ratio - 1.0) - logratio)),
              "clipfrac": float(np.mean(np.abs(ratio - 1.0) > c))}
     return loss, g_out, vf_coef * g_v, g_ls, stats
@@ -278,6 +278,11 @@ class PPO(TrainerBase):
     def _value(self, obs):
         return self._act(self.nets["value"], obs)[:, 0]
 
+    def predict(self, obs, deterministic: bool = True, rng=None) -> np.ndarray:
+        """The normalization's running statistics are read, not updated (SB3's VecNormalize in evaluation)."""
+        dist = self._dist(self._act(self.nets["policy"], self._obs(obs, False)))
+        return self._env_action(dist.mode() if deterministic else dist.sample(rng))
+
     def _reward(self, r, term):
         """The rewards GAE sees: experiment 1 scales them as CleanRL's NormalizeReward, the others take them raw."""
         if self.mode["reward"] != "cleanrl":
@@ -351,7 +356,7 @@ class PPO(TrainerBase):
         hp = self.hp
         B = obs.shape[0]
         mb = B // hp["num_minibatches"]
-        acc = {k: [] for k in ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac", "grad_norm")}
+        acc = {k: [] for k in ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac", "grad_norm")}
         for _ in range(hp["update_epochs"]):
             perm = self.rng.permutation(B)
             for s in range(0, B - mb + 1, mb):

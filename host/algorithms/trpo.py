@@ -54,7 +54,7 @@ surrogate_gain (L(theta_new) - L(theta_old) of the step taken, 0 when rejected),
 step; ``line_search_steps`` when none was accepted), step_accepted (0/1), cg_iterations,
 cg_residual (final r.r), cg_residual_rel (/ g.g), grad_norm, step_norm, fvp_calls, fvp_samples,
 fvp_scale (the last power of two used), inv_var_saturated (log-std entries whose 1/sigma^2 exceeds
-the storage format: the unit saturates it), entropy, std (mean sigma), v_loss, explained_variance,
+the storage format: the unit saturates it), entropy, std (mean sigma), value_loss, explained_variance,
 value_lr, and seconds per phase ``t_<phase>``: dnn_inference (acting forward), env_run,
 storing_trajectories, gae (values + GAE + standardization), policy_gradient, fvp (the unit's
 calls, CG's and the step's), cg (CG's host arithmetic), line_search, value_fit.
@@ -379,6 +379,14 @@ class TRPO(TrainerBase):
     def _value(self, obs) -> np.ndarray:
         return self.val.forward(obs)[:, 0]
 
+    def predict(self, obs, deterministic: bool = True, rng=None) -> np.ndarray:
+        """The normalization's running statistics are read, not updated (SB3's VecNormalize in evaluation)."""
+        obs = self._obs(obs, False)
+        mean = self.policy.mean(self.theta, obs)
+        if not deterministic:
+            mean = mean + np.exp(self.policy.log_std(self.theta)) * rng.standard_normal(mean.shape)
+        return self._env_action(mean)
+
     # -- one iteration
     def collect(self, update: int, times: dict | None = None) -> dict:
         """One iteration's batch (steps 1-3 of the module docstring): ``obs`` (n, inputs) normalized
@@ -425,7 +433,7 @@ class TRPO(TrainerBase):
             **stats,
             "entropy": float(np.sum(0.5 + 0.5 * LOG_2PI + ls)),
             "std": float(np.mean(np.exp(ls))),
-            "v_loss": v_loss,
+            "value_loss": v_loss,
             "explained_variance": float("nan") if var_y == 0 else float(1 - np.var(ret - b["values"]) / var_y),
         }
         row.update({f"t_{p}": times[p] for p in PHASES})

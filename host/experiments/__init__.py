@@ -56,7 +56,7 @@ from ..engine import Outcome, Run, failed_lines, map_runs, ray_session, run_all
 
 __all__ = ["ExperimentOptions", "Experiment", "Option", "option", "Summary", "Context", "register_experiment",
            "experiment_names", "get_experiment", "run_experiment", "check_out", "RECORD", "write_record", "COMMON",
-           "TRAINS", "RUNS", "Run", "Outcome", "run_all", "map_runs", "ray_session", "failed_lines", "episodes",
+           "TRAINS", "RUNS", "Run", "Outcome", "run_all", "map_runs", "ray_session", "failed_lines", "episodes", "evaluation",
            "finished_steps", "train_run", "solve_plan", "design_ref", "param", "count", "MAX_RETRIES"]
 
 RECORD = "experiment.json"
@@ -423,6 +423,16 @@ def episodes(run: Path) -> tuple[np.ndarray, np.ndarray]:
         return (np.array([float(r["env_step"]) for r in rows]), np.array([float(r["return"]) for r in rows]))
     except (KeyError, ValueError):
         return np.zeros(0), np.zeros(0)
+
+
+def evaluation(run: Path) -> float:
+    """The mean return of a run folder's last evaluation of its deterministic policy (eval.csv, at the
+    end of the run by default; host/evaluation.py); NaN without one."""
+    try:
+        rows = _rows(Path(run) / "eval.csv")
+        return float(rows[-1]["mean_return"]) if rows else float("nan")
+    except (KeyError, ValueError):
+        return float("nan")
 
 
 def metrics(run: Path) -> list:

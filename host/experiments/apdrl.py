@@ -55,8 +55,8 @@ import numpy as np
 
 from rlhls.designs.errors import RlhlsError
 
-from . import (RUNS, Experiment, Summary, check_out, count, design_ref, episodes, finished_steps, option,
-               register_experiment, solve_plan, train_run)
+from . import (RUNS, Experiment, Summary, check_out, count, design_ref, episodes, evaluation, finished_steps,
+               option, register_experiment, solve_plan, train_run)
 
 __all__ = ["BENCHMARKS", "TABLE4_SIZES", "runs_table3", "summary_table3", "runs_table4", "summary_table4",
            "summarize_table3",
@@ -128,9 +128,12 @@ def summarize_table3(out, designs: list[str], seeds: int, title: str = "", faile
     for d in designs:
         r = {"design": d}
         for p in PRECISIONS:
-            finals, per_seed, reached = [], [], []
+            finals, per_seed, reached, evals = [], [], [], []
             for s in range(seeds):
                 x, y = episodes(out / d / f"{p}-s{s}")
+                e = evaluation(out / d / f"{p}-s{s}")
+                if not math.isnan(e):
+                    evals.append(e)
                 if len(y):
                     ma = moving_average(y)
                     finals.append(float(ma[-1]))
@@ -140,15 +143,19 @@ def summarize_table3(out, designs: list[str], seeds: int, title: str = "", faile
             r[f"{p}_seeds"] = len(finals)
             r[f"{p}_steps"] = min(reached, default=0)  # the least-trained run: unfinished ones show here
             r[f"{p}_per_seed"] = " ".join(f"{f:.2f}" for f in finals)
+            r[f"{p}_eval_mean"], r[f"{p}_eval_std"] = _mean_std(evals)  # the deterministic policy at the end
             curves[(d, p)] = per_seed
         r["untrained"] = any(_untrained(out / d / f"{p}-s{s}", r[f"{p}_steps"]) for p in PRECISIONS
                              for s in range(seeds) if (out / d / f"{p}-s{s}").is_dir())
         # no gradient step yet: both agents are the initial policy, their "error" means nothing
         r["reward_error_percent"] = float("nan") if r["untrained"] else reward_error(r["fp32_mean"], r["mixed_mean"])
+        r["eval_reward_error_percent"] = (float("nan") if r["untrained"]
+                                          else reward_error(r["fp32_eval_mean"], r["mixed_eval_mean"]))
         rows.append(r)
 
     cols = ["design", "fp32_mean", "fp32_std", "fp32_seeds", "fp32_steps", "fp32_per_seed", "mixed_mean",
-            "mixed_std", "mixed_seeds", "mixed_steps", "mixed_per_seed", "reward_error_percent", "untrained"]
+            "mixed_std", "mixed_seeds", "mixed_steps", "mixed_per_seed", "reward_error_percent", "untrained",
+            "fp32_eval_mean", "fp32_eval_std", "mixed_eval_mean", "mixed_eval_std", "eval_reward_error_percent"]
     atomic_write_text(out / "table3.csv", csv_text(rows, cols))
 
     from rlhls.designs.registry import get_design
@@ -159,14 +166,19 @@ def summarize_table3(out, designs: list[str], seeds: int, title: str = "", faile
 
     md = [f"# {title or 'AP-DRL Table III'}", "",
           f"Final return = {MA_WINDOW}-episode moving average of episodic return at a run's last episode; "
-          "mean ± std (sample) over seeds. Reward error = |R_mixed − R_fp32| / |R_fp32| × 100 of the means.", "",
+          "mean ± std (sample) over seeds. Reward error = |R_mixed − R_fp32| / |R_fp32| × 100 of the means "
+          "(the seed's definition). Beside it, evaluation = mean return of the deterministic policy at the end "
+          "of a run (eval.csv: its eval_episodes episodes on an environment of its own), mean ± std over seeds, "
+          "and the same error of those means.", "",
           markdown_table(["benchmark", "fp32 (mean ± std)", "mixed (mean ± std)", "seeds", "steps (least run)",
-                          "reward error %", "seed's reward error %"],
+                          "reward error %", "seed's reward error %", "fp32 eval", "mixed eval", "eval error %"],
                          [[r["design"], f"{r['fp32_mean']:.2f} ± {r['fp32_std']:.2f}",
                            f"{r['mixed_mean']:.2f} ± {r['mixed_std']:.2f}", f"{r['fp32_seeds']}/{r['mixed_seeds']}",
                            f"{r['fp32_steps']}/{r['mixed_steps']}",
                            "untrained (no gradient step yet)" if r["untrained"] else f"{r['reward_error_percent']:.2f}",
-                           seed_err(r["design"])] for r in rows]),
+                           seed_err(r["design"]), f"{r['fp32_eval_mean']:.2f} ± {r['fp32_eval_std']:.2f}",
+                           f"{r['mixed_eval_mean']:.2f} ± {r['mixed_eval_std']:.2f}",
+                           "-" if r["untrained"] else f"{r['eval_reward_error_percent']:.2f}"] for r in rows]),
           "", "![Fig. 11](fig11.png)", "", *(failed or [])]
     atomic_write_text(out / "table3.md", "\n".join(md))
 

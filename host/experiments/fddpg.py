@@ -50,7 +50,7 @@ import numpy as np
 from rlhls.designs.errors import RlhlsError
 from rlhls.partition import fileio
 
-from . import (RUNS, TRAINS, Experiment, Summary, design_ref, episodes, option, param, register_experiment,
+from . import (RUNS, TRAINS, Experiment, Summary, design_ref, episodes, evaluation, option, param, register_experiment,
                train_run)
 from ..policy import POLICY_STATES
 from ..report import register_report_section
@@ -503,10 +503,13 @@ def learning_lines(run: Path, parts: int = 10) -> list:
     rows = []
     for c in np.array_split(np.arange(len(eps)), min(parts, len(eps))):
         rows.append([f"{c[0] + 1}-{c[-1] + 1}", f"{ret[c].mean():.1f}", f"{100 * put[c].mean():.0f}%"])
+    ev = evaluation(run)
     return ["## Learning curve", "",
             f"{len(eps)} training episode(s) on eq. 1-6's random starts and goals (the return per episode: "
             "`train/reward.png` above).", "",
-            markdown_table(["training episodes", "mean return", "ended in 'put'"], rows), ""]
+            markdown_table(["training episodes", "mean return", "ended in 'put'"], rows), "",
+            *([f"The trained policy, deterministic (its noise off), on episodes of its own at the end of the run "
+               f"(`train/eval.csv`): mean return {ev:.1f}.", ""] if ev == ev else [])]
 
 
 def report_section(rec: dict, out: Path) -> list:

@@ -41,7 +41,7 @@ import numpy as np
 
 from rlhls.designs.errors import RlhlsError
 
-from . import Experiment, RUNS, Summary, TRAINS, design_ref, episodes, option, register_experiment, train_run
+from . import Experiment, RUNS, Summary, TRAINS, design_ref, episodes, evaluation, option, register_experiment, train_run
 
 __all__ = ["configurations", "runs", "summarize"]
 
@@ -80,7 +80,7 @@ def summarize(out, configs: list[dict], seeds: int, title: str = "", failed: lis
     out = Path(out)
     rows, curves = [], {}
     for c in configs:
-        finals, per_seed, max_step = [], [], 0.0
+        finals, per_seed, max_step, evals = [], [], 0.0, []
         for s in range(seeds):
             d = out / f"{c['name']}-s{s}"
             if not (d / "episodes.csv").exists():
@@ -91,25 +91,32 @@ def summarize(out, configs: list[dict], seeds: int, title: str = "", failed: lis
             f = float(np.mean(y[-rolling_window(len(y)):])) if len(y) else float("nan")
             finals.append(f)
             per_seed.append((x, _rolling(y)))
+            evals.append(evaluation(d))
         curves[c["name"]] = (per_seed, max_step)
         v = np.array([f for f in finals if not math.isnan(f)])
         rows.append({"config": c["name"], "label": c["label"], "settings": " ".join(f"{k}={x}" for k, x in c["set"].items()),
                      "seeds": len(finals), "final_return_mean": float(v.mean()) if len(v) else float("nan"),
                      "final_return_std": float(v.std(ddof=1)) if len(v) > 1 else (0.0 if len(v) else float("nan")),
                      "per_seed": " ".join("nan" if math.isnan(f) else f"{f:.2f}" for f in finals)})
+        e = np.array([x for x in evals if not math.isnan(x)])  # the deterministic policy at the end of a run
+        rows[-1].update(eval_return_mean=float(e.mean()) if len(e) else float("nan"),
+                        eval_return_std=float(e.std(ddof=1)) if len(e) > 1 else (0.0 if len(e) else float("nan")))
     base = rows[0]["final_return_mean"] if rows else float("nan")  # the first configuration: the baseline
     for r in rows:
         r["vs_baseline"] = r["final_return_mean"] / base if base and not math.isnan(base) else float("nan")
-    cols = ["config", "label", "settings", "seeds", "final_return_mean", "final_return_std", "vs_baseline", "per_seed"]
+    cols = ["config", "label", "settings", "seeds", "final_return_mean", "final_return_std", "vs_baseline", "per_seed",
+            "eval_return_mean", "eval_return_std"]
     atomic_write_text(out / "summary.csv", csv_text(rows, cols))
     md = [f"# {title}" if title else "# experiment summary", "",
           "Final return = mean episodic return of the last rolling-average window of episodes of a run; "
-          "mean ± std (sample) over seeds; × = the mean over the first configuration's (the baseline).", "",
+          "mean ± std (sample) over seeds; × = the mean over the first configuration's (the baseline). "
+          "Evaluation = mean return of the deterministic policy at the end of a run (eval.csv), mean ± std over "
+          "seeds.", "",
           markdown_table(["config", "what", "settings", "seeds", "final return (mean ± std)",
-                          f"× {rows[0]['config'] if rows else 'baseline'}", "per seed"],
+                          f"× {rows[0]['config'] if rows else 'baseline'}", "per seed", "evaluation (mean ± std)"],
                          [[r["config"], r["label"], r["settings"], r["seeds"],
                            f"{r['final_return_mean']:.2f} ± {r['final_return_std']:.2f}", f"{r['vs_baseline']:.2f}",
-                           r["per_seed"]] for r in rows]),
+                           r["per_seed"], f"{r['eval_return_mean']:.2f} ± {r['eval_return_std']:.2f}"] for r in rows]),
           "", "![comparison](comparison.png)", "", *(failed or [])]
     atomic_write_text(out / "summary.md", "\n".join(md))
 

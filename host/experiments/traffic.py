@@ -309,8 +309,9 @@ def runs(ctx) -> list:
     folders = {s: out / f"train-s{s}" for s in range(seeds)}
     ctx.data.update(steps=steps, seeds=seeds, folders=folders, t0=time.perf_counter())
     ctx.say(f"traffic: {seeds} x training {DESIGN} ({steps} steps, backend {opts.backend}) -> {out}")
+    # the experiment evaluates the trained agent itself (held-out route sets): no hour-long episodes twice
     return [ctx.run(f"train-s{s}", run, steps=steps, design=DESIGN, out=str(run), seed=s, backend=opts.backend,
-                    overrides=overrides) for s, run in folders.items()]
+                    overrides={"eval_episodes": 0, **overrides}) for s, run in folders.items()]
 
 
 def summary(ctx, outcomes) -> Summary:

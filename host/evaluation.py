@@ -1,0 +1,214 @@
+"""Evaluation of a policy and trained policies in Python.
+
+``evaluate(act, env_id, episodes=10, seed=0)`` is Stable-Baselines3's ``evaluate_policy``: the
+deterministic policy ``act(obs batch) -> actions`` plays ``episodes`` whole episodes on one
+environment of its own, made as the training run's are (``envs.ReplayableVecEnv``: the same
+wrappers, Atari's included), and returns the mean and (population) standard deviation of the
+episode returns and lengths. An episode is what the training record counts (``EpisodeTracker``):
+for Atari one game over all lives with its unclipped score, as SB3 counts it through its
+``Monitor`` below the Atari wrappers. Evaluation episode k of seed S starts from
+``SeedSequence([S + 2**32, 0, k])``: training seeds are below 2**32, so no evaluation episode is
+ever one a training run of any seed played, and an evaluation depends on the policy and S only
+(not on when it runs). The trainers evaluate through ``TrainerBase.predict`` (deterministic: no
+draw from the run's Generator, no normalization statistics updated, its own environment), so a
+run with evaluation trains the same bits as one without.
+
+``load(folder) -> Policy``: the trained policy of a run folder (``rlhls train``'s, or an ``rlhls
+run`` folder's ``train/``), rebuilt as the run built its trainer (design, hyperparameters, plan
+and design points of config.json) and given the checkpoint's state, so ``Policy.predict`` runs the
+trainer's own acting code: the same bits as the run's last policy, in the precision it trained.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from rlhls.designs.errors import RlhlsError
+
+__all__ = ["evaluate", "eval_seed", "Policy", "load", "EVAL_SEED_OFFSET"]
+
+EVAL_SEED_OFFSET = 2 ** 32  # above every training seed (check_seed: < 2**32)
+GIF_FRAMES = 1000  # RL Zoo's record_video default length
+
+
+def eval_seed(seed: int) -> int:
+    """The environment seed evaluation of seed `seed` plays under (apart from every training seed)."""
+    return int(seed) + EVAL_SEED_OFFSET
+
+
+def evaluate(act, env_id: str, *, episodes: int = 10, seed: int = 0, frames: list | None = None,
+             max_steps: int | None = None) -> dict:
+    """`episodes` episodes of `act` on a fresh `env_id` environment (see the module docstring):
+    {'mean_return', 'std_return', 'mean_length', 'std_length', 'episodes', 'seed', 'returns',
+    'lengths'}. `frames` (a list) collects the ``rgb_array`` renders of the first episode, at most
+    ``GIF_FRAMES`` (the env is made rendering); `max_steps` bounds the steps (None: until the
+    episodes end)."""
+    from .envs import EpisodeTracker, ReplayableVecEnv
+
+    if isinstance(episodes, bool) or not isinstance(episodes, (int, np.integer)) or episodes < 1:
+        raise RlhlsError(f"evaluation episodes {episodes!r}: expected an integer >= 1")
+    kwargs = {"render_mode": "rgb_array"} if frames is not None else None
+    env = ReplayableVecEnv(env_id, 1, eval_seed(seed), env_kwargs=kwargs)
+    try:
+        tracker = EpisodeTracker(1)
+        returns, lengths = [], []
+        obs, _ = env.reset()
+        steps = 0
+        while len(returns) < episodes and (max_steps is None or steps < max_steps):
+            if frames is not None and not returns and len(frames) < GIF_FRAMES:
+                frames.append(np.asarray(env.envs.envs[0].render()))
+            obs, r, term, trunc, infos = env.step(act(obs))
+            steps += 1
+            for ret, length in tracker.step(np.asarray(r, dtype=np.float64), np.logical_or(term, trunc), infos):
+                returns.append(ret)
+                lengths.append(length)
+    finally:
+        env.close()
+    rets, lens = np.array(returns, dtype=np.float64), np.array(lengths, dtype=np.float64)
+    nan = float("nan")
+    return {"mean_return": float(rets.mean()) if len(rets) else nan, "std_return": float(rets.std()) if len(rets) else nan,
+            "mean_length": float(lens.mean()) if len(lens) else nan, "std_length": float(lens.std()) if len(lens) else nan,
+            "episodes": len(rets), "seed": int(seed), "returns": [float(x) for x in rets],
+            "lengths": [int(x) for x in lens]}
+
+
+def renders_rgb(env_id: str) -> bool:
+    """Whether `env_id` renders ``rgb_array`` frames (what a GIF needs), from its class's metadata."""
+    import gymnasium as gym
+    from gymnasium.envs.registration import load_env_creator
+
+    from .envs import check_env_id
+
+    check_env_id(env_id)
+    entry = gym.spec(env_id).entry_point
+    try:
+        creator = load_env_creator(entry) if isinstance(entry, str) else entry
+    except Exception:
+        return False
+    return "rgb_array" in (getattr(creator, "metadata", None) or {}).get("render_modes", [])
+
+
+def write_gif(frames: list, path, fps: float | None) -> None:
+    """The frames as an animated GIF (Pillow), written atomically."""
+    import io
+
+    from PIL import Image
+
+    from rlhls.partition.fileio import atomic_write_bytes
+
+    if not frames:
+        raise RlhlsError(f"--gif '{path}': the environment rendered no frame")
+    # each frame its own 256 colours, fast octree without dithering: ~10 ms a 600x400 frame (Pillow's default ~60)
+    images = [Image.fromarray(np.asarray(f, dtype=np.uint8)).quantize(256, method=Image.Quantize.FASTOCTREE,
+                                                                      dither=Image.Dither.NONE) for f in frames]
+    buf = io.BytesIO()
+    # GIF delays are in 10 ms steps; 20 ms is the shortest viewers honour
+    images[0].save(buf, format="GIF", save_all=True, append_images=images[1:], loop=0,
+                   duration=max(20, int(round(1000.0 / fps / 10.0)) * 10) if fps else 40)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+class Policy:
+    """A run's trained policy with Stable-Baselines3's ``predict``. ``observation_space`` and
+    ``action_space`` are the environment's; ``config`` the run's config.json; ``folder`` the run."""
+
+    def __init__(self, trainer, config: dict, folder: Path, seed: int = 0):
+        self._trainer = trainer
+        self.config, self.folder = config, folder
+        self.env_id = trainer.env_id
+        self.observation_space = trainer.envs.single_observation_space
+        self.action_space = trainer.envs.single_action_space
+        self._rng = np.random.default_rng(seed)  # deterministic=False draws; never the run's Generator
+
+    def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):
+        """(action, state) as SB3's ``predict``: one observation gives one action, a batch
+        (n, *observation shape) n actions; `state` and `episode_start` are returned / ignored
+        (the policies here have no recurrent state)."""
+        obs = np.asarray(observation)
+        shape = tuple(self.observation_space.shape)
+        if obs.shape == shape:
+            return self._trainer.predict(obs[None], deterministic, self._rng)[0], state
+        if obs.ndim == len(shape) + 1 and obs.shape[1:] == shape:
+            return self._trainer.predict(obs, deterministic, self._rng), state
+        raise RlhlsError(f"predict: observation of shape {obs.shape}; '{self.env_id}' observes {shape} "
+                         f"(or a batch (n, {', '.join(map(str, shape))}))")
+
+    def evaluate(self, episodes: int = 10, seed: int | None = None, frames: list | None = None) -> dict:
+        """The deterministic policy evaluated as the run evaluates it (seed: the run's by default)."""
+        seed = self.config.get("seed", 0) if seed is None else seed
+        return evaluate(lambda o: self._trainer.predict(o, True, None), self.env_id, episodes=episodes, seed=seed,
+                        frames=frames)
+
+
+def _run_dir(folder) -> Path:
+    from .runner import CHECKPOINT
+
+    run = Path(folder)
+    if not (run / CHECKPOINT).is_file() and (run / "train" / CHECKPOINT).is_file():
+        run = run / "train"  # a folder of rlhls run: its training run
+    if not run.is_dir():
+        raise RlhlsError(f"run folder '{run}': no such folder")
+    if not (run / CHECKPOINT).is_file():
+        raise RlhlsError(f"run folder '{run}': no {CHECKPOINT} (expected a run folder of rlhls train or rlhls run)")
+    return run
+
+
+def load(folder, *, log=None) -> Policy:
+    """The trained policy of a run folder (see the module docstring). `log`: a file that takes what
+    the environments' libraries print while it is rebuilt (None: discarded)."""
+    from rlhls.designs.registry import get_design
+    from rlhls.partition.procs import library_output
+
+    from .algorithms import get_algorithm
+    from .checkpoint import load_checkpoint
+    from .runner import CHECKPOINT
+
+    run = _run_dir(folder)
+    try:
+        cfg = json.loads((run / "config.json").read_text())
+    except FileNotFoundError:
+        raise RlhlsError(f"run folder '{run}': config.json is missing") from None
+    except (OSError, ValueError, UnicodeDecodeError):
+        raise RlhlsError(f"run folder '{run}': config.json cannot be read as JSON") from None
+    if not isinstance(cfg, dict) or not isinstance(cfg.get("hyperparams"), dict) or not all(
+            isinstance(cfg.get(k), str) for k in ("design", "algorithm", "env")):
+        raise RlhlsError(f"run folder '{run}': config.json is not a run's config (design, algorithm, env, hyperparams)")
+    path = run / CHECKPOINT
+    try:
+        ck = load_checkpoint(path)
+    except RlhlsError:
+        raise
+    except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as e:
+        raise RlhlsError(f"run folder '{run}': checkpoint cannot be read ({type(e).__name__})") from None
+    if not isinstance(ck, dict) or not isinstance(ck.get("trainer"), dict):
+        raise RlhlsError(f"run folder '{run}': '{path.name}' is not a run's checkpoint (missing its state)")
+    if ck.get("design") != cfg["design"] or ck.get("algorithm") != cfg["algorithm"]:
+        raise RlhlsError(f"run folder '{run}': the checkpoint is of {ck.get('design')!r} / {ck.get('algorithm')!r}, "
+                         f"config.json of {cfg['design']!r} / {cfg['algorithm']!r}")
+    design = get_design(cfg["design"])
+    alg = get_algorithm(cfg["algorithm"])
+    hp = alg.hyperparams(design, cfg["hyperparams"], None)
+    design = design.bind(hp, batch=alg.batch(hp))  # as host/train.py builds the run's design
+    if isinstance(cfg.get("plan_points"), dict) and cfg.get("precision", "fp64") != "fp64":
+        design = design.at_points(cfg["plan_points"])
+    plan = cfg.get("plan") if hp.get("precision") == "mixed" else None
+    if hp.get("precision") == "mixed" and not isinstance(plan, dict):
+        raise RlhlsError(f"run folder '{run}': a mixed-precision run without its plan in config.json")
+    with library_output(log):
+        trainer = alg.trainer(design, env_id=cfg["env"], seed=int(cfg.get("seed", 0)), backend="emu",
+                              hyperparams=hp, assignment=plan)
+    try:
+        # the policy needs no environment state: nothing is replayed
+        trainer.load_state_dict(dict(ck["trainer"], env=None))
+    except RlhlsError:
+        trainer.close()
+        raise
+    except (KeyError, ValueError, TypeError, IndexError, AttributeError) as e:
+        trainer.close()
+        raise RlhlsError(f"run folder '{run}': checkpoint does not fit its config ({type(e).__name__}: {e})") from None
+    trainer.close()  # the training environments: acting needs none
+    return Policy(trainer, cfg, run)

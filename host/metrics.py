@@ -1,0 +1,100 @@
+"""One set of metric names: the metrics.csv columns, their TensorBoard tags, the old names.
+
+A trainer's metrics row names a quantity the same in every algorithm; ``TAGS`` gives the
+TensorBoard tag of each column, CleanRL's where CleanRL logs the quantity (``charts/...``,
+``losses/...``), ours under ``mixed/`` (loss scaling, overflows), ``time/`` (seconds per phase,
+the ``t_<phase>`` columns) and ``stats/``. ``RENAMED`` maps the columns earlier versions wrote to
+today's (``upgrade_row``: a resumed old run and the readers of old folders see today's names).
+
+``Board`` writes a run's TensorBoard event file into the run folder through tensorboardX (no
+deep-learning framework needed): per update the row's columns at its env step, ``charts/SPS``,
+every finished episode's ``charts/episodic_return`` / ``charts/episodic_length`` at the env step
+it ended, and each evaluation's ``eval/...``. A resumed run opens a new event file that purges
+what the old one wrote past the checkpoint (``purge_step``), so an update a kill cut short is not
+shown twice.
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["TAGS", "RENAMED", "EVAL_COLUMNS", "tag", "upgrade_row", "Board"]
+
+# metrics.csv column -> TensorBoard tag (CleanRL's names where CleanRL logs the quantity)
+TAGS = {
+    "episodic_return": None, "episodic_length": None,  # per episode, from the episodes (below)
+    "learning_rate": "charts/learning_rate", "epsilon": "charts/epsilon", "std": "charts/action_std",
+    "td_loss": "losses/td_loss", "q_values": "losses/q_values",                    # DQN (dqn.py)
+    "qf1_loss": "losses/qf1_loss", "qf1_values": "losses/qf1_values",              # DDPG (ddpg_continuous_action.py)
+    "actor_loss": "losses/actor_loss",
+    "policy_loss": "losses/policy_loss", "value_loss": "losses/value_loss",          # A2C, PPO, TRPO (ppo.py)
+    "entropy": "losses/entropy", "approx_kl": "losses/approx_kl", "old_approx_kl": "losses/old_approx_kl",
+    "clipfrac": "losses/clipfrac", "explained_variance": "losses/explained_variance",
+}
+EVAL_COLUMNS = ("mean_return", "std_return", "mean_length", "std_length")
+RENAMED = {"pg_loss": "policy_loss", "v_loss": "value_loss", "qf_loss": "qf1_loss", "qf_values": "qf1_values"}
+_MIXED = ("loss_scale", "critic_loss_scale", "actor_loss_scale", "quantized", "skipped_steps", "critic_skipped",
+          "actor_skipped", "scale_shrinks", "scale_grows", "grad_overflows", "conv_overflows")
+_RUNNER = ("update", "env_steps", "wall_s", "episodes")  # the step axis, or per-episode tags
+
+
+def tag(column: str) -> str | None:
+    """The TensorBoard tag of a metrics.csv column (None: not a scalar of its own)."""
+    if column in TAGS:
+        return TAGS[column]
+    if column in _RUNNER:
+        return None
+    if column.startswith("t_"):
+        return f"time/{column[2:]}"
+    if column in _MIXED:
+        return f"mixed/{column}"
+    return f"stats/{column}"
+
+
+def upgrade_row(row: dict) -> dict:
+    """A metrics row with today's column names (an old run's row as read back)."""
+    if not any(k in RENAMED for k in row):
+        return row
+    return {RENAMED.get(k, k): v for k, v in row.items()}
+
+
+def _scalar(v):
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+class Board:
+    """A run's TensorBoard writer (see the module docstring)."""
+
+    def __init__(self, out, update: int, resumed_at: int | None = None):
+        from tensorboardX import SummaryWriter
+
+        # purge_step: events at or past the checkpoint's next step are hidden (a resumed run redoes them);
+        # the first update in the name: a resume within the same second gets a file of its own
+        self.w = SummaryWriter(logdir=str(out), purge_step=None if resumed_at is None else resumed_at + 1,
+                               flush_secs=30, filename_suffix=f".u{update}")
+
+    def update(self, row: dict, episodes: list, sps: float) -> None:
+        step = int(row["env_steps"])
+        for k, v in row.items():
+            t, f = tag(k), _scalar(v)
+            if t is not None and f is not None:
+                self.w.add_scalar(t, f, step)
+        self.w.add_scalar("charts/SPS", sps, step)
+        for env_step, ret, length in episodes:
+            self.w.add_scalar("charts/episodic_return", float(ret), int(env_step))
+            self.w.add_scalar("charts/episodic_length", float(length), int(env_step))
+        self.w.flush()
+
+    def evaluation(self, rec: dict) -> None:
+        for k in EVAL_COLUMNS:
+            f = _scalar(rec.get(k))
+            if f is not None:
+                self.w.add_scalar(f"eval/{k}", f, int(rec["env_steps"]))
+        self.w.flush()
+
+    def close(self) -> None:
+        self.w.close()

@@ -1,0 +1,63 @@
+"""A trained policy rolled out: ``eval``."""
+
+from __future__ import annotations
+
+from .common import positive_int, print_json, seed_int
+
+
+def register(sub) -> None:
+    s = sub.add_parser("eval", help="evaluate a run's trained policy (deterministic, its own environment)",
+                       description="Roll out the trained policy of a run folder (rlhls train's, or rlhls run's) "
+                                   "deterministically, as the run's own evaluation does (eval.csv): the mean and "
+                                   "standard deviation of the episode returns and lengths.")
+    s.add_argument("run", help="run folder (with config.json and checkpoint.npz)")
+    s.add_argument("--episodes", type=positive_int, default=10, help="episodes (default 10)")
+    s.add_argument("--seed", type=seed_int,
+                   help="evaluation seed (default: the run's seed, as its eval.csv; the episodes never repeat "
+                        "a training episode)")
+    s.add_argument("--gif", metavar="FILE.gif",
+                   help="write the first episode (at most 1000 frames) as an animated GIF")
+    s.add_argument("--json", action="store_true", help="print the result as JSON")
+    s.set_defaults(func=cmd_eval)
+
+
+def cmd_eval(args) -> int:
+    from pathlib import Path
+
+    from rlhls.designs.errors import RlhlsError
+    from rlhls.host.evaluation import load, renders_rgb, write_gif
+    from rlhls.partition.procs import library_output
+
+    gif = Path(args.gif) if args.gif else None
+    if gif is not None and (gif.is_dir() or not gif.parent.is_dir()):
+        raise RlhlsError(f"--gif '{gif}': " + ("it is a folder" if gif.is_dir() else
+                                               f"folder '{gif.parent}' does not exist"))
+    with library_output(None):  # what the environments' libraries print (the ALE's banner, SDL)
+        policy = load(args.run)
+        if gif is not None and not renders_rgb(policy.env_id):
+            raise RlhlsError(f"--gif: environment '{policy.env_id}' does not render rgb_array frames")
+        frames = [] if gif is not None else None
+        res = policy.evaluate(episodes=args.episodes, seed=args.seed, frames=frames)
+    if gif is not None:
+        import gymnasium as gym
+
+        write_gif(frames, gif, gym.spec(policy.env_id).kwargs.get("render_fps")
+                  or _fps(policy.env_id))
+    res = {"run": str(policy.folder), "env": policy.env_id, **res, **({"gif": str(gif)} if gif else {})}
+    if args.json:
+        print_json(res)
+    else:
+        print(f"{res['episodes']} episodes of {policy.env_id} (seed {res['seed']}): return {res['mean_return']:.2f} "
+              f"+- {res['std_return']:.2f}, length {res['mean_length']:.1f} +- {res['std_length']:.1f}"
+              + (f" -> {gif}" if gif else ""))
+    return 0
+
+
+def _fps(env_id: str):
+    from rlhls.host.envs import make_env
+
+    env = make_env(env_id)
+    try:
+        return env.metadata.get("render_fps")
+    finally:
+        env.close()
