@@ -117,6 +117,9 @@ def test_pays_at_n_macs_and_not_at_n_minus_1():
     assert n is not None and n > 4
     assert energy_row(with_macs(d, n), 32, False)["time_ratio"] < 1.0
     assert energy_row(with_macs(d, n - 1), 32, False)["time_ratio"] >= 1.0
+    m = t["pays_at"]["training step energy, PL on in both"]  # the PL's static power on both sides
+    assert m is not None and energy_row(with_macs(d, m), 32, False)["energy_ratio_pl_on"] < 1.0
+    assert energy_row(with_macs(d, m - 1), 32, False)["energy_ratio_pl_on"] >= 1.0
     assert f"time: the 4-MAC element is {step['time_ratio']:.2f}x" in step["verdict"]
     assert f"from {n} MACs" in step["verdict"]
     # where no count pays, none the fabric holds does

@@ -3,6 +3,7 @@
     rlhls experiment traffic [--steps N] [--seeds K] [--jobs J] [--backend emu|csim] [--out DIR]
                              [--set K=V ...] [--param episodes=E] [--param eval_seed=S]
     rlhls experiment traffic --param report=FLOW_DIR [--param episodes=E]
+    rlhls experiment traffic-energy [--param macs=N] [--param max_macs=M] [--out DIR]
 
 **Training.** ``--seeds`` (default 2) training runs of a2c-traffic (A2C, RMSprop, the conv + fc
 trunk of Fig. 3 under the design's plan), ``--steps`` environment steps each (default
@@ -27,6 +28,11 @@ budget, SUMO's speed measured during the evaluation), ``episodes.csv`` (every ev
 episode), ``learning.png`` (each seed's episodic return, a 20-episode moving average, against the
 fixed-time and random policies' mean return) and ``waiting.png`` (waiting time and queue per
 route set).
+
+**traffic-energy** (model only): time, power and energy of a decision (batch 1) and of a training
+step, PS alone against PS + MAC array (``energy_table``; power from host/power.py), and the MAC
+count from which the element would pay in time and in energy (``pays_at``); ``energy.md``,
+``energy.csv``, ``energy.json``, ``energy.png``.
 
 **report=FLOW_DIR** adds the seed's section to an ``rlhls run a2c-traffic`` folder's
 ``report.md``: the compute element's stages with their modeled time on the PL against the PS
@@ -272,16 +278,19 @@ def _fits(res: dict, design) -> bool:
     return all(res.get(r, 0) <= v for (u, r), v in cap.items() if u == "PL")
 
 
+RATIO = {"time": "time_ratio", "energy": "energy_ratio", "energy, PL on in both": "energy_ratio_pl_on"}
+
+
 def pays_at(design, batch: int, decision: bool, key: str, max_macs: int = MAX_MACS) -> tuple[int | None, str]:
-    """(n, why): the smallest MAC count n at which PS + MAC array beats the PS alone in `key`
-    ('time' or 'energy') for a decision or a training step; n None when no count does, up to
+    """(n, why): the smallest MAC count n at which PS + MAC array beats the PS alone in `key` (of
+    ``RATIO``: time, energy, energy with the PL powered in both) for a decision or a training step; n None when no count does, up to
     `max_macs` or to where the fabric stops holding the element (`why` says which)."""
     for n in range(1, max_macs + 1):
         d = with_macs(design, n)
         if not _fits(element_resources(d, design.batch_size)[0], design):
             return None, f"at no MAC count the fabric holds (it holds up to {n - 1})"
         r = energy_row(d, batch, decision)
-        if (r["time_ratio"] if key == "time" else r["energy_ratio"]) < 1.0:
+        if r[RATIO[key]] < 1.0:
             return n, f"from {n} MACs"
     return None, f"at no MAC count up to {max_macs}"
 
@@ -302,12 +311,12 @@ def energy_table(design=None, macs: int | None = None, max_macs: int = MAX_MACS)
     for decision, b in ((True, 1), (False, batch)):
         r = energy_row(design, b, decision)
         rows.append(r)
-        for key in ("time", "energy"):
+        for key in RATIO:
             pays[(r["what"], key)] = pays_at(design, b, decision, key, max_macs)
     lines = []
     for r in rows:
         verdict = []
-        for key, ratio in (("time", r["time_ratio"]), ("energy", r["energy_ratio"])):
+        for key, ratio in ((k, r[v]) for k, v in RATIO.items()):
             if ratio >= 1.0:
                 verdict.append(f"{key}: the {n}-MAC element is {ratio:.2f}x the PS alone (costlier); it would pay "
                                + pays[(r["what"], key)][1])
@@ -334,7 +343,7 @@ def energy_sweep(design=None, max_macs: int = MAX_MACS) -> list[dict]:
             break
         for decision, b in ((True, 1), (False, batch)):
             r = energy_row(d, b, decision)
-            out.append({"macs": n, "what": r["what"], "time_ratio": r["time_ratio"], "energy_ratio": r["energy_ratio"]})
+            out.append({"macs": n, "what": r["what"], **{v: r[v] for v in RATIO.values()}})
     return out
 
 
@@ -397,6 +406,7 @@ def summary_energy(ctx, outcomes) -> Summary:
         sel = [s for s in sweep if s["what"] == what]
         ax.plot([s["macs"] for s in sel], [s["time_ratio"] for s in sel], label="time")
         ax.plot([s["macs"] for s in sel], [s["energy_ratio"] for s in sel], label="energy")
+        ax.plot([s["macs"] for s in sel], [s["energy_ratio_pl_on"] for s in sel], label="energy, PL on in both")
         ax.axhline(1.0, color="k", linestyle=":", label="PS alone")
         ax.axvline(n, color="tab:gray", linestyle="--", label=f"the design ({n} MACs)")
         ax.set_yscale("log")
