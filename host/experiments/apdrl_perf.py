@@ -59,7 +59,7 @@ def parse_scales(text) -> tuple:
     return tuple(dict.fromkeys(out))
 
 
-def _no_host(design):
+def _no_host():
     """Host phases left out (a training step only): zero seconds, one graph execution per step."""
     from ..perf import HostTimes
 
@@ -72,7 +72,7 @@ def _perf(design, batch: int, plan):
     from ..perf import model_perf
 
     graph = build_graph(design, batch)
-    return graph, model_perf(design, plan=plan, graph=graph, host=_no_host(design), factor=1.0, steps=1)
+    return graph, model_perf(design, plan=plan, graph=graph, host=_no_host(), factor=1.0, steps=1)
 
 
 def fig4_rows(designs=FIG4_PAIRS, time_limit: float = TIME_LIMIT, folder=None) -> list[dict]:
@@ -267,7 +267,8 @@ def summary(ctx, outcomes) -> Summary:
              f"{SEED_RANGES[k][1]}x); rank correlation with FLOPs {rho[k]:+.2f}" for k, label in BASELINES]
     fits = [r for r in rows if r["fixar_fits"]]
     if fits and len(fits) < len(rows):  # a node the fabric holds at no point takes its 1-lane point: not FIXAR
-        lines[0] += (f"; {min(r['speedup_vs_fixar'] for r in fits):.3g}-{max(r['speedup_vs_fixar'] for r in fits):.3g}x "
+        sp = [r["speedup_vs_fixar"] for r in fits]
+        lines[0] += (f"; {min(sp):.3g}-{max(sp):.3g}x "
                      f"over the {len(fits)} step(s) whose every node fits the PL (rank correlation "
                      f"{trend(fits, 'speedup_vs_fixar'):+.2f})")
     lines.append(f"Fig. 6: AIE faster than the PL from n = {cross['aie_from_n']} (the seed's direction: "

@@ -266,8 +266,8 @@ def energy_row(design, batch: int, decision: bool, model=None) -> dict:
             "pl_static_w": both["pl_static"], "pl_dynamic_w": both["pl_dynamic"], "ps_j": e_ps, "with_j": e_with,
             "time_ratio": t["with_s"] / t["ps_s"], "energy_ratio": e_with / e_ps,
             # the PL powered (idle) in the PS-alone case too, e.g. holding other logic: its static is common
-            "energy_ratio_pl_on": e_with / (e_ps + both["pl_static"] * t["ps_s"]), **{f"pl_{k}": v for k, v in res.items()
-                                                                               if k in ("lut", "ff", "dsp", "bram36")}}
+            "energy_ratio_pl_on": e_with / (e_ps + both["pl_static"] * t["ps_s"]),
+            **{f"pl_{k}": v for k, v in res.items() if k in ("lut", "ff", "dsp", "bram36")}}
 
 
 def _fits(res: dict, design) -> bool:
@@ -283,8 +283,9 @@ RATIO = {"time": "time_ratio", "energy": "energy_ratio", "energy, PL on in both"
 
 def pays_at(design, batch: int, decision: bool, key: str, max_macs: int = MAX_MACS) -> tuple[int | None, str]:
     """(n, why): the smallest MAC count n at which PS + MAC array beats the PS alone in `key` (of
-    ``RATIO``: time, energy, energy with the PL powered in both) for a decision or a training step; n None when no count does, up to
-    `max_macs` or to where the fabric stops holding the element (`why` says which)."""
+    ``RATIO``: time, energy, energy with the PL powered in both) for a decision or a training step;
+    n None when no count does, up to `max_macs` or to where the fabric stops holding the element
+    (`why` says which)."""
     for n in range(1, max_macs + 1):
         d = with_macs(design, n)
         if not _fits(element_resources(d, design.batch_size)[0], design):
