@@ -3,6 +3,7 @@
     rlhls experiment traffic [--steps N] [--seeds K] [--jobs J] [--backend emu|csim] [--out DIR]
                              [--set K=V ...] [--param episodes=E] [--param eval_seed=S]
     rlhls experiment traffic --param report=FLOW_DIR [--param episodes=E]
+    rlhls experiment traffic-energy [--param macs=N] [--param max_macs=M] [--out DIR]
 
 **Training.** ``--seeds`` (default 2) training runs of a2c-traffic (A2C, RMSprop, the conv + fc
 trunk of Fig. 3 under the design's plan), ``--steps`` environment steps each (default
@@ -28,6 +29,11 @@ episode), ``learning.png`` (each seed's episodic return, a 20-episode moving ave
 fixed-time and random policies' mean return) and ``waiting.png`` (waiting time and queue per
 route set).
 
+**traffic-energy** (model only): time, power and energy of a decision (batch 1) and of a training
+step, PS alone against PS + MAC array (``energy_table``; power from host/power.py), and the MAC
+count from which the element would pay in time and in energy (``pays_at``); ``energy.md``,
+``energy.csv``, ``energy.json``, ``energy.png``.
+
 **report=FLOW_DIR** adds the seed's section to an ``rlhls run a2c-traffic`` folder's
 ``report.md``: the compute element's stages with their modeled time on the PL against the PS
 (``stage_times``), the learning curve, and the waiting-time comparison of that run's agent.
@@ -51,7 +57,8 @@ from ..runner import CHECKPOINT
 
 __all__ = ["DESIGN", "DEFAULT_STEPS", "DEFAULT_SEEDS", "POLICIES", "fixed_time_policy", "random_policy",
            "a2c_policy", "evaluate", "training_episode_seed", "check_held_out", "stage_times", "runs", "summary",
-           "report_section", "summarize"]
+           "report_section", "summarize", "with_macs", "element_resources", "energy_row", "pays_at", "energy_table",
+           "energy_sweep"]
 
 DESIGN = "a2c-traffic"
 DEFAULT_STEPS = 60_000  # per seed: the experiment takes ~15 min on 2 cores (README)
@@ -192,6 +199,234 @@ def stage_times(design=None, batch: int | None = None) -> list[dict]:
                          "transfers": st["transfers"], "pl_us": st["latency_us"], "ps_us": ps,
                          "clock_mhz": p["clock_mhz"], "mac_units": p["macs"]})
     return rows
+
+
+# -- energy: PS alone against PS + MAC array (host/power.py)
+
+MAX_MACS = 1024  # the pay-off search stops here (or where the fabric stops holding the element)
+
+
+def with_macs(design, macs: int):
+    """The design with its MAC array at `macs` multiply-accumulators."""
+    import dataclasses
+
+    ks = tuple(dataclasses.replace(k, params={**k.params, "macs": int(macs)}) if k.name == "mac_array" else k
+               for k in design.kernels)
+    return dataclasses.replace(design, kernels=ks)
+
+
+def element_resources(design, batch: int) -> tuple[dict, float]:
+    """(PL resources, clock MHz) of the design's MAC array sized for `batch`."""
+    from rlhls.designs.devices import get_device
+    from rlhls.designs.graph import build_graph
+    from rlhls.designs.kernels import KernelContext, get_kernel
+
+    graph = build_graph(design, batch)
+    ctx = KernelContext(design, graph)
+    K = get_kernel("mac_array")
+    node = next(n for n in graph.nodes if n.kind in K.implements and K.node_stages(n, ctx))
+    p = K.resolve(K.node_params(node, ctx))
+    return K.resources(p, get_device(design.device)), float(p["clock_mhz"])
+
+
+def _case(design, batch: int, decision: bool) -> dict:
+    """Seconds of one decision (batch 1: the trunk and policy forward) or one training step (the
+    whole graph at the training batch) on the PS alone and on PS + MAC array (the trunk's stages on
+    the element, the rest on the PS, one after another: the PS drives every stage's handshake)."""
+    from rlhls.designs.devices import get_device
+    from rlhls.designs.graph import build_graph
+    from rlhls.designs.kernels.cost import ps_cost
+
+    dev = get_device(design.device)
+    st = [s for s in stage_times(design, batch) if not decision or s["stage"].startswith("fwd")]
+    on_pl = {s["node"] for s in st}
+    nodes = [n for n in build_graph(design, batch).nodes
+             if not decision or (n.phase == "fwd" and n.name.split(".")[0] != "value")]
+    rest = sum(ps_cost(n.flops, dev, nbytes=n.bytes)["latency_us"] for n in nodes if n.name not in on_pl)
+    pl = sum(s["pl_us"] for s in st)
+    return {"ps_s": (rest + sum(s["ps_us"] for s in st)) * 1e-6, "with_s": (rest + pl) * 1e-6, "pl_s": pl * 1e-6}
+
+
+def energy_row(design, batch: int, decision: bool, model=None) -> dict:
+    """Time, power and energy of a decision or a training step, PS alone against PS + MAC array.
+    PS alone: one A53 core active, the PL domain off. PS + MAC array: the same core (it drives the
+    handshakes) and the PL's static power for the whole time, the element's dynamic power while its
+    stages run."""
+    from ..power import energy_j, soc_power_w
+
+    t = _case(design, batch, decision)
+    res, clock = element_resources(design, design.batch_size)
+    alone = soc_power_w(1, model=model)
+    both = soc_power_w(1, res, clock, model)
+    base = both["ps"] + both["pl_static"]
+    e_ps = energy_j([(alone["total"], t["ps_s"])])
+    e_with = energy_j([(base, t["with_s"]), (both["pl_dynamic"], t["pl_s"])])
+    return {"what": "decision" if decision else "training step", "batch": batch, "ps_s": t["ps_s"],
+            "with_s": t["with_s"], "pl_s": t["pl_s"], "ps_w": alone["total"], "with_w": base + both["pl_dynamic"],
+            "pl_static_w": both["pl_static"], "pl_dynamic_w": both["pl_dynamic"], "ps_j": e_ps, "with_j": e_with,
+            "time_ratio": t["with_s"] / t["ps_s"], "energy_ratio": e_with / e_ps,
+            # the PL powered (idle) in the PS-alone case too, e.g. holding other logic: its static is common
+            "energy_ratio_pl_on": e_with / (e_ps + both["pl_static"] * t["ps_s"]),
+            **{f"pl_{k}": v for k, v in res.items() if k in ("lut", "ff", "dsp", "bram36")}}
+
+
+def _fits(res: dict, design) -> bool:
+    from rlhls.designs.devices import get_device
+    from rlhls.partition.profile import device_capacity
+
+    cap = device_capacity(get_device(design.device))
+    return all(res.get(r, 0) <= v for (u, r), v in cap.items() if u == "PL")
+
+
+RATIO = {"time": "time_ratio", "energy": "energy_ratio", "energy, PL on in both": "energy_ratio_pl_on"}
+
+
+def pays_at(design, batch: int, decision: bool, key: str, max_macs: int = MAX_MACS) -> tuple[int | None, str]:
+    """(n, why): the smallest MAC count n at which PS + MAC array beats the PS alone in `key` (of
+    ``RATIO``: time, energy, energy with the PL powered in both) for a decision or a training step;
+    n None when no count does, up to `max_macs` or to where the fabric stops holding the element
+    (`why` says which)."""
+    for n in range(1, max_macs + 1):
+        d = with_macs(design, n)
+        if not _fits(element_resources(d, design.batch_size)[0], design):
+            return None, f"at no MAC count the fabric holds (it holds up to {n - 1})"
+        r = energy_row(d, batch, decision)
+        if r[RATIO[key]] < 1.0:
+            return n, f"from {n} MACs"
+    return None, f"at no MAC count up to {max_macs}"
+
+
+def energy_table(design=None, macs: int | None = None, max_macs: int = MAX_MACS) -> dict:
+    """Rows (a decision, a training step) at the design's MAC count (or `macs`), the MAC counts at
+    which the element would pay in time and in energy, and every coefficient with its source."""
+    from rlhls.designs.registry import get_design
+
+    from ..power import ZU7EV_POWER
+
+    design = get_design(DESIGN) if design is None else design
+    if macs is not None:
+        design = with_macs(design, macs)
+    n = int(next(k.params.get("macs", 4) for k in design.kernels if k.name == "mac_array"))
+    batch = design.hyperparams.get("num_envs", 1) * design.hyperparams.get("n_steps", design.batch_size)
+    rows, pays = [], {}
+    for decision, b in ((True, 1), (False, batch)):
+        r = energy_row(design, b, decision)
+        rows.append(r)
+        for key in RATIO:
+            pays[(r["what"], key)] = pays_at(design, b, decision, key, max_macs)
+    lines = []
+    for r in rows:
+        verdict = []
+        for key, ratio in ((k, r[v]) for k, v in RATIO.items()):
+            if ratio >= 1.0:
+                verdict.append(f"{key}: the {n}-MAC element is {ratio:.2f}x the PS alone (costlier); it would pay "
+                               + pays[(r["what"], key)][1])
+            else:
+                verdict.append(f"{key}: the {n}-MAC element takes {ratio:.2f}x the PS alone (it pays)")
+        r["verdict"] = "; ".join(verdict)
+        lines.append(f"{r['what']}: {r['verdict']}")
+    return {"macs": n, "rows": rows, "pays_at": {f"{w} {k}": v[0] for (w, k), v in pays.items()}, "lines": lines,
+            "coefficients": {k: {"value": f.value, "unit": f.unit, "source": f.source}
+                             for k, f in ZU7EV_POWER.items()}}
+
+
+def energy_sweep(design=None, max_macs: int = MAX_MACS) -> list[dict]:
+    """Time and energy ratios (PS + MAC array over the PS alone) of a decision and a training step
+    at every MAC count the fabric holds, up to `max_macs`."""
+    from rlhls.designs.registry import get_design
+
+    design = get_design(DESIGN) if design is None else design
+    batch = design.hyperparams.get("num_envs", 1) * design.hyperparams.get("n_steps", design.batch_size)
+    out = []
+    for n in range(1, max_macs + 1):
+        d = with_macs(design, n)
+        if not _fits(element_resources(d, design.batch_size)[0], design):
+            break
+        for decision, b in ((True, 1), (False, batch)):
+            r = energy_row(d, b, decision)
+            out.append({"macs": n, "what": r["what"], **{v: r[v] for v in RATIO.values()}})
+    return out
+
+
+def runs_energy(ctx) -> list:
+    """No runs: the model is evaluated in summary_energy."""
+    opts = ctx.opts
+    macs = param(opts, "macs", 4, low=1)
+    max_macs = param(opts, "max_macs", MAX_MACS, low=1)
+    ctx.data.update(macs=macs, max_macs=max_macs)
+    ctx.data["settings"] = {"name": opts.name, "macs": macs, "max_macs": max_macs}
+    from . import check_out
+
+    check_out(ctx.out, ctx.data["settings"])
+    return []
+
+
+def summary_energy(ctx, outcomes) -> Summary:
+    """energy.md / energy.csv / energy.json / energy.png: a decision and a training step, PS alone
+    against PS + MAC array, and the MAC counts at which the element would pay."""
+    from matplotlib.figure import Figure
+
+    from ..report import markdown_table, save_png
+    from ..runner import atomic_write_text, csv_text
+
+    D, out = ctx.data, ctx.out
+    t = energy_table(macs=D["macs"], max_macs=D["max_macs"])
+    sweep = energy_sweep(max_macs=D["max_macs"])
+    ctx.start(D["settings"])
+    rows = t["rows"]
+    cols = ["what", "batch", "ps_s", "with_s", "pl_s", "ps_w", "with_w", "pl_static_w", "pl_dynamic_w", "ps_j",
+            "with_j", "time_ratio", "energy_ratio", "energy_ratio_pl_on", "pl_lut", "pl_ff", "pl_dsp", "pl_bram36",
+            "verdict"]
+    atomic_write_text(out / "energy.csv", csv_text(rows, cols))
+    atomic_write_text(out / "energy.json", json.dumps({**t, "sweep": sweep}, indent=1) + "\n")
+    n = t["macs"]
+    md = [f"# a2c-traffic (seed 004): energy, PS alone against PS + {n}-MAC array", "",
+          "Times from the project's models (PS: the catalogue's per-core roofline; the element: its FSM cycle model, "
+          "designs/kernels/mac_array.py); power from host/power.py (coefficients below). PS alone: one A53 core, "
+          "the PL powered off. PS + MAC array: the same core drives every stage's handshake, the PL's static power "
+          "for the whole time, the element's dynamic power while its stages run. The seed gives no time, power or "
+          "energy figure (it calls the design \"time and energy-efficient\", §I).", "",
+          markdown_table(["", "batch", "PS alone", f"PS + {n} MACs", "time ratio", "PS alone (W)",
+                          f"PS + {n} MACs (W)", "PS alone", f"PS + {n} MACs", "energy ratio",
+                          "energy ratio, PL on in both"],
+                         [[r["what"], r["batch"], f"{r['ps_s'] * 1e6:.1f} us", f"{r['with_s'] * 1e6:.1f} us",
+                           f"{r['time_ratio']:.2f}x", f"{r['ps_w']:.3f}", f"{r['with_w']:.3f}",
+                           f"{r['ps_j'] * 1e6:.2f} uJ", f"{r['with_j'] * 1e6:.2f} uJ", f"{r['energy_ratio']:.2f}x",
+                           f"{r['energy_ratio_pl_on']:.2f}x"] for r in rows]), "",
+          *[f"- {line}" for line in t["lines"]], "",
+          f"The element ({n} MACs at {element_resources(with_macs(_design(), n), _design().batch_size)[1]:g} MHz): "
+          + ", ".join(f"{r.replace('pl_', '')} {rows[0][r]}" for r in ("pl_lut", "pl_ff", "pl_dsp", "pl_bram36")), "",
+          "## Coefficients", "",
+          markdown_table(["coefficient", "value", "unit", "source"],
+                         [[k, f"{c['value']:g}", c["unit"], c["source"]] for k, c in t["coefficients"].items()]), "",
+          "![energy](energy.png)", ""]
+    atomic_write_text(out / "energy.md", "\n".join(md))
+    fig = Figure(figsize=(10, 3.8))
+    for i, what in enumerate(("decision", "training step")):
+        ax = fig.add_subplot(1, 2, i + 1)
+        sel = [s for s in sweep if s["what"] == what]
+        ax.plot([s["macs"] for s in sel], [s["time_ratio"] for s in sel], label="time")
+        ax.plot([s["macs"] for s in sel], [s["energy_ratio"] for s in sel], label="energy")
+        ax.plot([s["macs"] for s in sel], [s["energy_ratio_pl_on"] for s in sel], label="energy, PL on in both")
+        ax.axhline(1.0, color="k", linestyle=":", label="PS alone")
+        ax.axvline(n, color="tab:gray", linestyle="--", label=f"the design ({n} MACs)")
+        ax.set_yscale("log")
+        ax.set_xlabel("MACs in the element")
+        ax.set_ylabel("PS + MAC array / PS alone")
+        ax.set_title(f"a2c-traffic: one {what}", fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    save_png(fig, out / "energy.png")
+    lines = [f"{r['what']:<14} PS {r['ps_s'] * 1e6:8.1f} us {r['ps_j'] * 1e6:8.2f} uJ   PS+{n} MACs "
+             f"{r['with_s'] * 1e6:8.1f} us {r['with_j'] * 1e6:8.2f} uJ" for r in rows] + t["lines"]
+    return Summary(rows, lines, [out / "energy.md", out / "energy.png"])
+
+
+def _design():
+    from rlhls.designs.registry import get_design
+
+    return get_design(DESIGN)
 
 
 # -- the experiment
@@ -472,4 +707,7 @@ register_experiment(Experiment(
     "traffic", "seed 004: A2C traffic-signal control vs the fixed-time plan and a random policy (SUMO)",
     runs=runs, run=train_run, summarize=summary, options=(*TRAINS, *RUNS),
     params={"episodes": EVAL_EPISODES, "eval_seed": EVAL_SEED, "report": ""}))
+register_experiment(Experiment(
+    "traffic-energy", "seed 004: energy per decision and per training step, PS alone vs PS + MAC array (model)",
+    runs=runs_energy, summarize=summary_energy, params={"macs": 4, "max_macs": MAX_MACS}))
 register_report_section(_flow_section)
