@@ -29,6 +29,7 @@ from rlhls.partition.fileio import folder_lock
 from rlhls.partition.procs import library_output
 
 from .algorithms import get_algorithm
+from .hyperparams import apply_config
 from .runner import train
 
 __all__ = ["Run", "train_design", "check_seed", "default_out"]
@@ -83,6 +84,7 @@ def train_design(design, *, out=None, steps: int | None = None, seed: int = 0, e
     for name, value in (("overrides", overrides), ("config", config)):
         if value is not None and not isinstance(value, dict):
             raise RlhlsError(f"{name}={value!r}: expected a dict of hyperparameters")
+    design, config = apply_config(design, config)  # an RL Zoo entry's budget and hidden layers
     alg = get_algorithm(design.algorithm)
     seed = check_seed(seed)
     overrides = dict(overrides or {})

@@ -63,6 +63,7 @@ class Flow:
                  quiet: bool = False, solver: str = "cbc", time_limit: float | None = 60.0, reports=None):
         from rlhls.host.algorithms import get_algorithm
         from rlhls.host.backends import BACKENDS
+        from rlhls.host.hyperparams import apply_config
         from rlhls.host.train import check_seed
 
         if isinstance(design, str):
@@ -95,6 +96,7 @@ class Flow:
         self.overrides = {**d.get("set", {}), **(overrides or {})}
         if precision is not None:
             self.overrides["precision"] = precision
+        self.design, config = apply_config(self.design, config)  # an RL Zoo entry's budget and hidden layers
         self.config = config
         self.default_steps = int(d.get("steps", DEMO_STEPS) if demo else
                                  self.design.hyperparams.get("total_timesteps", FULL_STEPS))

@@ -68,12 +68,14 @@ def add_hyperparams(parser) -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="sets",
                         help="set a hyperparameter of the algorithm (repeatable; `rlhls algorithms` lists them)")
     parser.add_argument("--config", metavar="FILE.yaml",
-                        help="hyperparameters from a YAML file (a mapping, or RL Zoo's {design: mapping}); --set wins")
+                        help="hyperparameters from a YAML file: a mapping, or an RL Zoo file as published (the entry "
+                             "of the design or its environment; SB3's names); --set wins")
 
 
-def hyperparams(args, design_name: str | None = None) -> tuple[dict, dict | None]:
-    """(overrides from --set, config from --config)."""
+def hyperparams(args, design=None) -> tuple[dict, dict | None]:
+    """(overrides from --set, config from --config: of `design` on --env, RL Zoo's entries too)."""
     from rlhls.host.hyperparams import read_config
 
-    config = read_config(args.config, design_name) if getattr(args, "config", None) else None
+    config = (read_config(args.config, design, getattr(args, "env", None)) if getattr(args, "config", None)
+              else None)
     return parse_sets(args.sets), config
