@@ -31,7 +31,8 @@ folder that already has a checkpoint is refused. Temp files a killed write left 
 (``.<file>.*.tmp`` of the run's own files) are removed when the folder is used again.
 
 Progress: a tqdm bar on stderr (steps, steps/s, latest return) when stderr is a TTY; otherwise
-one line per update on stderr.
+one line per update, an INFO message of the ``rlhls.host.runner`` logger. The rounding of the
+steps to whole updates is a warning before the first update.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 import math
 import sys
 import time
@@ -47,6 +49,7 @@ from pathlib import Path
 import numpy as np
 
 from rlhls.designs.errors import RlhlsError
+from rlhls.partition.procs import inform
 from rlhls.partition.fileio import (OWNER, atomic_write_bytes, atomic_write_text, check_out, make_dirs, os_error,
                                     write_json)
 
@@ -57,6 +60,7 @@ __all__ = ["train", "csv_text", "atomic_write_bytes", "atomic_write_text", "read
 CHECKPOINT = "checkpoint.npz"
 RUN_FILES = ["config.json", "metrics.csv", "episodes.csv", CHECKPOINT, "reward.png"]
 _IGNORED_ON_RESUME = ("steps", "steps_trained")
+log = logging.getLogger(__name__)
 PLOT_EVERY_S = 30.0  # reward.png costs ~0.5-1.5 s: redrawn at most this often and after the last update
 
 
@@ -136,8 +140,7 @@ class _Progress:
             self.bar.set_postfix_str(text)
         else:
             rate = (steps - self.s0) / max(time.perf_counter() - self.t0, 1e-9)
-            print(f"update {update}/{total_updates}  steps {steps}  {rate:.0f} steps/s  {text}", file=sys.stderr,
-                  flush=True)
+            inform(log, f"update {update}/{total_updates}  steps {steps}  {rate:.0f} steps/s  {text}")
 
     def close(self):
         if self.bar is not None:
@@ -189,6 +192,7 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
                              f"{update} updates of {per} steps")
         if env_steps > steps:  # a resume asked for fewer steps than the run has: the record keeps what it holds
             notes.append(f"'{out}' has trained {env_steps} steps already, more than the {steps} asked: nothing to do")
+            log.warning(notes[-1])
             steps = env_steps
             config["steps"] = steps
         config["steps_trained"] = max(1, math.ceil(steps / per)) * per  # whole updates
@@ -201,6 +205,7 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
         if total_updates * per != steps:
             notes.append(f"{steps} steps are {total_updates} whole updates of {per} steps: training "
                          f"{total_updates * per} steps")
+            log.warning(notes[-1])
         bar = _Progress(total_updates * per, env_steps, progress)
         last_plot = time.perf_counter()
         try:

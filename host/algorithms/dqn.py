@@ -333,5 +333,6 @@ class DQN(TrainerBase):
 
 
 register_algorithm(Algorithm("dqn", DQN, DQNArgs, batch_size, resolve=resolve_hyperparams,
-                             grad_steps=lambda hp: hp["gradient_steps"] / hp["train_frequency"], actions=("discrete",),
+                             grad_steps=lambda hp: hp.get("gradient_steps", 1) / hp["train_frequency"],
+                             actions=("discrete",),
                              summary="DQN (CleanRL dqn.py / dqn_atari.py) with AP-DRL's mixed precision"))
