@@ -122,7 +122,8 @@ def _train(design, alg, hp, out: Path, *, steps, seed, env_id, backend, plan, re
            plan_time_limit, log_file, explicit) -> Run:
     steps = int(steps or design.hyperparams.get("total_timesteps", DEFAULT_STEPS))
     n = hp.get("num_envs", 1)
-    if "steps_per_update" in hp and "steps_per_update" not in explicit and not resume and hp["steps_per_update"] > steps:
+    if "steps_per_update" in hp and "steps_per_update" not in explicit and not resume \
+            and hp["steps_per_update"] > steps:
         hp = {**hp, "steps_per_update": -(-steps // n) * n}  # one update of the run's length, not one far past it
     for key, unit in (("steps_per_update", 1), ("rollouts_per_update", hp.get("num_envs", 1) * hp.get("n_steps", 1))):
         if key in explicit and key in hp and hp[key] * unit > steps:  # else one update trains far past --steps

@@ -135,7 +135,8 @@ def test_net_arch_resizes_the_networks_of_a_run(tmp_path):
     ("apdrl-ddpg-lunarcont", "  train_freq: [1, episode]", "train_freq: [1, 'episode']: training per episode"),
     ("apdrl-ddpg-lunarcont", "  noise_type: pink", "noise_type: 'pink'"),
     ("apdrl-ppo-mspacman", "  batch_size: 300", "batch_size: 300 does not divide"),
-    ("apdrl-dqn-breakout", "  env_wrapper: [gymnasium.wrappers.TimeLimit]", "env_wrapper: 'gymnasium.wrappers.TimeLimit'"),
+    ("apdrl-dqn-breakout", "  env_wrapper: [gymnasium.wrappers.TimeLimit]",
+     "env_wrapper: 'gymnasium.wrappers.TimeLimit'"),
 ])
 def test_what_cannot_be_honoured_is_one_line(tmp_path, capsys, monkeypatch, design, line, named):
     monkeypatch.chdir(tmp_path)

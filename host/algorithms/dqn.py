@@ -100,8 +100,9 @@ class DQNArgs(MixedPrecisionArgs):
     """DQN's hyperparameters: CleanRL dqn.py's defaults (the design's batch size)."""
 
     algorithm = "DQN"
-    sb3 = {"target_update_interval": _sb3_target_update, "train_freq": lambda v, ctx: {"train_frequency": train_freq(ctx, v)},
-           "gradient_steps": _sb3_gradient_steps, "exploration_initial_eps": "start_e", "exploration_final_eps": "end_e"}
+    sb3 = {"target_update_interval": _sb3_target_update,
+           "train_freq": lambda v, ctx: {"train_frequency": train_freq(ctx, v)}, "gradient_steps": _sb3_gradient_steps,
+           "exploration_initial_eps": "start_e", "exploration_final_eps": "end_e"}
     num_envs: int = hp(1, "parallel sub-environments", low=1)
     learning_rate: float = hp(2.5e-4, "Adam step size", low=0.0)
     buffer_size: int = hp(10_000, "replay buffer capacity in transitions (Atari: capped, see the docstring)", low=1)

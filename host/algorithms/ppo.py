@@ -100,7 +100,8 @@ def _sb3_clip_vf(v, ctx):  # CleanRL clips the value loss with clip_coef; SB3 wi
 
 
 def _sb3_batch(v, ctx):  # SB3's minibatch size; ours the number of minibatches
-    n = (whole(ctx, "n_envs", ctx.given("n_envs", "num_envs")) * whole(ctx, "n_steps", ctx.given("n_steps", "num_steps")))
+    n = (whole(ctx, "n_envs", ctx.given("n_envs", "num_envs"))
+         * whole(ctx, "n_steps", ctx.given("n_steps", "num_steps")))
     b = whole(ctx, "batch_size", v)
     if n % b:
         raise ctx.error("batch_size", f"{b} does not divide a rollout of n_envs x n_steps = {n}")
