@@ -17,8 +17,10 @@ nothing that changes learning is dropped. docs/guide/configs.md has the whole ta
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import logging
+import math
 import re
 
 from rlhls.designs.errors import RlhlsError
@@ -102,7 +104,11 @@ def constant(ctx: Ctx, key: str, value):
 
 def whole(ctx: Ctx, key: str, value, low: int = 1) -> int:
     """An SB3 count (an int, or a float such as YAML's 1e4 that is one)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < low:
+    if isinstance(value, str):  # PyYAML reads 1e4 without !!float as text
+        with contextlib.suppress(ValueError):
+            value = float(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or value != int(value) or value < low:
         raise ctx.error(key, f"{value!r}: expected a whole number >= {low}")
     return int(value)
 
@@ -244,12 +250,13 @@ def _false_only(key: str, why: str):
     return fn
 
 
-def _budget(value, ctx: Ctx) -> dict:
-    return {"total_timesteps": whole(ctx, "n_timesteps", value)}
+def _budget(key: str):
+    return lambda value, ctx: {"total_timesteps": whole(ctx, key, value)}
 
 
 COMMON = {
-    "n_timesteps": _budget,
+    "n_timesteps": _budget("n_timesteps"),
+    "total_timesteps": _budget("total_timesteps"),  # CleanRL's name of it
     "policy": _policy,
     "n_envs": "num_envs",
     "frame_stack": _frame_stack,
@@ -273,7 +280,7 @@ def translate(entry_: dict, where: str, design, base: dict, table: dict) -> dict
     for k, v in entry_.items():
         t = names.get(k)
         if t is None:
-            if k in base or k in RUN_KEYS:
+            if k in base:
                 out[k] = constant(ctx, k, v)
                 continue
             sb3 = sorted(set(names) - set(base))
