@@ -335,7 +335,7 @@ def run_experiment(opts: ExperimentOptions) -> int:
     from ..report import HTML_PAGE, write_html
 
     if out.is_dir() and write_html(out, f"rlhls experiment {opts.name}") and not opts.quiet:
-        print(f"rlhls: {out / HTML_PAGE}: the tables and figures in one page", file=sys.stderr)
+        inform(log, f"{out / HTML_PAGE}: the tables and figures in one page")
     return 1 if bad else 0
 
 
