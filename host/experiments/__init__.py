@@ -42,7 +42,6 @@ import importlib
 import json
 import logging
 import pkgutil
-import sys
 import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path

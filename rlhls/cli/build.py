@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import logging
+import os
 from pathlib import Path
 
 from .common import print_json
