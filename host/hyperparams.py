@@ -52,7 +52,6 @@ def read_config(path, design=None, env_id: str | None = None) -> dict:
         return {}
     if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
         raise RlhlsError(f"--config '{path}': expected a mapping of hyperparameters (key: value)")
-    name = design if isinstance(design, str) or design is None else design.name
     key = None
     if any(isinstance(v, dict) for v in data.values()):  # RL Zoo's entries
         if design is None:
