@@ -31,8 +31,9 @@ folder that already has a checkpoint is refused. Temp files a killed write left 
 (``.<file>.*.tmp`` of the run's own files) are removed when the folder is used again.
 
 Progress: a tqdm bar on stderr (steps, steps/s, latest return) when stderr is a TTY; otherwise
-one line per update, an INFO message of the ``rlhls.host.runner`` logger. The rounding of the
-steps to whole updates is a warning before the first update.
+one line per update, an INFO message of the ``rlhls.host.runner`` logger. `notes` (the caller's,
+the rounding of the steps to whole updates) are warnings once every check has passed, before the
+first update.
 """
 
 from __future__ import annotations
@@ -192,7 +193,6 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
                              f"{update} updates of {per} steps")
         if env_steps > steps:  # a resume asked for fewer steps than the run has: the record keeps what it holds
             notes.append(f"'{out}' has trained {env_steps} steps already, more than the {steps} asked: nothing to do")
-            log.warning(notes[-1])
             steps = env_steps
             config["steps"] = steps
         config["steps_trained"] = max(1, math.ceil(steps / per)) * per  # whole updates
@@ -205,7 +205,8 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
         if total_updates * per != steps:
             notes.append(f"{steps} steps are {total_updates} whole updates of {per} steps: training "
                          f"{total_updates * per} steps")
-            log.warning(notes[-1])
+        for n in notes:  # the caller's and ours, once every check has passed, before the first update
+            log.warning(n)
         bar = _Progress(total_updates * per, env_steps, progress)
         last_plot = time.perf_counter()
         try:

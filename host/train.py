@@ -193,11 +193,10 @@ def _train(design, alg, hp, out: Path, *, steps, seed, env_id, backend, plan, re
             return alg.trainer(design, env_id=env_id, seed=seed, backend=backend, hyperparams=hp,
                                assignment=assignment)
 
-    notes = []
+    notes = []  # said by the runner before the first update
     if hp.get("learning_starts", 0) >= steps:
         notes.append(f"{steps} steps do not pass learning_starts = {hp['learning_starts']}: this run takes no "
                      "gradient step (its returns are an untrained agent's)")
-        log.warning(notes[-1])  # before training, not after it
     res = train(make, run_config, out, steps=steps, resume=resume, progress=progress, on_update=on_update,
                 title=f"{design.name} on {env_id} ({tag + ', ' if tag else ''}seed {seed})", notes=notes)
     return Run(Path(res["out"]), res["config"], res["metrics"], res["episodes"], res["updates"], res["env_steps"],

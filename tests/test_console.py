@@ -2,6 +2,7 @@
 the learning_starts warning before the first training output, the steps asked are the steps said,
 --quiet / --verbose before or after the command."""
 
+import json
 import os
 import subprocess
 import sys
@@ -46,7 +47,8 @@ def test_run_and_experiment_no_banner(tmp_path, capfd, monkeypatch):
 
 
 def test_log_flags_before_or_after_the_command(tmp_path, capsys, monkeypatch):
-    """INFO (progress) by default, warnings only with --quiet before or after the command."""
+    """Progress and warnings by default, neither with --quiet before or after the command (the
+    notes stay in --json)."""
     monkeypatch.chdir(tmp_path)
     argv = ["train", "apdrl-dqn-cartpole", "--steps", "50", "--precision", "fp32"]
     assert main([*argv, "--out", "a"]) == 0
@@ -54,4 +56,6 @@ def test_log_flags_before_or_after_the_command(tmp_path, capsys, monkeypatch):
     assert err[0].startswith("rlhls: warning: 50 steps do not pass learning_starts") and err[1].startswith("update 1/1")
     for flags in (["-q", *argv, "--out", "b"], [*argv, "--out", "c", "--quiet"]):
         assert main(flags) == 0
-        assert capsys.readouterr().err.splitlines() == err[:1]
+        assert capsys.readouterr().err == ""
+    assert main(["-q", *argv, "--out", "d", "--json"]) == 0
+    assert "do not pass learning_starts" in json.loads(capsys.readouterr().out)["notes"][0]

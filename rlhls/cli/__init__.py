@@ -34,7 +34,7 @@ def build_parser() -> Parser:
     p.add_argument("--version", action="version", version=f"rlhls {__version__}")
     # dests of their own: a subcommand's defaults would overwrite the root's
     p.add_argument("-q", "--quiet", action="store_true", dest="log_quiet",
-                   help="warnings and errors only (no progress messages)")
+                   help="no progress messages nor warnings (errors only)")
     p.add_argument("-v", "--verbose", action="store_true", dest="log_verbose",
                    help="debug messages too, and what libraries print (hls4ml, the ALE, solvers)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
@@ -54,7 +54,7 @@ def _log_flags(sub) -> None:
         if nested:
             continue
         if "--quiet" not in parser._option_string_actions:
-            parser.add_argument("--quiet", action="store_true", help="warnings and errors only")
+            parser.add_argument("--quiet", action="store_true", help="no progress messages nor warnings")
         if "--verbose" not in parser._option_string_actions:
             parser.add_argument("--verbose", action="store_true", help="debug messages too")
 

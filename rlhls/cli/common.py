@@ -66,8 +66,8 @@ class _Format(logging.Formatter):
 
 @contextlib.contextmanager
 def console(quiet: bool = False, verbose: bool = False):
-    """The ``rlhls`` loggers on the console for one command: INFO and up, warnings and errors only
-    with --quiet, DEBUG with --verbose. The handler writes to the console itself (a copy of fd 2),
+    """The ``rlhls`` loggers on the console for one command: INFO and up, errors only with --quiet
+    (a run's notes stay in its --json), DEBUG with --verbose. The handler writes to the console itself (a copy of fd 2),
     not to what ``library_output`` redirects while libraries run."""
     stream, own = sys.stderr, False
     with contextlib.suppress(AttributeError, OSError, ValueError):
@@ -78,7 +78,7 @@ def console(quiet: bool = False, verbose: bool = False):
     log = logging.getLogger("rlhls")
     old = log.level, log.propagate
     log.addHandler(handler)
-    log.setLevel(logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO)
+    log.setLevel(logging.ERROR if quiet else logging.DEBUG if verbose else logging.INFO)
     log.propagate = False  # one line per message, whatever the root logger has
     try:
         yield
