@@ -26,6 +26,7 @@ from typing import Callable
 from .errors import RlhlsError
 from .formats import parse_format
 
+_ACTS_KINDS = ("ReLU", "Tanh", "Sigmoid", "Softmax", "Identity")  # elementwise layers of an MLP
 _PRISTINE: dict = {}  # (design, seed) -> initialised networks; orthogonal init of big layers is slow
 
 OPTIMIZERS = ("sgd", "adam", "rmsprop", "none")
@@ -182,6 +183,48 @@ class Design:
         """This design at a plan's design points ({node: point}, ``Plan.point``)."""
         points = dict(points or {})
         return self if points == self.points else replace(self, points=points)
+
+    def with_net_arch(self, arch: dict, activation: str | None = None) -> "Design":
+        """This design with other hidden layers: `arch` {network role ('q', 'actor', 'critic'): hidden
+        sizes}, `activation` ('relu', 'tanh') of every hidden layer (RL Zoo's policy_kwargs). Each MLP
+        keeps its input, output layer, gains and initialisation, as the AP-DRL Table IV variants do;
+        the name says the sizes (a run's name, its networks' cache key); the same design when
+        nothing changes."""
+        from .nets import _ACTS
+
+        if activation is not None and activation not in ("relu", "tanh"):
+            raise RlhlsError(f"design '{self.name}': hidden activation {activation!r}, expected relu or tanh")
+        unknown = sorted(set(arch) - {n.role for n in self.networks})
+        if unknown:
+            raise RlhlsError(f"design '{self.name}' has no {unknown[0]} network (it has "
+                             f"{', '.join(sorted({n.role for n in self.networks}))})")
+        specs, tags = [], []
+        for spec in self.networks:
+            net = spec.build(0)
+            hidden = tuple(arch.get(spec.role, ()))
+            dense = [l for l in net.layers if l.kind == "Dense"]
+            acts = [l for l in net.layers[:-1] if l.kind in _ACTS_KINDS]
+            old = (tuple(int(l.units) for l in dense[:-1]), acts[0].kind.lower() if acts else None)
+            new = (hidden if spec.role in arch else old[0], activation or old[1])
+            if new == old:
+                specs.append(spec)
+                continue
+            if len(net.input_shape) != 1 or any(l.kind not in ("Dense", *_ACTS_KINDS) for l in net.layers):
+                raise RlhlsError(f"design '{self.name}': network '{spec.name}' is not an MLP; net_arch and "
+                                 "activation_fn change MLPs only")
+            first, out = dense[0], net.layers[net.layers.index(dense[-1]):]
+
+            def factory(s, net=net, first=first, out=out, hidden=new[0], act=_ACTS[new[1] or "relu"]):
+                from .network import Dense, Network
+
+                layers = [x for h in hidden for x in (Dense(h, first.bias, first.init, first.gain), act())]
+                return Network(net.name, net.input_shape, layers + out, seed=s, init=net.init)  # out: copied
+
+            specs.append(replace(spec, factory=factory))
+            tags.append(f"{spec.role}{'x'.join(map(str, new[0])) or '0'}{'' if new[1] == old[1] else new[1]}")
+        if not tags:
+            return self
+        return replace(self, name=f"{self.name}-{'-'.join(tags)}", networks=tuple(specs))
 
     def net(self, name: str) -> NetSpec:
         for n in self.networks:

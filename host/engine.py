@@ -298,7 +298,7 @@ class _Progress:
     def __init__(self, runs: list, show: bool):
         self.runs, self.t0, self.base = runs, time.perf_counter(), {}
         self.bar = None
-        if show:
+        if show and sys.stderr.isatty():  # a redirected stderr gets the lines of `say`, no carriage returns
             from tqdm import tqdm
 
             self.bar = tqdm(total=len(runs), unit="run", file=sys.stderr, dynamic_ncols=True, leave=True)

@@ -3,8 +3,8 @@
 
     the dataclass's defaults  <-  the design's ``hyperparams`` (keys it knows; others describe
     the design, e.g. ``source``) and its kernels' parameters that are hyperparameters (the GAE
-    unit's ``bits`` is ``quant_bits``: ``Design.kernel_hyperparams``)  <-  a YAML file (``--config FILE.yaml``, RL Zoo's convention: a
-    mapping of hyperparameters, or of design names to such mappings)  <-  ``--set key=value``.
+    unit's ``bits`` is ``quant_bits``: ``Design.kernel_hyperparams``)  <-  a YAML file (``--config FILE.yaml``: a
+    mapping of hyperparameters, or an RL Zoo file as published, host/rlzoo.py)  <-  ``--set key=value``.
 
 Every field is declared with ``hp(default, doc, ...)``: its type (the annotation: int, float,
 bool, str, or ``X | None``), its range (``low`` / ``high``, inclusive unless ``above``/``below``
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from rlhls.designs.errors import RlhlsError
 
-__all__ = ["hp", "HyperParams", "read_config"]
+__all__ = ["hp", "HyperParams", "read_config", "apply_config"]
 
 
 def hp(default, doc: str, *, low=None, high=None, above=None, below=None, choices=()):
@@ -30,10 +30,14 @@ def hp(default, doc: str, *, low=None, high=None, above=None, below=None, choice
                                                         "below": below, "choices": tuple(choices)})
 
 
-def read_config(path, design_name: str | None = None) -> dict:
-    """A YAML file of hyperparameters: a mapping of them, or RL Zoo's {name: mapping} where a key
-    is the design's name (then that entry is taken)."""
+def read_config(path, design=None, env_id: str | None = None) -> dict:
+    """A YAML file of hyperparameters: a mapping of them, or RL Zoo's file of entries keyed by
+    environment id or design name (host/rlzoo.py picks the entry of `design` (a Design) on `env_id`,
+    default its own, and reads SB3's names, schedules and policy_kwargs). With a Design the result
+    may hold ``rlzoo.RUN_KEYS`` (the budget, hidden layers): ``apply_config`` applies them."""
     import yaml
+
+    from . import rlzoo
 
     path = Path(path)
     try:
@@ -48,12 +52,44 @@ def read_config(path, design_name: str | None = None) -> dict:
         return {}
     if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
         raise RlhlsError(f"--config '{path}': expected a mapping of hyperparameters (key: value)")
-    if design_name is not None and isinstance(data.get(design_name), dict):
-        data = data[design_name]
-    for k, v in data.items():
-        if isinstance(v, (dict, list)):
-            raise RlhlsError(f"--config '{path}': '{k}' holds a {type(v).__name__}; expected a single value")
-    return dict(data)
+    key = None
+    if any(isinstance(v, dict) for v in data.values()):  # RL Zoo's entries
+        if design is None:
+            raise RlhlsError(f"--config '{path}': entries keyed by environment or design take one design; "
+                             "give a mapping of hyperparameters")
+        if isinstance(design, str):
+            key = design if isinstance(data.get(design), dict) else None
+            data = data[design] if key else data
+        else:
+            key, data = rlzoo.entry(data, path, design, env_id or design.env_id)
+    if isinstance(design, str) or design is None:
+        for k, v in data.items():
+            if isinstance(v, (dict, list)):
+                raise RlhlsError(f"--config '{path}': '{k}' holds a {type(v).__name__}; expected a single value")
+        return dict(data)
+    from .algorithms import get_algorithm
+
+    args = get_algorithm(design.algorithm).args
+    where = f"--config '{path}'" + (f" [{key}]" if key else "")
+    return rlzoo.translate(data, where, design, args.design_values(design), args.sb3)
+
+
+def apply_config(design, config: dict | None):
+    """(design, hyperparameters) of a config: its run keys (``rlzoo.RUN_KEYS``: the budget
+    ``total_timesteps``, hidden layers ``net_arch`` / ``activation``) applied to the design, the
+    rest for the algorithm."""
+    from dataclasses import replace
+
+    from .rlzoo import RUN_KEYS
+
+    if not config:
+        return design, config
+    hp = {k: v for k, v in config.items() if k not in RUN_KEYS}
+    if "net_arch" in config or "activation" in config:
+        design = design.with_net_arch(dict(config.get("net_arch") or {}), config.get("activation"))
+    if "total_timesteps" in config:
+        design = replace(design, hyperparams={**design.hyperparams, "total_timesteps": int(config["total_timesteps"])})
+    return design, hp
 
 
 def _types(annotation) -> tuple[str, bool]:
@@ -117,6 +153,7 @@ class HyperParams:
 
     algorithm = ""  # the name errors use (PPO, DQN, ...)
     aliases = {}  # other names of a field (e.g. A2C's n_steps is the rollout length num_steps)
+    sb3 = {}  # Stable-Baselines3 / RL Zoo names: a field's name, or fn(value, rlzoo.Ctx) -> {field: value}
 
     # every algorithm's evaluation (host/evaluation.py; the runner runs it, training's bits untouched)
     eval_every: int = hp(0, "env steps between evaluations of the deterministic policy (0: at the end of the run "
@@ -146,13 +183,19 @@ class HyperParams:
         return {}
 
     @classmethod
-    def resolve(cls, design, overrides: dict | None = None, config: dict | None = None) -> dict:
-        """The run's hyperparameters as a dict (see the module docstring)."""
-        names = [f.name for f in dataclasses.fields(cls)]
+    def design_values(cls, design) -> dict:
+        """The defaults with the design's values, not validated yet."""
         values = {f.name: f.default for f in dataclasses.fields(cls)}
         values.update(cls.defaults_for(design))
         values.update({k: v for k, v in {**design.hyperparams, **design.kernel_hyperparams()}.items()
                        if k in values})
+        return values
+
+    @classmethod
+    def resolve(cls, design, overrides: dict | None = None, config: dict | None = None) -> dict:
+        """The run's hyperparameters as a dict (see the module docstring)."""
+        names = [f.name for f in dataclasses.fields(cls)]
+        values = cls.design_values(design)
         for source, given in (("--config", config), ("--set", overrides)):
             for k, v in (given or {}).items():
                 k = cls.aliases.get(k, k)

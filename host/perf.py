@@ -174,17 +174,27 @@ def read_run(folder, design) -> tuple[list, dict]:
 def measure_host(design, *, seed: int = 0) -> tuple[list, dict]:
     """A short run of `design` here (one update of its demonstration budget, learning from the first
     batch) in a scratch folder: (metrics rows, hyperparameters)."""
+    import logging
+
     from rlhls.partition.fileio import scratch_dir
 
+    from .algorithms import get_algorithm
     from .train import train_design
 
     sets = dict(design.demo.get("set", {}))
     hp0 = {**design.hyperparams, **sets}
     if "learning_starts" in hp0:  # off-policy: learn from the first batch so a gradient step is timed
         sets["learning_starts"] = hp0.get("batch_size", design.batch_size)
-    with scratch_dir("perf") as d:
-        run = train_design(design, out=Path(d) / "run", steps=1, seed=seed, overrides=sets, progress=False)
-        return run.metrics, dict(run.config.get("hyperparams", {}))
+    steps = get_algorithm(design.algorithm).hyperparams(design, sets).get("steps_per_update", 1)  # one update
+    log = logging.getLogger("rlhls.host")
+    level = log.level
+    log.setLevel(logging.ERROR)  # the scratch run's notes (steps rounded to an update) are not the user's
+    try:
+        with scratch_dir("perf") as d:
+            run = train_design(design, out=Path(d) / "run", steps=steps, seed=seed, overrides=sets, progress=False)
+            return run.metrics, dict(run.config.get("hyperparams", {}))
+    finally:
+        log.setLevel(level)
 
 
 # ----------------------------------------------------------------------------------------------

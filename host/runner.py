@@ -36,7 +36,9 @@ folder that already has a checkpoint is refused. Temp files a killed write left 
 (``.<file>.*.tmp`` of the run's own files) are removed when the folder is used again.
 
 Progress: a tqdm bar on stderr (steps, steps/s, latest return) when stderr is a TTY; otherwise
-one line per update on stderr.
+one line per update, an INFO message of the ``rlhls.host.runner`` logger. `notes` (the caller's,
+the rounding of the steps to whole updates) are warnings once every check has passed, before the
+first update.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ import contextlib
 import csv
 import io
 import json
+import logging
 import math
 import sys
 import time
@@ -53,6 +56,7 @@ from pathlib import Path
 import numpy as np
 
 from rlhls.designs.errors import RlhlsError
+from rlhls.partition.procs import inform
 from rlhls.partition.fileio import (OWNER, atomic_write_bytes, atomic_write_text, check_out, make_dirs, os_error,
                                     write_json)
 
@@ -67,6 +71,7 @@ RUN_FILES = ["config.json", "metrics.csv", "episodes.csv", EVAL_CSV, CHECKPOINT,
 _IGNORED_ON_RESUME = ("steps", "steps_trained")
 _EVAL_HP = ("eval_every", "eval_episodes")  # change nothing the run trains: may differ on --resume (or be absent)
 EVAL_FIELDS = (*EVAL_COLUMNS, "episodes", "seed")
+log = logging.getLogger(__name__)
 PLOT_EVERY_S = 30.0  # reward.png costs ~0.5-1.5 s: redrawn at most this often and after the last update
 
 
@@ -146,8 +151,7 @@ class _Progress:
             self.bar.set_postfix_str(text)
         else:
             rate = (steps - self.s0) / max(time.perf_counter() - self.t0, 1e-9)
-            print(f"update {update}/{total_updates}  steps {steps}  {rate:.0f} steps/s  {text}", file=sys.stderr,
-                  flush=True)
+            inform(log, f"update {update}/{total_updates}  steps {steps}  {rate:.0f} steps/s  {text}")
 
     def close(self):
         if self.bar is not None:
@@ -215,12 +219,14 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
         if total_updates * per != steps:
             notes.append(f"{steps} steps are {total_updates} whole updates of {per} steps: training "
                          f"{total_updates * per} steps")
-        bar = _Progress(total_updates * per, env_steps, progress)
-        last_plot = time.perf_counter()
-        board = None  # opened with the first update: a resume with nothing to do writes no event file
         if eval_episodes and not _predicts(trainer):
             notes.append(f"{type(trainer).__name__} has no predict (a deterministic policy): the run is not evaluated")
             eval_episodes = 0
+        for n in notes:  # the caller's and ours, once every check has passed, before the first update
+            log.warning(n)
+        bar = _Progress(total_updates * per, env_steps, progress)
+        last_plot = time.perf_counter()
+        board = None  # opened with the first update: a resume with nothing to do writes no event file
         try:
             while update < total_updates:
                 if on_update is not None:

@@ -11,7 +11,10 @@ batch size, A2C's num_envs x n_steps, PPO's minibatch). ``fp32`` runs every node
 
 The run folder (host/runner.py) defaults to ``runs/<design>-<env>-s<seed>[-e<experiment>]
 [-<precision>]`` (PPO's fp64 path has no precision part). ``steps`` defaults to the design's
-``total_timesteps`` (else 1e6) and is rounded up to whole updates, which the run says once.
+``total_timesteps`` (else 1e6) and is rounded up to whole updates, which the run says once (a
+run shorter than DQN's / DDPG's ``steps_per_update`` is one update of its own length). What the
+user should know (no gradient step will be taken, the rounding) is a warning on the
+``rlhls.host`` loggers before training; ``say`` gets the progress messages.
 Everything is checked before anything is written.
 """
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import numbers
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,9 +33,12 @@ from rlhls.partition.fileio import folder_lock
 from rlhls.partition.procs import library_output
 
 from .algorithms import get_algorithm
+from .hyperparams import apply_config
 from .runner import train
 
 __all__ = ["Run", "train_design", "check_seed", "default_out"]
+
+log = logging.getLogger(__name__)
 
 DEFAULT_STEPS = 1_000_000
 
@@ -87,6 +94,7 @@ def train_design(design, *, out=None, steps: int | None = None, seed: int = 0, e
     for name, value in (("overrides", overrides), ("config", config)):
         if value is not None and not isinstance(value, dict):
             raise RlhlsError(f"{name}={value!r}: expected a dict of hyperparameters")
+    design, config = apply_config(design, config)  # an RL Zoo entry's budget and hidden layers
     alg = get_algorithm(design.algorithm)
     seed = check_seed(seed)
     overrides = dict(overrides or {})
@@ -102,7 +110,7 @@ def train_design(design, *, out=None, steps: int | None = None, seed: int = 0, e
     with folder_lock(out):  # one writer per run folder: a second is refused in one line
         return _train(design, alg, hp, out, steps=steps, seed=seed, env_id=env_id, backend=backend, plan=plan,
                       resume=resume, progress=progress, say=say, on_update=on_update,
-                      plan_time_limit=plan_time_limit, log=log, explicit=set(overrides) | set(config or {}))
+                      plan_time_limit=plan_time_limit, log_file=log, explicit=set(overrides) | set(config or {}))
 
 
 def _recorded_hyperparams(out: Path) -> dict | None:
@@ -115,8 +123,12 @@ def _recorded_hyperparams(out: Path) -> dict | None:
 
 
 def _train(design, alg, hp, out: Path, *, steps, seed, env_id, backend, plan, resume, progress, say, on_update,
-           plan_time_limit, log, explicit) -> Run:
+           plan_time_limit, log_file, explicit) -> Run:
     steps = int(steps or design.hyperparams.get("total_timesteps", DEFAULT_STEPS))
+    n = hp.get("num_envs", 1)
+    if "steps_per_update" in hp and "steps_per_update" not in explicit and not resume \
+            and hp["steps_per_update"] > steps:
+        hp = {**hp, "steps_per_update": -(-steps // n) * n}  # one update of the run's length, not one far past it
     for key, unit in (("steps_per_update", 1), ("rollouts_per_update", hp.get("num_envs", 1) * hp.get("n_steps", 1))):
         if key in explicit and key in hp and hp[key] * unit > steps:  # else one update trains far past --steps
             raise RlhlsError(f"hyperparameter {key} = {hp[key]}: one update is {hp[key] * unit} environment steps, "
@@ -136,7 +148,8 @@ def _train(design, alg, hp, out: Path, *, steps, seed, env_id, backend, plan, re
             from .backends import get_backend
 
             get_backend(backend)
-        kind = action_kind(env_id) if len(alg.actions) == 1 else None
+        with library_output(log_file) if log_file is not None else contextlib.nullcontext():  # the ALE's banner
+            kind = action_kind(env_id) if len(alg.actions) == 1 else None
         if kind is not None and kind not in alg.actions:
             raise RlhlsError(f"environment '{env_id}' has {kind} actions; {design.algorithm.upper()} "
                              f"needs {alg.actions[0]} actions")
@@ -180,21 +193,19 @@ def _train(design, alg, hp, out: Path, *, steps, seed, env_id, backend, plan, re
                                hp.get("precision", "") if hp.get("precision") != "fp64" else "") if p)
 
     def capture():  # what the environments' libraries print (the ALE's banner, SUMO)
-        return library_output(log) if log is not None else contextlib.nullcontext()
+        return library_output(log_file) if log_file is not None else contextlib.nullcontext()
 
     def make():
         with capture():
             return alg.trainer(design, env_id=env_id, seed=seed, backend=backend, hyperparams=hp,
                                assignment=assignment)
 
-    notes = []
+    notes = []  # said by the runner before the first update
     if hp.get("learning_starts", 0) >= steps:
         notes.append(f"{steps} steps do not pass learning_starts = {hp['learning_starts']}: this run takes no "
                      "gradient step (its returns are an untrained agent's)")
     res = train(make, run_config, out, steps=steps, resume=resume, progress=progress, on_update=on_update,
                 title=f"{design.name} on {env_id} ({tag + ', ' if tag else ''}seed {seed})", notes=notes,
                 eval_every=hp.get("eval_every", 0), eval_episodes=hp.get("eval_episodes", 0), capture=capture)
-    for n in notes:
-        say(n)
     return Run(Path(res["out"]), res["config"], res["metrics"], res["episodes"], res["updates"], res["env_steps"],
                notes, res["evaluations"])

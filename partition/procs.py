@@ -8,7 +8,8 @@ signals and that then kills the whole group. ``run`` is ``subprocess.run`` with 
 interrupt of the parent (Ctrl-C, an exception) kills the child (its group) before it is raised on.
 
 ``library_output(path)`` sends what libraries and native code print (hls4ml, the ALE, the solvers)
-to a log file instead of the console, for a block.
+to a log file instead of the console, for a block; ``inform`` is how the library speaks to the
+console meanwhile.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import signal
 import subprocess
 import sys
 
-__all__ = ["die_with_parent", "run", "popen", "library_output"]
+__all__ = ["die_with_parent", "run", "popen", "library_output", "inform"]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -89,6 +90,16 @@ def run(args, *, timeout=None, capture_output: bool = False, check: bool = False
     if check:
         done.check_returncode()
     return done
+
+
+def inform(log, msg: str) -> None:
+    """An INFO message of the library on logger `log` (named under ``rlhls``): through logging where
+    it is set up (the CLI's --quiet / --verbose, a user's ``logging.basicConfig``), else on stderr
+    as a script expects."""
+    if log.hasHandlers():
+        log.info(msg)
+    elif not log.disabled and sys.stderr is not None:
+        print(msg, file=sys.stderr, flush=True)
 
 
 @contextlib.contextmanager

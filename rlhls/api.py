@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import numbers
 import os
 import time
@@ -46,6 +47,8 @@ from rlhls.designs.registry import get_design
 from rlhls.partition.fileio import (OWNER, atomic_write_text, check_name, check_out, folder_command, folder_lock,
                                     make_dirs, write_json)
 from rlhls.partition.procs import library_output
+
+_log = logging.getLogger(__name__)
 
 __all__ = ["Flow", "RECORD"]
 
@@ -63,6 +66,7 @@ class Flow:
                  quiet: bool = False, solver: str = "cbc", time_limit: float | None = 60.0, reports=None):
         from rlhls.host.algorithms import get_algorithm
         from rlhls.host.backends import BACKENDS
+        from rlhls.host.hyperparams import apply_config
         from rlhls.host.train import check_seed
 
         if isinstance(design, str):
@@ -95,6 +99,7 @@ class Flow:
         self.overrides = {**d.get("set", {}), **(overrides or {})}
         if precision is not None:
             self.overrides["precision"] = precision
+        self.design, config = apply_config(self.design, config)  # an RL Zoo entry's budget and hidden layers
         self.config = config
         self.default_steps = int(d.get("steps", DEMO_STEPS) if demo else
                                  self.design.hyperparams.get("total_timesteps", FULL_STEPS))
@@ -172,7 +177,10 @@ class Flow:
 
     def say(self, msg: str) -> None:
         if not self.quiet:
-            print(msg, file=self._console, flush=True)
+            if _log.hasHandlers():
+                _log.info(msg)
+            else:  # no logging set up: the console (fd 2 is the flow.log while libraries run)
+                print(msg, file=self._console, flush=True)
 
     def _libraries(self):
         return library_output(None if self.verbose else self.out / "flow.log", fds=() if self.verbose else (1, 2))

@@ -82,6 +82,7 @@ from ..envs import EpisodeTracker, space_info
 from ..mixed import PRECISIONS, MixedPrecision, MixedPrecisionArgs, count_columns, ps_forward
 from . import Algorithm, register_algorithm
 from ..hyperparams import hp
+from ..rlzoo import schedule
 from ..optim import make_optimizer
 from ..gae import gae_reference
 from .base import TrainerBase, adapt_network, check_memory, param_views, sample_bytes
@@ -92,12 +93,24 @@ __all__ = ["A2CArgs", "batch_size", "PHASES", "resolve_hyperparams", "a2c_loss",
 OPTIMIZERS = ("rmsprop", "adam")
 
 
+def _sb3_lr(v, ctx):
+    lr, annealed = schedule(ctx, "learning_rate", v)
+    return {"learning_rate": lr, "anneal_lr": annealed}
+
+
+def _sb3_rms_prop(v, ctx):
+    if not isinstance(v, bool):
+        raise ctx.error("use_rms_prop", f"{v!r}: expected true or false")
+    return {"optimizer": "rmsprop" if v else "adam"}
+
+
 @dataclass
 class A2CArgs(MixedPrecisionArgs):
     """A2C's hyperparameters: Stable-Baselines3's A2C defaults."""
 
     algorithm = "A2C"
     aliases = {"num_steps": "n_steps"}  # the rollout length under PPO's name (--num-steps)
+    sb3 = {"learning_rate": _sb3_lr, "use_rms_prop": _sb3_rms_prop, "rms_prop_eps": "rmsprop_eps"}
     num_envs: int = hp(8, "parallel sub-environments", low=1)
     n_steps: int = hp(5, "steps per sub-environment per rollout (batch = num_envs x n_steps)", low=1)
     learning_rate: float = hp(7e-4, "step size", low=0.0)

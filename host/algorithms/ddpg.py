@@ -77,6 +77,7 @@ from ..envs import EpisodeTracker, space_info
 from ..phases import timed
 from . import Algorithm, register_algorithm
 from ..hyperparams import hp
+from ..rlzoo import train_freq, whole
 from ..mixed import PRECISIONS, MixedPrecision, MixedPrecisionArgs, _fp32_inplace, count_columns, ps_forward
 from ..optim import make_optimizer
 from .base import TrainerBase, adapt_network, check_buffer_memory, check_memory, param_views, sample_bytes
@@ -87,11 +88,32 @@ __all__ = ["DDPGArgs", "batch_size", "PHASES", "NOISES", "resolve_hyperparams", 
 NOISES = ("gaussian", "ou")
 
 
+def _sb3_noise(v, ctx):
+    kinds = {"normal": "gaussian", "ornstein-uhlenbeck": "ou"}
+    if v not in kinds:
+        raise ctx.error("noise_type", f"{v!r}: ours are {' and '.join(kinds)}")
+    return {"noise": kinds[v]}
+
+
+def _sb3_once_per_step(key):
+    """train_freq / gradient_steps: ours trains one gradient step per environment step."""
+    def fn(v, ctx):
+        n = train_freq(ctx, v) if key == "train_freq" else v
+        if key == "gradient_steps" and v == -1:  # SB3: as many as the steps since the last training
+            n = train_freq(ctx, ctx.entry.get("train_freq", 1)) * whole(ctx, "n_envs", ctx.given("n_envs", "num_envs"))
+        if n != 1:
+            raise ctx.error(key, f"{v!r}: ours takes one gradient step per environment step")
+        return {}
+    return fn
+
+
 @dataclass
 class DDPGArgs(MixedPrecisionArgs):
     """DDPG's hyperparameters: CleanRL ddpg_continuous_action.py's defaults (the design's batch size)."""
 
     algorithm = "DDPG"
+    sb3 = {"noise_type": _sb3_noise, "noise_std": "exploration_noise", "policy_delay": "policy_frequency",
+           "train_freq": _sb3_once_per_step("train_freq"), "gradient_steps": _sb3_once_per_step("gradient_steps")}
     num_envs: int = hp(1, "parallel sub-environments", low=1)
     learning_rate: float = hp(3e-4, "Adam step size of actor and critic", low=0.0)
     actor_learning_rate: float | None = hp(None, "the actor's step size (None: learning_rate)", low=0.0)

@@ -6,7 +6,7 @@ epsilon-greedy policy whose epsilon falls linearly from ``start_e`` to ``end_e``
 ``exploration_fraction`` of the run (CleanRL's ``total_timesteps`` is the run length: here the
 run's ``--steps``; one random draw decides for all sub-envs, as CleanRL); a uniform replay buffer
 of ``buffer_size`` transitions (sampled with replacement, as SB3's ReplayBuffer); from global
-step ``learning_starts`` on, every ``train_frequency`` steps one minibatch of ``batch_size``
+step ``learning_starts`` on, every ``train_frequency`` steps ``gradient_steps`` minibatches of ``batch_size``
 (the design's batch) with TD target ``r + gamma * max_a Q_target(s', a) * (1 - terminated)``
 and the design's ``loss``, Adam (PyTorch defaults, eps 1e-8); every ``target_network_frequency`` steps
 ``target <- tau * online + (1 - tau) * target`` (tau = 1: hard copy).
@@ -73,6 +73,7 @@ from ..envs import EpisodeTracker, space_info
 from ..mixed import PRECISIONS, MixedPrecision, MixedPrecisionArgs, count_columns, ps_forward
 from . import Algorithm, register_algorithm
 from ..hyperparams import hp
+from ..rlzoo import train_freq, whole
 from ..optim import make_optimizer
 from .replay import ReplayBuffer
 from .base import TrainerBase, adapt_network, check_buffer_memory, check_memory, param_views, sample_bytes
@@ -82,11 +83,26 @@ __all__ = ["DQNArgs", "batch_size", "PHASES", "resolve_hyperparams", "linear_sch
 LOSSES = ("huber", "mse")
 
 
+def _sb3_gradient_steps(v, ctx):
+    if v == -1:  # SB3: as many as the environment steps of a training period
+        freq = train_freq(ctx, ctx.given("train_freq", "train_frequency"))
+        return {"gradient_steps": freq * whole(ctx, "n_envs", ctx.given("n_envs", "num_envs"))}
+    return {"gradient_steps": whole(ctx, "gradient_steps", v)}
+
+
+def _sb3_target_update(v, ctx):  # SB3 counts environment steps over all sub-envs, ours vector steps
+    n = whole(ctx, "n_envs", ctx.given("n_envs", "num_envs"))
+    return {"target_network_frequency": max(whole(ctx, "target_update_interval", v) // n, 1)}
+
+
 @dataclass
 class DQNArgs(MixedPrecisionArgs):
     """DQN's hyperparameters: CleanRL dqn.py's defaults (the design's batch size)."""
 
     algorithm = "DQN"
+    sb3 = {"target_update_interval": _sb3_target_update,
+           "train_freq": lambda v, ctx: {"train_frequency": train_freq(ctx, v)}, "gradient_steps": _sb3_gradient_steps,
+           "exploration_initial_eps": "start_e", "exploration_final_eps": "end_e"}
     num_envs: int = hp(1, "parallel sub-environments", low=1)
     learning_rate: float = hp(2.5e-4, "Adam step size", low=0.0)
     buffer_size: int = hp(10_000, "replay buffer capacity in transitions (Atari: capped, see the docstring)", low=1)
@@ -98,7 +114,8 @@ class DQNArgs(MixedPrecisionArgs):
     end_e: float = hp(0.05, "final exploration epsilon", low=0.0, high=1.0)
     exploration_fraction: float = hp(0.5, "fraction of the run over which epsilon falls", above=0.0, high=1.0)
     learning_starts: int = hp(10_000, "steps before the first gradient step", low=0)
-    train_frequency: int = hp(10, "steps between gradient steps", low=1)
+    train_frequency: int = hp(10, "steps between training steps", low=1)
+    gradient_steps: int = hp(1, "gradient steps per training step (SB3 / RL Zoo gradient_steps)", low=1)
     loss: str = hp("mse", "TD loss: mse (CleanRL) or huber (Stable-Baselines3)", choices=LOSSES)
     optimizer: str = hp("adam", "optimizer", choices=("adam", "rmsprop", "sgd"))
     adam_eps: float = hp(1e-8, "Adam epsilon", above=0.0)
@@ -273,7 +290,7 @@ class DQN(TrainerBase):
                     episodes.append(((g + 1) * N, ret, length))
             self.obs = next_obs
             if g > hp["learning_starts"]:
-                if g % hp["train_frequency"] == 0:
+                for _ in range(hp["gradient_steps"] if g % hp["train_frequency"] == 0 else 0):
                     with timed(times, "sample"):
                         batch = self.rb.sample(self.rng, hp["batch_size"])
                     st = self.train_step(*batch, times)
@@ -324,5 +341,6 @@ class DQN(TrainerBase):
 
 
 register_algorithm(Algorithm("dqn", DQN, DQNArgs, batch_size, resolve=resolve_hyperparams,
-                             grad_steps=lambda hp: 1.0 / hp["train_frequency"], actions=("discrete",),
+                             grad_steps=lambda hp: hp.get("gradient_steps", 1) / hp["train_frequency"],
+                             actions=("discrete",),
                              summary="DQN (CleanRL dqn.py / dqn_atari.py) with AP-DRL's mixed precision"))

@@ -69,6 +69,7 @@ from ..envs import EpisodeTracker, normalize_obs, pad_obs, rms_load, rms_state, 
 from . import Algorithm, register_algorithm
 from ..gae import EXPERIMENTS, gae_stage, gae_units
 from ..hyperparams import hp
+from ..rlzoo import schedule, whole
 from ..mixed import MixedPrecisionArgs
 from .base import TrainerBase, adapt_network, check_memory, sample_bytes
 from .ppo_mixed import MixedPPO
@@ -80,15 +81,47 @@ __all__ = ["PPOArgs", "batch_size", "PHASES", "PRECISIONS", "ppo_loss", "resolve
 PRECISIONS = ("fp64", "fp32", "mixed")
 
 
+def _sb3_lr(v, ctx):
+    lr, annealed = schedule(ctx, "learning_rate", v)
+    return {"learning_rate": lr, "anneal_lr": annealed, **({"anneal_after_rollout": True} if annealed else {})}
+
+
+def _sb3_clip(v, ctx):
+    c, annealed = schedule(ctx, "clip_range", v)
+    return {"clip_coef": c, "anneal_clip": annealed, **({"anneal_after_rollout": True} if annealed else {})}
+
+
+def _sb3_clip_vf(v, ctx):  # CleanRL clips the value loss with clip_coef; SB3 with clip_range_vf (None: never)
+    if v is None:
+        return {"clip_vloss": False}
+    if v != ctx.given("clip_range", "clip_coef"):
+        raise ctx.error("clip_range_vf", f"{v!r}: ours clips the value loss with clip_range or not at all (null)")
+    return {"clip_vloss": True}
+
+
+def _sb3_batch(v, ctx):  # SB3's minibatch size; ours the number of minibatches
+    n = (whole(ctx, "n_envs", ctx.given("n_envs", "num_envs"))
+         * whole(ctx, "n_steps", ctx.given("n_steps", "num_steps")))
+    b = whole(ctx, "batch_size", v)
+    if n % b:
+        raise ctx.error("batch_size", f"{b} does not divide a rollout of n_envs x n_steps = {n}")
+    return {"num_minibatches": n // b}
+
+
 @dataclass
 class PPOArgs(MixedPrecisionArgs):
     """PPO's hyperparameters: CleanRL ppo_continuous_action.py's defaults, HEPPO-GAE's additions."""
 
     algorithm = "PPO"
+    sb3 = {"n_steps": "num_steps", "batch_size": _sb3_batch, "n_epochs": "update_epochs", "learning_rate": _sb3_lr,
+           "clip_range": _sb3_clip, "clip_range_vf": _sb3_clip_vf, "normalize_advantage": "norm_adv"}
     num_envs: int = hp(1, "parallel sub-environments (CleanRL num_envs)", low=1)
     num_steps: int = hp(2048, "steps per sub-environment per rollout (CleanRL num_steps)", low=1)
     learning_rate: float = hp(3e-4, "Adam step size", low=0.0)
     anneal_lr: bool = hp(True, "anneal the learning rate linearly to 0 over the run")
+    anneal_clip: bool = hp(False, "anneal clip_coef linearly to 0 over the run (RL Zoo's clip_range: lin_)")
+    anneal_after_rollout: bool = hp(False, "anneal by the progress after the update's rollout (SB3, RL Zoo's lin_) "
+                                           "instead of before it (CleanRL)")
     gamma: float = hp(0.99, "discount factor", low=0.0, high=1.0)
     gae_lambda: float = hp(0.95, "GAE lambda", low=0.0, high=1.0)
     num_minibatches: int = hp(32, "minibatches per epoch (batch = num_envs x num_steps / num_minibatches)", low=1)
@@ -147,11 +180,12 @@ def _param_views(nets: dict, log_std) -> dict:
 # ---------------------------------------------------------------------------- PPO
 
 
-def ppo_loss(dist, newv, act, old_logp, old_val, adv, rtg, hp: dict):
-    """CleanRL's PPO loss of one minibatch and its gradients w.r.t. the policy output, V and log-std.
+def ppo_loss(dist, newv, act, old_logp, old_val, adv, rtg, hp: dict, clip: float | None = None):
+    """CleanRL's PPO loss of one minibatch and its gradients w.r.t. the policy output, V and log-std;
+    `clip`: the update's clipping coefficient (None: clip_coef).
 
     Returns (loss, g_out, g_v, g_log_std or None, stats, ratio, logratio)."""
-    c, ent_coef, vf_coef = hp["clip_coef"], hp["ent_coef"], hp["vf_coef"]
+    c, ent_coef, vf_coef = hp["clip_coef"] if clip is None else clip, hp["ent_coef"], hp["vf_coef"]
     M = act.shape[0]
     newlogp = dist.log_prob(act)
     logratio = newlogp - old_logp
@@ -231,6 +265,7 @@ class PPO(TrainerBase):
         self.obs_scale = 1.0 / 255.0 if (self.image and self.obs_dtype == np.uint8) else None
         opt_kw = {"eps": hp["adam_eps"]} if hp["optimizer"] == "adam" else {}
         self.opt = make_optimizer(hp["optimizer"], hp["learning_rate"], **opt_kw)
+        self.clip = hp["clip_coef"]  # the update's clipping coefficient (anneal_clip)
         # gymnasium's (NormalizeObservation / NormalizeReward): epsilon count 1e-4, float64
         self.obs_rms = RunningMeanStd(shape=obs_shape) if (hp["obs_norm"] and not self.image) else None
         self.ret_rms = RunningMeanStd(shape=())  # exp 1's NormalizeReward
@@ -296,8 +331,10 @@ class PPO(TrainerBase):
     def train_update(self, update: int, total_updates: int) -> dict:
         hp, times = self.hp, {p: 0.0 for p in PHASES}
         T, N = hp["num_steps"], hp["num_envs"]
+        frac = 1.0 - (update - (0.0 if hp["anneal_after_rollout"] else 1.0)) / total_updates
         if hp["anneal_lr"]:
-            self.opt.lr = (1.0 - (update - 1.0) / total_updates) * hp["learning_rate"]
+            self.opt.lr = frac * hp["learning_rate"]
+        self.clip = hp["clip_coef"] * (frac if hp["anneal_clip"] else 1.0)
         start_envs(self, times, self._obs)
         ro = collect_rollout(self, T, times, (update - 1) * T * N, act=self._rollout_act, observe=self._obs,
                              value=self._value, reward=self._reward, obs_dtype=self.obs_dtype)
@@ -340,7 +377,7 @@ class PPO(TrainerBase):
         with timed(times, "update_forward"):
             dist = self._dist(pol.forward(x))
             newv = val.forward(x)[:, 0]
-            loss, g_out, g_v, g_ls, stats = ppo_loss(dist, newv, act, old_logp, old_val, adv, rtg, self.hp)
+            loss, g_out, g_v, g_ls, stats = ppo_loss(dist, newv, act, old_logp, old_val, adv, rtg, self.hp, self.clip)
         with timed(times, "backprop"):
             grads = {}
             if g_ls is not None:

@@ -89,7 +89,8 @@ class MixedPPO:
             F = mp.precision(lu).storage  # the loss node computes in its unit's format
             scale = mp.loss_scale()
             with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-                loss, g_out, g_v, g_ls, stats = loss_fn(ppo._dist(out), v, act, old_logp, old_val, adv, rtg, ppo.hp)
+                loss, g_out, g_v, g_ls, stats = loss_fn(ppo._dist(out), v, act, old_logp, old_val, adv, rtg, ppo.hp,
+                                                        ppo.clip)
                 g_out, g_v = F.quantize(g_out * scale), F.quantize(g_v * scale)
         with timed(times, "backprop"):
             mp.backward(g_out)

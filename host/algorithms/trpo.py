@@ -116,6 +116,10 @@ class TRPOArgs(HyperParams):
     seed's (§IV-A: CG MaxIter 10, damping 0.1, max KL 0.01, 50,000 samples per iteration)."""
 
     algorithm = "TRPO"
+    sb3 = {"n_steps": "num_steps", "batch_size": "value_minibatch", "n_critic_updates": "value_epochs",
+           "learning_rate": "value_lr", "target_kl": "max_kl", "cg_max_steps": "cg_iters",
+           "line_search_shrinking_factor": "line_search_shrink", "line_search_max_iter": "line_search_steps",
+           "sub_sampling_factor": "fvp_subsample", "normalize_advantage": "norm_adv"}
     num_envs: int = hp(1, "parallel sub-environments", low=1)
     num_steps: int = hp(1024, "steps per sub-environment per iteration (batch = num_envs x num_steps: "
                               "the samples of one TRPO iteration, the FVP unit's data set)", low=1)

@@ -40,8 +40,8 @@ from __future__ import annotations
 import csv
 import importlib
 import json
+import logging
 import pkgutil
-import sys
 import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -51,8 +51,11 @@ import numpy as np
 
 from rlhls.designs.errors import RlhlsError
 from rlhls.partition import fileio
+from rlhls.partition.procs import inform
 
 from ..engine import Outcome, Run, failed_lines, map_runs, ray_session, run_all
+
+log = logging.getLogger(__name__)
 
 __all__ = ["ExperimentOptions", "Experiment", "Option", "option", "Summary", "Context", "register_experiment",
            "experiment_names", "get_experiment", "run_experiment", "check_out", "RECORD", "write_record", "COMMON",
@@ -85,6 +88,7 @@ class ExperimentOptions:
     repeats: int = 3                # apdrl-table4, cpp-table2: timing repeats
     report: bool = False            # apdrl-table3: summarize the folders as they stand
     quiet: bool = False
+    verbose: bool = False           # debug messages too (the CLI's log level)
     json: bool = False              # print the summary rows as JSON (stdout) instead of text
     params: dict = field(default_factory=dict)  # its own settings (--param KEY=VALUE, its own options)
 
@@ -147,6 +151,7 @@ ALWAYS = (
            help="continue the experiment in --out with the options it was started with: finished runs are kept, "
                 "partial ones resume from their checkpoints"),
     option("--quiet", action="store_true", help="no progress output"),
+    option("--verbose", action="store_true", help="debug messages too"),
     option("--json", action="store_true", help="print the summary rows as JSON at the end"),
 )
 TRAINS = ("steps", "seeds", "backend", "full", "overrides")  # an experiment that trains
@@ -236,7 +241,7 @@ def get_experiment(name: str) -> Experiment:
 
 
 def _say(opts: ExperimentOptions):
-    return (lambda m: None) if opts.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
+    return (lambda m: None) if opts.quiet else (lambda m: inform(log, m))
 
 
 @dataclass
@@ -329,12 +334,12 @@ def run_experiment(opts: ExperimentOptions) -> int:
     from ..report import HTML_PAGE, write_html
 
     if out.is_dir() and write_html(out, f"rlhls experiment {opts.name}") and not opts.quiet:
-        print(f"rlhls: {out / HTML_PAGE}: the tables and figures in one page", file=sys.stderr)
+        inform(log, f"{out / HTML_PAGE}: the tables and figures in one page")
     return 1 if bad else 0
 
 
 # the options a resumed experiment takes from its record; the others (how to run) from the command
-_HOW = ("name", "out", "jobs", "address", "resume", "retries", "quiet", "json", "report")
+_HOW = ("name", "out", "jobs", "address", "resume", "retries", "quiet", "verbose", "json", "report")
 
 
 def _recorded(opts: ExperimentOptions) -> dict:

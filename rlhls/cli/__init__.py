@@ -4,11 +4,13 @@ One module per group of commands; each has ``register(sub)`` adding its subcomma
 ``--help``) and functions that turn parsed arguments into calls of the library (``rlhls.Flow``,
 ``designs``, ``partition``, ``flow``, ``host``). Bad input (an unknown design, a malformed CSV,
 a bad parameter, an OS error) prints one line on stderr and exits with code 2; nothing is
-half-written.
+half-written. Messages go through the ``rlhls`` loggers (``common.console``): ``-q/--quiet`` and
+``-v/--verbose`` before the command, or ``--quiet`` / ``--verbose`` after it, set their level.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 
@@ -20,7 +22,7 @@ from rlhls import __version__  # noqa: E402
 from rlhls.designs.errors import RlhlsError  # noqa: E402
 
 from . import build, catalogue, evaluate, experiment, partition, perf, run, train  # noqa: E402
-from .common import EXIT_BAD_INPUT, Parser  # noqa: E402
+from .common import EXIT_BAD_INPUT, Parser, console  # noqa: E402
 
 __all__ = ["main", "build_parser"]
 
@@ -30,18 +32,42 @@ _GROUPS = (catalogue, partition, build, train, evaluate, run, experiment, perf)
 def build_parser() -> Parser:
     p = Parser(prog="rlhls", description="HLS design flow for training deep-RL agents on AMD/Xilinx SoCs.")
     p.add_argument("--version", action="version", version=f"rlhls {__version__}")
+    # dests of their own: a subcommand's defaults would overwrite the root's
+    p.add_argument("-q", "--quiet", action="store_true", dest="log_quiet",
+                   help="no progress messages nor warnings (errors only)")
+    p.add_argument("-v", "--verbose", action="store_true", dest="log_verbose",
+                   help="debug messages too, and what libraries print (hls4ml, the ALE, solvers)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
     for group in _GROUPS:
         group.register(sub)
+    _log_flags(sub)
     return p
+
+
+def _log_flags(sub) -> None:
+    """--quiet / --verbose after every command that has not its own."""
+    for parser in sub.choices.values():
+        nested = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        for a in nested:
+            _log_flags(a)
+        if nested:
+            continue
+        if "--quiet" not in parser._option_string_actions:
+            parser.add_argument("--quiet", action="store_true", help="no progress messages nor warnings")
+        if "--verbose" not in parser._option_string_actions:
+            parser.add_argument("--verbose", action="store_true", help="debug messages too")
 
 
 def main(argv=None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
-        return args.func(args)
+        # the flags before the command are those after it
+        args.quiet = getattr(args, "quiet", False) or args.log_quiet
+        args.verbose = getattr(args, "verbose", False) or args.log_verbose
+        with console(args.quiet, args.verbose):
+            return args.func(args)
     except RlhlsError as e:
         print(f"rlhls: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
-import sys
 from pathlib import Path
 
 from .common import print_json
@@ -81,7 +81,7 @@ def cmd_policy(args) -> int:
         print_json(m)
         return 0 if not m["csim"] or m["csim"]["passed"] else 1
     for n in m["notes"]:
-        print(f"rlhls: warning: {n}", file=sys.stderr)
+        logging.getLogger("rlhls").warning(n)
     print(f"{m['design']}: policy '{m['network']}' ({m['formats']['storage']}) -> {out}/{m['component']['dir']} "
           f"(top {m['component']['top']}, {m['states']} state(s) from {where}, {m['seconds']:.1f} s)")
     c = m["csim"]
@@ -119,7 +119,7 @@ def cmd_build(args) -> int:
         print_json(res.to_json())
         return 0 if res.ok else 1
     for w in res.warnings:
-        print(f"rlhls: warning: {w}", file=sys.stderr)
+        logging.getLogger("rlhls").warning(w)
     print(f"{res.design}: {len(res.components)} PL component(s), {len(res.aie['nodes'])} AIE node(s), "
           f"{len(res.host)} host node(s) -> {res.out}  (part {res.part}, clock {res.clock_ns} ns, "
           f"{res.seconds:.1f} s)")

@@ -1,10 +1,13 @@
 """What every command shares: the one-line-error parser, count arguments, JSON output, --set /
---config, progress on stderr."""
+--config, the console (the ``rlhls`` loggers on stderr, --quiet / --verbose)."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
+import os
 import sys
 
 from rlhls.designs.errors import RlhlsError
@@ -47,9 +50,45 @@ def print_json(obj) -> None:
 
 
 def say(quiet: bool = False):
+    """A command's progress messages: INFO on the ``rlhls`` logger (nothing when `quiet`)."""
     if quiet:
         return lambda msg: None
-    return lambda msg: print(msg, file=sys.stderr, flush=True)
+    return logging.getLogger("rlhls").info
+
+
+class _Format(logging.Formatter):
+    def format(self, record):
+        msg = record.getMessage()
+        if record.levelno >= logging.WARNING:
+            return f"rlhls: {record.levelname.lower()}: {msg}"
+        return f"[{record.name}] {msg}" if record.levelno < logging.INFO else msg
+
+
+@contextlib.contextmanager
+def console(quiet: bool = False, verbose: bool = False):
+    """The ``rlhls`` loggers on the console for one command: INFO and up, errors only with --quiet
+    (a run's notes stay in its --json), DEBUG with --verbose. The handler writes to the console itself (a copy of fd 2),
+    not to what ``library_output`` redirects while libraries run."""
+    stream, own = sys.stderr, False
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        if sys.stderr is sys.__stderr__ and sys.stderr.fileno() == 2:
+            stream, own = os.fdopen(os.dup(2), "w", buffering=1, errors="replace"), True
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(_Format())
+    log = logging.getLogger("rlhls")
+    old = log.level, log.propagate
+    log.addHandler(handler)
+    log.setLevel(logging.ERROR if quiet else logging.DEBUG if verbose else logging.INFO)
+    log.propagate = False  # one line per message, whatever the root logger has
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(old[0])
+        log.propagate = old[1]
+        if own:
+            with contextlib.suppress(OSError):
+                stream.close()
 
 
 def parse_sets(items) -> dict:
@@ -68,12 +107,14 @@ def add_hyperparams(parser) -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="sets",
                         help="set a hyperparameter of the algorithm (repeatable; `rlhls algorithms` lists them)")
     parser.add_argument("--config", metavar="FILE.yaml",
-                        help="hyperparameters from a YAML file (a mapping, or RL Zoo's {design: mapping}); --set wins")
+                        help="hyperparameters from a YAML file: a mapping, or an RL Zoo file as published (the entry "
+                             "of the design or its environment; SB3's names); --set wins")
 
 
-def hyperparams(args, design_name: str | None = None) -> tuple[dict, dict | None]:
-    """(overrides from --set, config from --config)."""
+def hyperparams(args, design=None) -> tuple[dict, dict | None]:
+    """(overrides from --set, config from --config: of `design` on --env, RL Zoo's entries too)."""
     from rlhls.host.hyperparams import read_config
 
-    config = read_config(args.config, design_name) if getattr(args, "config", None) else None
+    config = (read_config(args.config, design, getattr(args, "env", None)) if getattr(args, "config", None)
+              else None)
     return parse_sets(args.sets), config

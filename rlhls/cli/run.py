@@ -43,7 +43,7 @@ def cmd_run(args) -> int:
     from rlhls.designs.registry import get_design
 
     design = get_design(args.design)
-    overrides, config = hyperparams(args, design.name)
+    overrides, config = hyperparams(args, design)
     t0 = time.perf_counter()
     flow = Flow(design, args.out, seed=args.seed, env_id=args.env, backend=args.backend, overrides=overrides,
                 config=config, demo=not args.full, resume=args.resume, verbose=args.verbose,

@@ -43,7 +43,7 @@ def cmd_train(args) -> int:
     from rlhls.partition.plan import load_plan
 
     design = get_design(args.design)
-    overrides, config = hyperparams(args, design.name)
+    overrides, config = hyperparams(args, design)
     for key, value in (("num_envs", args.num_envs), ("num_steps", args.num_steps), ("experiment", args.experiment)):
         if value is not None:
             overrides[key] = value
