@@ -468,31 +468,41 @@ SEED_LINK = {"fddpg-arm-m1": None, "fddpg-arm-m2": None, "fddpg-arm-m3": "infini
 
 
 def c_glue_seconds(design, steps: int = 3000) -> dict | None:
-    """Seconds per training step of GLUE_CPP (g++ -O2) for the design's networks: the C-speed host loop
-    of C+FPGA less the environment; None where g++ is missing."""
+    """Seconds per training step of GLUE_CPP (g++ -O2, built once into the build cache) for the design's
+    networks: the C-speed host loop of C+FPGA less the environment; None where g++ is missing."""
+    import hashlib
     import subprocess
 
+    from rlhls.flow.paths import cache_dir
     from rlhls.flow.toolchain import compile_cpp
-    from rlhls.partition.fileio import scratch_dir
 
     k = design.kernels[0].params
+    folder = cache_dir() / "fddpg-glue" / hashlib.sha256(GLUE_CPP.encode()).hexdigest()[:16]
     try:
-        with scratch_dir("fddpg-glue") as d:
-            src = Path(d) / "glue.cpp"
-            src.write_text(GLUE_CPP)
-            exe = compile_cpp([src], Path(d) / "glue", flags=["-O2"])
-            out = subprocess.run([str(exe), str(k["obs"]), str(k["act"]), str(k["batch"]), str(steps),
-                                  *map(str, k["hidden"])], capture_output=True, text=True, check=True, timeout=120)
+        fileio.make_dirs(folder)
+        src = folder / "glue.cpp"
+        if not src.is_file():
+            fileio.atomic_write_text(src, GLUE_CPP)
+        exe = compile_cpp([src], folder / "glue", flags=["-O2"])
     except RlhlsError as e:
         if "not found on PATH" in str(e):
             return None
         raise
+    out = subprocess.run([str(exe), str(k["obs"]), str(k["act"]), str(k["batch"]), str(steps),
+                          *map(str, k["hidden"])], capture_output=True, text=True, check=True, timeout=120)
     per_step, params, _ = out.stdout.split()
     return {"per_step_s": float(per_step), "params": int(params), "steps": steps}
 
 
 def runs_table4(ctx) -> list:
     """No runs: the designs are timed one after another in this process (summary_table4)."""
+    from rlhls.designs.registry import get_design
+
+    for name in ctx.opts.design or ():  # checked before anything is written
+        get_design(name)
+        if not name.startswith("fddpg-"):
+            raise RlhlsError(f"fddpg-table4: design '{name}' is not an F-DDPG arm design")
+    param(ctx.opts, "measure", MEASURE, low=1)
     ctx.start({"experiment": "fddpg-table4"})
     return []
 

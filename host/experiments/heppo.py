@@ -195,8 +195,24 @@ SEED_PPO_GAIN = 0.30    # abstract, §I, §V-D3: PPO about 30 % faster with the 
 GAE_PHASES = ("gae_fetch", "gae_compute", "gae_write")
 
 
+def _table1_design(opts):
+    from rlhls.designs.graph import build_graph
+    from rlhls.designs.registry import get_design
+
+    if opts.design and len(opts.design) > 1:
+        raise RlhlsError("--design: heppo-table1 takes one PPO design")
+    design = get_design((opts.design or ["heppo-ppo"])[0])
+    if design.algorithm != "ppo":
+        raise RlhlsError(f"heppo-table1: design '{design.name}' uses {design.algorithm.upper()}; Table I profiles PPO")
+    if not any(n.phase == "gae" for n in build_graph(design).nodes):
+        raise RlhlsError(f"heppo-table1: design '{design.name}' has no GAE node (a GAE unit is what Table I motivates)")
+    return design
+
+
 def runs_table1(ctx) -> list:
     """No runs: one short PPO run is measured in this process (summary_table1)."""
+    _table1_design(ctx.opts)  # checked before anything is written
+    param(ctx.opts, "repeats", 3, low=1)
     ctx.start({"experiment": "heppo-table1"})
     return []
 
@@ -256,8 +272,6 @@ def gae_speedup(perf) -> dict:
 
 def summary_table1(ctx, outcomes) -> Summary:
     """table1.md / table1.csv: Table I measured here beside the seed's, the whole-PPO speed-up, GAE el/s."""
-    from rlhls.designs.graph import build_graph
-    from rlhls.designs.registry import get_design
     from rlhls.partition import fileio
 
     from ..perf import host_times, measure_host, model_perf
@@ -265,11 +279,7 @@ def summary_table1(ctx, outcomes) -> Summary:
     from ..runner import csv_text
 
     opts, out = ctx.opts, ctx.out
-    design = get_design((opts.design or ["heppo-ppo"])[0])
-    if design.algorithm != "ppo":
-        raise RlhlsError(f"heppo-table1: design '{design.name}' uses {design.algorithm.upper()}; Table I profiles PPO")
-    if not any(n.phase == "gae" for n in build_graph(design).nodes):
-        raise RlhlsError(f"heppo-table1: design '{design.name}' has no GAE node (a GAE unit is what Table I motivates)")
+    design = _table1_design(opts)
     repeats = param(opts, "repeats", 3, low=1)
     ctx.say(f"heppo-table1: measuring {design.name} here (one update of its demonstration rollout) ...")
     metrics, hp = measure_host(design)
