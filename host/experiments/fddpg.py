@@ -60,7 +60,8 @@ from ..report import register_report_section
 from ..runner import CHECKPOINT, csv_text, read_metrics
 
 __all__ = ["TASKS", "SEED_SNAPSHOTS", "VARIANTS", "seed_plan", "policy_fn", "evaluate", "write_gif",
-           "Snapshots", "table7_run", "runs_table7", "summary_table7", "runs_table4", "summary_table4", "table4_row", "c_glue_seconds", "GLUE_CPP",
+           "Snapshots", "table7_run", "runs_table7", "summary_table7", "runs_table4", "summary_table4",
+           "table4_row", "c_glue_seconds", "GLUE_CPP",
            "report_section", "DEMO"]
 
 TASKS = "ABCDEF"
@@ -418,7 +419,11 @@ int main(int argc, char** argv) {
   a_dims.push_back(obs); c_dims.push_back(obs + act);
   for (int i = 5; i < argc; ++i) { a_dims.push_back(atoi(argv[i])); c_dims.push_back(atoi(argv[i])); }
   a_dims.push_back(act); c_dims.push_back(1);
-  auto count = [](const std::vector<int>& d) { size_t n = 0; for (size_t i = 1; i < d.size(); ++i) n += (size_t)d[i - 1] * d[i] + d[i]; return n; };
+  auto count = [](const std::vector<int>& d) {
+    size_t n = 0;
+    for (size_t i = 1; i < d.size(); ++i) n += (size_t)d[i - 1] * d[i] + d[i];
+    return n;
+  };
   size_t P = count(a_dims) + count(c_dims);
   std::vector<float> w(P), tw(P), g(P), m(P), v(P), x(64), y(512);
   for (auto& q : w) q = frnd() * 0.1f;
@@ -447,8 +452,14 @@ int main(int argc, char** argv) {
       for (int i = 0; i < act; ++i) r[obs + i] = h[i];
       r[obs + act] = frnd(); r[obs + act + 1] = 0;
       int filled = t < cap ? t + 1 : cap;  // sample and gather a minibatch
-      for (int b = 0; b < batch; ++b) { const float* src = &buf[(size_t)(rnd() % filled) * row]; for (int i = 0; i < row; ++i) mb[(size_t)b * row + i] = src[i]; }
-      for (size_t i = 0; i < P; ++i) { words[i] = (int32_t)std::lrint(w[i] * 16777216.0f); words[P + i] = (int32_t)std::lrint(tw[i] * 16777216.0f); }
+      for (int b = 0; b < batch; ++b) {
+        const float* src = &buf[(size_t)(rnd() % filled) * row];
+        for (int i = 0; i < row; ++i) mb[(size_t)b * row + i] = src[i];
+      }
+      for (size_t i = 0; i < P; ++i) {  // pack online and target parameters, unpack the gradients
+        words[i] = (int32_t)std::lrint(w[i] * 16777216.0f);
+        words[P + i] = (int32_t)std::lrint(tw[i] * 16777216.0f);
+      }
       for (size_t i = 0; i < P; ++i) g[i] = words[2 * P + i] * (1.0f / 16777216.0f) + 1e-4f * mb[i % mb.size()];
       float c1 = 1.0f - std::pow(b1, (float)(t + 1)), c2 = 1.0f - std::pow(b2, (float)(t + 1));
       for (size_t i = 0; i < P; ++i) {
@@ -615,7 +626,8 @@ def summary_table4(ctx, outcomes) -> Summary:
         [[r["design"], f(r["numpy_s"]), f(r["seed_numpy_s"]), f(r["c_fpga_s"]), f(r["c_fpga_cglue_s"]),
           f(r["c_fpga_cglue_noenv_s"]), f(r["seed_c_fpga_s"]),
           " / ".join(f(v, ".3g") for v in (r["iv_speedup"], r["iv_speedup_cglue"], r["iv_speedup_cglue_noenv"])),
-          f(r["seed_iv_speedup"], ".3g"), f(None if r["iv_speedup_cglue"] is None else N * r["iv_speedup_cglue"], ".3g"),
+          f(r["seed_iv_speedup"], ".3g"),
+          f(None if r["iv_speedup_cglue"] is None else N * r["iv_speedup_cglue"], ".3g"),
           f(r["seed_iv_normalized"], ".3g")] for r in rows]))
     md.append("\n\nWhere the time of C+FPGA goes, per training step (ms): the streamed gradient, the "
               "environment (Python here), the rest of the host loop (act, store, sample, pack, Adam, Polyak) in "

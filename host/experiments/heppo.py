@@ -7,6 +7,13 @@
 * ``heppo-bits`` — Fig. 8-9: experiment 5 (dynamic reward + block value standardization,
   n-bit uniform quantization) for n = 3..10, against the float baseline "PPO + DS"
   (experiment 2).
+* ``heppo-table1 [--design D] [--steps N] [--param repeats=R]`` — Table I's PPO phases measured
+  here (one update of the demonstration rollout; this machine has no GPU, the seed's CPU-GPU column
+  stands beside), the whole-PPO speed-up of the GAE unit from the perf model (host/perf.py: the
+  plan's run with GAE on its unit against GAE on the PS, i.e. the GAE seconds measured here x the PS
+  factor), and GAE elements/s: the unit's cycle model (one PE, the design's PEs) against numpy here
+  and the seed's 9,000 (CPU-GPU) and 300 M (one PE). No runs folder: ``table1.md``, ``table1.csv``,
+  ``speedup.json``.
 
 Each (configuration, seed) is a normal ``rlhls train`` run folder ``<out>/<config>-s<seed>/``
 (resumable: ``--resume``, or the same command again, keeps finished runs and continues unfinished
@@ -295,7 +302,8 @@ def summary_table1(ctx, outcomes) -> Summary:
     rows = []
     for ph in list(shares) + [p for p in cpu if p not in shares]:
         name = shares.get(ph, [ph])[0]
-        rows.append({"phase": ph, "seed_name": name, "here_s": cpu.get(ph, 0.0), "here_pct": 100 * cpu.get(ph, 0.0) / total,
+        rows.append({"phase": ph, "seed_name": name, "here_s": cpu.get(ph, 0.0),
+                     "here_pct": 100 * cpu.get(ph, 0.0) / total,
                      "seed_cpu_pct": shares.get(ph, [None, None])[1], "seed_cpu_gpu_pct": gpu.get(ph)})
     sp = gae_speedup(perf)
     rates = gae_rates(design, repeats)
@@ -333,13 +341,17 @@ def summary_table1(ctx, outcomes) -> Summary:
                            f"{rates['pe_el_s']:.4g}", "cycle model (designs/kernels/gae.py), one PE through "
                            f"{rates['trajectories']} x {rates['steps']}"],
                           [f"GAE unit, {rates['pes']} PEs", f"{rates['unit_el_s']:.4g}",
-                           f"cycle model, {rates['trajectories']} x {rates['steps']} (peak {rates['unit_peak_el_s']:.4g})"],
+                           f"cycle model, {rates['trajectories']} x {rates['steps']} "
+                           f"(peak {rates['unit_peak_el_s']:.4g})"],
                           ["seed, one PE", g(rates["seed_pe_el_s"], ".4g"), "§V-D1: 300 MHz, one element a cycle"],
                           ["numpy GAE here, batched over trajectories", f"{rates['numpy_batched_el_s']:.4g}",
                            f"measured (host/gae.py, {rates['trajectories']} x {rates['steps']}, best of {repeats})"],
                           ["numpy GAE here, one trajectory at a time", f"{rates['numpy_one_trajectory_el_s']:.4g}",
                            f"measured (1 x {rates['steps']})"],
-                          ["seed, CPU-GPU", f"{SEED_GAE_EL_S:.4g}", "§V-D3"]]), ""]
+                          ["seed, CPU-GPU", f"{SEED_GAE_EL_S:.4g}", "§V-D3"]]), "",
+          "Why ours differs from the seed's 30 %: that is GAE's share of a CPU-GPU PPO (the GPU has shrunk the "
+          "rest); on the SoC the rest runs on the PS, where GAE's share is the CPU-only one (the seed's own "
+          f"Table I: {100 * seed_gae_cpu:.1f} %).", ""]
     text = "\n".join(md)
     summary_row = {"design": design.name, "device": perf.device, "steps": steps, "ps_factor": perf.ps_factor,
                    "gae_share_here": sp["cpu_gae_share"], "seed_gae_share_cpu": seed_gae_cpu,
@@ -348,7 +360,8 @@ def summary_table1(ctx, outcomes) -> Summary:
     fileio.atomic_write_text(out / "table1.md", text + "\n")
     fileio.atomic_write_text(out / "table1.csv", csv_text(rows, list(rows[0])))
     fileio.write_json(out / "speedup.json", {"speedup": summary_row, "perf": perf.to_json()})
-    return Summary([*rows, summary_row], text.splitlines(), [out / "table1.md", out / "table1.csv", out / "speedup.json"])
+    return Summary([*rows, summary_row], text.splitlines(),
+                   [out / "table1.md", out / "table1.csv", out / "speedup.json"])
 
 
 register_experiment(Experiment(
