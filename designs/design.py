@@ -97,9 +97,17 @@ class Design:
     # {node: design point} a plan chose (``at_points``): the PL kernels' parallelism for the build and
     # the trainers' kernels alike (designs.kernels.KernelContext); {}: the KernelSpecs' own
     points: dict = field(default_factory=dict)
+    # the share (0..1) of the training graph's time hidden behind the host loop by double buffering
+    # the architecture declares (host/perf.py); 0: serial. No registered seed states one: a unit's own
+    # pipelining (CPP's coarse-grained FVP pipeline) is in its kernel's cost model
+    host_overlap: float = 0.0
 
     def __post_init__(self):
         where = f"design '{self.name}'"
+        if (isinstance(self.host_overlap, bool) or not isinstance(self.host_overlap, (int, float))
+                or not 0 <= self.host_overlap <= 1):
+            raise RlhlsError(f"{where}: host_overlap {self.host_overlap!r}: expected a fraction 0..1 of the "
+                             "training graph hidden behind the host loop")
         for glob, unit in self.pins.items():
             if unit not in ("PS", "PL", "AIE"):
                 raise RlhlsError(f"{where}: pin '{glob}' names unit '{unit}' (expected PS, PL or AIE)")
@@ -283,6 +291,7 @@ class Design:
             "seed_figures": dict(self.seed_figures),
             "choices": list(self.choices),
             "demo": dict(self.demo),
+            "host_overlap": self.host_overlap,
         }
 
 

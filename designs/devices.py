@@ -126,12 +126,15 @@ class Unit:
 
 @dataclass(frozen=True)
 class Link:
-    """A one-way data path between two units: a fixed latency plus a transfer rate."""
+    """A one-way data path between two units: a fixed latency plus a transfer rate. A second path
+    between the same units has a ``name`` (e.g. the MAX4's Infiniband beside its PCIe); the planner
+    uses the first listed."""
 
     src: str
     dst: str
     latency_us: Figure
     bytes_per_us: Figure
+    name: str = ""
 
     def __post_init__(self) -> None:
         for end in (self.src, self.dst):
@@ -150,6 +153,7 @@ class Link:
             "dst": self.dst,
             "latency_us": self.latency_us.to_dict(),
             "bytes_per_us": self.bytes_per_us.to_dict(),
+            **({"name": self.name} if self.name else {}),
         }
 
 
@@ -184,9 +188,9 @@ class Device:
                         f"device {self.id!r}: link {link.src}->{link.dst} names unit {end!r}, "
                         f"which the device lacks; expected one of {', '.join(self.units)}"
                     )
-            if (link.src, link.dst) in seen:
-                raise RlhlsError(f"device {self.id!r}: link {link.src}->{link.dst} is given twice")
-            seen.add((link.src, link.dst))
+            if (link.src, link.dst, link.name) in seen:
+                raise RlhlsError(f"device {self.id!r}: link {link.src}->{link.dst} {link.name!r} is given twice")
+            seen.add((link.src, link.dst, link.name))
         object.__setattr__(self, "links", links)
         object.__setattr__(self, "notes", tuple(self.notes))
         object.__setattr__(self, "aliases", tuple(self.aliases))
@@ -209,12 +213,14 @@ class Device:
         """The figure ``key`` (resource, perf or 'clock_mhz') of unit ``unit``."""
         return self.unit(unit).figure(key)
 
-    def link(self, src: str, dst: str) -> Link:
+    def link(self, src: str, dst: str, name: str | None = None) -> Link:
+        """The first link src->dst (the planner's), or the one called `name`."""
         for link in self.links:
-            if link.src == src and link.dst == dst:
+            if link.src == src and link.dst == dst and (name is None or link.name == name):
                 return link
-        have = ", ".join(f"{l.src}->{l.dst}" for l in self.links) or "none"
-        raise RlhlsError(f"device {self.id} has no link {src}->{dst}; it has: {have}")
+        have = ", ".join(f"{l.src}->{l.dst}" + (f" ({l.name})" if l.name else "") for l in self.links) or "none"
+        what = f"{src}->{dst}" + (f" called {name!r}" if name is not None else "")
+        raise RlhlsError(f"device {self.id} has no link {what}; it has: {have}")
 
     def figures(self):
         """Every figure of the device as ``(path, Figure)``, e.g. ``('PL.resources.dsp', fig)``."""
@@ -225,8 +231,9 @@ class Device:
             for key, fig in u.perf.items():
                 yield f"{u.name}.perf.{key}", fig
         for link in self.links:
-            yield f"link.{link.src}->{link.dst}.latency_us", link.latency_us
-            yield f"link.{link.src}->{link.dst}.bytes_per_us", link.bytes_per_us
+            tag = f"link.{link.src}->{link.dst}" + (f".{link.name}" if link.name else "")
+            yield f"{tag}.latency_us", link.latency_us
+            yield f"{tag}.bytes_per_us", link.bytes_per_us
 
     def describe(self) -> dict:
         """A JSON-able description: every figure with its value, unit, source and note."""
@@ -276,6 +283,8 @@ PCIE2 = "PCI-SIG PCI Express Base Specification 2.0 (5 GT/s per lane, 8b/10b)"
 SEED_HEPPO = "seed 000 HEPPO-GAE"
 SEED_CPP = "seed 001 CPP (Customised Pearlmutter Propagation)"
 SEED_FDDPG = "seed 002 FPGA DDPG"
+IB_FIT = {"bytes": 428_320, "compute_us": 83.665}  # fddpg-arm-m3's streamed bytes and kernel time (the models')
+IB_BYTES_PER_US = round(IB_FIT["bytes"] / (2311.0 - IB_FIT["compute_us"] - 3 * 10.0), 1)
 SEED_APDRL = "seed 003 AP-DRL"
 
 SUSTAINED_FRACTION = 0.25  # assumed share of a core's peak FP32 rate that compiled C/numpy training code reaches
@@ -801,6 +810,13 @@ def _max4() -> Device:
     pcie = _fig(2000.0, "B/us", f"derived: {PCIE2}: 4 lanes x 5 GT/s x 8/10 = 2 GB/s per direction",
                 f"{SEED_FDDPG} §V-B: PCIe 2.0 x4; its Infiniband path is driver-limited")
     lat = _fig(10.0, "us", "assumed: PCIe round trip through the host driver (SLiC) per transfer")
+    # F-DDPG §V-B runs its model 3 over Infiniband, 'theoretically faster ... [but] the Linux driver ... limits
+    # the speed', and gives no rate: the effective rate is fitted to its Table III row (2.311 ms per gradient)
+    ib = _fig(IB_BYTES_PER_US, "B/us", f"fitted to {SEED_FDDPG} Table III model 3 (Infiniband, 2.311 ms per gradient): "
+              f"the ddpg_gradient kernel's {IB_FIT['bytes']:,} bytes over 2311 us less its modeled compute "
+              f"({IB_FIT['compute_us']} us) and 3 x the assumed 10 us latency",
+              "driver-limited, as the seed says; FDR 4x Infiniband would carry ~6,800 B/us (not the seed's figure)")
+    ib_lat = _fig(10.0, "us", "assumed: as the PCIe path's, per transfer")
     notes = (
         "CPP (seed 001) Table I 'FPGA Total' (Logic 262,400 / Primary FF 524,800 / DSP 1,963 / BRAM 2,567) and "
         "F-DDPG (seed 002) Tables I/II 'Available' (also Secondary FFs 524,800 and 3,926 18x18 multipliers) agree "
@@ -825,7 +841,8 @@ def _max4() -> Device:
         part="5SGSD8",
         family="Intel Stratix V GS (Maxeler MAX4 dataflow engine) + x86 host",
         units={"PS": ps, "PL": pl},
-        links=(Link("PS", "PL", lat, pcie), Link("PL", "PS", lat, pcie)),
+        links=(Link("PS", "PL", lat, pcie), Link("PL", "PS", lat, pcie),
+               Link("PS", "PL", ib_lat, ib, name="infiniband"), Link("PL", "PS", ib_lat, ib, name="infiniband")),
         notes=notes,
         aliases=("max4", "5sgsd8", "stratixv", "stratix-v", "stratix v 5sgsd8", "5sgsmd8"),
     )
@@ -881,7 +898,7 @@ def _ku15p() -> Device:
         part="xcku15p-ffve1517-2-e",
         family="Kintex UltraScale+ (PCIe accelerator card) + x86 host",
         units={"PS": max4.units["PS"], "PL": pl},
-        links=max4.links,
+        links=tuple(l for l in max4.links if not l.name),  # PCIe; the Infiniband path is the MAX4 system's
         notes=notes,
         aliases=("xcku15p",),
     )

@@ -28,9 +28,9 @@ Variants (``Perf.variants``), each a full run:
 * ``plan``: the plan's units and points.
 
 Host phases are the same seconds in every device variant: only the graph moves. The host loop and
-the graph do not overlap (serial) unless the caller gives ``overlap`` (a fraction 0..1 of the graph
-hidden behind the host loop, e.g. by double buffering); a unit's own pipelining (CPP's coarse-grained
-FVP pipeline) is in its kernel's cost model already.
+the graph do not overlap (serial) unless the design declares it (``Design.host_overlap``: a fraction
+0..1 of the graph hidden behind the host loop by double buffering) or the caller gives ``overlap``;
+a unit's own pipelining (CPP's coarse-grained FVP pipeline) is in its kernel's cost model already.
 
 ``mm_crossover(device)``: AP-DRL Fig. 6 from the same cost models (an n x n GEMM on the PL against
 the AIE, per size).
@@ -408,11 +408,11 @@ def _ps_choice(graph, device) -> dict:
 
 def model_perf(design, *, device=None, plan=None, rows=None, graph=None, host: HostTimes | None = None,
                factor: float | None = None, steps: int | None = None, seed: int = 0, say=None,
-               time_limit: float | None = 60.0, overlap: float = 0.0) -> Perf:
+               time_limit: float | None = 60.0, overlap: float | None = None) -> Perf:
     """The Perf of `design` (module docstring). `plan` (a Plan; default: solved), `rows` (its profile,
     e.g. calibrated), `host` (default: a short run here, announced to `say`), `factor` (default: ``ps_factor``);
     `time_limit`: the ILP's, when the plan is solved here; `overlap`: the share of the graph a
-    double-buffered design hides behind the host loop (0: serial)."""
+    double-buffered design hides behind the host loop (default: the design's ``host_overlap``)."""
     from rlhls.designs.devices import get_device
     from rlhls.designs.graph import build_graph
     from rlhls.partition.plan import check_plan
@@ -424,6 +424,8 @@ def model_perf(design, *, device=None, plan=None, rows=None, graph=None, host: H
         raise RlhlsError(f"--ps-factor {factor!r}: expected a number > 0")
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
         raise RlhlsError(f"--steps {steps!r}: expected a positive integer")
+    given = overlap is not None
+    overlap = overlap if given else design.host_overlap
     if isinstance(overlap, bool) or not isinstance(overlap, (int, float)) or not 0 <= overlap <= 1:
         raise RlhlsError(f"perf: overlap {overlap!r}: expected a fraction 0..1 of the graph hidden behind the host")
     graph = graph if graph is not None else build_graph(design)
@@ -466,7 +468,8 @@ def model_perf(design, *, device=None, plan=None, rows=None, graph=None, host: H
         "loop-carried edges (weights kept on chip) cost nothing",
         "PL and AIE nodes overlap as dependencies allow; PS nodes run one at a time (one host thread)",
     ]
-    assumptions.append("host loop and graph: " + (f"{overlap:.0%} of the graph hidden behind the host loop (given)"
+    assumptions.append("host loop and graph: " + (f"{overlap:.0%} of the graph hidden behind the host loop "
+                                                   f"({'given' if given else 'declared by the design'})"
                                                    if overlap else "serial (a unit's own pipelining, e.g. CPP's "
                                                    "coarse-grained FVP pipeline, is inside its cost model)"))
 

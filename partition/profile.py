@@ -195,7 +195,9 @@ def device_capacity(device) -> dict:
 def device_links(device) -> dict:
     """``(src_unit, dst_unit) -> (latency_us, bytes_per_us)`` from :attr:`Device.links`."""
     device = device if isinstance(device, Device) else get_device(device)
-    out = {(l.src, l.dst): (l.latency_us.value, l.bytes_per_us.value) for l in device.links}
+    out = {}
+    for l in device.links:  # the first path between two units; a named second one is not the planner's
+        out.setdefault((l.src, l.dst), (l.latency_us.value, l.bytes_per_us.value))
     aie = device.units.get("AIE")
     total = aie.perf.get("pl_to_aie_gbytes_per_s") if aie is not None else None
     if total is not None:

@@ -149,6 +149,13 @@ def test_snapshots_summary_and_table4(tmp_path):
     assert float(r["numpy_s"]) > 0 and float(r["emu_s"]) > 0 and int(r["cycles"]) == 5408
     assert float(r["fpga_kernel_s"]) == pytest.approx(5408 / 200e6 * 390_000)
     assert float(r["fpga_streamed_s"]) > 3 * float(r["fpga_kernel_s"])  # I/O-bound, as Tables III-IV
+    # Tables III-VI's speed-ups: the NumPy gradient measured here over the streamed / bare kernel
+    grad = float(r["numpy_grad_ms"])
+    assert float(r["iii_speedup"]) == pytest.approx(grad / float(r["streamed_pcie_ms"]))
+    assert float(r["vi_speedup"]) == pytest.approx(grad / float(r["kernel_ms"]))
+    assert float(r["c_fpga_cglue_noenv_s"]) < float(r["c_fpga_cglue_s"]) < float(r["c_fpga_s"])
+    md = (out / "table4.md").read_text()
+    assert "Table III" in md and "normalized" in md and "| 4.08 |" in md and "| 23 |" in md and "| 47 |" in md
 
 
 def test_flow_report_section_writes_the_task_table_and_gif(runs):

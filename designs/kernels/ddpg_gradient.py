@@ -523,12 +523,15 @@ def stream_words(p) -> dict:
             "total": 3 * (pa + pc) + batch}
 
 
-def transfer(p, device=None, *, bytes_per_us=None, latency_us=None, transfers: int = 3) -> dict:
+def transfer(p, device=None, *, bytes_per_us=None, latency_us=None, transfers: int = 3, link: str | None = None) -> dict:
     """Time of one gradient step with the parameters and gradients streamed over the link (Tables
     III-IV): compute + ``transfers`` link latencies + bytes / bandwidth; defaults: the device's PS->PL
-    link (the MAX4: PCIe 2.0 x4, 2000 B/us, 10 us)."""
+    link (the MAX4: PCIe 2.0 x4, 2000 B/us, 10 us), or the one called `link` (``"infiniband"``)."""
     dev = get_dev(device)
-    link = next((l for l in dev.links if (l.src, l.dst) == ("PS", "PL")), None)
+    if link is not None:
+        link = dev.link("PS", "PL", link)
+    else:
+        link = next((l for l in dev.links if (l.src, l.dst) == ("PS", "PL")), None)
     bw = float(bytes_per_us if bytes_per_us is not None else (link.bytes_per_us.value if link else 2000.0))
     lat = float(latency_us if latency_us is not None else (link.latency_us.value if link else 10.0))
     words = stream_words(p)

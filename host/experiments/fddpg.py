@@ -29,13 +29,16 @@ default is the demonstration (``DEMO``: 400 episodes, snapshots 100-400, 3 seeds
 success over tasks and seeds against the snapshot episode, and the
 learning curves (mean +- std over seeds).
 
-**fddpg-table4** (Tables III-VI): the time of the seed's 1300 episodes x 300 gradients (390,000
-training steps) four ways, side by side with the seed's figures: our float numpy DDPG and our
-emulation of F-DDPG (host seconds per training step measured over ``measure`` steps after the
-replay warm-up, x 390,000), the modeled FPGA kernel alone (Table VI: its cycles at 200 MHz) and the
-modeled FPGA with the parameters and gradients streamed over the link every step (the transfer
-model, Tables III-IV). Models 1 and 2 train the same unpadded networks here (the padded outputs are
-zeros), so their host times agree; the seed's NumPy times differ by the padded 24-wide layers.
+**fddpg-table4** (Tables III-VI): per design, the NumPy baseline as the seed runs it (our float
+DDPG's CPU seconds per training step over ``measure`` steps after the replay warm-up, x the seed's
+1300 episodes x 300 gradients; its gradient = the forward, target forward and backward phases'
+share) against the ddpg_gradient kernel's cycle model at 200 MHz: streamed over each of the
+device's PS->PL links (the MAX4's PCIe 2.0 x4 and Infiniband; Table III), alone (Tables V-VI), and
+in the whole run (Table IV: C+FPGA = streamed gradient + environment + the rest of the host loop,
+that rest measured in our Python emulation and in ``GLUE_CPP``, a g++ reimplementation of it), with
+speed-up and normalized (x 2, the seed's lithography factor) columns beside the seed's. Models 1
+and 2 train the same unpadded networks here (the padded outputs are zeros), so their host times
+agree; the seed's NumPy times differ by the padded 24-wide layers.
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ from ..runner import CHECKPOINT, csv_text, read_metrics
 
 __all__ = ["TASKS", "SEED_SNAPSHOTS", "VARIANTS", "seed_plan", "policy_fn", "evaluate", "write_gif",
            "Snapshots", "table7_run", "runs_table7", "summary_table7", "runs_table4", "summary_table4",
+           "table4_row", "c_glue_seconds", "GLUE_CPP",
            "report_section", "DEMO"]
 
 TASKS = "ABCDEF"
@@ -395,74 +399,254 @@ def _host_step_seconds(design, precision: str, measure: int, backend: str = "emu
     return {"per_step_s": secs / n, "steps": n, "phases": {k: v / n for k, v in phases.items()}}
 
 
+# the host's work per training step of C+FPGA besides the kernel and the environment, in C++ (the
+# seed's host is a C program): act (the fp32 actor on one state), store the transition, sample and
+# gather a minibatch, pack the online and target parameters to fixed<32,8> words, unpack the gradients,
+# Adam on every parameter, the Polyak step of both targets. argv: obs act batch steps layer sizes...
+GLUE_CPP = r"""
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <vector>
+static uint64_t s = 88172645463325252ull;
+static inline uint64_t rnd() { s ^= s << 13; s ^= s >> 7; s ^= s << 17; return s; }
+static inline float frnd() { return (rnd() >> 40) * (1.0f / 16777216.0f) - 0.5f; }
+int main(int argc, char** argv) {
+  int obs = atoi(argv[1]), act = atoi(argv[2]), batch = atoi(argv[3]), steps = atoi(argv[4]);
+  std::vector<int> a_dims, c_dims;  // actor: obs -> hidden... -> act; critic: obs+act -> hidden... -> 1
+  a_dims.push_back(obs); c_dims.push_back(obs + act);
+  for (int i = 5; i < argc; ++i) { a_dims.push_back(atoi(argv[i])); c_dims.push_back(atoi(argv[i])); }
+  a_dims.push_back(act); c_dims.push_back(1);
+  auto count = [](const std::vector<int>& d) {
+    size_t n = 0;
+    for (size_t i = 1; i < d.size(); ++i) n += (size_t)d[i - 1] * d[i] + d[i];
+    return n;
+  };
+  size_t P = count(a_dims) + count(c_dims);
+  std::vector<float> w(P), tw(P), g(P), m(P), v(P), x(64), y(512);
+  for (auto& q : w) q = frnd() * 0.1f;
+  tw = w;
+  std::vector<int32_t> words(3 * P);
+  const int cap = 10000, row = 2 * obs + act + 2;
+  std::vector<float> buf((size_t)cap * row), mb((size_t)batch * row);
+  const float lr = 1e-3f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, tau = 0.001f;
+  double best = 1e30;
+  for (int rep = 0; rep < 3; ++rep) {
+    std::clock_t t0 = std::clock();  // CPU time, as the Python side is timed
+    for (int t = 0; t < steps; ++t) {
+      std::vector<float> in(obs); for (auto& q : in) q = frnd();
+      size_t off = 0; std::vector<float> h = in;  // act: the actor's forward on one state
+      for (size_t l = 1; l < a_dims.size(); ++l) {
+        std::vector<float> o(a_dims[l]);
+        for (int j = 0; j < a_dims[l]; ++j) {
+          float acc = w[off + (size_t)a_dims[l - 1] * a_dims[l] + j];
+          for (int i = 0; i < a_dims[l - 1]; ++i) acc += h[i] * w[off + (size_t)i * a_dims[l] + j];
+          o[j] = l + 1 < a_dims.size() ? (acc > 0 ? acc : 0) : std::tanh(acc) + 0.1f * frnd();
+        }
+        off += (size_t)a_dims[l - 1] * a_dims[l] + a_dims[l]; h = o;
+      }
+      float* r = &buf[(size_t)(t % cap) * row];  // store
+      for (int i = 0; i < obs; ++i) { r[i] = in[i]; r[obs + act + 2 + i] = in[i] + 0.01f; }
+      for (int i = 0; i < act; ++i) r[obs + i] = h[i];
+      r[obs + act] = frnd(); r[obs + act + 1] = 0;
+      int filled = t < cap ? t + 1 : cap;  // sample and gather a minibatch
+      for (int b = 0; b < batch; ++b) {
+        const float* src = &buf[(size_t)(rnd() % filled) * row];
+        for (int i = 0; i < row; ++i) mb[(size_t)b * row + i] = src[i];
+      }
+      for (size_t i = 0; i < P; ++i) {  // pack online and target parameters, unpack the gradients
+        words[i] = (int32_t)std::lrint(w[i] * 16777216.0f);
+        words[P + i] = (int32_t)std::lrint(tw[i] * 16777216.0f);
+      }
+      for (size_t i = 0; i < P; ++i) g[i] = words[2 * P + i] * (1.0f / 16777216.0f) + 1e-4f * mb[i % mb.size()];
+      float c1 = 1.0f - std::pow(b1, (float)(t + 1)), c2 = 1.0f - std::pow(b2, (float)(t + 1));
+      for (size_t i = 0; i < P; ++i) {
+        m[i] = b1 * m[i] + (1 - b1) * g[i]; v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
+        w[i] -= lr * (m[i] / c1) / (std::sqrt(v[i] / c2) + eps);
+      }
+      for (size_t i = 0; i < P; ++i) tw[i] += tau * (w[i] - tw[i]);
+    }
+    double dt = double(std::clock() - t0) / CLOCKS_PER_SEC;
+    if (dt < best) best = dt;
+  }
+  double sum = 0; for (size_t i = 0; i < P; ++i) sum += w[i] + tw[i];
+  printf("%.9g %zu %g\n", best / steps, P, sum);
+  return 0;
+}
+"""
+NORMALIZE = 2.0  # the seed's: 'Normalised timings are based on the 200% lithography differences' (14 vs 28 nm)
+LINKS = (None, "infiniband")  # the device's first PS->PL path (the MAX4's PCIe 2.0 x4), then its Infiniband
+SEED_LINK = {"fddpg-arm-m1": None, "fddpg-arm-m2": None, "fddpg-arm-m3": "infiniband"}  # Table III's column
+
+
+def c_glue_seconds(design, steps: int = 3000) -> dict | None:
+    """Seconds per training step of GLUE_CPP (g++ -O2, built once into the build cache) for the design's
+    networks: the C-speed host loop of C+FPGA less the environment; None where g++ is missing."""
+    import hashlib
+    import subprocess
+
+    from rlhls.flow.paths import cache_dir
+    from rlhls.flow.toolchain import compile_cpp
+
+    k = design.kernels[0].params
+    folder = cache_dir() / "fddpg-glue" / hashlib.sha256(GLUE_CPP.encode()).hexdigest()[:16]
+    try:
+        fileio.make_dirs(folder)
+        src = folder / "glue.cpp"
+        if not src.is_file():
+            fileio.atomic_write_text(src, GLUE_CPP)
+        exe = compile_cpp([src], folder / "glue", flags=["-O2"])
+    except RlhlsError as e:
+        if "not found on PATH" in str(e):
+            return None
+        raise
+    out = subprocess.run([str(exe), str(k["obs"]), str(k["act"]), str(k["batch"]), str(steps),
+                          *map(str, k["hidden"])], capture_output=True, text=True, check=True, timeout=120)
+    per_step, params, _ = out.stdout.split()
+    return {"per_step_s": float(per_step), "params": int(params), "steps": steps}
+
+
 def runs_table4(ctx) -> list:
     """No runs: the designs are timed one after another in this process (summary_table4)."""
+    from rlhls.designs.registry import get_design
+
+    for name in ctx.opts.design or ():  # checked before anything is written
+        get_design(name)
+        if not name.startswith("fddpg-"):
+            raise RlhlsError(f"fddpg-table4: design '{name}' is not an F-DDPG arm design")
+    param(ctx.opts, "measure", MEASURE, low=1)
     ctx.start({"experiment": "fddpg-table4"})
     return []
 
 
-def summary_table4(ctx, outcomes) -> Summary:
+def _grad_share(phases: dict) -> float:
+    """The gradient's share (forward, target forward, backward) of a run's wall-clock phases."""
+    wall = sum(phases.values()) or 1.0
+    return sum(phases.get(p, 0.0) for p in ("update_forward", "target_forward", "backprop")) / wall
+
+
+def table4_row(name: str, measure: int, backend: str = "emu", say=print) -> dict:
+    """One design's figures for Tables III-VI: host times measured here (per step, CPU time), the
+    kernel's model per link, and the C-speed host loop."""
     from rlhls.designs.kernels import KernelContext, get_kernel
+    from rlhls.designs.kernels.ddpg_gradient import transfer
     from rlhls.designs.registry import get_design
 
+    d = get_design(name)
+    if not name.startswith("fddpg-"):
+        raise RlhlsError(f"fddpg-table4: design '{name}' is not an F-DDPG arm design")
+    k = get_kernel("ddpg_gradient")
+    ctx = KernelContext(d)
+    node = next(n for n in ctx.graph.nodes if k.node_params(n, ctx) is not None)
+    p = k.resolve(k.node_params(node, ctx))
+    cost = k.cost(p, device=ctx.device)
+    links = {ln or "pcie": transfer(p, ctx.device, link=ln) for ln in LINKS}
+    seed_link = SEED_LINK.get(name) or "pcie"
+    say(f"{name}: measuring host time per training step (fp32, then the emulated kernel) ...")
+    fp = _host_step_seconds(d, "fp32", measure, backend)
+    em = _host_step_seconds(d, "mixed", measure, backend)
+    glue = c_glue_seconds(d)
+    total = SEED_EPISODES * GRADIENTS
+    # shares of the wall-clock phases applied to the CPU seconds per step (other load on the machine aside)
+    wall = sum(em["phases"].values()) or 1.0
+    env_s = em["per_step_s"] * em["phases"].get("env_run", 0.0) / wall
+    py_glue = em["per_step_s"] * (1.0 - em["phases"].get("backprop", 0.0) / wall) - env_s
+    grad_s = fp["per_step_s"] * _grad_share(fp["phases"])
+    sf = d.seed_figures
+    sp, t4, nz = sf.get("speedups", {}), sf.get("table_iv") or {}, sf.get("normalized_speedups", {})
+    kernel_s = cost["latency_us"] * 1e-6
+    streamed = links[seed_link]["total_us"] * 1e-6
+    r = {"design": name, "link": seed_link, "cycles": cost["cycles"], "seed_cycles": sf["table_vi_cycles"],
+         "kernel_ms": kernel_s * 1e3, "seed_kernel_ms": sf["table_vi_time_ms"], "seed_table_v_ms": sf["table_v_exe_ms"],
+         "io_share": links[seed_link]["io_share"], "seed_table_iii_ms": sf["table_iii_exe_ms"],
+         **{f"streamed_{ln}_ms": t["total_us"] / 1e3 for ln, t in links.items()},
+         **{f"bytes_{ln}": t["bytes"] for ln, t in links.items()},
+         "numpy_grad_ms": grad_s * 1e3, "seed_numpy_grad_ms": sf["table_iii_exe_ms"] * sp.get("iii", float("nan")),
+         "numpy_ms_per_step": fp["per_step_s"] * 1e3, "emu_ms_per_step": em["per_step_s"] * 1e3,
+         "env_ms_per_step": env_s * 1e3, "py_glue_ms_per_step": py_glue * 1e3,
+         "c_glue_ms_per_step": None if glue is None else glue["per_step_s"] * 1e3,
+         # Table III / V / VI: the NumPy gradient against the kernel streamed, alone (V and VI: the cycle model)
+         "iii_speedup": grad_s / streamed, "seed_iii_speedup": sp.get("iii"),
+         "v_speedup": grad_s / kernel_s, "seed_v_speedup": sp.get("v"),
+         "vi_speedup": grad_s / kernel_s, "seed_vi_speedup": sp.get("vi"),
+         # Table IV: the whole 1300 x 300 run
+         "numpy_s": fp["per_step_s"] * total, "emu_s": em["per_step_s"] * total,
+         "fpga_kernel_s": kernel_s * total, "fpga_streamed_s": streamed * total,
+         "c_fpga_s": (streamed + env_s + py_glue) * total,
+         "c_fpga_cglue_s": None if glue is None else (streamed + env_s + glue["per_step_s"]) * total,
+         "c_fpga_cglue_noenv_s": None if glue is None else (streamed + glue["per_step_s"]) * total,
+         "seed_numpy_s": t4.get("numpy_s"), "seed_c_fpga_s": t4.get("c_fpga_s"),
+         "seed_iv_speedup": (t4["numpy_s"] / t4["c_fpga_s"]) if t4 else None,
+         **{f"seed_{t}_normalized": nz.get(t) for t in ("iii", "iv", "v", "vi")},
+         # the seed's own C+FPGA per step against its own streamed gradient: its host loop's share
+         "seed_c_fpga_ms_per_step": t4["c_fpga_s"] / total * 1e3 if t4 else None,
+         "host_share": (env_s + py_glue) / (streamed + env_s + py_glue)}
+    r["iv_speedup"] = r["numpy_s"] / r["c_fpga_s"]
+    r["iv_speedup_cglue"] = None if glue is None else r["numpy_s"] / r["c_fpga_cglue_s"]
+    r["iv_speedup_cglue_noenv"] = None if glue is None else r["numpy_s"] / r["c_fpga_cglue_noenv_s"]
+    return r
+
+
+def summary_table4(ctx, outcomes) -> Summary:
     from ..report import markdown_table, save_png
 
     opts, out, say = ctx.opts, ctx.out, ctx.say
     names = opts.design or ["fddpg-arm-m1", "fddpg-arm-m2", "fddpg-arm-m3"]
     measure = param(opts, "measure", MEASURE, low=1)
     total = SEED_EPISODES * GRADIENTS
-    rows, md = [], []
-    k = get_kernel("ddpg_gradient")
-    for name in names:
-        d = get_design(name)
-        if not name.startswith("fddpg-"):
-            raise RlhlsError(f"fddpg-table4: design '{name}' is not an F-DDPG arm design")
-        ctx = KernelContext(d)
-        node = next(n for n in ctx.graph.nodes if k.node_params(n, ctx) is not None)
-        p = k.resolve(k.node_params(node, ctx))
-        cost = k.cost(p, device=ctx.device)
-        tr = cost["transfer"]
-        say(f"{name}: measuring host time per training step (fp32, then the emulated kernel) ...")
-        fp = _host_step_seconds(d, "fp32", measure, opts.backend)
-        em = _host_step_seconds(d, "mixed", measure, opts.backend)
-        # the modeled C+FPGA: the host's env, acting, sampling and Adam beside the kernel with its transfers
-        # (their share of the emulation's wall-clock phases, of its CPU time per step)
-        wall = sum(em["phases"].values()) or 1.0
-        host_rest = em["per_step_s"] * (1.0 - em["phases"].get("backprop", 0.0) / wall)
-        sf = d.seed_figures
-        t4 = sf.get("table_iv") or {}
-        r = {"design": name, "cycles": cost["cycles"], "seed_cycles": sf["table_vi_cycles"],
-             "kernel_ms": cost["latency_us"] / 1e3, "transfer_ms": tr["total_us"] / 1e3, "io_share": tr["io_share"],
-             "seed_table_iii_ms": sf["table_iii_exe_ms"], "seed_table_v_ms": sf["table_v_exe_ms"],
-             "numpy_s": fp["per_step_s"] * total, "emu_s": em["per_step_s"] * total,
-             "fpga_kernel_s": cost["latency_us"] * 1e-6 * total, "fpga_streamed_s": tr["total_us"] * 1e-6 * total,
-             "c_fpga_s": (tr["total_us"] * 1e-6 + host_rest) * total,
-             "seed_numpy_s": t4.get("numpy_s"), "seed_c_fpga_s": t4.get("c_fpga_s"),
-             "numpy_ms_per_step": fp["per_step_s"] * 1e3, "emu_ms_per_step": em["per_step_s"] * 1e3,
-             # the link rate Table III's time implies for the model's bytes (its compute and latencies aside)
-             "implied_gb_s": tr["bytes"] / max(1e-9, 1e3 * sf["table_iii_exe_ms"] - tr["compute_us"]
-                                               - tr["transfers"] * tr["latency_us"]) / 1e3}
-        rows.append(r)
+    rows = [table4_row(n, measure, opts.backend, say) for n in names]
+    N = NORMALIZE
 
     def f(v, spec=".1f"):
         return "-" if v is None else format(v, spec)
-    md.append(f"# 1300 episodes x 300 gradients ({total:,} training steps)\n\n"
-              f"Host: CPU seconds per training step measured over {measure} steps x {total:,}. FPGA: the kernel's cycle "
-              "model at 200 MHz (Table VI), and with every step's parameters and gradients streamed over PCIe "
-              "2.0 x4 (the transfer model; 'C+FPGA' adds our host's env, acting, sampling and Adam).\n\n")
+
+    def x(ours, seed, seed_norm):  # speed-up and normalized speed-up, ours / the seed's (as it prints them)
+        return [f(ours, ".3g"), f(seed, ".3g"), f(None if ours is None else N * ours, ".3g"), f(seed_norm, ".3g")]
+    md = [f"# F-DDPG Tables III-VI: {', '.join(names)}\n\n"
+          f"NumPy baseline: our float DDPG's CPU seconds per training step measured here over {measure} steps after "
+          f"the replay warm-up (a slice of the seed's 1300 episodes x 300 gradients = {total:,} steps, scaled); "
+          "its gradient is the forward, target forward and backward phases' share. FPGA: the ddpg_gradient "
+          "kernel's cycle model at 200 MHz, streamed over the link (transfer model: 3 x latency + bytes / "
+          f"bandwidth). Normalized = x {N:g} (the seed's: 14 nm CPU against the 28 nm FPGA).\n\n"]
+    md.append("## Table III: gradient streamed over the link (ms per gradient, speed-up over NumPy)\n\n")
     md.append(markdown_table(
-        ["design", "our numpy DDPG (s)", "our emulation (s)", "FPGA kernel (s)", "FPGA streamed (s)",
-         "our C+FPGA (s)", "seed NumPy (s)", "seed C+FPGA (s)"],
-        [[r["design"], f(r["numpy_s"]), f(r["emu_s"]), f(r["fpga_kernel_s"], ".2f"), f(r["fpga_streamed_s"]),
-          f(r["c_fpga_s"]), f(r["seed_numpy_s"]), f(r["seed_c_fpga_s"])] for r in rows]))
-    md.append("\nPer gradient step (Tables III, V, VI):\n\n")
-    md.append(markdown_table(
-        ["design", "kernel cycles", "Table VI cycles", "kernel ms", "streamed ms (model)", "I/O share",
-         "Table III ms", "link rate Table III implies (GB/s)", "Table V ms", "numpy ms/step", "emulation ms/step"],
-        [[r["design"], r["cycles"], r["seed_cycles"], f(r["kernel_ms"], ".4f"), f(r["transfer_ms"], ".3f"),
-          f"{100 * r['io_share']:.0f}%", f(r["seed_table_iii_ms"], ".3f"), f(r["implied_gb_s"], ".2f"),
-          f(r["seed_table_v_ms"], ".4f"), f(r["numpy_ms_per_step"], ".2f"), f(r["emu_ms_per_step"], ".2f")]
+        ["design", "link", "bytes", "ours ms (PCIe)", "ours ms (Infiniband)", "seed ms", "NumPy grad ms here",
+         "seed NumPy grad ms", "speed-up", "seed", "normalized", "seed normalized"],
+        [[r["design"], r["link"], r[f"bytes_{r['link']}"], f(r["streamed_pcie_ms"], ".3f"),
+          f(r["streamed_infiniband_ms"], ".3f"), f(r["seed_table_iii_ms"], ".3f"), f(r["numpy_grad_ms"], ".3f"),
+          f(r["seed_numpy_grad_ms"], ".3f"), *x(r["iii_speedup"], r["seed_iii_speedup"], r["seed_iii_normalized"])]
          for r in rows]))
+    md.append("\n\n## Table IV: 1300 episodes x 300 gradients (s)\n\n")
+    md.append(markdown_table(
+        ["design", "NumPy here", "seed NumPy", "C+FPGA (Python host)", "C+FPGA (C++ host glue)",
+         "C+FPGA (C++ glue, env free)", "seed C+FPGA", "speed-up (Python / C++ / C++ env free)", "seed",
+         "normalized (C++ glue)", "seed normalized"],
+        [[r["design"], f(r["numpy_s"]), f(r["seed_numpy_s"]), f(r["c_fpga_s"]), f(r["c_fpga_cglue_s"]),
+          f(r["c_fpga_cglue_noenv_s"]), f(r["seed_c_fpga_s"]),
+          " / ".join(f(v, ".3g") for v in (r["iv_speedup"], r["iv_speedup_cglue"], r["iv_speedup_cglue_noenv"])),
+          f(r["seed_iv_speedup"], ".3g"),
+          f(None if r["iv_speedup_cglue"] is None else N * r["iv_speedup_cglue"], ".3g"),
+          f(r["seed_iv_normalized"], ".3g")] for r in rows]))
+    md.append("\n\nWhere the time of C+FPGA goes, per training step (ms): the streamed gradient, the "
+              "environment (Python here), the rest of the host loop (act, store, sample, pack, Adam, Polyak) in "
+              "Python and in C++ (GLUE_CPP, g++ -O2, timed here):\n\n")
+    md.append(markdown_table(
+        ["design", "streamed gradient", "env (Python)", "host glue (Python)", "host glue (C++)",
+         "host share of our C+FPGA", "seed C+FPGA per step", "seed streamed gradient (Table III)"],
+        [[r["design"], f(r[f"streamed_{r['link']}_ms"], ".3f"), f(r["env_ms_per_step"], ".3f"),
+          f(r["py_glue_ms_per_step"], ".3f"), f(r["c_glue_ms_per_step"], ".4f"), f"{100 * r['host_share']:.0f}%",
+          f(r["seed_c_fpga_ms_per_step"], ".3f"), f(r["seed_table_iii_ms"], ".3f")] for r in rows]))
+    md.append("\n\n## Tables V and VI: the kernel alone (ms per gradient, speed-up over NumPy)\n\n")
+    md.append(markdown_table(
+        ["design", "cycles", "seed cycles (VI)", "ours ms", "seed ms (VI)", "seed ms (V, measured)",
+         "speed-up", "seed V", "seed VI", "normalized", "seed V normalized", "seed VI normalized"],
+        [[r["design"], r["cycles"], r["seed_cycles"], f(r["kernel_ms"], ".4f"), f(r["seed_kernel_ms"], ".3f"),
+          f(r["seed_table_v_ms"], ".4f"), f(r["vi_speedup"], ".3g"), f(r["seed_v_speedup"], ".3g"),
+          f(r["seed_vi_speedup"], ".3g"), f(N * r["vi_speedup"], ".3g"), f(r["seed_v_normalized"], ".3g"),
+          f(r["seed_vi_normalized"], ".3g")] for r in rows]))
+    md.append("\n")
     text = "".join(md)
     fileio.atomic_write_text(out / "table4.md", text)
     fileio.atomic_write_text(out / "table4.csv", csv_text(rows, list(rows[0])))
@@ -470,15 +654,16 @@ def summary_table4(ctx, outcomes) -> Summary:
 
     fig = Figure(figsize=(9, 4))
     ax = fig.add_subplot()
-    labels = ["our numpy", "our emulation", "FPGA kernel", "FPGA streamed", "seed NumPy", "seed C+FPGA"]
-    keys = ["numpy_s", "emu_s", "fpga_kernel_s", "fpga_streamed_s", "seed_numpy_s", "seed_c_fpga_s"]
-    x = np.arange(len(rows))
+    labels = ["NumPy here", "C+FPGA (Python host)", "C+FPGA (C++ glue)", "FPGA streamed", "seed NumPy",
+              "seed C+FPGA"]
+    keys = ["numpy_s", "c_fpga_s", "c_fpga_cglue_s", "fpga_streamed_s", "seed_numpy_s", "seed_c_fpga_s"]
+    xs = np.arange(len(rows))
     wd = 0.8 / len(keys)
     for i, (lab, key) in enumerate(zip(labels, keys)):
-        ax.bar(x + i * wd, [r[key] or 0.0 for r in rows], wd, label=lab)
-    ax.set_xticks(x + 0.4 - wd / 2, [r["design"] for r in rows])
+        ax.bar(xs + i * wd, [r[key] or 0.0 for r in rows], wd, label=lab)
+    ax.set_xticks(xs + 0.4 - wd / 2, [r["design"] for r in rows])
     ax.set_yscale("log")
-    ax.set_ylabel("seconds for 1300 x 300 gradients")
+    ax.set_ylabel(f"seconds for {SEED_EPISODES} x {GRADIENTS} gradients")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3, axis="y")
     fig.tight_layout()
