@@ -1,5 +1,6 @@
 """Every shell command in a code block of the documentation is run here, or marked long-running
-on the line before its block: ``<!-- long-running: ~N min on 2 cores -->`` (docs/contributing.md)."""
+on the line before its block: ``<!-- long-running: ~N min on 2 cores -->``, or ``<!-- long-running:
+a server, until stopped -->`` for a server (docs/contributing.md)."""
 
 import contextlib
 import io
@@ -16,7 +17,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 SHELLS = ("sh", "bash", "shell", "console")
-MARKER = re.compile(r"<!-- long-running: ~\d+(\.\d+)? min on 2 cores -->")
+# a budget, or a server (tensorboard, mkdocs serve) that runs until it is stopped
+MARKER = re.compile(r"<!-- long-running: (~\d+(\.\d+)? min on 2 cores|a server, until stopped) -->")
 FENCE = re.compile(r"^```(\S*)[^\n]*\n(.*?)^```", re.M | re.S)
 
 
