@@ -406,6 +406,9 @@ class MixedPrecision:
         self.ps32 = ps_math == "float32"
         self.net, self.inst, self.loss_node = net, inst, loss_node
         self.kernels = kernels  # backends.PlanKernels: PL/AIE nodes through a backend (None: emu models)
+        # PL / AIE tensors as float32 arrays where their float formats fit it (the same values, no
+        # float64 copies between layers); not for a compiled backend's kernels (they take float64)
+        self.f32 = self.ps32 and not (kernels is not None and kernels.compiled)
         self.prec = unit_precisions(design)
         self.fp32 = parse_format("fp32")
         self.layers = [l for l in net.layers]
@@ -533,8 +536,19 @@ class MixedPrecision:
         """Quantize a tensor leaving a node on `src` for a node on `dst` to dst's storage format."""
         if src == dst or not self.quantized:
             return x if self.ps32 else np.asarray(x, dtype=np.float64)
-        x = np.asarray(x, dtype=np.float64)
         fmt = self.prec[dst].storage
+        x = np.asarray(x)
+        if self.f32 and x.dtype == np.float32 and fmt == self.fp32:  # float32 values are FP32 values
+            self._count(f"conv_{src}_{dst}")
+            return x
+        if self.f32 and self._to32(fmt):  # one pass into float32, overflows counted in it
+            y, ovf = formats._round_kernel(x if x.dtype == np.float32 else np.asarray(x, dtype=np.float64),
+                                           fmt, np.float32)
+            self._count(f"conv_{src}_{dst}")
+            if ovf:
+                self._count("conv_overflows", int(ovf))
+            return y
+        x = np.asarray(x, dtype=np.float64)
         if formats._round_kernel is not None and fmt != self.fp32:  # the kernel counts in its one pass
             y, ovf = fmt.quantize(x, return_overflow=True)
         else:
@@ -546,6 +560,19 @@ class MixedPrecision:
         if ovf:
             self._count("conv_overflows", int(ovf))
         return y
+
+    def _to32(self, fmt) -> bool:
+        """fmt's values go to float32 arrays in one compiled pass (a float format that fits it)."""
+        return (formats._round_kernel is not None and isinstance(fmt, formats.FloatFormat) and fmt._magic_ok
+                and fmt.exp_bits <= 8 and fmt.man_bits <= 23 and fmt != self.fp32)
+
+    def _stored(self, x, unit: str) -> np.ndarray:
+        """A caller's tensor from a node on `unit` in that unit's storage format (float32 where it fits)."""
+        fmt = self.prec[unit].storage
+        if self.f32 and self._to32(fmt):
+            return formats._round_kernel(np.asarray(x) if np.asarray(x).dtype == np.float32
+                                         else np.asarray(x, dtype=np.float64), fmt, np.float32)[0]
+        return fmt.quantize(x)
 
     # -- compute
     def _ps_params(self, layer) -> dict:
@@ -643,7 +670,7 @@ class MixedPrecision:
         if not self.quantized:
             src = "PS"
         elif src != "PS":  # held in src's format (a caller's tensor): make sure of it once
-            x = self.prec[src].storage.quantize(x)
+            x = self._stored(x, src)
         owned = False  # x is a temporary of this pass (PS float32 activations work in place)
         for layer in net.layers:
             u = self.unit_of(layer.name, phase)
@@ -655,7 +682,10 @@ class MixedPrecision:
                 x, owned = _ps32_forward(layer, x, owned)
             else:
                 x = self._layer_fwd(layer, x, u, f"{self.inst}.{layer.name}.{phase}")
+                owned = False  # a PL / AIE layer's output (an activation may have cached it)
             src = u
+        if src != "PS" and x.dtype == np.float32:  # a PL / AIE result: float64 values, as ever
+            x = x.astype(np.float64)
         return x, src
 
     def _ps32_bwd(self, layer, dy, owned, need_dx, need_dw):
@@ -680,7 +710,7 @@ class MixedPrecision:
         src = src or (self.loss_unit if self.quantized else "PS")
         dy = np.asarray(dy) if self.ps32 else np.asarray(dy, dtype=np.float64)
         if self.quantized and src != "PS":
-            dy = self.prec[src].storage.quantize(dy)  # the caller's tensor, once (layers trust it)
+            dy = self._stored(dy, src)  # the caller's tensor, once (layers trust it)
         layers = self.net.layers
         mm = [i for i, l in enumerate(layers) if l.is_mm]
         stop = 0 if (need_input_grad or not mm) else mm[0]
@@ -699,6 +729,8 @@ class MixedPrecision:
             src = u
         for l in layers[:stop]:
             l.grads = {k: np.zeros_like(v) for k, v in l.params.items()}
+        if need_input_grad and src != "PS" and dy.dtype == np.float32:
+            dy = dy.astype(np.float64)  # a PL / AIE result: float64 values, as ever
         return dy if need_input_grad else None
 
     def loss_scale(self) -> float:
@@ -746,9 +778,11 @@ class MixedPrecision:
             for a in kind.values():
                 if a.dtype != np.float32:
                     _fp32_inplace(a)
+        fp32_out = set()  # parameters the all-FP32 update model left as FP32 values
         for node, keys in on_pl.items():  # the PL's update kernel
-            self._kernel_update(opt, node, keys, param_views, g32)
-        self.round_masters(param_views)  # after the delay: into their master formats
+            if self._kernel_update(opt, node, keys, param_views, g32):
+                fp32_out.update(keys)
+        self.round_masters(param_views, fp32_out)  # after the delay: into their master formats
         return event
 
     def _pl_updates(self, param_views: dict) -> dict:
@@ -762,10 +796,11 @@ class MixedPrecision:
                 out.setdefault(node, []).append(key)
         return out
 
-    def _kernel_update(self, opt, node: str, keys: list, param_views: dict, g32: dict) -> None:
+    def _kernel_update(self, opt, node: str, keys: list, param_views: dict, g32: dict) -> bool:
         """One layer's optimizer step through the weight_update kernel: its parameters as one flat
         vector (the build's component updates ``n_params`` elements), state from the optimizer's
-        slots, the step size of this step (Adam: bias-corrected)."""
+        slots, the step size of this step (Adam: bias-corrected). True when the all-FP32 model
+        stepped the arrays in place (their values are then FP32 values)."""
         if opt.kind == "sgd" and getattr(opt, "momentum", 0.0):
             raise RlhlsError(f"plan: update node '{node}' on the PL: the update kernel's SGD has no momentum")
         arrays = [param_views[k][1] for k in keys]
@@ -773,7 +808,7 @@ class MixedPrecision:
         names = {"adam": ("m", "v"), "rmsprop": ("v",), "sgd": ()}[opt.kind]
         slots = {n: [opt._slot(n, k, a) for k, a in zip(keys, arrays)] for n in names}
         if self.kernels.update_inplace(node, opt, arrays, [g32[k] for k in keys], slots, opt.step_size()):
-            return
+            return True
         out = self.kernels.update(node, opt, flat(arrays), flat(g32[k] for k in keys),
                                   {n: flat(v) for n, v in slots.items()}, opt.step_size())
         off = 0
@@ -783,6 +818,7 @@ class MixedPrecision:
             for name in names:
                 slots[name][i][...] = out[f"{name}_new"][off:off + n].reshape(a.shape)
             off += n
+        return False
 
     def _master(self, layer: str):
         """Master format of a view's layer key: own layer name, or '<inst>.<layer>' of a linked
@@ -795,12 +831,14 @@ class MixedPrecision:
                     f = m.master_fmt.get(name)
         return f if f is not None else self.fp32
 
-    def round_masters(self, param_views: dict) -> None:
-        """Round every parameter to its layer's master format (FP32, or BF16 for AIE layers)."""
-        for _, (layer, a) in param_views.items():
+    def round_masters(self, param_views: dict, fp32_values=()) -> None:
+        """Round every parameter to its layer's master format (FP32, or BF16 for AIE layers);
+        keys in `fp32_values` already hold FP32 values (their FP32 rounding is skipped)."""
+        for key, (layer, a) in param_views.items():
             fmt = self._master(layer) if self.quantized else self.fp32
             if fmt == self.fp32:
-                _fp32_inplace(a)
+                if key not in fp32_values:
+                    _fp32_inplace(a)
             else:
                 a[...] = fmt.quantize(a)
             _ROUNDED[id(a)] = a
