@@ -289,9 +289,15 @@ def _ps32_backward(layer, dy: np.ndarray, owned: bool, need_dx: bool, need_dw: b
     return _dact32(kind, dy, None if x is None else _f32(x), _f32(y), owned and dy.dtype == np.float32)
 
 
-def _cache64(layer) -> None:
-    """Float64 copies of what a PS float32 forward cached, for a backward on the PL / AIE."""
+def _cache64(layer, keep32: bool = False) -> None:
+    """Float64 copies of what a PS float32 forward cached, for a backward on the PL / AIE.
+    keep32: a Dense input and a ReLU / Identity cache stay float32 (their backward reads float32
+    arrays exactly; other activations compute on y in float64)."""
     c = layer._cache
+    if keep32 and (layer.kind == "Dense" or (_closed(layer) and isinstance(c, tuple))):
+        if isinstance(c, tuple) and c[0] is None:  # an in-place activation (ReLU): x > 0 where y > 0
+            layer._cache = (c[1], c[1], c[2])
+        return
     if isinstance(c, np.ndarray) and c.dtype == np.float32:
         layer._cache = c.astype(np.float64)
     elif isinstance(c, tuple) and len(c) == 3:
@@ -457,6 +463,7 @@ class MixedPrecision:
         self._group = [self]
         self.counts = {}
         self.grad_norm = float("nan")  # global norm before clipping of the last applied step
+        self._fp32_state = set()  # see apply
 
     @staticmethod
     def link(*mps: "MixedPrecision") -> LossScaler:
@@ -646,7 +653,7 @@ class MixedPrecision:
 
     def _layer_bwd(self, layer, dy, unit, need_dx, need_dw=True, node=None):
         if unit != "PS" and self.ps32:
-            _cache64(layer)  # a PS forward's float32 cache, read by a PL / AIE backward
+            _cache64(layer, self.f32)  # a PS forward's float32 cache, read by a PL / AIE backward
         if unit != "PS" and layer.is_mm and self.kernels is not None and self.kernels.compiled:
             return self._kernel_bwd(layer, dy, unit, node, need_dx, need_dw)
         if unit == "PS":
@@ -774,14 +781,16 @@ class MixedPrecision:
         pl_keys = {k for keys in on_pl.values() for k in keys}
         params = {k: a for k, (_, a) in param_views.items() if k not in pl_keys}
         opt.step(params, {k: g32[k] for k in params})  # the host's optimizer (counts the step for all)
+        done = self._fp32_state  # state the all-FP32 update model left last time, untouched since
         for kind in opt.slots.values():  # FP32 optimizer state, as the update kernel keeps it
-            for a in kind.values():
-                if a.dtype != np.float32:
+            for k, a in kind.items():
+                if a.dtype != np.float32 and (k not in done or k in params):
                     _fp32_inplace(a)
-        fp32_out = set()  # parameters the all-FP32 update model left as FP32 values
+        fp32_out = set()  # parameters (and their state) the all-FP32 update model left as FP32 values
         for node, keys in on_pl.items():  # the PL's update kernel
             if self._kernel_update(opt, node, keys, param_views, g32):
                 fp32_out.update(keys)
+        self._fp32_state = fp32_out
         self.round_masters(param_views, fp32_out)  # after the delay: into their master formats
         return event
 
