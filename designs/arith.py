@@ -88,15 +88,15 @@ def dense(x, w, b=None, *, in_fmt=None, w_fmt=None, acc_fmt=None, out_fmt=None,
     out32=True: y as float32 (the same values) where the sums are float32 and out_fmt fits
     float32 (no overflow counts); else float64 as always.
     """
+    if (not return_overflow and type(acc_fmt) is FloatFormat and type(in_fmt) is FloatFormat
+            and type(w_fmt or in_fmt) is FloatFormat and (out_fmt is None or type(out_fmt) is FloatFormat)
+            and acc_fmt == FP32 and _fits32(in_fmt) and _fits32(w_fmt or in_fmt)):
+        # the float32-sum path without the general dispatch (small layers pay per call)
+        x, w = _f64_or_32(x), _f64_or_32(w)
+        _check_shapes(x, w, b)
+        return _dense_f32(x, w, b, in_fmt, w_fmt or in_fmt, out_fmt, x_quantized, w_quantized, out32)
     x, w = _f64_or_32(x), _f64_or_32(w)
-    if x.ndim != 2 or w.ndim != 2 or x.shape[1] != w.shape[0]:
-        raise RlhlsError(f"dense: shapes x {x.shape} and w {w.shape} do not chain "
-                         "(expected x (N, K) and w (K, M))")
-    if b is not None:
-        b = np.asarray(b, dtype=np.float64)
-        if b.shape != (w.shape[1],):
-            raise RlhlsError(f"dense: bias shape {b.shape} does not match w {w.shape} "
-                             f"(expected ({w.shape[1]},))")
+    b = _check_shapes(x, w, b)
     fi, fw, fa, fo = (_fmt(in_fmt, "in_fmt"), _fmt(w_fmt, "w_fmt"), _fmt(acc_fmt, "acc_fmt"),
                       _fmt(out_fmt, "out_fmt"))
     fw = fw if fw is not None else fi
@@ -131,6 +131,23 @@ def dense(x, w, b=None, *, in_fmt=None, w_fmt=None, acc_fmt=None, out_fmt=None,
             f"dense: unsupported format combination in={fi} w={fw} acc={fa} out={fo} "
             "(expected all fixed, all float, or acc_fmt=None)")
     return (y, ovf) if return_overflow else y
+
+
+def _check_shapes(x, w, b):
+    """b as float64 (or None) once x (N, K), w (K, M) and b (M,) are known to chain."""
+    if x.ndim != 2 or w.ndim != 2 or x.shape[1] != w.shape[0]:
+        raise RlhlsError(f"dense: shapes x {x.shape} and w {w.shape} do not chain "
+                         "(expected x (N, K) and w (K, M))")
+    if b is not None:
+        b = np.asarray(b, dtype=np.float64)
+        if b.shape != (w.shape[1],):
+            raise RlhlsError(f"dense: bias shape {b.shape} does not match w {w.shape} "
+                             f"(expected ({w.shape[1]},))")
+    return b
+
+
+def _fits32(f) -> bool:
+    return f.exp_bits <= 8 and f.man_bits <= 23
 
 
 # ----------------------------------------------------------------------------- fixed point
@@ -227,21 +244,9 @@ def _dense_float(x, w, b, fi, fw, fa, fo, ovf, count=True, x_quantized=False, w_
     if 2 * (fa.man_bits + 1) + 2 > 53:
         raise RlhlsError(f"dense: accumulator {fa} is too wide for one-rounding float64 "
                          "emulation (need M_acc <= 24)")
-    fits32 = all(f.exp_bits <= 8 and f.man_bits <= 23 for f in (fi, fw))
+    fits32 = _fits32(fi) and _fits32(fw)
     if fa == FP32 and fits32 and not count:  # no overflow counts: straight to float32 and back
-        acc = np.zeros((x.shape[0], w.shape[1]), dtype=np.float32)
-        if b is not None:  # 0 + b, as the C++ (a -0 bias starts at +0)
-            acc += _to32(fw, b)[None, :]
-        x32 = np.asarray(x, dtype=np.float32) if x_quantized else _to32(fi, x)
-        w32 = np.asarray(w, dtype=np.float32) if w_quantized else _to32(fw, w)
-        if _seq_sum_kernel is not None:  # compiled: no numpy floating-point state to guard
-            _seq_sum_kernel(x32, w32, acc)
-        else:
-            with np.errstate(over="ignore", invalid="ignore"):
-                _seq_sum_f32_numpy(x32, w32, acc)
-        if out32 and (fo is None or (fo.exp_bits <= 8 and fo.man_bits <= 23)):
-            return acc if fo is None or fo == FP32 else round_to(fo, acc, np.float32)
-        return acc.astype(np.float64) if fo is None else _from32(fo, acc)
+        return _dense_f32(x, w, b, fi, fw, fo, x_quantized, w_quantized, out32)
     xq = x if x_quantized else _q(fi, x, ovf, "input", count)
     wq = _q(fw, w, ovf, "input", count)
     N, K = xq.shape
@@ -268,6 +273,24 @@ def _dense_float(x, w, b, fi, fw, fa, fo, ovf, count=True, x_quantized=False, w_
     if fo is None:
         return acc
     return _q(fo, acc, ovf, "output", count)
+
+
+def _dense_f32(x, w, b, fi, fw, fo, x_quantized, w_quantized, out32):
+    """The FP32-accumulator dense of float formats that fit float32, without overflow counts:
+    operands rounded straight into float32, the sequential sums, the output rounded from float32."""
+    acc = np.zeros((x.shape[0], w.shape[1]), dtype=np.float32)
+    if b is not None:  # 0 + b, as the C++ (a -0 bias starts at +0)
+        acc += _to32(fw, b)[None, :]
+    x32 = np.asarray(x, dtype=np.float32) if x_quantized else _to32(fi, x)
+    w32 = np.asarray(w, dtype=np.float32) if w_quantized else _to32(fw, w)
+    if _seq_sum_kernel is not None:  # compiled: no numpy floating-point state to guard
+        _seq_sum_kernel(x32, w32, acc)
+    else:
+        with np.errstate(over="ignore", invalid="ignore"):
+            _seq_sum_f32_numpy(x32, w32, acc)
+    if out32 and (fo is None or _fits32(fo)):
+        return acc if fo is None or fo == FP32 else round_to(fo, acc, np.float32)
+    return acc.astype(np.float64) if fo is None else _from32(fo, acc)
 
 
 def _to32(fmt, v):
