@@ -95,7 +95,12 @@ FP32 rounding of optimizer state and masters is done in place; an instance with 
 calls ``rlhls.flow.native.install()`` (the compiled sequential float32 sum of ``arith.dense``, with
 FMA where the FP16 / BF16 products are exact, and the roundings; ``RLHLS_NATIVE=0`` keeps the numpy
 path); a PL / AIE Dense rounds its weights once per forward and its backward reuses them; the emu
-backend's PL update nodes step each layer array in place (``PlanKernels.update_inplace``).
+backend's PL update nodes step each layer array in place (``PlanKernels.update_inplace``), and
+neither those parameters nor their optimizer state are rounded to FP32 again; with ``ps_math``
+float32 and the emu models (``f32``), PL / AIE tensors are float32 arrays from one layer to the
+next (FP16 / BF16 values are float32 values; dense's float32 sums write them directly, a boundary
+conversion rounds float32 to float32 in one pass), float64 only where a caller receives them or
+an activation other than ReLU / Identity computes in float64.
 """
 
 from __future__ import annotations
