@@ -77,7 +77,7 @@ def _fmt(f, name) -> NumericFormat | None:
 
 
 def dense(x, w, b=None, *, in_fmt=None, w_fmt=None, acc_fmt=None, out_fmt=None,
-          return_overflow=False, x_quantized=False, w_quantized=False):
+          return_overflow=False, x_quantized=False, w_quantized=False, out32=False):
     """y = x @ w + b in the given formats (see the module docstring).
 
     x (N, K), w (K, M), b (M,) or None -> y (N, M) float64. With return_overflow=True also
@@ -85,16 +85,18 @@ def dense(x, w, b=None, *, in_fmt=None, w_fmt=None, acc_fmt=None, out_fmt=None,
     says x already holds values of in_fmt (a float in_fmt only; a layer's stored activations):
     its cast, an identity then, is skipped; w_quantized=True the same of w and w_fmt. x and w
     may be float32 arrays (values of their formats: read as they are where they fit).
+    out32=True: y as float32 (the same values) where the sums are float32 and out_fmt fits
+    float32 (no overflow counts); else float64 as always.
     """
+    if (not return_overflow and type(acc_fmt) is FloatFormat and type(in_fmt) is FloatFormat
+            and type(w_fmt or in_fmt) is FloatFormat and (out_fmt is None or type(out_fmt) is FloatFormat)
+            and acc_fmt == FP32 and _fits32(in_fmt) and _fits32(w_fmt or in_fmt)):
+        # the float32-sum path without the general dispatch (small layers pay per call)
+        x, w = _f64_or_32(x), _f64_or_32(w)
+        _check_shapes(x, w, b)
+        return _dense_f32(x, w, b, in_fmt, w_fmt or in_fmt, out_fmt, x_quantized, w_quantized, out32)
     x, w = _f64_or_32(x), _f64_or_32(w)
-    if x.ndim != 2 or w.ndim != 2 or x.shape[1] != w.shape[0]:
-        raise RlhlsError(f"dense: shapes x {x.shape} and w {w.shape} do not chain "
-                         "(expected x (N, K) and w (K, M))")
-    if b is not None:
-        b = np.asarray(b, dtype=np.float64)
-        if b.shape != (w.shape[1],):
-            raise RlhlsError(f"dense: bias shape {b.shape} does not match w {w.shape} "
-                             f"(expected ({w.shape[1]},))")
+    b = _check_shapes(x, w, b)
     fi, fw, fa, fo = (_fmt(in_fmt, "in_fmt"), _fmt(w_fmt, "w_fmt"), _fmt(acc_fmt, "acc_fmt"),
                       _fmt(out_fmt, "out_fmt"))
     fw = fw if fw is not None else fi
@@ -123,12 +125,29 @@ def dense(x, w, b=None, *, in_fmt=None, w_fmt=None, acc_fmt=None, out_fmt=None,
         y = _dense_fixed(x, w, b, fi, fw, fa, fo, ovf)
     elif (isinstance(fa, FloatFormat) and isinstance(fi, FloatFormat)
           and isinstance(fw, FloatFormat) and (fo is None or isinstance(fo, FloatFormat))):
-        y = _dense_float(x, w, b, fi, fw, fa, fo, ovf, return_overflow, x_quantized, w_quantized)
+        y = _dense_float(x, w, b, fi, fw, fa, fo, ovf, return_overflow, x_quantized, w_quantized, out32)
     else:
         raise RlhlsError(
             f"dense: unsupported format combination in={fi} w={fw} acc={fa} out={fo} "
             "(expected all fixed, all float, or acc_fmt=None)")
     return (y, ovf) if return_overflow else y
+
+
+def _check_shapes(x, w, b):
+    """b as float64 (or None) once x (N, K), w (K, M) and b (M,) are known to chain."""
+    if x.ndim != 2 or w.ndim != 2 or x.shape[1] != w.shape[0]:
+        raise RlhlsError(f"dense: shapes x {x.shape} and w {w.shape} do not chain "
+                         "(expected x (N, K) and w (K, M))")
+    if b is not None:
+        b = np.asarray(b, dtype=np.float64)
+        if b.shape != (w.shape[1],):
+            raise RlhlsError(f"dense: bias shape {b.shape} does not match w {w.shape} "
+                             f"(expected ({w.shape[1]},))")
+    return b
+
+
+def _fits32(f) -> bool:
+    return f.exp_bits <= 8 and f.man_bits <= 23
 
 
 # ----------------------------------------------------------------------------- fixed point
@@ -218,22 +237,16 @@ def _f64_or_32(a) -> np.ndarray:
     return a if a.dtype == np.float32 else np.asarray(a, dtype=np.float64)
 
 
-def _dense_float(x, w, b, fi, fw, fa, fo, ovf, count=True, x_quantized=False, w_quantized=False):
+def _dense_float(x, w, b, fi, fw, fa, fo, ovf, count=True, x_quantized=False, w_quantized=False, out32=False):
     if fi.man_bits + fw.man_bits + 2 > 53:
         raise RlhlsError(f"dense: inputs {fi} x {fw} products are not exact in float64 "
                          "(need M_in + M_w + 2 <= 53)")
     if 2 * (fa.man_bits + 1) + 2 > 53:
         raise RlhlsError(f"dense: accumulator {fa} is too wide for one-rounding float64 "
                          "emulation (need M_acc <= 24)")
-    fits32 = all(f.exp_bits <= 8 and f.man_bits <= 23 for f in (fi, fw))
+    fits32 = _fits32(fi) and _fits32(fw)
     if fa == FP32 and fits32 and not count:  # no overflow counts: straight to float32 and back
-        acc = np.zeros((x.shape[0], w.shape[1]), dtype=np.float32)
-        if b is not None:
-            acc += _to32(fw, b)[None, :]
-        with np.errstate(over="ignore", invalid="ignore"):
-            _seq_sum_f32(np.asarray(x, dtype=np.float32) if x_quantized else _to32(fi, x),
-                         np.asarray(w, dtype=np.float32) if w_quantized else _to32(fw, w), acc)
-        return acc.astype(np.float64) if fo is None else _from32(fo, acc)
+        return _dense_f32(x, w, b, fi, fw, fo, x_quantized, w_quantized, out32)
     xq = x if x_quantized else _q(fi, x, ovf, "input", count)
     wq = _q(fw, w, ovf, "input", count)
     N, K = xq.shape
@@ -262,22 +275,38 @@ def _dense_float(x, w, b, fi, fw, fa, fo, ovf, count=True, x_quantized=False, w_
     return _q(fo, acc, ovf, "output", count)
 
 
+def _dense_f32(x, w, b, fi, fw, fo, x_quantized, w_quantized, out32):
+    """The FP32-accumulator dense of float formats that fit float32, without overflow counts:
+    operands rounded straight into float32, the sequential sums, the output rounded from float32."""
+    acc = np.zeros((x.shape[0], w.shape[1]), dtype=np.float32)
+    if b is not None:  # 0 + b, as the C++ (a -0 bias starts at +0)
+        acc += _to32(fw, b)[None, :]
+    x32 = np.asarray(x, dtype=np.float32) if x_quantized else _to32(fi, x)
+    w32 = np.asarray(w, dtype=np.float32) if w_quantized else _to32(fw, w)
+    if _seq_sum_kernel is not None:  # compiled: no numpy floating-point state to guard
+        _seq_sum_kernel(x32, w32, acc)
+    else:
+        with np.errstate(over="ignore", invalid="ignore"):
+            _seq_sum_f32_numpy(x32, w32, acc)
+    if out32 and (fo is None or _fits32(fo)):
+        return acc if fo is None or fo == FP32 else round_to(fo, acc, np.float32)
+    return acc.astype(np.float64) if fo is None else _from32(fo, acc)
+
+
 def _to32(fmt, v):
     """fmt(v) as float32 (fmt fits float32): one RNE rounding of v's value (float64 -> float32
     cast, or formats.round_to's one pass), without a float64 copy."""
-    native = _NATIVE.get((fmt.exp_bits, fmt.man_bits))
-    with np.errstate(over="ignore", invalid="ignore"):
-        if native is np.float32:
+    if _NATIVE.get((fmt.exp_bits, fmt.man_bits)) is np.float32:
+        with np.errstate(over="ignore", invalid="ignore"):
             return v.astype(np.float32)
-        return round_to(fmt, np.asarray(v, dtype=np.float32 if v.dtype == np.float32 else np.float64), np.float32)
+    return round_to(fmt, np.asarray(v, dtype=np.float32 if v.dtype == np.float32 else np.float64), np.float32)
 
 
 def _from32(fmt, a32):
     """fmt(a32) as float64 for a float32 array (the same rounding as from the equal float64 value)."""
     if _NATIVE.get((fmt.exp_bits, fmt.man_bits)) is np.float32:
         return a32.astype(np.float64)
-    with np.errstate(over="ignore", invalid="ignore"):
-        return round_to(fmt, a32, np.float64)
+    return round_to(fmt, a32, np.float64)  # its numpy paths guard their own floating-point state
 
 
 _seq_sum_kernel = None  # a faster implementation of _seq_sum_f32_numpy, see set_seq_sum_kernel

@@ -222,18 +222,23 @@ class Layer:
         }
 
     # -- compute
-    def _check_input(self, x) -> np.ndarray:
+    def _check_input(self, x, keep32: bool = False) -> np.ndarray:
+        """x as float64 (keep32: a float32 array stays float32: stored values, the same values)."""
         if self.in_shape is None:
             raise RlhlsError(f"layer {self.kind}: not part of a Network yet (shapes unknown)")
-        x = np.asarray(x, dtype=np.float64)
+        x = np.asarray(x)
+        if not (keep32 and x.dtype == np.float32):
+            x = np.asarray(x, dtype=np.float64)
         if x.shape[1:] != self.in_shape:
             raise self._error(f"input has shape {x.shape}, expected (N, {_dims(self.in_shape)})")
         return x
 
-    def _check_dy(self, dy) -> np.ndarray:
+    def _check_dy(self, dy, keep32: bool = False) -> np.ndarray:
         if self._cache is None:
             raise self._error("backward called before forward")
-        dy = np.asarray(dy, dtype=np.float64)
+        dy = np.asarray(dy)
+        if not (keep32 and dy.dtype == np.float32):
+            dy = np.asarray(dy, dtype=np.float64)
         expected = (self._batch,) + self.out_shape
         if dy.shape != expected:
             raise self._error(f"output gradient has shape {dy.shape}, expected {expected}")
@@ -389,7 +394,7 @@ class Dense(_MMLayer):
         return d
 
     def forward(self, x, precision=None, *, stored=False):
-        x = self._check_input(x)
+        x = self._check_input(x, stored)  # stored float32 x: float32 out on the FP32-sum path
         W, b, p = self.params["W"], self._b(precision), precision
         if p is None:
             y = x @ W
@@ -399,14 +404,15 @@ class Dense(_MMLayer):
             x = x if stored else _q(p.storage, x)
             wq = _w_stored(p, W)
             y = dense(x, W if wq is None else wq, b, in_fmt=p.storage, w_fmt=p.storage, acc_fmt=p.acc,
-                      out_fmt=p.storage, x_quantized=p.storage.kind == "float", w_quantized=wq is not None)
+                      out_fmt=p.storage, x_quantized=p.storage.kind == "float", w_quantized=wq is not None,
+                      out32=x.dtype == np.float32)
         self._cache, self._batch = x, x.shape[0]
         self._xfmt = None if p is None else p.storage  # what the cached x was stored in
         self._wq = None if p is None or wq is None else (p, wq)  # W as this forward read it, for the backward
         return y
 
     def backward(self, dy, precision=None, need_input_grad=True, *, stored=False, need_param_grads=True):
-        dy = self._check_dy(dy)
+        dy = self._check_dy(dy, stored)  # stored float32 dy: float32 dx and dW on the FP32-sum path
         x, W, p = self._cache, self.params["W"], precision
         self.grads = {}
         if p is None:
@@ -420,11 +426,11 @@ class Dense(_MMLayer):
                 dy = _q(p.storage, dy)  # once, not in each dense below
             if need_param_grads:
                 self.grads["W"] = dense(x.T, dy, **fmts, x_quantized=flt and self._xfmt == p.storage,
-                                        w_quantized=flt)
+                                        w_quantized=flt, out32=dy.dtype == np.float32)
             wq = getattr(self, "_wq", None)  # the forward's stored W (same weights: no update in between)
             wq = wq[1].T if wq is not None and wq[0].storage == p.storage and wq[0].acc == p.acc else None
-            dx = (dense(dy, W.T if wq is None else wq, **fmts, x_quantized=flt, w_quantized=wq is not None)
-                  if need_input_grad else None)
+            dx = (dense(dy, W.T if wq is None else wq, **fmts, x_quantized=flt, w_quantized=wq is not None,
+                        out32=dy.dtype == np.float32) if need_input_grad else None)
         if self.bias and need_param_grads:
             self.grads["b"] = _sum_rows(dy, p, stored=p is not None and p.storage.kind == "float")
         return dx
@@ -567,7 +573,7 @@ class _Activation(Layer):
         return None
 
     def forward(self, x, precision=None, *, stored=False):
-        x = self._check_input(x)
+        x = self._check_input(x, stored and self._closed)  # float32 through ReLU / Identity (exact)
         s = precision.storage if precision is not None else None
         x = x if stored else _q(s, x)
         y = self._lut(x, precision) if precision is not None and precision.lut else None
@@ -578,7 +584,7 @@ class _Activation(Layer):
         return y
 
     def backward(self, dy, precision=None, need_input_grad=True, *, stored=False, need_param_grads=True):
-        dy = self._check_dy(dy)
+        dy = self._check_dy(dy, stored and self._closed)
         if not need_input_grad:
             return None
         s = precision.storage if precision is not None else None

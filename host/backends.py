@@ -279,6 +279,7 @@ class PlanKernels:
         self.compiled = backend.name != "emu"
         self._params: dict = {}
         self._kernels: dict = {}
+        self._upd: dict = {}  # (node, optimizer's constants, n) -> (kernel, parameters, constants)
 
     def _kernel(self, node: str, unit: str, op: str):
         """(kernel, its parameters for the node) computing `op` of `node` on `unit`."""
@@ -322,18 +323,21 @@ class PlanKernels:
             extra.update(beta1=opt.b1, beta2=opt.b2, eps=opt.eps)
         elif opt.kind == "rmsprop":
             extra.update(rho=opt.alpha, eps=opt.eps)
-        k = get_kernel("weight_update")
-        return k, self.params(k, k.node_params(self.ctx.graph.node(node), self.ctx), node, n=n, **extra)
+        key = (node, n, tuple(extra.items()))
+        if key not in self._upd:  # resolved once per node and optimizer (a call per layer and step)
+            k = get_kernel("weight_update")
+            p = self.params(k, k.node_params(self.ctx.graph.node(node), self.ctx), node, n=n, **extra)
+            self._upd[key] = (k, p, k.constants(p) if k.fast_fp32 else None)
+        return self._upd[key]
 
     def update_inplace(self, node: str, opt, ws: list, gs: list, state: dict, alpha: float) -> bool:
         """``update`` on a layer's own arrays, array by array, in place (``ws`` and each state
         list updated; ``gs`` their gradients): the emu backend's all-FP32 model is elementwise
         float32 arithmetic, so this gives the flat call's bits without its concatenations. False
         (nothing done) where that model does not apply: a compiled backend, other formats."""
-        k, p = self._update_params(node, opt, sum(int(w.size) for w in ws))
+        k, p, c = self._update_params(node, opt, sum(int(w.size) for w in ws))
         if self.compiled or not k.fast_fp32 or not p["storage"] == p["acc"] == "fp32":
             return False
-        c = k.constants(p)
         from rlhls.flow import native
 
         fast = native.update_kernel()
@@ -349,7 +353,7 @@ class PlanKernels:
     def update(self, node: str, opt, w, g, state: dict, alpha: float) -> dict:
         """One optimizer step of a PL update node through ``weight_update``: flat float64 arrays
         ``w``, ``g`` and the state (``m``, ``v``) in; {w_new, m_new, v_new} out."""
-        k, p = self._update_params(node, opt, int(w.size))
+        k, p, _ = self._update_params(node, opt, int(w.size))
         ins, _ = k.arrays(p)
         arrays = {"w": w, "g": g, "alpha": np.array([alpha]), **state}
         arrays = {a.name: arrays[a.name] for a in ins}

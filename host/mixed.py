@@ -95,7 +95,12 @@ FP32 rounding of optimizer state and masters is done in place; an instance with 
 calls ``rlhls.flow.native.install()`` (the compiled sequential float32 sum of ``arith.dense``, with
 FMA where the FP16 / BF16 products are exact, and the roundings; ``RLHLS_NATIVE=0`` keeps the numpy
 path); a PL / AIE Dense rounds its weights once per forward and its backward reuses them; the emu
-backend's PL update nodes step each layer array in place (``PlanKernels.update_inplace``).
+backend's PL update nodes step each layer array in place (``PlanKernels.update_inplace``), and
+neither those parameters nor their optimizer state are rounded to FP32 again; with ``ps_math``
+float32 and the emu models (``f32``), PL / AIE tensors are float32 arrays from one layer to the
+next (FP16 / BF16 values are float32 values; dense's float32 sums write them directly, a boundary
+conversion rounds float32 to float32 in one pass), float64 only where a caller receives them or
+an activation other than ReLU / Identity computes in float64.
 """
 
 from __future__ import annotations
@@ -289,9 +294,15 @@ def _ps32_backward(layer, dy: np.ndarray, owned: bool, need_dx: bool, need_dw: b
     return _dact32(kind, dy, None if x is None else _f32(x), _f32(y), owned and dy.dtype == np.float32)
 
 
-def _cache64(layer) -> None:
-    """Float64 copies of what a PS float32 forward cached, for a backward on the PL / AIE."""
+def _cache64(layer, keep32: bool = False) -> None:
+    """Float64 copies of what a PS float32 forward cached, for a backward on the PL / AIE.
+    keep32: a Dense input and a ReLU / Identity cache stay float32 (their backward reads float32
+    arrays exactly; other activations compute on y in float64)."""
     c = layer._cache
+    if keep32 and (layer.kind == "Dense" or (_closed(layer) and isinstance(c, tuple))):
+        if isinstance(c, tuple) and c[0] is None:  # an in-place activation (ReLU): x > 0 where y > 0
+            layer._cache = (c[1], c[1], c[2])
+        return
     if isinstance(c, np.ndarray) and c.dtype == np.float32:
         layer._cache = c.astype(np.float64)
     elif isinstance(c, tuple) and len(c) == 3:
@@ -406,6 +417,9 @@ class MixedPrecision:
         self.ps32 = ps_math == "float32"
         self.net, self.inst, self.loss_node = net, inst, loss_node
         self.kernels = kernels  # backends.PlanKernels: PL/AIE nodes through a backend (None: emu models)
+        # PL / AIE tensors as float32 arrays where their float formats fit it (the same values, no
+        # float64 copies between layers); not for a compiled backend's kernels (they take float64)
+        self.f32 = self.ps32 and not (kernels is not None and kernels.compiled)
         self.prec = unit_precisions(design)
         self.fp32 = parse_format("fp32")
         self.layers = [l for l in net.layers]
@@ -454,6 +468,7 @@ class MixedPrecision:
         self._group = [self]
         self.counts = {}
         self.grad_norm = float("nan")  # global norm before clipping of the last applied step
+        self._fp32_state = set()  # see apply
 
     @staticmethod
     def link(*mps: "MixedPrecision") -> LossScaler:
@@ -533,8 +548,19 @@ class MixedPrecision:
         """Quantize a tensor leaving a node on `src` for a node on `dst` to dst's storage format."""
         if src == dst or not self.quantized:
             return x if self.ps32 else np.asarray(x, dtype=np.float64)
-        x = np.asarray(x, dtype=np.float64)
         fmt = self.prec[dst].storage
+        x = np.asarray(x)
+        if self.f32 and x.dtype == np.float32 and fmt == self.fp32:  # float32 values are FP32 values
+            self._count(f"conv_{src}_{dst}")
+            return x
+        if self.f32 and self._to32(fmt):  # one pass into float32, overflows counted in it
+            y, ovf = formats._round_kernel(x if x.dtype == np.float32 else np.asarray(x, dtype=np.float64),
+                                           fmt, np.float32)
+            self._count(f"conv_{src}_{dst}")
+            if ovf:
+                self._count("conv_overflows", int(ovf))
+            return y
+        x = np.asarray(x, dtype=np.float64)
         if formats._round_kernel is not None and fmt != self.fp32:  # the kernel counts in its one pass
             y, ovf = fmt.quantize(x, return_overflow=True)
         else:
@@ -546,6 +572,19 @@ class MixedPrecision:
         if ovf:
             self._count("conv_overflows", int(ovf))
         return y
+
+    def _to32(self, fmt) -> bool:
+        """fmt's values go to float32 arrays in one compiled pass (a float format that fits it)."""
+        return (formats._round_kernel is not None and isinstance(fmt, formats.FloatFormat) and fmt._magic_ok
+                and fmt.exp_bits <= 8 and fmt.man_bits <= 23 and fmt != self.fp32)
+
+    def _stored(self, x, unit: str) -> np.ndarray:
+        """A caller's tensor from a node on `unit` in that unit's storage format (float32 where it fits)."""
+        fmt = self.prec[unit].storage
+        if self.f32 and self._to32(fmt):
+            return formats._round_kernel(np.asarray(x) if np.asarray(x).dtype == np.float32
+                                         else np.asarray(x, dtype=np.float64), fmt, np.float32)[0]
+        return fmt.quantize(x)
 
     # -- compute
     def _ps_params(self, layer) -> dict:
@@ -619,7 +658,7 @@ class MixedPrecision:
 
     def _layer_bwd(self, layer, dy, unit, need_dx, need_dw=True, node=None):
         if unit != "PS" and self.ps32:
-            _cache64(layer)  # a PS forward's float32 cache, read by a PL / AIE backward
+            _cache64(layer, self.f32)  # a PS forward's float32 cache, read by a PL / AIE backward
         if unit != "PS" and layer.is_mm and self.kernels is not None and self.kernels.compiled:
             return self._kernel_bwd(layer, dy, unit, node, need_dx, need_dw)
         if unit == "PS":
@@ -643,7 +682,7 @@ class MixedPrecision:
         if not self.quantized:
             src = "PS"
         elif src != "PS":  # held in src's format (a caller's tensor): make sure of it once
-            x = self.prec[src].storage.quantize(x)
+            x = self._stored(x, src)
         owned = False  # x is a temporary of this pass (PS float32 activations work in place)
         for layer in net.layers:
             u = self.unit_of(layer.name, phase)
@@ -655,7 +694,10 @@ class MixedPrecision:
                 x, owned = _ps32_forward(layer, x, owned)
             else:
                 x = self._layer_fwd(layer, x, u, f"{self.inst}.{layer.name}.{phase}")
+                owned = False  # a PL / AIE layer's output (an activation may have cached it)
             src = u
+        if src != "PS" and x.dtype == np.float32:  # a PL / AIE result: float64 values, as ever
+            x = x.astype(np.float64)
         return x, src
 
     def _ps32_bwd(self, layer, dy, owned, need_dx, need_dw):
@@ -680,7 +722,7 @@ class MixedPrecision:
         src = src or (self.loss_unit if self.quantized else "PS")
         dy = np.asarray(dy) if self.ps32 else np.asarray(dy, dtype=np.float64)
         if self.quantized and src != "PS":
-            dy = self.prec[src].storage.quantize(dy)  # the caller's tensor, once (layers trust it)
+            dy = self._stored(dy, src)  # the caller's tensor, once (layers trust it)
         layers = self.net.layers
         mm = [i for i, l in enumerate(layers) if l.is_mm]
         stop = 0 if (need_input_grad or not mm) else mm[0]
@@ -699,6 +741,8 @@ class MixedPrecision:
             src = u
         for l in layers[:stop]:
             l.grads = {k: np.zeros_like(v) for k, v in l.params.items()}
+        if need_input_grad and src != "PS" and dy.dtype == np.float32:
+            dy = dy.astype(np.float64)  # a PL / AIE result: float64 values, as ever
         return dy if need_input_grad else None
 
     def loss_scale(self) -> float:
@@ -742,13 +786,17 @@ class MixedPrecision:
         pl_keys = {k for keys in on_pl.values() for k in keys}
         params = {k: a for k, (_, a) in param_views.items() if k not in pl_keys}
         opt.step(params, {k: g32[k] for k in params})  # the host's optimizer (counts the step for all)
+        done = self._fp32_state  # state the all-FP32 update model left last time, untouched since
         for kind in opt.slots.values():  # FP32 optimizer state, as the update kernel keeps it
-            for a in kind.values():
-                if a.dtype != np.float32:
+            for k, a in kind.items():
+                if a.dtype != np.float32 and (k not in done or k in params):
                     _fp32_inplace(a)
+        fp32_out = set()  # parameters (and their state) the all-FP32 update model left as FP32 values
         for node, keys in on_pl.items():  # the PL's update kernel
-            self._kernel_update(opt, node, keys, param_views, g32)
-        self.round_masters(param_views)  # after the delay: into their master formats
+            if self._kernel_update(opt, node, keys, param_views, g32):
+                fp32_out.update(keys)
+        self._fp32_state = fp32_out
+        self.round_masters(param_views, fp32_out)  # after the delay: into their master formats
         return event
 
     def _pl_updates(self, param_views: dict) -> dict:
@@ -762,10 +810,11 @@ class MixedPrecision:
                 out.setdefault(node, []).append(key)
         return out
 
-    def _kernel_update(self, opt, node: str, keys: list, param_views: dict, g32: dict) -> None:
+    def _kernel_update(self, opt, node: str, keys: list, param_views: dict, g32: dict) -> bool:
         """One layer's optimizer step through the weight_update kernel: its parameters as one flat
         vector (the build's component updates ``n_params`` elements), state from the optimizer's
-        slots, the step size of this step (Adam: bias-corrected)."""
+        slots, the step size of this step (Adam: bias-corrected). True when the all-FP32 model
+        stepped the arrays in place (their values are then FP32 values)."""
         if opt.kind == "sgd" and getattr(opt, "momentum", 0.0):
             raise RlhlsError(f"plan: update node '{node}' on the PL: the update kernel's SGD has no momentum")
         arrays = [param_views[k][1] for k in keys]
@@ -773,7 +822,7 @@ class MixedPrecision:
         names = {"adam": ("m", "v"), "rmsprop": ("v",), "sgd": ()}[opt.kind]
         slots = {n: [opt._slot(n, k, a) for k, a in zip(keys, arrays)] for n in names}
         if self.kernels.update_inplace(node, opt, arrays, [g32[k] for k in keys], slots, opt.step_size()):
-            return
+            return True
         out = self.kernels.update(node, opt, flat(arrays), flat(g32[k] for k in keys),
                                   {n: flat(v) for n, v in slots.items()}, opt.step_size())
         off = 0
@@ -783,6 +832,7 @@ class MixedPrecision:
             for name in names:
                 slots[name][i][...] = out[f"{name}_new"][off:off + n].reshape(a.shape)
             off += n
+        return False
 
     def _master(self, layer: str):
         """Master format of a view's layer key: own layer name, or '<inst>.<layer>' of a linked
@@ -795,12 +845,14 @@ class MixedPrecision:
                     f = m.master_fmt.get(name)
         return f if f is not None else self.fp32
 
-    def round_masters(self, param_views: dict) -> None:
-        """Round every parameter to its layer's master format (FP32, or BF16 for AIE layers)."""
-        for _, (layer, a) in param_views.items():
+    def round_masters(self, param_views: dict, fp32_values=()) -> None:
+        """Round every parameter to its layer's master format (FP32, or BF16 for AIE layers);
+        keys in `fp32_values` already hold FP32 values (their FP32 rounding is skipped)."""
+        for key, (layer, a) in param_views.items():
             fmt = self._master(layer) if self.quantized else self.fp32
             if fmt == self.fp32:
-                _fp32_inplace(a)
+                if key not in fp32_values:
+                    _fp32_inplace(a)
             else:
                 a[...] = fmt.quantize(a)
             _ROUNDED[id(a)] = a
