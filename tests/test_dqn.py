@@ -95,24 +95,29 @@ def test_resume_equals_uninterrupted(tmp_path, precision):
         return DQN(DESIGN, seed=3, hyperparams=hp)
 
     cfg = {"design": DESIGN.name, "precision": precision}
-    train(make, cfg, tmp_path / "a", steps=1000, progress=False)
+    ra = train(make, cfg, tmp_path / "a", steps=1000, progress=False)
+
     def kill(update):
         if update == 2:
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):  # killed during update 2
         train(make, cfg, tmp_path / "b", steps=1000, progress=False, on_update=kill)
-    train(make, cfg, tmp_path / "b", steps=1000, resume=True, progress=False)
+    rb = train(make, cfg, tmp_path / "b", steps=1000, resume=True, progress=False)
     a = load_checkpoint(tmp_path / "a" / "checkpoint.npz")
     b = load_checkpoint(tmp_path / "b" / "checkpoint.npz")
-    assert a["episodes"] == b["episodes"]
+    assert ra["episodes"] == rb["episodes"]
+    assert (tmp_path / "b" / "metrics.csv").read_text().count("\n") == 1 + len(rb["metrics"]) == 3  # appended
     drop = ("wall_s",)
-    assert [{k: v for k, v in r.items() if k not in drop and not k.startswith("t_")} for r in a["metrics"]] == \
-           [{k: v for k, v in r.items() if k not in drop and not k.startswith("t_")} for r in b["metrics"]]
+    assert [{k: v for k, v in r.items() if k not in drop and not k.startswith("t_")} for r in ra["metrics"]] == \
+           [{k: v for k, v in r.items() if k not in drop and not k.startswith("t_")} for r in rb["metrics"]]
     for k, v in a["trainer"]["params"].items():
         assert np.array_equal(v, b["trainer"]["params"][k])
-    assert a["trainer"]["buffer"]["size"] == b["trainer"]["buffer"]["size"]
-    assert np.array_equal(a["trainer"]["buffer"]["obs"], b["trainer"]["buffer"]["obs"])
+    assert a["trainer"]["buffer"]["added"] == b["trainer"]["buffer"]["added"]
+    assert a["trainer"]["buffer"]["finals_rows"] == b["trainer"]["buffer"]["finals_rows"]
+    files = sorted(p.name for p in (tmp_path / "a" / "replay").iterdir())  # the same transitions appended
+    assert files and all((tmp_path / d / "replay" / f).read_bytes() == (tmp_path / "a" / "replay" / f).read_bytes()
+                         for d in "ab" for f in files)
     assert a["trainer"]["env"]["replay"]["seeds"] == b["trainer"]["env"]["replay"]["seeds"]
 
 
