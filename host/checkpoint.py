@@ -88,14 +88,17 @@ def write_at(path, offset: int, data: bytes) -> int:
     path = Path(path)
     try:
         with open(path, "r+b" if path.exists() else "wb") as f:
-            if os.fstat(f.fileno()).st_size < offset:
-                raise RlhlsError(f"'{path}' holds {os.fstat(f.fileno()).st_size} bytes, its checkpoint counts "
-                                 f"{offset}: the run folder is damaged")
+            size = os.fstat(f.fileno()).st_size
+            if size < offset:
+                raise RlhlsError(f"'{path}' holds {size} bytes, its checkpoint counts {offset}: the run folder "
+                                 "is damaged")
+            if size == offset and not data:
+                return offset  # nothing to cut or add: no flush
             f.seek(offset)
             f.truncate()
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            os.fdatasync(f.fileno())
     except OSError as e:
         raise os_error(path, e) from None
     return offset + len(data)

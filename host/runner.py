@@ -31,8 +31,8 @@ written: config.json (there, JSON, the same run), the checkpoint (host/checkpoin
 JSON, never a pickle, so loading it runs no code; of this design and algorithm; its CSV rows
 there; its state taken by the trainer), else one ``RlhlsError`` line and the folder as it was. A
 checkpoint of the older layout (buffer, metrics and episodes inside, no ``layout`` key) is
-refused in one line: such a run is started again (its policy still loads for ``--weights``). Without ``resume`` a
-folder that already has a checkpoint is refused. Temp files a killed write left behind
+refused in one line: such a run is started again (its policy still loads for ``--weights``).
+Without ``resume`` a folder that already has a checkpoint is refused. Temp files a killed write left behind
 (``.<file>.*.tmp`` of the run's own files) are removed when the folder is used again.
 
 Progress: a tqdm bar on stderr (steps, steps/s, latest return) when stderr is a TTY; otherwise
