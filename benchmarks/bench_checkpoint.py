@@ -8,21 +8,37 @@ start and the next, the update's own writes included (it writes nothing); second
 between those points less the update's ``wall_s`` (what the runner spends after the update:
 checkpoint and CSVs; ``reward.png`` only after the last update, excluded here). Learning starts
 late, so the figures are those of the run folder, not of gradient steps. The same script runs on
-an older checkout (it uses only ``train_design`` and its ``on_update`` hook).
+an older checkout (it uses only ``train_design`` and its ``on_update`` hook): ``--before PKG``
+runs each design in a subprocess with ``PYTHONPATH=PKG`` (a folder whose ``rlhls`` package is the
+old code) and then with this checkout, side by side in one run, as bench_steps.py does.
 
-Before (main 26f4cb4: the whole checkpoint with the replay buffer, metrics and episodes rebuilt in
-memory and rewritten, both CSVs rewritten, after every update), measured with this script on the
-2-core build machine (5000 steps; a Breakout transition is a 28 KB frame stack):
+Before = main 26f4cb4 (the whole checkpoint with the replay buffer, metrics and episodes rebuilt
+in memory and rewritten, both CSVs rewritten, after every update); after = this checkout (the
+update's transitions and CSV lines appended, the small checkpoint streamed to disk). Side by side
+in one run (``--before`` with 26f4cb4's package), 5000 steps, on the 2-core build machine shared
+with other jobs (load average 9-11, so the times are noisy; the bytes are not):
 
-    design                 updates  MB/update (mean, last)  ms/update (mean, last)  checkpoint MB  folder MB
-    apdrl-dqn-breakout           5        99.9      144         1358.1   1758.3            173        173
-    apdrl-ddpg-lunarcont         5        4.14     4.21           18.0     15.1           4.26       4.31
+    design                 code   updates  MB/update (mean, last)  ms/update (mean, last)  checkpoint MB  folder MB
+    apdrl-dqn-breakout     before       5        99.9      144         3049.2   5324.6            173        173
+    apdrl-dqn-breakout     after        5        56.3     56.4         1821.9   1977.5           27.1        173
+    apdrl-ddpg-lunarcont   before       5        4.14     4.21          151.6    101.9           4.26       4.31
+    apdrl-ddpg-lunarcont   after        5        4.05     4.05           85.7     78.9              4       4.29
+
+Breakout's 1000 steps per update add 28 MB of frame stacks; the checkpoint left is the Q and
+target networks with Adam's moments (27 MB, float32). Before, the bytes per update grew with the
+buffer (by 28 MB per update, up to 5.6 GB at the 200 000-transition cap); after, they stay at the
+checkpoint plus the update's transitions. DDPG's checkpoint is its four networks and two Adams
+(4 MB); its transitions are 48 bytes each, so the buffer was a small part of it either way. An
+earlier run of "before" alone at load ~2 gave Breakout 1358 / 1758 ms and DDPG 18 / 15 ms per
+update.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import shutil
 import sys
 import tempfile
@@ -64,16 +80,43 @@ def measure(name: str, steps: int) -> dict:
         shutil.rmtree(out.parent, ignore_errors=True)
 
 
+def _sub(pkg, name: str, steps: int) -> dict:
+    """measure() in a subprocess (pkg: the PYTHONPATH of the old code; None: this checkout)."""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    if pkg:
+        env.update(PYTHONPATH=pkg, PYTHONSAFEPATH="1")
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--json", "--designs", name, "--steps",
+                          str(steps)], env=env, capture_output=True, text=True,
+                         cwd=os.path.dirname(pkg) if pkg else None)
+    if out.returncode:
+        raise SystemExit(f"{name} ({pkg or 'this checkout'}): {out.stderr.strip().splitlines()[-1:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _line(tag: str, r: dict) -> str:
+    return (f"{r['design']:22s} {tag:6s} {r['updates']:7d}  {r['mb_mean']:10.3g} {r['mb_last']:8.3g}  "
+            f"{r['ms_mean']:13.1f} {r['ms_last']:8.1f}  {r['ckpt_mb']:13.3g}  {r['folder_mb']:9.3g}")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=5000, help="5 updates of 1000 steps")
     p.add_argument("--designs", default="apdrl-dqn-breakout,apdrl-ddpg-lunarcont")
+    p.add_argument("--before", metavar="PKG", help="also run the rlhls package under PKG, in turns (see above)")
+    p.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # one design's figures (subprocess)
     a = p.parse_args(argv)
-    print(f"{'design':22s} {'updates':>7s}  MB/update (mean, last)  ms/update (mean, last)  checkpoint MB  folder MB")
-    for name in a.designs.split(","):
-        r = measure(name.strip(), a.steps)
-        print(f"{r['design']:22s} {r['updates']:7d}  {r['mb_mean']:10.3g} {r['mb_last']:8.3g}  "
-              f"{r['ms_mean']:13.1f} {r['ms_last']:8.1f}  {r['ckpt_mb']:13.3g}  {r['folder_mb']:9.3g}", flush=True)
+    names = [n.strip() for n in a.designs.split(",") if n.strip()]
+    if a.json:
+        print(json.dumps(measure(names[0], a.steps)))
+        return
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"{'design':22s} {'code':6s} {'updates':>7s}  MB/update (mean, last)  ms/update (mean, last)  "
+          "checkpoint MB  folder MB")
+    for name in names:
+        if a.before:
+            print(_line("before", _sub(a.before, name, a.steps)), flush=True)
+        print(_line("after", _sub(None, name, a.steps) if a.before else measure(name, a.steps)), flush=True)
+    print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":
