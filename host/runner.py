@@ -84,8 +84,11 @@ def csv_text(rows: list[dict], columns: list[str]) -> str:
 
 
 def read_metrics(path) -> list[dict]:
+    """The rows of a run's CSV; a last line without its newline (torn by a kill mid-append, not
+    counted by the checkpoint) is left out."""
     with open(path, newline="") as f:
-        return list(csv.DictReader(f))
+        text = f.read()
+    return list(csv.DictReader(io.StringIO(text if text.endswith("\n") else text[:text.rfind("\n") + 1])))
 
 
 def rolling_window(n: int) -> int:

@@ -66,9 +66,9 @@ class Flow:
     - ``device``: a device name (``rlhls devices``; default the design's own device).
     - ``seed``: the training seed (an integer >= 0).
     - ``env_id``: a gymnasium environment id instead of the design's.
-    - ``backend``: what runs the plan's PL and AIE nodes while training: ``'emu'`` (bit-exact
-      emulation, default) or ``'csim'`` (the C simulations).
-    - ``precision``: ``'fp32'``, ``'mixed'`` (under the plan) or the design's other precisions;
+    - ``backend``: what runs the plan's PL and AIE nodes while training: ``'emu'`` (the numpy
+      models, default), ``'csim'`` (the compiled C++) or ``'cosim'`` (Vitis).
+    - ``precision``: ``'fp64'``, ``'fp32'`` or ``'mixed'`` (each node in its plan unit's format);
       default the design's.
     - ``overrides``: ``{hyperparameter: value}`` (as ``--set``), over the design's and ``config``.
     - ``config``: ``{hyperparameter: value}`` read from a config file (as ``--config``).
@@ -330,7 +330,8 @@ class Flow:
         plan, graph = self.partition(), self.graph()
 
         def step():
-            b = self.record["build"] = {"components": [], "aie": [], "host": [], "notes": [], "part": "", "checks": 0}
+            b = self.record["build"] = {"components": [], "aie": [], "host": [], "notes": [], "part": "",
+                                        "checks": 0}
             rows = self.record["csim"] = []
             with self._libraries():
                 res = build_design(self.design, self.out / "build", plan=plan, graph=graph, csim=csim, synth=synth,
@@ -365,7 +366,7 @@ class Flow:
 
         - ``steps``: environment steps (default the budget of ``demo``: the design's demonstration
           or its ``total_timesteps``), rounded up to whole updates.
-        - ``backend``: this run's backend instead of the flow's (``'emu'`` or ``'csim'``)."""
+        - ``backend``: this run's backend instead of the flow's (``'emu'``, ``'csim'``, ``'cosim'``)."""
         from rlhls.host.report import phase_totals, phases_figure, save_png
         from rlhls.host.runner import CHECKPOINT
         from rlhls.host.train import train_design
@@ -393,8 +394,8 @@ class Flow:
     def perf(self, *, steps: int | None = None, ps_factor: float | None = None):
         """The whole training run modeled on the device (host.perf.Perf; ``perf/``): host phases from
         this flow's training run when it has one, else from a short run here; the plan's graph.
-        ``steps``: the run length modeled (default the design's); ``ps_factor``: the PS's time per
-        host second (default host.perf's calibrated factor)."""
+        ``steps``: the run length modeled (default the design's); ``ps_factor``: how many times
+        slower the device's PS core is than this machine's (default ``host.perf.ps_factor``)."""
         if self._perf is None:
             from rlhls.host.perf import host_times, model_perf, perf_figure, write_perf
             from rlhls.host.report import save_png
