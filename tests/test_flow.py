@@ -96,12 +96,21 @@ def test_a_build_without_checks_is_no_pass_and_a_resumed_report_keeps_the_record
 
 
 def test_flow_build_synth_without_vitis_is_one_line_and_writes_nothing(tmp_path, monkeypatch):
+    from test_vitis_tools import _stubs
+
     monkeypatch.setenv("PATH", os.defpath)  # no Vitis here
     flow = rlhls.Flow("apdrl-a2c-invpendulum", out=tmp_path / "v", quiet=True)
     for kw, what in (({"synth": True}, "--synth"), ({"cosim": True, "csim": False}, "--cosim")):
         with pytest.raises(RlhlsError, match=f"v\\+\\+ not found on PATH \\(needed for {what}"):
             flow.build(**kw)
     assert not (tmp_path / "v").exists()
+    bindir, log = _stubs(tmp_path, ["v++", "vitis-run"])  # stand-ins that record their calls and succeed
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.defpath}")
+    build = flow.build(csim=False, cosim=True, hls4ml=False)
+    rec = json.loads((tmp_path / "v" / "run.json").read_text())
+    assert build.passed and build.checks == 2 * len(build.components) > 0  # synthesis, then co-simulation
+    assert rec["passed"] and rec["stages"][-1]["stage"] == "build --cosim" and len(rec["build"]["vitis"]) == build.checks
+    assert log.read_text().count("vitis-run --mode hls --cosim") == len(build.components)
     flow.close()
 
 
