@@ -6,26 +6,33 @@ scalars, Python numbers, strings, None) atomically as one ``.npz``: every array 
 ``state`` (with ``{"__array__": i}`` where array i goes, ``{"__tuple__": [...]}`` for tuples and
 ``{"__items__": [[key, value], ...]}`` for dicts whose keys are not all strings). Floats keep
 every bit (JSON writes the shortest repr that reads back the same double; NaN and infinities
-included); Python ints of any size stay exact (a random generator's 128-bit state).
+included); Python ints of any size stay exact (a random generator's 128-bit state). The file is
+written straight into its temp file beside `path` and replaces it when complete.
 
 ``load_checkpoint(path)`` reads it with ``allow_pickle=False`` — loading a run folder someone
 shared runs no code — and checks the format version; a file that is not such a checkpoint
 (random bytes, truncated, empty, an old pickle checkpoint) is one ``RlhlsError`` line.
+
+What grows with a run (the replay buffer, the CSVs) is kept out of it, in files that only grow:
+``write_at(path, offset, data)`` puts bytes at an offset the checkpoint recorded (cutting what a
+killed write left past it) and ``read_rows(path, dtype, rows)`` reads the rows a checkpoint
+covers, its size checked first; the checkpoint names the lengths, so bytes past them are ignored.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import os
 import zipfile
 from pathlib import Path
 
 import numpy as np
 
 from rlhls.designs.errors import RlhlsError
-from rlhls.partition.fileio import atomic_write_bytes, os_error
+from rlhls.partition.fileio import atomic_writer, os_error
 
-__all__ = ["FORMAT", "save_checkpoint", "load_checkpoint"]
+__all__ = ["FORMAT", "save_checkpoint", "load_checkpoint", "write_at", "read_rows"]
 
 FORMAT = "rlhls-checkpoint/1"
 
@@ -70,10 +77,53 @@ def _hashable(k):
 def save_checkpoint(path, state) -> None:
     arrays: list = []
     tree = _encode(state, arrays)
-    buf = io.BytesIO()
-    np.savez(buf, state=np.frombuffer(json.dumps({"format": FORMAT, "state": tree}).encode(), dtype=np.uint8),
-             **{f"a{i}": a for i, a in enumerate(arrays)})
-    atomic_write_bytes(path, buf.getvalue())
+    with atomic_writer(path) as fh:
+        np.savez(fh, state=np.frombuffer(json.dumps({"format": FORMAT, "state": tree}).encode(), dtype=np.uint8),
+                 **{f"a{i}": a for i, a in enumerate(arrays)})
+
+
+def write_at(path, offset: int, data: bytes) -> int:
+    """Write `data` at byte `offset` of `path` (made when missing), the file cut there first, and
+    flush it to disk; returns the new length. A file shorter than `offset` is one line."""
+    path = Path(path)
+    try:
+        with open(path, "r+b" if path.exists() else "wb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size < offset:
+                raise RlhlsError(f"'{path}' holds {size} bytes, its checkpoint counts {offset}: the run folder "
+                                 "is damaged")
+            if size == offset and not data:
+                return offset  # nothing to cut or add: no flush
+            f.seek(offset)
+            f.truncate()
+            f.write(data)
+            f.flush()
+            os.fdatasync(f.fileno())
+    except OSError as e:
+        raise os_error(path, e) from None
+    return offset + len(data)
+
+
+def read_rows(path, dtype, rows: int, start: int = 0) -> np.ndarray:
+    """Rows `start` .. `start + rows` of a raw file of `dtype` records (no object fields), the file's
+    size checked against them before anything is allocated."""
+    path, dtype = Path(path), np.dtype(dtype)
+    if dtype.hasobject:
+        raise TypeError("read_rows: object fields")
+    need = (start + rows) * dtype.itemsize
+    try:
+        with open(path, "rb") as f:
+            have = os.fstat(f.fileno()).st_size
+            if have < need:
+                raise RlhlsError(f"'{path}' holds {have} bytes, its checkpoint counts {need} "
+                                 "(truncated or another file): the run folder is damaged")
+            f.seek(start * dtype.itemsize)
+            return np.fromfile(f, dtype=dtype, count=rows)
+    except FileNotFoundError:
+        raise RlhlsError(f"'{path}' is missing: its checkpoint counts {need} bytes in it (the run folder is "
+                         "damaged)") from None
+    except OSError as e:
+        raise os_error(path, e, "read") from None
 
 
 def _check_sizes(path: Path, data: bytes) -> None:

@@ -13,7 +13,7 @@
   against the fixed-time plan).
   The ``host/experiments/*.py`` modules are imported first, so theirs are there.
 * ``write_html(folder)`` — ``<folder>/report.html``: one self-contained page of an experiment's
-  Markdown summaries (tables, rendered by Python-Markdown) with its PNG figures embedded as data
+  (or a flow's) Markdown summaries (tables, rendered by Python-Markdown) with its PNG figures embedded as data
   URIs, so it opens in any browser, mailed or copied, with no web server and no other file.
 
 Figures are matplotlib ``Figure`` objects (the object API: a notebook's backend is left alone);
@@ -27,7 +27,7 @@ import math
 
 import numpy as np
 
-from rlhls.partition.fileio import atomic_write_bytes, atomic_write_text
+from rlhls.partition.fileio import _inside, atomic_write_bytes, atomic_write_text
 
 __all__ = ["phase_totals", "phases_figure", "csim_figure", "save_png", "write_report", "markdown_table",
            "mean_std_band", "register_report_section", "write_html", "HTML_PAGE"]
@@ -160,14 +160,20 @@ def _g(x, spec=".4g") -> str:
 
 def write_report(path, rec: dict) -> None:
     """report.md from a flow record (rlhls/api.py ``Flow.record``)."""
-    ok = not rec.get("failures")
+    checks = (rec.get("build") or {}).get("checks", 0)
+    if rec.get("failures"):
+        verdict = "FAILED: " + "; ".join(rec["failures"])
+    elif checks:
+        verdict = f"every check passed ({checks} check(s))"
+    else:  # nothing failed, and nothing was checked: not a pass
+        verdict = "no check ran (no build with --csim, --synth or --cosim)"
     L = [f"# rlhls run: {rec['design']}", "",
          f"Seed: *{rec.get('seed_title', '')}* (`{rec.get('seed_file', '')}`).  ",
          f"Algorithm {rec.get('algorithm', '').upper()}, device {rec['device']}, training batch {rec['batch']}, "
          f"environment {rec.get('env', '-')}, backend `{rec.get('backend', 'emu')}`, seed {rec.get('seed', 0)}"
          + (f", precision {rec['precision']}" if rec.get("precision") else "")
          + (f", {rec['experiment_text']}" if rec.get("experiment_text") else "") + ".", "",
-         f"**Result: {'every check passed' if ok else 'FAILED: ' + '; '.join(rec['failures'])}**", ""]
+         f"**Result: {verdict}**", ""]
     for n in rec.get("notes", []):
         L.append(f"- {n}")
     L += ["", "## Stages", "",
@@ -254,8 +260,8 @@ _CSS = ("body{font:15px/1.45 system-ui,sans-serif;max-width:1100px;margin:2em au
 
 def write_html(folder, title: str | None = None):
     """``<folder>/report.html`` from the Markdown files at the top of `folder` (their order by name)
-    and its PNG figures: a figure a Markdown file shows is embedded where it stands, the others
-    after the text. Returns the page's path (None when the folder has neither)."""
+    and its PNG figures: a figure a Markdown file shows (in `folder` or a folder inside it) is
+    embedded where it stands, the top-level others after the text. Returns the page's path (None when the folder has neither)."""
     import base64
     import html
     import re
@@ -273,9 +279,9 @@ def write_html(folder, title: str | None = None):
     def embed(m):
         src = html.unescape(m.group(2))
         f = folder / src
-        if "/" in src or f.suffix.lower() != ".png" or not f.is_file():
+        if not _inside(folder, src) or f.suffix.lower() != ".png" or not f.is_file():
             return m.group(0)
-        shown.add(f.name)
+        shown.add(f.resolve())
         data = base64.b64encode(f.read_bytes()).decode("ascii")
         return f'{m.group(1)}data:image/png;base64,{data}{m.group(3)}'
 
@@ -284,7 +290,7 @@ def write_html(folder, title: str | None = None):
         body = markdown.markdown(p.read_text(errors="replace"), extensions=["tables", "fenced_code"])
         parts.append(f'<section id="{html.escape(p.stem)}">\n'
                      + re.sub(r'(<img[^>]*\ssrc=")([^"]+)(")', embed, body) + "\n</section>")
-    rest = [p for p in pngs if p.name not in shown]
+    rest = [p for p in pngs if p.resolve() not in shown]
     if rest:
         figs = "".join(f'<figure><img alt="{html.escape(p.name)}" src="data:image/png;base64,'
                        f'{base64.b64encode(p.read_bytes()).decode("ascii")}"><figcaption>{html.escape(p.name)}'

@@ -15,24 +15,29 @@ Run folder (``out``):
 * ``eval.csv`` — every evaluation of the deterministic policy (host/evaluation.py): ``update,
   env_steps, mean_return, std_return, mean_length, std_length, episodes, seed``; every
   ``eval_every`` env steps (0: none on the way) and after the last update, ``eval_episodes``
-  episodes each (0: never).
+  episodes each (0: never). Appended like the other CSVs.
 * ``events.out.tfevents.*`` — the same as TensorBoard scalars (host/metrics.py ``Board``).
 * ``checkpoint.npz`` — trainer state (parameters, optimizer, normalizers, RNG states and the
   environments' state: per sub-env its episode seed and actions since the reset, replayed on
-  resume, see host/envs/vector.py ``ReplayableVecEnv``), update index, env steps, all metrics and
-  episodes so far. Written after **every** update to a temp
-  file in the folder and ``os.replace``d, then the CSVs are rewritten from it the same way (the
-  PNG at most every ``PLOT_EVERY_S`` seconds and after the last update): a killed run loses at
-  most the update in progress.
+  resume, see host/envs/vector.py ``ReplayableVecEnv``), update index, env steps, and the byte
+  length of each CSV it covers; an off-policy trainer's replay buffer keeps its transitions in
+  ``replay/`` (host/algorithms/replay.py), the checkpoint their counts. After **every** update the
+  new CSV lines and transitions are appended (flushed to disk), then the checkpoint is written to a
+  temp file in the folder and ``os.replace``d (the PNG at most every ``PLOT_EVERY_S`` seconds and
+  after the last update): a killed run loses at most the update in progress, and what it appended
+  past the checkpoint's lengths (a torn last line included) is ignored on resume and cut by the
+  next write. Layout: docs/formats/checkpoint.md.
 * ``reward.png`` — episodic return per episode and its rolling average (HEPPO-GAE Fig. 10 uses
   1000 readings; here ``min(1000, max(1, n // 10))`` so short runs still show a curve).
 
 ``resume=True`` loads ``checkpoint.npz`` of the folder and continues with update k+1; the
 config must match (except ``steps``, which may grow). Everything is checked before anything is
 written: config.json (there, JSON, the same run), the checkpoint (host/checkpoint.py: arrays and
-JSON, never a pickle, so loading it runs no code; of this design and algorithm; its state taken
-by the trainer), else one ``RlhlsError`` line and the folder as it was. Without ``resume`` a
-folder that already has a checkpoint is refused. Temp files a killed write left behind
+JSON, never a pickle, so loading it runs no code; of this design and algorithm; its CSV rows
+there; its state taken by the trainer), else one ``RlhlsError`` line and the folder as it was. A
+checkpoint of the older layout (buffer, metrics and episodes inside, no ``layout`` key) is
+refused in one line: such a run is started again (its policy still loads for ``--weights``).
+Without ``resume`` a folder that already has a checkpoint is refused. Temp files a killed write left behind
 (``.<file>.*.tmp`` of the run's own files) are removed when the folder is used again.
 
 Progress: a tqdm bar on stderr (steps, steps/s, latest return) when stderr is a TTY; otherwise
@@ -60,18 +65,21 @@ from rlhls.partition.procs import inform
 from rlhls.partition.fileio import (OWNER, atomic_write_bytes, atomic_write_text, check_out, make_dirs, os_error,
                                     write_json)
 
-from .checkpoint import load_checkpoint, save_checkpoint
-from .metrics import EVAL_COLUMNS, Board, upgrade_row
+from .checkpoint import load_checkpoint, save_checkpoint, write_at
+from .metrics import EVAL_COLUMNS, Board
 
 __all__ = ["train", "csv_text", "atomic_write_bytes", "atomic_write_text", "read_metrics", "rolling_window", "plot_rewards"]
 
 CHECKPOINT = "checkpoint.npz"
+LAYOUT = "rlhls-run/2"  # the checkpoint's run layout: CSVs and replay files beside it, their lengths in it
 EVAL_CSV = "eval.csv"
 RUN_FILES = ["config.json", "metrics.csv", "episodes.csv", EVAL_CSV, CHECKPOINT, "reward.png"]
 _IGNORED_ON_RESUME = ("steps", "steps_trained")
 _EVAL_HP = ("eval_every", "eval_episodes")  # change nothing the run trains: may differ on --resume (or be absent)
 EVAL_FIELDS = (*EVAL_COLUMNS, "episodes", "seed")
+CSVS = ("metrics.csv", "episodes.csv", EVAL_CSV)  # appended after every update, their lengths in the checkpoint
 log = logging.getLogger(__name__)
+EPISODE_COLUMNS = ["env_step", "return", "length"]
 PLOT_EVERY_S = 30.0  # reward.png costs ~0.5-1.5 s: redrawn at most this often and after the last update
 
 
@@ -92,8 +100,11 @@ def csv_text(rows: list[dict], columns: list[str]) -> str:
 
 
 def read_metrics(path) -> list[dict]:
+    """The rows of a run's CSV; a last line without its newline (torn by a kill mid-append, not
+    counted by the checkpoint) is left out."""
     with open(path, newline="") as f:
-        return list(csv.DictReader(f))
+        text = f.read()
+    return list(csv.DictReader(io.StringIO(text if text.endswith("\n") else text[:text.rfind("\n") + 1])))
 
 
 def rolling_window(n: int) -> int:
@@ -187,10 +198,15 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
             raise RlhlsError(f"--resume: '{out}' was run with a different {key} ({_short(was)}, now {_short(now)})")
         ck = load_checkpoint(ckpt_path)
         _check_checkpoint(ck, ckpt_path, config)
+        metrics, episodes, evaluations = _read_record(out, ck, ckpt_path)
     trainer = make_trainer()  # bad environments and parameters fail here, before anything is written
+    trainer.run_dir = out
     try:
-        update, env_steps, metrics, episodes, evaluations = 0, 0, [], [], []
-        if ck is not None:  # the trainer takes the state before config.json is touched
+        update, env_steps = 0, 0
+        lengths = dict.fromkeys(CSVS, 0)  # bytes of each CSV the checkpoint covers
+        if ck is None:
+            metrics, episodes, evaluations = [], [], []
+        else:  # the trainer takes the state before config.json is touched
             try:
                 trainer.load_state_dict(ck["trainer"])
             except RlhlsError:
@@ -199,8 +215,7 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
                 raise RlhlsError(f"--resume: checkpoint '{ckpt_path}' does not fit this run "
                                  f"({type(e).__name__}: {e})") from None
             update, env_steps = int(ck["update"]), int(ck["env_steps"])
-            metrics, episodes = [upgrade_row(m) for m in ck["metrics"]], [tuple(e) for e in ck["episodes"]]
-            evaluations = list(ck.get("evaluations") or [])
+            lengths.update(ck["csv"])
         per = trainer.steps_per_update
         if ck is not None and env_steps != update * per:
             raise RlhlsError(f"--resume: checkpoint '{ckpt_path}' is damaged: env_steps {env_steps} are not "
@@ -226,8 +241,14 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
             log.warning(n)
         bar = _Progress(total_updates * per, env_steps, progress)
         last_plot = time.perf_counter()
+        columns = list(metrics[0]) if metrics else None
         board = None  # opened with the first update: a resume with nothing to do writes no event file
         try:
+            if update >= total_updates:  # nothing to train: what a killed write left past the checkpoint goes
+                for name, n in lengths.items():
+                    if n or (out / name).exists():
+                        write_at(out / name, n, b"")
+                plot_rewards(episodes, out / "reward.png", title)
             while update < total_updates:
                 if on_update is not None:
                     on_update(update + 1)
@@ -239,29 +260,38 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
                 episodes.extend(new_eps)
                 wall = time.perf_counter() - t0
                 metrics.append({"update": update, "env_steps": env_steps, "wall_s": wall, **row})
+                columns = columns or list(metrics[0])
                 if board is None:
                     board = Board(out, update, resumed_at=env_steps - per if ck is not None else None)
                 board.update(metrics[-1], new_eps, per / max(wall, 1e-9))
+                new_evals = []
                 if eval_episodes and (update == total_updates or (
                         eval_every and env_steps // eval_every > (env_steps - per) // eval_every)):
                     with capture() if capture is not None else contextlib.nullcontext():
-                        evaluations.append(_evaluate(trainer, update, env_steps, eval_episodes))
-                    board.evaluation(evaluations[-1])
-                save_checkpoint(ckpt_path, {"design": config.get("design"), "algorithm": config.get("algorithm"),
-                                            "trainer": trainer.state_dict(), "update": update,
-                                            "env_steps": env_steps, "metrics": metrics, "episodes": episodes,
-                                            "evaluations": evaluations})
-                plot = update == total_updates or time.perf_counter() - last_plot >= PLOT_EVERY_S
-                _write_outputs(out, metrics, episodes, title, plot=plot, evaluations=evaluations)
-                if plot:
+                        new_evals.append(_evaluate(trainer, update, env_steps, eval_episodes))
+                    evaluations.extend(new_evals)
+                    board.evaluation(new_evals[-1])
+                # appended first, then the checkpoint that counts them (host/checkpoint.py write_at)
+                for name, rows, cols in (("metrics.csv", metrics[-1:], columns),
+                                         ("episodes.csv", [dict(zip(EPISODE_COLUMNS, e)) for e in new_eps],
+                                          EPISODE_COLUMNS),
+                                         (EVAL_CSV, new_evals, ["update", "env_steps", *EVAL_FIELDS])):
+                    if not rows and name == EVAL_CSV:
+                        continue  # no eval.csv in a run that never evaluates
+                    text = csv_text(rows, cols)
+                    lengths[name] = write_at(out / name, lengths[name],
+                                             (text if lengths[name] == 0 else text.split("\n", 1)[1]).encode())
+                save_checkpoint(ckpt_path, {"layout": LAYOUT, "design": config.get("design"),
+                                            "algorithm": config.get("algorithm"), "trainer": trainer.state_dict(),
+                                            "update": update, "env_steps": env_steps, "csv": dict(lengths)})
+                if update == total_updates or time.perf_counter() - last_plot >= PLOT_EVERY_S:
+                    plot_rewards(episodes, out / "reward.png", title)
                     last_plot = time.perf_counter()
                 bar.update(update, total_updates, env_steps, per, row.get("episodic_return", float("nan")))
         finally:
             bar.close()
             if board is not None:
                 board.close()
-        if not metrics or not (out / "metrics.csv").exists():
-            _write_outputs(out, metrics, episodes, title, evaluations=evaluations)
         return {"updates": update, "env_steps": env_steps, "out": str(out), "config": config, "metrics": metrics,
                 "episodes": episodes, "evaluations": evaluations}
     finally:
@@ -327,32 +357,78 @@ def _read_config(path: Path) -> dict:
 
 
 def _check_checkpoint(ck, path: Path, config: dict) -> None:
-    if not isinstance(ck, dict) or not {"trainer", "update", "env_steps", "metrics", "episodes"} <= set(ck):
+    if isinstance(ck, dict) and "layout" not in ck and {"metrics", "episodes", "trainer"} <= set(ck):
+        raise RlhlsError(f"--resume: checkpoint '{path}' is of an older rlhls (replay buffer and metrics inside it) "
+                         "and cannot be continued: start the run again (its policy still loads for --weights)")
+    if not isinstance(ck, dict) or not {"trainer", "update", "env_steps", "csv"} <= set(ck):
         raise RlhlsError(f"--resume: '{path}' is not a run's checkpoint (missing its state)")
+    if ck.get("layout") != LAYOUT:
+        raise RlhlsError(f"--resume: checkpoint '{path}' has layout {_short(ck.get('layout'))}, expected {LAYOUT!r}")
     for key in ("design", "algorithm"):
         if ck.get(key) != config.get(key):
             raise RlhlsError(f"--resume: checkpoint '{path}' is of {key} {ck.get(key)!r}, this run of "
                              f"{config.get(key)!r}")
     bad = None
-    update, env_steps, metrics, episodes = ck["update"], ck["env_steps"], ck["metrics"], ck["episodes"]
+    update, env_steps, lengths = ck["update"], ck["env_steps"], ck["csv"]
     if not _count(update):
         bad = f"update {_short(update)} (expected an integer >= 0)"
     elif not _count(env_steps):
         bad = f"env_steps {_short(env_steps)} (expected an integer >= 0)"
-    elif not isinstance(metrics, list) or not all(isinstance(m, dict) for m in metrics):
-        bad = "metrics (expected a list of rows)"
-    elif len(metrics) != update or any(m.get("update") != i for i, m in enumerate(metrics, 1)):
+    elif not isinstance(lengths, dict) or not {"metrics.csv", "episodes.csv"} <= set(lengths) <= set(CSVS) \
+            or not all(_count(n) for n in lengths.values()):
+        bad = f"csv {_short(lengths)} (expected the byte lengths of {', '.join(CSVS)})"
+    if bad is not None:
+        raise RlhlsError(f"--resume: checkpoint '{path}' is damaged: {bad}")
+
+
+def _value(text: str):
+    """A CSV field as it was written (csv_text): an int, an exact float, NaN for empty, else text."""
+    if text == "":
+        return float("nan")
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _read_record(out: Path, ck: dict, path: Path) -> tuple[list, list, list]:
+    """(metrics rows, episodes, evaluations) of the CSV bytes checkpoint `ck` covers, checked against it."""
+    tables = {}
+    for name, n in ck["csv"].items():
+        try:
+            with open(out / name, "rb") as f:
+                data = f.read(n)
+        except FileNotFoundError:
+            data = b""
+        except OSError as e:
+            raise os_error(out / name, e, "read") from None
+        if len(data) < n:
+            raise RlhlsError(f"--resume: '{out / name}' holds {len(data)} bytes, checkpoint '{path}' counts {n}: "
+                             "the run folder is damaged")
+        try:
+            rows = list(csv.reader(io.StringIO(data.decode("utf-8"), newline="")))
+        except (UnicodeDecodeError, csv.Error):
+            raise RlhlsError(f"--resume: '{out / name}' is not the CSV checkpoint '{path}' counts: the run folder "
+                             "is damaged") from None
+        tables[name] = [dict(zip(rows[0], map(_value, r))) for r in rows[1:]] if rows else []
+    metrics = tables["metrics.csv"]
+    episodes = [tuple(e.get(c) for c in EPISODE_COLUMNS) for e in tables["episodes.csv"]]
+    evaluations = tables.get(EVAL_CSV, [])
+    update, env_steps = ck["update"], ck["env_steps"]
+    bad = None
+    if len(metrics) != update or any(m.get("update") != i for i, m in enumerate(metrics, 1)):
         bad = f"update {update} against its {len(metrics)} metrics rows"
     elif metrics and metrics[-1].get("env_steps") != env_steps:
         bad = f"env_steps {env_steps} against its metrics ({_short(metrics[-1].get('env_steps'))})"
-    elif not isinstance(episodes, list) or not all(
-            isinstance(e, (list, tuple)) and len(e) == 3 and all(_number(x) for x in e) for e in episodes):
-        bad = "episodes (expected a list of (env_step, return, length))"
-    elif not isinstance(ck.get("evaluations", []), list) or not all(
-            isinstance(e, dict) and _count(e.get("env_steps")) for e in ck.get("evaluations", [])):
-        bad = "evaluations (expected a list of eval.csv rows)"
+    elif not all(all(_number(x) for x in e) for e in episodes):
+        bad = "episodes.csv (expected rows of env_step, return, length)"
+    elif not all(_count(e.get("env_steps")) for e in evaluations):
+        bad = f"{EVAL_CSV} (expected rows of update, env_steps, {', '.join(EVAL_FIELDS)})"
     if bad is not None:
         raise RlhlsError(f"--resume: checkpoint '{path}' is damaged: {bad}")
+    return metrics, episodes, evaluations
 
 
 def _count(x) -> bool:
@@ -371,16 +447,3 @@ def _remove_stale_temps(out: Path) -> None:
                 p.unlink()
             except OSError:
                 pass
-
-
-def _write_outputs(out: Path, metrics: list, episodes: list, title: str, plot: bool = True,
-                   evaluations: list = ()) -> None:
-    cols = list(metrics[0]) if metrics else ["update", "env_steps", "wall_s"]
-    atomic_write_text(out / "metrics.csv", csv_text(metrics, cols))
-    atomic_write_text(out / "episodes.csv",
-                      csv_text([{"env_step": e[0], "return": e[1], "length": e[2]} for e in episodes],
-                                ["env_step", "return", "length"]))
-    if evaluations:
-        atomic_write_text(out / EVAL_CSV, csv_text(list(evaluations), ["update", "env_steps", *EVAL_FIELDS]))
-    if plot:
-        plot_rewards(episodes, out / "reward.png", title)

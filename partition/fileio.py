@@ -37,7 +37,7 @@ from pathlib import Path, PurePosixPath
 
 from rlhls.designs.errors import RlhlsError
 
-__all__ = ["OWNER", "atomic_write_bytes", "atomic_write_text", "write_json", "check_out",
+__all__ = ["OWNER", "atomic_write_bytes", "atomic_writer", "atomic_write_text", "write_json", "check_out",
            "staged_folder", "owned_files", "read_record", "side_name", "scratch_dir", "process_scratch",
            "sweep_dead", "pid_alive", "check_name", "folder_command", "folder_lock", "FolderLock", "os_error",
            "make_dirs"]
@@ -120,6 +120,14 @@ def _remove_dirs(created) -> None:
 
 
 def atomic_write_bytes(path, data: bytes) -> None:
+    with atomic_writer(path) as fh:
+        fh.write(data)
+
+
+@contextlib.contextmanager
+def atomic_writer(path):
+    """``with atomic_writer(path) as fh:`` write into a binary temp file beside `path`; on success it
+    is flushed to disk and replaces `path`, on any error it goes and `path` stays as it was."""
     path = Path(path)
     if path.is_dir():
         raise RlhlsError(f"cannot write '{path}': it is a folder")
@@ -129,7 +137,7 @@ def atomic_write_bytes(path, data: bytes) -> None:
     try:
         fd, tmp = tempfile.mkstemp(prefix=side_name(path.name, "."), suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            yield fh
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600: give the user's usual mode

@@ -7,14 +7,15 @@
     build = flow.build(csim=True)       # .components [{name, kernel, unit, csim}], .passed
     run = flow.train(steps=20_000)      # .metrics (one dict per update), .folder
     perf = flow.perf()                  # Perf: the whole run on the device, .variants, .speedups, .text()
-    flow.report()                       # report.md in out/
+    flow.report()                       # report.md and report.html in out/
 
 Each step computes what it needs from the steps before it (once), returns an object
 (TrainingGraph, Profile, Plan, BuildResult, Run) and writes its files once into ``out``, never
 reading them back: ``graph.csv``, ``profile.csv``, ``plan/`` (plan.json, plan.csv, gantt.png),
 ``build/`` (Vitis HLS components, ``aie/``, manifest.json), ``train/`` (the run folder), ``perf/``
 (perf.json, perf.txt, perf.png: the modeled run on the device),
-``report.md`` with ``phases.png`` and ``csim.png``, and ``run.json`` (the record of every step).
+``report.md`` with ``phases.png`` and ``csim.png``, ``report.html`` (the same page with every
+figure embedded), and ``run.json`` (the record of every step).
 What libraries print (hls4ml, the ALE, solvers) goes to ``flow.log`` unless ``verbose``.
 
 The plan is solved at the design's batch (the accelerator it sizes); a mixed-precision run
@@ -55,10 +56,33 @@ __all__ = ["Flow", "RECORD"]
 RECORD = "run.json"
 DEMO_STEPS = 10_000  # a design without its own demonstration budget
 FULL_STEPS = 1_000_000
+_KEPT = ("stages", "failures", "notes")  # what a resumed flow takes from its run.json and adds to
 
 
 class Flow:
-    """The design flow of one design, step by step or all at once (``run``); see the module docstring."""
+    """The design flow of one design, step by step or all at once (``run``); see the module docstring.
+
+    Parameters (each checked before anything is written; a bad one is one ``RlhlsError`` line):
+
+    - ``design``: a registered design name (``rlhls designs``) or a ``Design``.
+    - ``out``: the flow folder (default ``runs/<design>-<timestamp>``); a new, empty or own folder.
+    - ``device``: a device name (``rlhls devices``; default the design's own device).
+    - ``seed``: the training seed (an integer >= 0).
+    - ``env_id``: a gymnasium environment id instead of the design's.
+    - ``backend``: what runs the plan's PL and AIE nodes while training: ``'emu'`` (the numpy
+      models, default), ``'csim'`` (the compiled C++) or ``'cosim'`` (Vitis).
+    - ``precision``: ``'fp64'``, ``'fp32'`` or ``'mixed'`` (each node in its plan unit's format);
+      default the design's.
+    - ``overrides``: ``{hyperparameter: value}`` (as ``--set``), over the design's and ``config``.
+    - ``config``: ``{hyperparameter: value}`` read from a config file (as ``--config``).
+    - ``demo``: True (default) takes the design's demonstration budget and settings; False its
+      own hyperparameters and ``total_timesteps``.
+    - ``resume``: continue the flow in ``out`` (its ``run.json``), keeping the record of the
+      stages it ran before.
+    - ``verbose``: show what libraries print (else it goes to ``flow.log``); ``quiet``: no progress.
+    - ``solver``, ``time_limit``: the ILP solver (default ``'cbc'``) and its limit in seconds.
+    - ``reports``: a build folder with Vitis reports or aiesimulator outputs that calibrate the profile.
+    """
 
     def __init__(self, design, out=None, *, device=None, seed: int = 0, env_id: str | None = None,
                  backend: str = "emu", precision: str | None = None, overrides: dict | None = None,
@@ -125,12 +149,17 @@ class Flow:
                        "env": env_id or self.design.env_id, "backend": backend, "seed": self.seed,
                        "precision": self.hyperparams.get("precision"), "demo": demo,
                        "overrides": {k: str(v) for k, v in self.overrides.items()}, "stages": [], "failures": [],
-                       "notes": [], "ok": True}
+                       "notes": [], "ok": True, "passed": False}
         if self.hyperparams.get("experiment") is not None and self.design.seed_figures.get("phase_shares"):
             self.record["experiment_text"] = f"experiment {self.hyperparams['experiment']} of HEPPO-GAE Table III"
         if self.design.seed_figures.get("phase_shares"):
             self.record["seed_phase_shares"] = self.design.seed_figures["phase_shares"]
         self._old = self._old_record() if resume else {}
+        if self._old:  # the record of the stages run before stays; a stage run again replaces its entry
+            self.record = {**self._old, **{k: v for k, v in self.record.items() if k not in _KEPT}}
+            self.record.update({k: list(self._old.get(k) or []) for k in _KEPT})
+            self.record["stages"] = [s for s in self.record["stages"] if isinstance(s, dict) and "stage" in s]
+            self._verdict()
 
     def close(self) -> None:
         """Release the output folder (another process may then write it); the end of the
@@ -187,28 +216,40 @@ class Flow:
 
     def _stage(self, name: str, output: str, fn):
         self._ensure_out()
-        self.say(f"[{len(self.record['stages']) + 1}] {name} ...")
+        key = name.split(" --")[0]  # 'build --csim' replaces an earlier 'build'
+        rec = self.record
+        for old in [s for s in rec["stages"] if s["stage"].split(" --")[0] == key]:  # a stage run again
+            rec["stages"].remove(old)
+            for f in old.get("failures", []):
+                if f in rec["failures"]:
+                    rec["failures"].remove(f)
+        n0 = len(rec["failures"])
+        self.say(f"[{len(rec['stages']) + 1}] {name} ...")
         t0 = time.perf_counter()
         try:
             result, status = fn()
         except BaseException as e:  # the record says the stage failed, then the error goes on
             msg = str(e) if isinstance(e, RlhlsError) else ("interrupted" if isinstance(e, KeyboardInterrupt)
                                                             else f"{type(e).__name__}: {e}")
-            self.record["stages"] = [s for s in self.record["stages"] if s["stage"] != name]
-            self.record["stages"].append({"stage": name, "seconds": time.perf_counter() - t0, "status": "failed",
-                                          "output": output, "error": msg})
-            self.record["failures"].append(f"{name}: {msg}")
-            self.record["ok"] = False
+            rec["failures"].append(f"{name}: {msg}")
+            rec["stages"].append({"stage": name, "seconds": time.perf_counter() - t0, "status": "failed",
+                                  "output": output, "error": msg, "failures": rec["failures"][n0:]})
+            self._verdict()
             with contextlib.suppress(RlhlsError):
                 self._save()
             raise
         dt = time.perf_counter() - t0
-        self.record["stages"] = [s for s in self.record["stages"] if s["stage"] != name]
-        self.record["stages"].append({"stage": name, "seconds": dt, "status": status, "output": output})
+        rec["stages"].append({"stage": name, "seconds": dt, "status": status, "output": output,
+                              "failures": rec["failures"][n0:]})
         self.say(f"    {name}: {status} ({dt:.1f} s)")
-        self.record["ok"] = not self.record["failures"]
+        self._verdict()
         self._save()
         return result
+
+    def _verdict(self) -> None:
+        """``ok``: nothing failed; ``passed``: checks ran (``checks``, from the build) and none failed."""
+        self.record["ok"] = not self.record["failures"]
+        self.record["passed"] = self.record["ok"] and (self.record.get("build") or {}).get("checks", 0) > 0
 
     # -- the steps
     def graph(self):
@@ -236,7 +277,7 @@ class Flow:
                     from rlhls.partition.calibrate import calibrate
 
                     rows[:], notes = calibrate(rows, self.reports[0], self.reports[1], batch=graph.batch, graph=graph)
-                    self.record["notes"] += notes
+                    self.record["notes"] += [n for n in notes if n not in self.record["notes"]]
                 rows.write_csv(self.out / "profile.csv")
                 src = {}
                 for r in rows:
@@ -246,7 +287,8 @@ class Flow:
         return self._profile
 
     def partition(self, *, solver: str | None = None, time_limit: float | None = None):
-        """The Plan (ILP; ``plan/``): a resumed flow takes the plan it solved."""
+        """The Plan (ILP; ``plan/``): a resumed flow takes the plan it solved. ``solver`` and
+        ``time_limit`` (seconds) replace the flow's for this solve."""
         if self._plan is None:
             from rlhls.partition.design_plan import partition_design
             from rlhls.partition.plan import load_plan, write_plan
@@ -274,20 +316,37 @@ class Flow:
             self._plan = self._stage("partition", "plan/", step)
         return self._plan
 
-    def build(self, *, csim: bool = True, hls4ml: bool = True, part: str | None = None):
-        """The plan's components in ``build/`` with their checks (BuildResult)."""
-        from rlhls.flow.build import build_design
+    def build(self, *, csim: bool = True, synth: bool = False, cosim: bool = False, hls4ml: bool = True,
+              part: str | None = None):
+        """The plan's components in ``build/`` with their checks (BuildResult), as ``rlhls build``.
 
+        - ``csim``: C-simulate every PL component and AIE kernel against its reference (default True).
+        - ``synth``: run Vitis HLS synthesis on each component (``--synth``); ``cosim``: C/RTL
+          co-simulation, synthesis first (``--cosim``). Both need Vitis on PATH: without it one
+          ``RlhlsError`` line before anything is written.
+        - ``hls4ml``: forward layers as hls4ml projects (default) or as rlhls' own dense kernels.
+        - ``part``: the AMD part number (default the device's; synth and cosim need a real one).
+
+        ``BuildResult.passed`` (and ``passed`` in run.json) is True only when checks ran and every
+        one passed; ``ok`` when none failed."""
+        from rlhls.flow import vitis as V
+        from rlhls.flow.build import build_design, resolve_part
+
+        if synth or cosim:  # Vitis and a real part, before any stage writes
+            V.select_flow(V.find_tools(), synth=synth, cosim=cosim)
+            resolve_part(self.design, part, need_real=True)
         plan, graph = self.partition(), self.graph()
 
         def step():
-            b = self.record["build"] = {"components": [], "aie": [], "host": [], "notes": [], "part": ""}
+            b = self.record["build"] = {"components": [], "aie": [], "host": [], "notes": [], "part": "",
+                                        "checks": 0}
             rows = self.record["csim"] = []
             with self._libraries():
-                res = build_design(self.design, self.out / "build", plan=plan, graph=graph, csim=csim, part=part,
-                                   hls4ml=hls4ml, progress=lambda m: self.say(f"    {m}"))
+                res = build_design(self.design, self.out / "build", plan=plan, graph=graph, csim=csim, synth=synth,
+                                   cosim=cosim, part=part, hls4ml=hls4ml, progress=lambda m: self.say(f"    {m}"))
             b.update(components=[c.name for c in res.components], aie=list(res.aie["nodes"]), host=list(res.host),
-                     part=res.part, unmapped=dict(res.unmapped), notes=list(res.warnings))
+                     part=res.part, unmapped=dict(res.unmapped), notes=list(res.warnings), checks=res.checks,
+                     vitis=[{"name": c.name, **s} for c in res.components for s in c.vitis])
             for c in res.components:
                 cs = c.csim or {}
                 rows.append({"name": c.name, "kernel": c.kernel, "unit": c.unit, "nodes": list(c.nodes),
@@ -300,13 +359,22 @@ class Flow:
             for r in rows:
                 if csim and not r["passed"]:
                     self.record["failures"].append(f"check {r['name']}: {r['detail'] or 'not run'}")
-            checks = f", checks {'pass' if res.ok and all(r['passed'] for r in rows) else 'FAIL'}" if csim else ""
+            for v in b["vitis"]:
+                if not v["passed"]:
+                    self.record["failures"].append(f"{v['step']} {v['name']}: exit {v['returncode']} (log {v['log']})")
+            checks = (f", {res.checks} check(s) {'pass' if res.ok else 'FAIL'}" if res.checks
+                      else ", no check run")
             return res, f"{len(res.components)} PL component(s), {len(res.aie['nodes'])} AIE node(s){checks}"
-        self._build = self._stage("build --csim" if csim else "build", "build/", step)
+        flags = [f for f, on in (("--csim", csim), ("--synth", synth and not cosim), ("--cosim", cosim)) if on]
+        self._build = self._stage(" ".join(["build", *flags]), "build/", step)
         return self._build
 
     def train(self, *, steps: int | None = None, backend: str | None = None):
-        """Train on the host in ``train/`` (Run); continues its checkpoint when there is one."""
+        """Train on the host in ``train/`` (Run); continues its checkpoint when there is one.
+
+        - ``steps``: environment steps (default the budget of ``demo``: the design's demonstration
+          or its ``total_timesteps``), rounded up to whole updates.
+        - ``backend``: this run's backend instead of the flow's (``'emu'``, ``'csim'``, ``'cosim'``)."""
         from rlhls.host.report import phase_totals, phases_figure, save_png
         from rlhls.host.runner import CHECKPOINT
         from rlhls.host.train import train_design
@@ -333,7 +401,9 @@ class Flow:
 
     def perf(self, *, steps: int | None = None, ps_factor: float | None = None):
         """The whole training run modeled on the device (host.perf.Perf; ``perf/``): host phases from
-        this flow's training run when it has one, else from a short run here; the plan's graph."""
+        this flow's training run when it has one, else from a short run here; the plan's graph.
+        ``steps``: the run length modeled (default the design's); ``ps_factor``: how many times
+        slower the device's PS core is than this machine's (default ``host.perf.ps_factor``)."""
         if self._perf is None:
             from rlhls.host.perf import host_times, model_perf, perf_figure, write_perf
             from rlhls.host.report import save_png
@@ -357,19 +427,22 @@ class Flow:
         return self._perf
 
     def report(self) -> Path:
-        """report.md (with csim.png) from what the flow did so far."""
-        from rlhls.host.report import csim_figure, save_png, write_report
+        """report.md (with csim.png) and report.html (the same, self-contained: figures embedded)
+        from what the flow did so far, a resumed flow's earlier stages included."""
+        from rlhls.host.report import csim_figure, save_png, write_html, write_report
 
         def step():
             save_png(csim_figure(self.record.get("csim", []), f"{self.design.name}: checks"), self.out / "csim.png")
             write_report(self.out / "report.md", self.record)
             return self.out / "report.md", "ok"
-        path = self._stage("report", "report.md", step)
+        path = self._stage("report", "report.md, report.html", step)
         write_report(path, self.record)  # again, with the report stage's own time
+        write_html(self.out, title=f"rlhls run: {self.design.name}")
         return path
 
     def run(self, *, steps: int | None = None):
-        """Every step (``rlhls run``); returns the record."""
+        """Every step (``rlhls run``): build with C simulation, train ``steps`` (as ``train``), perf,
+        report; returns the record (run.json)."""
         if self.algorithm is None:
             raise RlhlsError(f"design '{self.design.name}': algorithm '{self.design.algorithm}' has no trainer yet; "
                              "rlhls graph / profile / partition / build work for it")

@@ -86,7 +86,7 @@ def test_resume_equals_uninterrupted(tmp_path, precision):
         return A2C(DESIGN, seed=3, hyperparams=hp)
 
     cfg = {"design": DESIGN.name, "precision": precision}
-    train(make, cfg, tmp_path / "a", steps=600, progress=False)
+    ra = train(make, cfg, tmp_path / "a", steps=600, progress=False)
 
     def kill(update):
         if update == 2:
@@ -94,12 +94,12 @@ def test_resume_equals_uninterrupted(tmp_path, precision):
 
     with pytest.raises(KeyboardInterrupt):  # killed during update 2
         train(make, cfg, tmp_path / "b", steps=600, progress=False, on_update=kill)
-    train(make, cfg, tmp_path / "b", steps=600, resume=True, progress=False)
+    rb = train(make, cfg, tmp_path / "b", steps=600, resume=True, progress=False)
     a = load_checkpoint(tmp_path / "a" / "checkpoint.npz")
     b = load_checkpoint(tmp_path / "b" / "checkpoint.npz")
-    assert a["episodes"] == b["episodes"] and len(a["metrics"]) == 3
-    strip = [{k: v for k, v in r.items() if k != "wall_s" and not k.startswith("t_")} for r in a["metrics"]]
-    assert strip == [{k: v for k, v in r.items() if k != "wall_s" and not k.startswith("t_")} for r in b["metrics"]]
+    assert ra["episodes"] == rb["episodes"] and len(ra["metrics"]) == 3
+    strip = [{k: v for k, v in r.items() if k != "wall_s" and not k.startswith("t_")} for r in ra["metrics"]]
+    assert strip == [{k: v for k, v in r.items() if k != "wall_s" and not k.startswith("t_")} for r in rb["metrics"]]
     for net in ("policy", "value"):
         for k, v in a["trainer"][net].items():
             assert np.array_equal(v, b["trainer"][net][k])

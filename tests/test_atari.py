@@ -95,10 +95,10 @@ def test_life_loss_ends_episode_not_game_and_replays():
     assert replay_bytes(1, next_obs=True) - replay_bytes(1) == 4 * 84 * 84
 
 
-def _rows(ck):
+def _rows(run):
     """Metrics rows without times, NaN as None (NaN != NaN)."""
     return [{k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in r.items()
-             if k != "wall_s" and not k.startswith("t_")} for r in ck["metrics"]]
+             if k != "wall_s" and not k.startswith("t_")} for r in run["metrics"]]
 
 
 def _resume_equals_uninterrupted(tmp_path, make, steps, kill_at):
@@ -107,17 +107,21 @@ def _resume_equals_uninterrupted(tmp_path, make, steps, kill_at):
             raise KeyboardInterrupt
 
     cfg = {"design": "atari"}
-    train(make, cfg, tmp_path / "a", steps=steps, progress=False)
+    ra = train(make, cfg, tmp_path / "a", steps=steps, progress=False)
     with pytest.raises(KeyboardInterrupt):  # killed during update kill_at
         train(make, cfg, tmp_path / "b", steps=steps, progress=False, on_update=kill)
-    train(make, cfg, tmp_path / "b", steps=steps, resume=True, progress=False)
+    rb = train(make, cfg, tmp_path / "b", steps=steps, resume=True, progress=False)
     a = load_checkpoint(tmp_path / "a" / "checkpoint.npz")
     b = load_checkpoint(tmp_path / "b" / "checkpoint.npz")
-    assert a["episodes"] == b["episodes"] and _rows(a) == _rows(b)
+    assert ra["episodes"] == rb["episodes"] and _rows(ra) == _rows(rb)
     pa, pb = a["trainer"]["params"], b["trainer"]["params"]
     flat = [(pa[k], pb[k]) for k in pa] if "fc1.W" in pa else [(pa[n][k], pb[n][k]) for n in pa for k in pa[n]]
     assert all(np.array_equal(x, y) for x, y in flat)
-    return a
+    files = sorted(p.name for p in (tmp_path / "a" / "replay").glob("*"))  # the same transitions appended
+    assert files == sorted(p.name for p in (tmp_path / "b" / "replay").glob("*"))
+    assert all((tmp_path / "a" / "replay" / f).read_bytes() == (tmp_path / "b" / "replay" / f).read_bytes()
+               for f in files)
+    return ra, a
 
 
 def test_dqn_breakout_resume_exact(tmp_path):
@@ -126,12 +130,16 @@ def test_dqn_breakout_resume_exact(tmp_path):
     def make():
         return DQN(design, seed=1, hyperparams=dict(DQN_SHORT, precision="fp32"))
 
-    a = _resume_equals_uninterrupted(tmp_path, make, 120, kill_at=2)
-    buf = a["trainer"]["buffer"]
-    assert buf["obs"].dtype == np.uint8 and buf["obs"].shape[1:] == (4, 84, 84)
-    assert set(np.unique(buf["rewards"])) <= {-1.0, 0.0, 1.0} and buf["dones"].any()  # lost lives end episodes
-    assert "next_obs" not in buf and buf["finals"]  # frames stored once; s' kept apart where lives were lost
-    assert sum(r["train_steps"] for r in a["metrics"]) > 0
+    run, a = _resume_equals_uninterrupted(tmp_path, make, 120, kill_at=2)
+    t = make()
+    t.run_dir = tmp_path / "a"
+    t.load_state_dict(a["trainer"])  # the buffer from replay/ at the counts the checkpoint holds
+    buf, n = t.rb, t.rb.size
+    assert buf.obs.dtype == np.uint8 and buf.obs.shape[1:] == (4, 84, 84) and n == 120
+    assert set(np.unique(buf.rewards[:n])) <= {-1.0, 0.0, 1.0} and buf.dones[:n].any()  # lost lives end episodes
+    assert buf.finals  # frames stored once; s' kept apart where lives were lost
+    t.close()
+    assert sum(r["train_steps"] for r in run["metrics"]) > 0
 
 
 def test_ppo_mspacman_resume_exact(tmp_path):
@@ -140,7 +148,7 @@ def test_ppo_mspacman_resume_exact(tmp_path):
     def make():
         return PPO(design, seed=4, hyperparams=dict(PPO_SHORT, precision="fp32"))
 
-    a = _resume_equals_uninterrupted(tmp_path, make, 64, kill_at=2)
+    _, a = _resume_equals_uninterrupted(tmp_path, make, 64, kill_at=2)
     assert a["trainer"]["env"]["obs"].dtype == np.uint8
 
 

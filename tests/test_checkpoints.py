@@ -141,3 +141,141 @@ def test_a_ppo_checkpoint_of_the_old_layout_is_refused_in_one_line(tmp_path, cap
     err = capsys.readouterr().err
     assert "does not fit this run" in err and err.count("\n") == 1, err
     assert _snapshot(tmp_path / "p") == before
+
+
+# -- lean checkpoints: the replay buffer and the CSVs appended, the checkpoint counting them
+
+# CartPole DQN, 25-step updates, a 60-transition ring (8-row chunks) that wraps: deletes, finals
+LEAN = {"learning_starts": 40, "steps_per_update": 25, "buffer_size": 60, "batch_size": 8,
+        "target_network_frequency": 50, "precision": "fp32"}
+
+
+def _dqn(hp=LEAN):
+    from rlhls.designs.registry import get_design
+    from rlhls.host.algorithms.dqn import DQN
+
+    return DQN(get_design("apdrl-dqn-cartpole"), seed=5, hyperparams=hp)
+
+
+def _strip(rows):
+    return [{k: repr(v) for k, v in r.items() if k != "wall_s" and not k.startswith("t_")} for r in rows]
+
+
+def test_checkpoint_bytes_per_update_do_not_grow_with_the_buffer(tmp_path):
+    """Per update the checkpoint is rewritten at a size that does not grow with the buffer, and
+    the replay files grow by the update's transitions alone, far below the whole buffer; a full
+    chunk is never written again."""
+    from rlhls.host.runner import train
+
+    out, sizes = tmp_path / "r", []
+
+    def measure(update):
+        sizes.append({p.relative_to(out).as_posix(): (p.stat().st_size, p.stat().st_mtime_ns)
+                      for p in out.rglob("*") if p.is_file()})
+
+    hp = dict(LEAN, buffer_size=1000)  # 125-row chunks; 24 updates of 25 transitions fill 600 rows
+    res = train(lambda: _dqn(hp), {"design": "apdrl-dqn-cartpole"}, out, steps=25 * 24, progress=False,
+                on_update=measure)
+    measure(None)
+    t = _dqn(hp)
+    t.run_dir = out
+    t.load_state_dict(load_checkpoint(out / "checkpoint.npz")["trainer"])
+    (row, final), chunk = (d.itemsize for d in t.rb._rows()), t.rb.chunk
+    whole = t.rb.size * row + len(t.rb.finals) * final  # what a whole-buffer checkpoint holds of it
+    t.close()
+
+    def grown(before, after, kind):
+        return sum(after[f][0] - before.get(f, (0, 0))[0] for f in after if f.startswith(f"replay/{kind}"))
+    for before, after in zip(sizes[1:], sizes[2:]):
+        assert grown(before, after, "transitions") == 25 * row  # the update's transitions, appended
+        assert grown(before, after, "finals") % final == 0  # and the final observations of its episodes
+        assert all(after[f] == before[f] for f in before if f.startswith("replay/t") and before[f][0] == chunk * row)
+    per_update = max(grown(b, a, "") for b, a in zip(sizes[1:], sizes[2:]))
+    assert per_update <= whole / 15 and grown(sizes[0], sizes[-1], "") == whole
+    ck = [s["checkpoint.npz"][0] for s in sizes[3:]]  # Adam's state is there from update 2 on
+    assert ck[-1] - ck[0] < 0.1 * (len(ck) - 1) * 25 * row  # a whole-buffer checkpoint grows by that much
+    assert len(res["metrics"]) == 24 and sum(r["train_steps"] for r in res["metrics"]) > 0
+
+
+def test_kill_between_the_appends_and_the_checkpoint_then_torn_lines_resume_exactly(tmp_path, monkeypatch):
+    """A kill after update 7's transitions and CSV lines were appended but before its checkpoint
+    replaced update 6's, then half a line more in each CSV: the resume equals an uninterrupted run
+    (the same metrics, episodes, parameters and replay files byte for byte)."""
+    import rlhls.host.runner as runner
+
+    cfg = {"design": "apdrl-dqn-cartpole"}
+    full = runner.train(_dqn, cfg, tmp_path / "full", steps=25 * 10, progress=False)
+    real, calls = runner.save_checkpoint, []
+
+    def killed(path, state):
+        calls.append(state["update"])
+        if state["update"] == 7:
+            raise KeyboardInterrupt  # the trainer's state_dict() has appended its transitions already
+        real(path, state)
+
+    monkeypatch.setattr(runner, "save_checkpoint", killed)
+    cut = tmp_path / "cut"
+    with pytest.raises(KeyboardInterrupt):
+        runner.train(_dqn, cfg, cut, steps=25 * 10, progress=False)
+    monkeypatch.setattr(runner, "save_checkpoint", real)
+    assert load_checkpoint(cut / "checkpoint.npz")["update"] == 6
+    assert len(runner.read_metrics(cut / "metrics.csv")) == 7  # update 7's line is there, not counted
+    assert (cut / "replay" / "transitions-21.bin").is_file()  # transition 174 appended; 150 counted
+    for name in ("metrics.csv", "episodes.csv"):
+        with open(cut / name, "a") as f:
+            f.write("8,200,0.0")  # a torn line
+    again = runner.train(_dqn, cfg, cut, steps=25 * 10, resume=True, progress=False)
+    assert _strip(again["metrics"]) == _strip(full["metrics"]) and again["episodes"] == full["episodes"]
+    assert _strip(runner.read_metrics(cut / "metrics.csv")) == _strip(runner.read_metrics(tmp_path / "full" / "metrics.csv"))
+    assert (cut / "episodes.csv").read_bytes() == (tmp_path / "full" / "episodes.csv").read_bytes()
+    a, b = (load_checkpoint(d / "checkpoint.npz")["trainer"] for d in (tmp_path / "full", cut))
+    assert all(np.array_equal(a["params"][k], b["params"][k]) for k in a["params"]) and a["rng"] == b["rng"]
+    files = sorted(p.name for p in (tmp_path / "full" / "replay").iterdir())
+    assert files == sorted(p.name for p in (cut / "replay").iterdir()) and len(files) >= 2
+    assert all((tmp_path / "full" / "replay" / f).read_bytes() == (cut / "replay" / f).read_bytes() for f in files)
+
+
+DQN_RUN = ["train", "apdrl-dqn-cartpole", "--steps", "100", "--precision", "fp32", "--quiet",
+           *[a for k, v in LEAN.items() if k != "precision" for a in ("--set", f"{k}={v}")]]
+
+
+@pytest.fixture(scope="module")
+def trained_dqn(tmp_path_factory):
+    out = tmp_path_factory.mktemp("dqn") / "d"
+    assert main([*DQN_RUN, "--out", str(out)]) == 0
+    return out
+
+
+@pytest.mark.parametrize("damage,message", [
+    ("chunk", "transitions-5.bin' holds"), ("no_chunk", "transitions-12.bin' is missing"),
+    ("metrics", "metrics.csv' holds"), ("episodes_text", "episodes.csv' is not the CSV"),
+    ("old_layout", "of an older rlhls"),
+])
+def test_damaged_lean_run_folder_is_one_line_and_changes_nothing(tmp_path, trained_dqn, capsys, damage, message):
+    import shutil
+
+    out = tmp_path / "r"
+    shutil.copytree(trained_dqn, out)
+    ck = out / "checkpoint.npz"
+    if damage == "chunk":  # a chunk the checkpoint counts, cut short
+        p = out / "replay" / "transitions-5.bin"  # the oldest live one: 40 of 100 transitions fell out
+        p.write_bytes(p.read_bytes()[:-5])
+    elif damage == "no_chunk":
+        (out / "replay" / "transitions-12.bin").unlink()  # the newest
+    elif damage == "metrics":
+        p = out / "metrics.csv"
+        p.write_bytes(p.read_bytes()[:-40])
+    elif damage == "episodes_text":
+        p = out / "episodes.csv"
+        p.write_bytes(b"\xff\xfe" + p.read_bytes()[2:])
+    else:  # the layout before: metrics, episodes and the whole buffer inside, no layout key
+        s = load_checkpoint(ck)
+        del s["layout"], s["csv"]
+        s["metrics"], s["episodes"] = [], []
+        save_checkpoint(ck, s)
+    before = _snapshot(out)
+    capsys.readouterr()
+    assert main([*DQN_RUN, "--steps", "150", "--out", str(out), "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1, err
+    assert _snapshot(out) == before

@@ -88,7 +88,7 @@ def test_resume_equals_uninterrupted(tmp_path, monkeypatch):
         return DDPG(DESIGN, env_id="Pendulum-v1", seed=3, hyperparams=hp)
 
     cfg = {"design": DESIGN.name, "env": "Pendulum-v1"}
-    train(make, cfg, tmp_path / "a", steps=240, progress=False)
+    ra = train(make, cfg, tmp_path / "a", steps=240, progress=False)
 
     def kill(update):
         if update == 4:
@@ -96,20 +96,22 @@ def test_resume_equals_uninterrupted(tmp_path, monkeypatch):
 
     with pytest.raises(KeyboardInterrupt):
         train(make, cfg, tmp_path / "b", steps=240, progress=False, on_update=kill)
-    train(make, cfg, tmp_path / "b", steps=240, resume=True, progress=False)
+    rb = train(make, cfg, tmp_path / "b", steps=240, resume=True, progress=False)
     a = load_checkpoint(tmp_path / "a" / "checkpoint.npz")
     b = load_checkpoint(tmp_path / "b" / "checkpoint.npz")
-    assert a["episodes"] == b["episodes"] and len(a["episodes"]) == 1
-    assert int(a["metrics"][-1]["train_steps"]) == 60 and int(a["metrics"][-2]["train_steps"]) == 9
+    assert ra["episodes"] == rb["episodes"] and len(ra["episodes"]) == 1
+    assert int(ra["metrics"][-1]["train_steps"]) == 60 and int(ra["metrics"][-2]["train_steps"]) == 9
     drop = lambda rows: [{k: repr(v) for k, v in r.items() if k != "wall_s" and not k.startswith("t_")}
                          for r in rows]  # repr: NaN == NaN
-    assert drop(a["metrics"]) == drop(b["metrics"])
+    assert drop(ra["metrics"]) == drop(rb["metrics"])
     ta, tb = a["trainer"], b["trainer"]
     for net in ("actor", "critic", "target_actor", "target_critic"):
         for k, v in ta[net].items():
             assert np.array_equal(v, tb[net][k]), (net, k)
     assert np.array_equal(ta["ou"], tb["ou"]) and ta["rng"] == tb["rng"]
-    assert np.array_equal(ta["buffer"]["actions"], tb["buffer"]["actions"])
+    files = sorted(p.name for p in (tmp_path / "a" / "replay").iterdir())  # the same transitions appended
+    assert files and all((tmp_path / d / "replay" / f).read_bytes() == (tmp_path / "a" / "replay" / f).read_bytes()
+                         for d in "ab" for f in files) and ta["buffer"]["added"] == tb["buffer"]["added"] == 240
     assert ta["env"]["replay"]["seeds"] == tb["env"]["replay"]["seeds"]
 
 

@@ -95,24 +95,29 @@ def test_resume_equals_uninterrupted(tmp_path, precision):
         return DQN(DESIGN, seed=3, hyperparams=hp)
 
     cfg = {"design": DESIGN.name, "precision": precision}
-    train(make, cfg, tmp_path / "a", steps=1000, progress=False)
+    ra = train(make, cfg, tmp_path / "a", steps=1000, progress=False)
+
     def kill(update):
         if update == 2:
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):  # killed during update 2
         train(make, cfg, tmp_path / "b", steps=1000, progress=False, on_update=kill)
-    train(make, cfg, tmp_path / "b", steps=1000, resume=True, progress=False)
+    rb = train(make, cfg, tmp_path / "b", steps=1000, resume=True, progress=False)
     a = load_checkpoint(tmp_path / "a" / "checkpoint.npz")
     b = load_checkpoint(tmp_path / "b" / "checkpoint.npz")
-    assert a["episodes"] == b["episodes"]
+    assert ra["episodes"] == rb["episodes"]
+    assert (tmp_path / "b" / "metrics.csv").read_text().count("\n") == 1 + len(rb["metrics"]) == 3  # appended
     drop = ("wall_s",)
-    assert [{k: v for k, v in r.items() if k not in drop and not k.startswith("t_")} for r in a["metrics"]] == \
-           [{k: v for k, v in r.items() if k not in drop and not k.startswith("t_")} for r in b["metrics"]]
+    assert [{k: v for k, v in r.items() if k not in drop and not k.startswith("t_")} for r in ra["metrics"]] == \
+           [{k: v for k, v in r.items() if k not in drop and not k.startswith("t_")} for r in rb["metrics"]]
     for k, v in a["trainer"]["params"].items():
         assert np.array_equal(v, b["trainer"]["params"][k])
-    assert a["trainer"]["buffer"]["size"] == b["trainer"]["buffer"]["size"]
-    assert np.array_equal(a["trainer"]["buffer"]["obs"], b["trainer"]["buffer"]["obs"])
+    assert a["trainer"]["buffer"]["added"] == b["trainer"]["buffer"]["added"]
+    assert a["trainer"]["buffer"]["finals_rows"] == b["trainer"]["buffer"]["finals_rows"]
+    files = sorted(p.name for p in (tmp_path / "a" / "replay").iterdir())  # the same transitions appended
+    assert files and all((tmp_path / d / "replay" / f).read_bytes() == (tmp_path / "a" / "replay" / f).read_bytes()
+                         for d in "ab" for f in files)
     assert a["trainer"]["env"]["replay"]["seeds"] == b["trainer"]["env"]["replay"]["seeds"]
 
 
@@ -143,12 +148,23 @@ def test_replay_buffer_stores_obs_once_and_samples_what_was_added(tmp_path, num_
     rb = ReplayBuffer(capacity, (2,), np.float32)
     added = []  # (s, s') in the order added
     obs = rng.normal(size=(num_envs, 2)).astype(np.float32)
-    for _ in range(40):
+    for it in range(40):
         nxt = rng.normal(size=(num_envs, 2)).astype(np.float32)
         ended = rng.random(num_envs) < 0.3  # s' = final obs; the next s is a reset obs
         rb.add(obs, nxt, rng.integers(0, 4, num_envs), np.zeros(num_envs), ended)
         added += [(obs[i].copy(), nxt[i].copy()) for i in range(num_envs)]
         obs = np.where(ended[:, None], rng.normal(size=(num_envs, 2)).astype(np.float32), nxt)
+        if it % 3 == 0:  # saved into a run folder now and then, as the runner does after an update
+            small, snap = rb.save(tmp_path), rb.state()
+        elif it % 3 == 1:  # appended, and "killed" before the checkpoint named it: `small` still loads
+            rb.save(tmp_path)
+            back = ReplayBuffer(capacity, (2,), np.float32)
+            back.load(small, tmp_path)
+            got = back.state()
+            assert all(np.array_equal(got[k], snap[k]) for k in ("obs", "actions", "rewards", "dones", "tail"))
+            assert (got["pos"], got["size"], got["added"]) == (snap["pos"], snap["size"], snap["added"])
+            assert got["finals"].keys() == snap["finals"].keys()
+            assert all(np.array_equal(got["finals"][p], snap["finals"][p]) for p in snap["finals"])
     assert rb.size == capacity
     live = added[-capacity:]
     pos = [(len(added) - capacity + k) % capacity for k in range(capacity)]
@@ -159,6 +175,11 @@ def test_replay_buffer_stores_obs_once_and_samples_what_was_added(tmp_path, num_
     copy.load(load_checkpoint(tmp_path / "rb.npz"))
     a, b = rb.sample(np.random.default_rng(1), 16), copy.sample(np.random.default_rng(1), 16)
     assert all(np.array_equal(x, y) for x, y in zip(a, b))
+    lean = ReplayBuffer(capacity, (2,), np.float32)  # from the run folder's files
+    save_checkpoint(tmp_path / "small.npz", rb.save(tmp_path))
+    lean.load(load_checkpoint(tmp_path / "small.npz"), tmp_path)
+    c = lean.sample(np.random.default_rng(1), 16)
+    assert all(np.array_equal(x, y) for x, y in zip(a, c)) and lean.finals.keys() == rb.finals.keys()
     with pytest.raises(RlhlsError, match="one per sub-env"):
         m = num_envs + 1
         rb.add(np.zeros((m, 2)), np.zeros((m, 2)), [0] * m, [0.0] * m, [False] * m)

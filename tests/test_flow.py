@@ -2,6 +2,7 @@
 writes its files once; a resumed flow takes the plan it solved."""
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -68,3 +69,56 @@ def test_flow_refuses_bad_input_before_writing(tmp_path):
     with pytest.raises(RlhlsError, match="fvp"):
         rlhls.Flow("cpp-trpo-ant", out=tmp_path / "x", overrides={"fvp": "float32"})
     assert not (tmp_path / "x").exists()
+
+
+def test_a_build_without_checks_is_no_pass_and_a_resumed_report_keeps_the_record(tmp_path):
+    """build(csim=False): ok (nothing failed) but not passed, and the report says no check ran;
+    a resumed flow's report() keeps every stage the first flow ran; report.html embeds its figures."""
+    out = tmp_path / "f"
+    flow = rlhls.Flow("apdrl-a2c-invpendulum", out=out, quiet=True)
+    build = flow.build(csim=False, hls4ml=False)
+    assert build.ok and build.checks == 0 and not build.passed
+    flow.report()
+    rec = json.loads((out / "run.json").read_text())
+    assert rec["ok"] and not rec["passed"] and rec["build"]["checks"] == 0
+    text = (out / "report.md").read_text()
+    assert "every check passed" not in text and "no check ran" in text
+    flow.close()
+    again = rlhls.Flow("apdrl-a2c-invpendulum", out=out, resume=True, quiet=True)
+    again.report()  # only the report in this process
+    back = json.loads((out / "run.json").read_text())
+    assert [s["stage"] for s in back["stages"]] == ["training graph", "profile", "partition", "build", "report"]
+    assert back["plan"] == rec["plan"] and back["build"] == rec["build"] and not back["passed"]
+    assert "## Partition (ILP)" in (out / "report.md").read_text()
+    page = (out / "report.html").read_text()
+    assert 'src="plan/gantt.png"' not in page and page.count('src="data:image/png;base64,') >= 2  # gantt, csim
+    again.close()
+
+
+def test_flow_build_synth_without_vitis_is_one_line_and_writes_nothing(tmp_path, monkeypatch):
+    from test_vitis_tools import _stubs
+
+    monkeypatch.setenv("PATH", os.defpath)  # no Vitis here
+    flow = rlhls.Flow("apdrl-a2c-invpendulum", out=tmp_path / "v", quiet=True)
+    for kw, what in (({"synth": True}, "--synth"), ({"cosim": True, "csim": False}, "--cosim")):
+        with pytest.raises(RlhlsError, match=f"v\\+\\+ not found on PATH \\(needed for {what}"):
+            flow.build(**kw)
+    assert not (tmp_path / "v").exists()
+    bindir, log = _stubs(tmp_path, ["v++", "vitis-run"])  # stand-ins that record their calls and succeed
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.defpath}")
+    build = flow.build(csim=False, cosim=True, hls4ml=False)
+    rec = json.loads((tmp_path / "v" / "run.json").read_text())
+    assert build.passed and build.checks == 2 * len(build.components) > 0  # synthesis, then co-simulation
+    assert rec["passed"] and rec["stages"][-1]["stage"] == "build --cosim" and len(rec["build"]["vitis"]) == build.checks
+    assert log.read_text().count("vitis-run --mode hls --cosim") == len(build.components)
+    flow.close()
+
+
+def test_help_of_flow_documents_every_parameter():
+    import inspect
+
+    for fn in (rlhls.Flow.__init__, rlhls.Flow.build, rlhls.Flow.train, rlhls.Flow.partition, rlhls.Flow.perf,
+               rlhls.Flow.run):
+        doc = inspect.getdoc(rlhls.Flow if fn is rlhls.Flow.__init__ else fn)
+        for name in list(inspect.signature(fn).parameters)[1:]:
+            assert f"``{name}``" in doc, (fn.__name__, name)

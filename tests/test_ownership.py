@@ -65,7 +65,7 @@ def test_each_command_owns_its_own_kind_of_folder(tmp_path, capsys):
     assert main(["train", "apdrl-dqn-cartpole", "--out", str(t), *FP32]) == 0
     (t / "graph.csv").write_text("mine")
     (t / "report.md").write_text("my notes")
-    before = {p.name: p.read_bytes() for p in t.iterdir()}
+    before = {p.name: p.read_bytes() for p in t.iterdir() if p.is_file()}
     for argv, kind in ((["run", "apdrl-dqn-cartpole", "--steps", "100", "--quiet"], "run"),
                        (["build", "apdrl-dqn-cartpole"], "build"),
                        (["experiment", "apdrl-table3", "--design", "apdrl-dqn-cartpole", "--steps", "100",
@@ -73,7 +73,7 @@ def test_each_command_owns_its_own_kind_of_folder(tmp_path, capsys):
         assert main(argv + ["--out", str(t)]) == 2, argv
         err = capsys.readouterr().err
         assert f"is a folder of 'rlhls train', not of 'rlhls {kind}'" in err and err.count("\n") == 1
-    assert {p.name: p.read_bytes() for p in t.iterdir()} == before
+    assert {p.name: p.read_bytes() for p in t.iterdir() if p.is_file()} == before
     # a build folder is not a run folder either; and --force over another command's folder keeps the user's files
     b = tmp_path / "b"
     assert main(["build", "apdrl-dqn-cartpole", "--out", str(b)]) == 0
@@ -172,19 +172,20 @@ def _edit_checkpoint(path, **changes):
 @pytest.mark.parametrize("changes, what", [({"update": -5}, "update -5"), ({"update": "x"}, "update 'x'"),
                                            ({"update": 1e400}, "update inf"), ({"env_steps": "abc"}, "env_steps"),
                                            ({"update": 7}, "update 7 against its 2 metrics rows"),
-                                           ({"metrics": {"a": 1}}, "metrics"), ({"episodes": 3}, "episodes"),
+                                           ({"csv": {"metrics.csv": -1}}, "csv"),
+                                           ({"csv": {"metrics.csv": 10 ** 9, "episodes.csv": 0}}, "counts 1000000000"),
                                            ({"env_steps": 999}, "env_steps 999")])
 def test_a_resume_checks_the_checkpoints_counters(tmp_path, capsys, changes, what):
     t = tmp_path / "t"
     assert main(["train", "apdrl-dqn-cartpole", "--out", str(t), *FP32]) == 0
     _edit_checkpoint(t / "checkpoint.npz", **changes)
-    before = {p.name: p.read_bytes() for p in t.iterdir()}
+    before = {p.relative_to(t).as_posix(): p.read_bytes() for p in t.rglob("*") if p.is_file()}
     capsys.readouterr()
     assert main(["train", "apdrl-dqn-cartpole", "--out", str(t), "--resume", *FP32[:-3], "--steps", "2000",
                  "--set", "steps_per_update=500", "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "is damaged" in err and what in err and err.count("\n") == 1
-    assert {p.name: p.read_bytes() for p in t.iterdir()} == before
+    assert {p.relative_to(t).as_posix(): p.read_bytes() for p in t.rglob("*") if p.is_file()} == before
 
 
 def _header_bomb(path):
@@ -400,7 +401,7 @@ def test_a_killed_build_leaves_no_compiler_running_and_its_temps_are_swept(tmp_p
     assert not [q for q in (tmp_path / "tmp").iterdir() if q.name.startswith("rlhls-")]
 
 
-@pytest.mark.parametrize("key, value", [("pos", 10 ** 9), ("size", 10 ** 9), ("pos", "x"), ("pos", -1)])
+@pytest.mark.parametrize("key, value", [("added", 10 ** 9), ("added", "x"), ("added", -1), ("finals_rows", {99: 1})])
 def test_a_replay_buffer_position_out_of_range_is_one_line(tmp_path, capsys, key, value):
     t = tmp_path / "t"
     args = ["train", "apdrl-dqn-cartpole", "--out", str(t), "--precision", "fp32", "--set", "learning_starts=500",
@@ -409,12 +410,12 @@ def test_a_replay_buffer_position_out_of_range_is_one_line(tmp_path, capsys, key
     ck = load_checkpoint(t / "checkpoint.npz")
     ck["trainer"]["buffer"][key] = value
     save_checkpoint(t / "checkpoint.npz", ck)
-    before = {p.name: p.read_bytes() for p in t.iterdir()}
+    before = {p.relative_to(t).as_posix(): p.read_bytes() for p in t.rglob("*") if p.is_file()}
     capsys.readouterr()
     assert main(args + ["--steps", "2000", "--resume"]) == 2
     err = capsys.readouterr().err
-    assert "replay buffer position" in err and err.count("\n") == 1
-    assert {p.name: p.read_bytes() for p in t.iterdir()} == before
+    assert "replay buffer counts are damaged" in err and err.count("\n") == 1
+    assert {p.relative_to(t).as_posix(): p.read_bytes() for p in t.rglob("*") if p.is_file()} == before
 
 
 def _hard_partition(tmp_path, n: int = 120, seed: int = 0) -> list:

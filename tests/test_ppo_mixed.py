@@ -70,13 +70,13 @@ def test_mixed_formats_and_resume(tmp_path):
             raise KeyboardInterrupt
 
     cfg = {"design": DESIGN.name}
-    train(make, cfg, tmp_path / "a", steps=384, progress=False)
+    ra = train(make, cfg, tmp_path / "a", steps=384, progress=False)
     with pytest.raises(KeyboardInterrupt):
         train(make, cfg, tmp_path / "b", steps=384, progress=False, on_update=kill)
-    train(make, cfg, tmp_path / "b", steps=384, resume=True, progress=False)
+    rb = train(make, cfg, tmp_path / "b", steps=384, resume=True, progress=False)
     a = load_checkpoint(tmp_path / "a" / "checkpoint.npz")
     b = load_checkpoint(tmp_path / "b" / "checkpoint.npz")
-    assert a["episodes"] == b["episodes"] and a["trainer"]["mixed"] == b["trainer"]["mixed"]
+    assert ra["episodes"] == rb["episodes"] and a["trainer"]["mixed"] == b["trainer"]["mixed"]
     for n in a["trainer"]["params"]:
         for k, x in a["trainer"]["params"][n].items():
             assert np.array_equal(x, b["trainer"]["params"][n][k])

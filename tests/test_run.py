@@ -1,6 +1,7 @@
 """`rlhls run`: the whole flow (graph, profile, partition, build --csim, gae csim, train, report) in one command."""
 
 import json
+import re
 
 import pytest
 
@@ -29,6 +30,11 @@ def test_run_smoke_writes_the_whole_folder_and_never_clobbers(tmp_path, capsys):
                  "## Modeled run on the device", "this flow's run", "perf.png"):
         assert text in report, text
     assert rec["train"]["env_steps"] == 128 and rec["train"]["phases"]["env_run"] > 0
+    assert rec["passed"] and rec["build"]["checks"] == len(rec["csim"]) > 0
+    page = (out / "report.html").read_text()  # self-contained: every figure of report.md embedded
+    figures = re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", report)
+    assert {"plan/gantt.png", "train/reward.png", "csim.png", "phases.png"} <= set(figures)
+    assert not any(f'src="{f}"' in page for f in figures) and page.count('src="data:image/png;base64,') >= len(figures)
     # an existing run folder is refused without --resume; --resume continues it
     capsys.readouterr()
     assert main(["run", "heppo-ppo", "--out", str(out), *TINY]) == 2

@@ -78,6 +78,7 @@ class TrainerBase:
 
     algorithm = ""
     networks: tuple = ()
+    run_dir = None  # the run folder, set by the runner: a replay buffer keeps its transitions there
 
     def __init__(self, design, *, env_id: str | None = None, seed: int = 0, backend: str = "emu",
                  hyperparams: dict | None = None, assignment: dict | None = None):

@@ -473,7 +473,8 @@ class DDPG(TrainerBase):
             "opt_actor": self.opt_a.state_dict(), "opt_critic": self.opt_c.state_dict(),
             "mixed": {"actor": self.mp_a.state(), "critic": self.mp_c.state()},
             "rng": copy.deepcopy(self.rng.bit_generator.state), "ou": self.ou.copy(),
-            "global_step": self.global_step, "buffer": self.rb.state(), "assignment": self.assignment,
+            "global_step": self.global_step, "assignment": self.assignment,
+            "buffer": self.rb.save(self.run_dir) if self.run_dir else self.rb.state(),  # replay.py: files
             "env": self._env_state(),
         }
 
@@ -490,7 +491,7 @@ class DDPG(TrainerBase):
         self.rng.bit_generator.state = s["rng"]
         self.ou = np.array(s["ou"])
         self.global_step = int(s["global_step"])
-        self.rb.load(s["buffer"])
+        self.rb.load(s["buffer"], self.run_dir)
         self._load_env(s.get("env"))
 
 

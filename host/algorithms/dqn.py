@@ -39,8 +39,8 @@ buffer is capped at ``atari.ATARI_BUFFER_CAP`` (200 000 transitions, 5.6 GB) unl
 
 Updates and resume: one update = ``steps_per_update`` env steps (default 1000; a multiple of
 ``num_envs``), so the runner checkpoints every 1000 steps. The checkpoint holds online and target
-parameters, Adam, the loss scaler, the numpy Generator state, the global step, the whole replay
-buffer and the envs (each sub-env's episode seed and actions since its reset, replayed on
+parameters, Adam, the loss scaler, the numpy Generator state, the global step, the replay buffer
+(its transitions appended to the run folder's ``replay/`` files, host/algorithms/replay.py) and the envs (each sub-env's episode seed and actions since its reset, replayed on
 ``load_state_dict``; the running episode return / length): a resumed run equals an
 uninterrupted one bit for bit.
 
@@ -323,7 +323,8 @@ class DQN(TrainerBase):
         return {
             "params": self.q.get_params(), "target": self.target.get_params(), "opt": self.opt.state_dict(),
             "mixed": self.mp.state(), "rng": copy.deepcopy(self.rng.bit_generator.state),
-            "global_step": self.global_step, "buffer": self.rb.state(), "assignment": self.assignment,
+            "global_step": self.global_step, "assignment": self.assignment,
+            "buffer": self.rb.save(self.run_dir) if self.run_dir else self.rb.state(),  # replay.py: files
             "env": self._env_state(),
         }
 
@@ -336,7 +337,7 @@ class DQN(TrainerBase):
         self.mp.load(s["mixed"])
         self.rng.bit_generator.state = s["rng"]
         self.global_step = int(s["global_step"])
-        self.rb.load(s["buffer"])
+        self.rb.load(s["buffer"], self.run_dir)
         self._load_env(s.get("env"))
 
 

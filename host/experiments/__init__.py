@@ -37,7 +37,6 @@ settings (then it is continued), else it is refused (``check_out``).
 
 from __future__ import annotations
 
-import csv
 import importlib
 import json
 import logging
@@ -414,9 +413,10 @@ def check_out(out: Path, settings: dict) -> None:
 # ----------------------------------------------------------------------------- run folders
 
 def _rows(path: Path) -> list:
+    from ..runner import read_metrics
+
     try:
-        with open(path, newline="") as f:
-            return list(csv.DictReader(f))
+        return read_metrics(path)
     except OSError:
         return []
 

@@ -11,9 +11,10 @@ def register(sub) -> None:
     s = sub.add_parser("run", help="the whole flow: graph, profile, partition, build --csim, train, report",
                        description="The whole flow of one design (any registered algorithm): training graph -> "
                                    "profile -> ILP partition -> build with C simulation of every component -> "
-                                   "training -> report.md, in one run folder. Without --full a demonstration "
-                                   "budget that finishes in minutes. Exit 0 when every check passed, 1 when one "
-                                   "failed (the report names it), 2 for bad input.")
+                                   "training -> report.md and report.html (self-contained, figures embedded), in "
+                                   "one run folder. Without --full a demonstration budget that finishes in minutes. "
+                                   "Exit 0 when every check passed, 1 when one failed (the report names it), 2 for "
+                                   "bad input.")
     s.add_argument("design", help="design name (rlhls designs) or a design file ./FILE.py[:NAME]")
     s.add_argument("--steps", type=positive_int,
                    help="environment steps (default: the design's demonstration budget; with --full its "
@@ -53,7 +54,7 @@ def cmd_run(args) -> int:
         print_json(rec)
     else:
         print(f"{rec['design']}: {'ok' if rec['ok'] else 'FAILED'} in {time.perf_counter() - t0:.0f} s -> "
-              f"{flow.out / 'report.md'}")
+              f"{flow.out / 'report.md'} (and report.html)")
         for f in rec["failures"]:
             print(f"  {f}")
     return 0 if rec["ok"] else 1
