@@ -202,7 +202,8 @@ def load(folder, *, log=None) -> Policy:
         trainer = alg.trainer(design, env_id=cfg["env"], seed=int(cfg.get("seed", 0)), backend="emu",
                               hyperparams=hp, assignment=plan)
     try:
-        # the policy needs no environment state: nothing is replayed
+        # the policy needs no environment state: nothing is replayed; a replay buffer reads its files
+        trainer.run_dir = run
         trainer.load_state_dict(dict(ck["trainer"], env=None))
     except RlhlsError:
         trainer.close()

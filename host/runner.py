@@ -66,7 +66,7 @@ from rlhls.partition.fileio import (OWNER, atomic_write_bytes, atomic_write_text
                                     write_json)
 
 from .checkpoint import load_checkpoint, save_checkpoint, write_at
-from .metrics import EVAL_COLUMNS, Board
+from .metrics import EVAL_COLUMNS, Board, upgrade_row
 
 __all__ = ["train", "csv_text", "atomic_write_bytes", "atomic_write_text", "read_metrics", "rolling_window", "plot_rewards"]
 
@@ -100,11 +100,13 @@ def csv_text(rows: list[dict], columns: list[str]) -> str:
 
 
 def read_metrics(path) -> list[dict]:
-    """The rows of a run's CSV; a last line without its newline (torn by a kill mid-append, not
-    counted by the checkpoint) is left out."""
+    """The rows of a run's CSV, with today's column names (an older run's ``pg_loss`` reads as
+    ``policy_loss``); a last line without its newline (torn by a kill mid-append, not counted by the
+    checkpoint) is left out."""
     with open(path, newline="") as f:
         text = f.read()
-    return list(csv.DictReader(io.StringIO(text if text.endswith("\n") else text[:text.rfind("\n") + 1])))
+    rows = csv.DictReader(io.StringIO(text if text.endswith("\n") else text[:text.rfind("\n") + 1]))
+    return [upgrade_row(r) for r in rows]
 
 
 def rolling_window(n: int) -> int:

@@ -11,7 +11,7 @@ import pytest
 import rlhls
 from rlhls.cli import main
 from rlhls.designs.registry import get_design
-from rlhls.host.checkpoint import load_checkpoint, save_checkpoint
+from rlhls.host.checkpoint import load_checkpoint
 from rlhls.host.runner import read_metrics
 from rlhls.host.train import train_design
 
@@ -237,21 +237,20 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys):
                                                                            "checkpoint.npz"])
 
 
-def test_an_old_run_resumes_with_todays_column_names(tmp_path):
-    """A run written before evaluation and the renamed columns (pg_loss, v_loss; no eval_* hyperparameters)."""
+def test_a_run_from_before_evaluation_resumes_and_old_columns_read_as_todays(tmp_path):
+    """A run whose config.json has no eval_* hyperparameters resumes (they change nothing it trains);
+    an older folder's metrics.csv (pg_loss, v_loss) reads with today's names."""
     out = tmp_path / "old"
     name, over, _ = A2C
     train_design(get_design(name), out=out, steps=40, overrides={**over, "eval_episodes": 0}, progress=False)
-    ck = load_checkpoint(out / "checkpoint.npz")
-    ck["metrics"] = [{{"policy_loss": "pg_loss", "value_loss": "v_loss"}.get(k, k): v for k, v in r.items()}
-                     for r in ck["metrics"]]
-    ck.pop("evaluations")
-    save_checkpoint(out / "checkpoint.npz", ck)
     cfg = json.loads((out / "config.json").read_text())
     for k in ("eval_every", "eval_episodes"):
         del cfg["hyperparams"][k]
     (out / "config.json").write_text(json.dumps(cfg))
     run = train_design(get_design(name), out=out, steps=80, overrides=over, progress=False, resume=True)
     rows = read_metrics(out / "metrics.csv")
-    assert len(rows) == 2 and "pg_loss" not in rows[0] and all(r["policy_loss"] and r["value_loss"] for r in rows)
+    assert len(rows) == 2 and all(r["policy_loss"] and r["value_loss"] for r in rows)
     assert len(run.evaluations) == 1 and (out / "eval.csv").is_file()
+    old = tmp_path / "old_metrics.csv"
+    old.write_text((out / "metrics.csv").read_text().replace("policy_loss", "pg_loss").replace("value_loss", "v_loss"))
+    assert [r["policy_loss"] for r in read_metrics(old)] == [r["policy_loss"] for r in rows]
