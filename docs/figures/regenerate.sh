@@ -11,3 +11,10 @@ rlhls experiment cpp-fig4 --param samples=50000 --jobs 2 --out runs/cpp-fig4-ful
 cp runs/cpp-fig4-full/fig4.png docs/figures/cpp-fig4-50k.png
 rlhls experiment apdrl-table3 --design apdrl-ddpg-mntncarcont --design apdrl-ddpg-lunarcont --full --steps 20000 --out runs/t3ddpg20k
 cp runs/t3ddpg20k/fig11.png docs/figures/apdrl-ddpg-20k.png
+rlhls experiment apdrl-speedup --out runs/apdrl-speedup
+cp runs/apdrl-speedup/fig4.png docs/figures/apdrl-fig4.png
+cp runs/apdrl-speedup/fig6.png docs/figures/apdrl-fig6.png
+cp runs/apdrl-speedup/fig12.png docs/figures/apdrl-fig12.png
+cp runs/apdrl-speedup/fig13.png docs/figures/apdrl-fig13.png
+rlhls experiment traffic-energy --out runs/traffic-energy
+cp runs/traffic-energy/energy.png docs/figures/traffic-energy.png
