@@ -1,5 +1,5 @@
-"""Lower bounds of the large-graph path: the LP relaxation with energy rows (partition/energy.py),
-the packed start's MIP, and the CP-SAT model (partition/cpsat.py, where OR-Tools is installed),
+"""Lower bounds of the large-graph path: the LP relaxation with energy rows (partition/energy.py)
+and that model as a MIP (its dual bound), the packed start's MIP, and the CP-SAT model (partition/cpsat.py, where OR-Tools is installed),
 each against optima the whole ILP proves on small graphs."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from rlhls.partition.profile_io import ProfileRow
 from test_partition_lns import as_plan, layered_dag
 
 
-def _lp(P, H, energy):
-    return ilp._lp_relaxation(P, H, time.perf_counter() + 60, energy=energy)[0]
+def _lp(P, H, energy, mip=False):
+    return ilp._lp_relaxation(P, H, time.perf_counter() + 60, energy=energy, mip=mip)[0]
 
 
 def test_descendant_rows_see_the_cores_after_a_fork():
@@ -54,7 +54,11 @@ def test_energy_bound_stays_below_the_proven_optimum(seed):
     assert opt.status == "Optimal"
     H = heft(P).makespan * (1 + 1e-9) + 1e-9
     plain, energy = _lp(P, H, False), _lp(P, H, True)
-    assert plain <= energy <= opt.makespan_us * (1 + 1e-7)
+    # the MIP on the same rows (in its child process, as in solve): whole options lift the bound
+    mip = _lp(P, H, True, mip=True)
+    assert plain <= energy <= mip <= opt.makespan_us * (1 + 1e-7)
+    if seed == 0:  # 16,694 (LP + energy rows) -> 17,124, the optimum
+        assert mip > energy * 1.02
 
 
 def test_energy_bound_is_stronger_than_the_lp_on_a_larger_graph():
