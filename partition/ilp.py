@@ -571,7 +571,10 @@ def _lp_relaxation(problem: Problem, H: float, deadline: float, energy: bool = F
         with scratch_dir("lp") as tmp:
             with library_output(os.path.join(tmp, "solver.out"), fds=(1,)):
                 prob.solve(cmd)
-        if pulp.LpStatus[prob.status] != "Optimal" or var["T"].varValue is None:
+        # PuLP reads HiGHS's time limit as "Optimal" (the solution only "integer feasible"): its
+        # values are no optimum, so no bound
+        if (pulp.LpStatus[prob.status] != "Optimal" or prob.sol_status != pulp.LpSolutionOptimal
+                or var["T"].varValue is None):
             break
         best = float(var["T"].varValue) * (1 - 1e-7)
         if not energy:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 
+import pulp
 import pytest
 
 from rlhls.partition import cpsat, ilp
@@ -94,3 +95,20 @@ def test_cpsat_plan_is_valid_and_its_bound_below_the_optimum(seed):
     assert bound <= opt.makespan_us * (1 + 1e-9) <= sched.makespan * (1 + 1e-9)
     # on a graph this small CP-SAT proves its optimum, up to the 0.01 us its times are rounded to
     assert sched.makespan == pytest.approx(opt.makespan_us, abs=0.01 * len(P.nodes))
+
+
+def test_an_lp_stopped_by_its_time_limit_gives_no_bound(monkeypatch):
+    # PuLP reports HiGHS's time limit as status Optimal with an "integer feasible" solution; the
+    # values then are no optimum of the LP and must not be read as a bound
+    rows, edges, cap, links, C = layered_dag(14, 0, ps_cores=2)
+    P = Problem(rows, edges, cap, links, C)
+    H = heft(P).makespan * (1 + 1e-9) + 1e-9
+    solve_lp = pulp.HiGHS.actualSolve
+
+    def stopped(self, lp, **kw):
+        status = solve_lp(self, lp, **kw)
+        lp.assignStatus(pulp.LpStatusOptimal, pulp.LpSolutionIntegerFeasible)
+        return status
+
+    monkeypatch.setattr(pulp.HiGHS, "actualSolve", stopped)
+    assert ilp._lp_relaxation(P, H, time.perf_counter() + 60, energy=True) is None
