@@ -16,9 +16,9 @@ node keeps its option, core and times:
 
 Every other window is placed around a node of the incumbent's critical path (no slack), drawn
 at random, the rest anywhere: on the 1000-node random DAG the loss is in the options along the
-critical path (its rounded plan: a critical path of 515,090 µs with unlimited PS cores in a makespan of 529,334), and
-120 windows so placed reached 522,665 µs from 524,703 where windows anywhere reached 524,021 (at
-300 nodes 117,832 against 117,845 from the LP rounding's 121,295).
+critical path (the LP rounding's plan: 515,090 µs with unlimited PS cores, 529,334 on 4), and 120
+windows so placed reached 522,665 µs from 524,703 where windows anywhere reached 524,021 (at 300
+nodes 117,832 against 117,845 from the LP rounding's 121,295).
 
 The sub-plan is evaluated exactly (`semi_active`: every node at its earliest start, carry edges
 included) and kept when the makespan shrinks, or stays and the sum of finish times shrinks (the
