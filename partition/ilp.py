@@ -660,7 +660,8 @@ def _build(problem: Problem, H: float, opts: dict | None = None, ps_pairs: bool 
     (a relaxation: PS nodes may then overlap beyond the core count; the ``ps_work`` cut stays).
     ``ps_share`` < 1 asks PS work <= ps_share * C * T (a restriction, not a relaxation: it leaves
     the cores idle time to pack the PS nodes in; for starting plans only, never for bounds).
-    _OutOfTime when ``deadline`` (perf_counter) passes during the pair rows (quadratic in PS nodes)."""
+    _OutOfTime when ``deadline`` (perf_counter) passes during the edge rows or the pair rows
+    (quadratic in PS nodes)."""
     P = problem
     prob = pulp.LpProblem("rlhls_partition", pulp.LpMinimize)
     opts, minlat, head, tail = _windows(P, H, dict(opts or P.options))
@@ -703,6 +704,9 @@ def _build(problem: Problem, H: float, opts: dict | None = None, ps_pairs: bool 
                                    - cmax * (1 - z[fixed, u]), f"{name}{side}_{u}")
 
     for e, (a, b, nb) in enumerate(P.edges):
+        # the edge rows take most of the build (1000 nodes under a load of 15: 2.6 s past a 10 s limit)
+        if deadline is not None and e % 256 == 0 and time.perf_counter() > deadline:
+            raise _OutOfTime
         prob += S[b] >= S[a] + lat[a], f"prec_{e}"
         transfer_rows(f"xfer_{e}", S[b], a, b, nb)
     # loop-carried edges u -> v (next step): S_v + T >= F_u + transfer, same linearisation as eq. 5;
