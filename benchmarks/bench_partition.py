@@ -12,13 +12,16 @@
 Random DAGs: one row per solver with status, makespan, gap, seconds and every baseline / ILP.
 3. Large graphs: random DAGs of --large nodes (default 300 and 1000; 4 PS cores, the
    VEK280's capacities) at each of --large-limits seconds (default 10 and 60), side by side: ours
-   (the default for graphs above ``lns.LNS_NODES`` nodes, CBC sub-solves) with its bound and the
-   LP-only bound it had before the energy rows, and OR-Tools CP-SAT (``pip install rlhls[cpsat]``;
-   one worker, HEFT's plan as its hint, the same limit) with its plan and proven bound; HEFT beside
-   them. One solve at a time.
+   (the default for graphs above ``lns.LNS_NODES`` nodes, CBC sub-solves) with its wall and CPU
+   seconds (solver children included), its bound and the bounds it had before (the LP alone, the LP
+   with energy rows), OR-Tools CP-SAT (``pip install rlhls[cpsat]``; one worker, HEFT's plan as its
+   hint, the same limit) with its plan and proven bound, and the relaxed model with energy rows as
+   a MIP given the whole limit (HiGHS, one thread: a bound source, not a plan); HEFT beside them,
+   the best of the bounds and ours' gap to it. One solve at a time.
 
     python benchmarks/bench_partition.py [--nodes 300] [--time-limit 60] [--orders 5] [--skip-random] [--skip-designs]
                                          [--large 300,1000] [--large-limits 10,60] [--skip-large]
+                                         [--skip-mip-bound]
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import resource
 import statistics
 import time
 
@@ -74,33 +78,47 @@ def _header(title):
     print(f"{'instance':<24} {'solver':<6} {'status':<22} {'makespan_us':>12} {'gap':>7} {'seconds':>8}  baseline/ILP")
 
 
-def large(sizes, limits, solver="cbc") -> None:
-    """Ours (LP rounding, packed start, LNS; energy-row bound) and CP-SAT side by side on the same
-    instances and limits, with HEFT and the bound ours had before the energy rows (the LP alone)."""
+def _cpu() -> float:
+    """CPU seconds of this process and its waited-for children (CBC, the HiGHS children)."""
+    return sum(resource.getrusage(w).ru_utime + resource.getrusage(w).ru_stime
+               for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+
+
+def large(sizes, limits, solver="cbc", mip_bound=True) -> None:
+    """Ours (LP rounding, packed start, LNS; bound: LP + energy rows, then that model as a MIP) and
+    CP-SAT side by side on the same instances and limits, with HEFT and the bounds ours had before:
+    the LP alone and the LP with energy rows (both at ours' makespan, not timed). ``mip_bound``:
+    also the same MIP given the whole limit (HiGHS, one thread) as a bound source of its own."""
     from rlhls.partition import cpsat
 
     print(f"\nlarge random DAGs (seed 0), ours = {solver} sub-solves, CP-SAT = 1 worker from HEFT's plan; "
           f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"{'nodes':>5} {'limit s':>7} {'HEFT':>10} | {'ours':>10} {'gap':>7} {'HEFT/plan':>9} {'s':>5} {'bound':>10} "
-          f"{'LP bound':>10} | {'CP-SAT':>10} {'gap':>7} {'s':>5} {'bound':>10}  check")
+    print(f"{'nodes':>5} {'limit s':>7} {'HEFT':>10} | {'ours':>10} {'gap':>7} {'HEFT/plan':>9} {'s':>5} {'cpu s':>5} "
+          f"{'bound':>10} {'LP+energy':>10} {'LP bound':>10} | {'CP-SAT':>10} {'gap':>7} {'s':>5} {'bound':>10} | "
+          f"{'MIP bound':>10} {'s':>5} | {'best bound':>10} {'ours gap':>8}  check")
     for n in sizes:
         rows, edges, cap, links = random_dag(n, 0)
         P = Problem(rows, edges, cap, links, None)
         h = heft(P)
         for limit in limits:
             bad = []
-            t = time.perf_counter()
+            t, c = time.perf_counter(), _cpu()
             plan = solve(rows, edges, cap, links, ps_cores=None, solver=solver, time_limit=limit)
-            wall = time.perf_counter() - t
+            wall, cpu = time.perf_counter() - t, _cpu() - c
             bad += check_schedule(plan, rows, edges, cap, links, plan.ps_cores)
-            # the LP alone at the same horizon: the bound before the energy rows (not timed)
-            lp = ilp._lp_relaxation(P, plan.makespan_us * (1 + 1e-9) + 1e-9, time.perf_counter() + 600)
+            # the bounds before the MIP at the same horizon (not timed)
+            H = plan.makespan_us * (1 + 1e-9) + 1e-9
+            lp = ilp._lp_relaxation(P, H, time.perf_counter() + 600)
             lp_bound = max(lp[0], ilp._lower_bound(P)) if lp else float("nan")
+            lpe = ilp._lp_relaxation(P, H, time.perf_counter() + 600, energy=True)
+            lpe_bound = max(lpe[0], ilp._lower_bound(P)) if lpe else float("nan")
+            bounds = [plan.bound]
             cp = "not installed"
             if cpsat.available():
                 t = time.perf_counter()
                 sched, cb, _ = cpsat.solve_cpsat(P, h.makespan * (1 + 1e-9) + 1e-9, limit, hint=h)
                 cw = time.perf_counter() - t
+                bounds.append(cb)
                 if sched is None:
                     cp = f"{'no plan':>10} {'':>7} {cw:>5.1f} {cb:>10.1f}"
                 else:
@@ -110,9 +128,20 @@ def large(sizes, limits, solver="cbc") -> None:
                     bad += check_schedule(sp, rows, edges, cap, links, P.ps_cores)
                     cgap = (sched.makespan - cb) / sched.makespan
                     cp = f"{sched.makespan:>10.1f} {cgap:>7.2%} {cw:>5.1f} {cb:>10.1f}"
+            mb = f"{'-':>10} {'':>5}"
+            if mip_bound:
+                t = time.perf_counter()
+                m = ilp._lp_relaxation(P, H, t + limit, energy=True, mip=True)
+                if m is not None:
+                    bounds.append(m[0])
+                    mb = f"{m[0]:>10.1f} {time.perf_counter() - t:>5.1f}"
+            best = max(b for b in bounds if b is not None)
             print(f"{n:>5} {limit:>7g} {h.makespan:>10.1f} | {plan.makespan_us:>10.1f} {plan.gap:>7.2%} "
-                  f"{'x' + format(h.makespan / plan.makespan_us, '.3f'):>9} {wall:>5.1f} {plan.bound:>10.1f} "
-                  f"{lp_bound:>10.1f} | {cp}  {'CHECK FAILED: ' + bad[0] if bad else 'ok'}", flush=True)
+                  f"{'x' + format(h.makespan / plan.makespan_us, '.3f'):>9} {wall:>5.1f} {cpu:>5.1f} {plan.bound:>10.1f} "
+                  f"{lpe_bound:>10.1f} {lp_bound:>10.1f} | {cp} | {mb} | {best:>10.1f} "
+                  f"{(plan.makespan_us - best) / plan.makespan_us:>8.2%}  {'CHECK FAILED: ' + bad[0] if bad else 'ok'}",
+                  flush=True)
+    print(f"load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 def main() -> None:
@@ -126,9 +155,12 @@ def main() -> None:
     ap.add_argument("--large", default="300,1000", help="node counts of the large-graph comparison")
     ap.add_argument("--large-limits", default="10,60", help="time limits (s) of the large-graph comparison")
     ap.add_argument("--skip-large", action="store_true")
+    ap.add_argument("--skip-mip-bound", action="store_true",
+                    help="large graphs: without the bound of the relaxed MIP given the whole limit")
     args = ap.parse_args()
     if not args.skip_large:
-        large([int(n) for n in args.large.split(",")], [float(t) for t in args.large_limits.split(",")])
+        large([int(n) for n in args.large.split(",")], [float(t) for t in args.large_limits.split(",")],
+              mip_bound=not args.skip_mip_bound)
     if not args.skip_random:
         _header(f"random DAGs, {args.nodes} nodes, time limit {args.time_limit:g} s")
         for seed in range(args.instances):

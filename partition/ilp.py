@@ -67,9 +67,11 @@ that LP was quick, the same model as a MIP (HiGHS) with PS work held to the shar
 best plan keeps busy, list-scheduled (the relaxation alone crowds the PS); the best of these and
 HEFT improved by the local search, then large-neighbourhood search with the ILP as sub-solver on
 windows of the incumbent (partition/lns.py) until a reserve (a tenth of the limit, or 2.5 times
-that first LP) is left, in which the LP is solved again below the final makespan with rounds of
-the violated energy rows (partition/energy.py: PS work of a node's ancestors, descendants, or of
-the nodes between two nodes, over the cores): the bound.
+that first LP, plus a fifth for the MIP, at most 0.3) is left, in which the LP is solved again
+below the final makespan with rounds of the violated energy rows (partition/energy.py: PS work of
+a node's ancestors, descendants, or of the nodes between two nodes, over the cores), then that
+model with its energy rows as a MIP (HiGHS, one thread) until the limit: the higher of the LP's
+optimum and the MIP's dual bound is the bound.
 
 Gap: 0 when the solver proves optimality; otherwise (incumbent - bound) / incumbent, the bound
 read from CBC's log ("Objective value"/"Lower bound" after a stop) or HiGHS' ``mip_dual_bound``,
@@ -463,6 +465,9 @@ SUB_GRACE_S = 0.3
 # of the time limit: local search by then; the packed start's MIP; the last bound's reserve (at
 # least BOUND_LPS times the first LP's time: the energy rows take a second LP, at most BOUND_SHARE)
 LS_SHARE, PACK_SHARE, BOUND_SHARE, BOUND_LPS = 0.15, 0.3, 0.3, 2.5
+# of the limit, added to the reserve for the bound's MIP (300 nodes: +0.8 % bound in 10 s where the
+# search gains 0.7 % in 35 s); below MIP_MIN_S left the MIP is not started (a child, the model in MPS)
+MIP_SHARE, MIP_MIN_S = 0.2, 1.0
 PACK_GATE = 0.05  # the packed start only when the first LP took less than this share of the limit
 
 
@@ -472,7 +477,7 @@ def _solve_large(problem: Problem, start: Schedule, base, solver, t0, deadline, 
     to the share of the cores the best plan so far keeps busy (its options list-scheduled: the
     "packed" start); the best of these and HEFT improved by local search, then LNS with the ILP as
     sub-solver (partition/lns.py); at the end the LP again at the final makespan (its windows only
-    tighten) with rounds of the violated energy rows (partition/energy.py): the bound."""
+    tighten) with rounds of the violated energy rows (partition/energy.py), then as a MIP: the bound."""
     limit = deadline - t0
     ts = time.perf_counter()
     bound, sched = None, start
@@ -480,7 +485,7 @@ def _solve_large(problem: Problem, start: Schedule, base, solver, t0, deadline, 
     # load of 7 on 2 cores took more than half)
     lp = _lp_relaxation(problem, start.makespan * (1 + 1e-9) + 1e-9, t0 + 0.7 * limit)
     t_lp = time.perf_counter() - ts
-    reserve = min(BOUND_SHARE, max(0.1, BOUND_LPS * t_lp / limit)) * limit
+    reserve = min(BOUND_SHARE, max(0.1, BOUND_LPS * t_lp / limit) + MIP_SHARE) * limit
     if lp is not None:
         bound, var = lp
         option = round_options(problem, var["opts"], {v: [var["x"][v, k].varValue or 0.0 for k in range(len(o))]
@@ -510,7 +515,7 @@ def _solve_large(problem: Problem, start: Schedule, base, solver, t0, deadline, 
         return cmd
 
     sched = improve(problem, sched, deadline - reserve, sub_solver, seed=seed)
-    lp = _lp_relaxation(problem, sched.makespan * (1 + 1e-9) + 1e-9, deadline, energy=True)
+    lp = _lp_relaxation(problem, sched.makespan * (1 + 1e-9) + 1e-9, deadline, energy=True, mip=True, start=sched)
     if lp is not None:
         bound = lp[0] if bound is None else max(bound, lp[0])
     return _finish(problem, sched, False, bound, base, solver, t0, time.perf_counter() - ts, deadline)
@@ -541,15 +546,20 @@ def _relaxed_mip(problem: Problem, H: float, deadline: float, ps_share: float, s
     return {v: o[max(range(len(o)), key=lambda k: var["x"][v, k].varValue or 0.0)] for v, o in var["opts"].items()}
 
 
-def _lp_relaxation(problem: Problem, H: float, deadline: float, energy: bool = False):
+def _lp_relaxation(problem: Problem, H: float, deadline: float, energy: bool = False, mip: bool = False,
+                   start: Schedule | None = None):
     """(optimum, var) of the LP relaxation of the model without PS pair rows at horizon H (a bound
     on every plan at most H long), or None when it is not solved by ``deadline``. ``energy``: then
     rounds of the violated energy rows (partition/energy.py) and the LP again, while time is left;
-    the optimum of the last LP solved in time."""
+    the optimum of the last LP solved in time. ``mip``: then, with at least ``MIP_MIN_S`` left, the
+    same model with its rows as a MIP (HiGHS, one thread, from the plan ``start``) until
+    ``deadline``; its dual bound, where higher, is the bound (options whole: the LP blends a node's
+    PS and PL latencies along a path and over the cores)."""
     try:
         prob, var = _build(problem, H, ps_pairs=False, deadline=deadline)
     except _OutOfTime:
         return None
+    cats = {v.name: v.cat for v in prob.variables()}
     for v in prob.variables():
         v.cat = pulp.LpContinuous
     best, D, added = None, None, set()
@@ -561,7 +571,10 @@ def _lp_relaxation(problem: Problem, H: float, deadline: float, energy: bool = F
         with scratch_dir("lp") as tmp:
             with library_output(os.path.join(tmp, "solver.out"), fds=(1,)):
                 prob.solve(cmd)
-        if pulp.LpStatus[prob.status] != "Optimal" or var["T"].varValue is None:
+        # PuLP reads HiGHS's time limit as "Optimal" (the solution only "integer feasible"): its
+        # values are no optimum, so no bound
+        if (pulp.LpStatus[prob.status] != "Optimal" or prob.sol_status != pulp.LpSolutionOptimal
+                or var["T"].varValue is None):
             break
         best = float(var["T"].varValue) * (1 - 1e-7)
         if not energy:
@@ -575,6 +588,19 @@ def _lp_relaxation(problem: Problem, H: float, deadline: float, energy: bool = F
         for name, row in rows:
             prob.addConstraint(row, name)
             added.add(name)
+    if mip and best is not None and deadline - time.perf_counter() > MIP_MIN_S:
+        for v in prob.variables():
+            v.cat = cats[v.name]
+            v.varValue = None
+        if start is not None:
+            _set_start(problem, var, start)
+        cmd = _solver("highs", deadline)
+        with scratch_dir("mipbound") as tmp:
+            with library_output(os.path.join(tmp, "solver.out"), fds=(1,)):
+                prob.solve(cmd)
+        # 1e-7: the solver's tolerances, as the LP's optimum
+        if cmd.dual_bound is not None and math.isfinite(cmd.dual_bound) and cmd.dual_bound <= H:
+            best = max(best, cmd.dual_bound * (1 - 1e-7))
     return None if best is None else (best, var)
 
 
@@ -634,7 +660,8 @@ def _build(problem: Problem, H: float, opts: dict | None = None, ps_pairs: bool 
     (a relaxation: PS nodes may then overlap beyond the core count; the ``ps_work`` cut stays).
     ``ps_share`` < 1 asks PS work <= ps_share * C * T (a restriction, not a relaxation: it leaves
     the cores idle time to pack the PS nodes in; for starting plans only, never for bounds).
-    _OutOfTime when ``deadline`` (perf_counter) passes during the pair rows (quadratic in PS nodes)."""
+    _OutOfTime when ``deadline`` (perf_counter) passes during the edge rows or the pair rows
+    (quadratic in PS nodes)."""
     P = problem
     prob = pulp.LpProblem("rlhls_partition", pulp.LpMinimize)
     opts, minlat, head, tail = _windows(P, H, dict(opts or P.options))
@@ -677,6 +704,9 @@ def _build(problem: Problem, H: float, opts: dict | None = None, ps_pairs: bool 
                                    - cmax * (1 - z[fixed, u]), f"{name}{side}_{u}")
 
     for e, (a, b, nb) in enumerate(P.edges):
+        # the edge rows take most of the build (1000 nodes under a load of 15: 2.6 s past a 10 s limit)
+        if deadline is not None and e % 256 == 0 and time.perf_counter() > deadline:
+            raise _OutOfTime
         prob += S[b] >= S[a] + lat[a], f"prec_{e}"
         transfer_rows(f"xfer_{e}", S[b], a, b, nb)
     # loop-carried edges u -> v (next step): S_v + T >= F_u + transfer, same linearisation as eq. 5;

@@ -1,11 +1,12 @@
-"""Lower bounds of the large-graph path: the LP relaxation with energy rows (partition/energy.py),
-the packed start's MIP, and the CP-SAT model (partition/cpsat.py, where OR-Tools is installed),
+"""Lower bounds of the large-graph path: the LP relaxation with energy rows (partition/energy.py)
+and that model as a MIP (its dual bound), the packed start's MIP, and the CP-SAT model (partition/cpsat.py, where OR-Tools is installed),
 each against optima the whole ILP proves on small graphs."""
 
 from __future__ import annotations
 
 import time
 
+import pulp
 import pytest
 
 from rlhls.partition import cpsat, ilp
@@ -17,8 +18,8 @@ from rlhls.partition.profile_io import ProfileRow
 from test_partition_lns import as_plan, layered_dag
 
 
-def _lp(P, H, energy):
-    return ilp._lp_relaxation(P, H, time.perf_counter() + 60, energy=energy)[0]
+def _lp(P, H, energy, mip=False):
+    return ilp._lp_relaxation(P, H, time.perf_counter() + 60, energy=energy, mip=mip)[0]
 
 
 def test_descendant_rows_see_the_cores_after_a_fork():
@@ -54,7 +55,11 @@ def test_energy_bound_stays_below_the_proven_optimum(seed):
     assert opt.status == "Optimal"
     H = heft(P).makespan * (1 + 1e-9) + 1e-9
     plain, energy = _lp(P, H, False), _lp(P, H, True)
-    assert plain <= energy <= opt.makespan_us * (1 + 1e-7)
+    # the MIP on the same rows (in its child process, as in solve): whole options lift the bound
+    mip = _lp(P, H, True, mip=True)
+    assert plain <= energy <= mip <= opt.makespan_us * (1 + 1e-7)
+    if seed == 0:  # 16,694 (LP + energy rows) -> 17,124, the optimum
+        assert mip > energy * 1.02
 
 
 def test_energy_bound_is_stronger_than_the_lp_on_a_larger_graph():
@@ -90,3 +95,20 @@ def test_cpsat_plan_is_valid_and_its_bound_below_the_optimum(seed):
     assert bound <= opt.makespan_us * (1 + 1e-9) <= sched.makespan * (1 + 1e-9)
     # on a graph this small CP-SAT proves its optimum, up to the 0.01 us its times are rounded to
     assert sched.makespan == pytest.approx(opt.makespan_us, abs=0.01 * len(P.nodes))
+
+
+def test_an_lp_stopped_by_its_time_limit_gives_no_bound(monkeypatch):
+    # PuLP reports HiGHS's time limit as status Optimal with an "integer feasible" solution; the
+    # values then are no optimum of the LP and must not be read as a bound
+    rows, edges, cap, links, C = layered_dag(14, 0, ps_cores=2)
+    P = Problem(rows, edges, cap, links, C)
+    H = heft(P).makespan * (1 + 1e-9) + 1e-9
+    solve_lp = pulp.HiGHS.actualSolve
+
+    def stopped(self, lp, **kw):
+        status = solve_lp(self, lp, **kw)
+        lp.assignStatus(pulp.LpStatusOptimal, pulp.LpSolutionIntegerFeasible)
+        return status
+
+    monkeypatch.setattr(pulp.HiGHS, "actualSolve", stopped)
+    assert ilp._lp_relaxation(P, H, time.perf_counter() + 60, energy=True) is None
