@@ -144,19 +144,6 @@ class Policy:
                         frames=frames)
 
 
-def _run_dir(folder) -> Path:
-    from .runner import CHECKPOINT
-
-    run = Path(folder)
-    if not (run / CHECKPOINT).is_file() and (run / "train" / CHECKPOINT).is_file():
-        run = run / "train"  # a folder of rlhls run: its training run
-    if not run.is_dir():
-        raise RlhlsError(f"run folder '{run}': no such folder")
-    if not (run / CHECKPOINT).is_file():
-        raise RlhlsError(f"run folder '{run}': no {CHECKPOINT} (expected a run folder of rlhls train or rlhls run)")
-    return run
-
-
 def load(folder, *, log=None) -> Policy:
     """The trained policy of a run folder (see the module docstring). `log`: a file that takes what
     the environments' libraries print while it is rebuilt (None: discarded)."""
@@ -165,9 +152,9 @@ def load(folder, *, log=None) -> Policy:
 
     from .algorithms import get_algorithm
     from .checkpoint import load_checkpoint
-    from .runner import CHECKPOINT
+    from .runner import CHECKPOINT, run_dir
 
-    run = _run_dir(folder)
+    run = run_dir(folder)
     try:
         cfg = json.loads((run / "config.json").read_text())
     except FileNotFoundError:

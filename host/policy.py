@@ -19,7 +19,7 @@ from rlhls.designs.errors import RlhlsError
 from rlhls.designs.registry import get_design
 
 from .checkpoint import load_checkpoint
-from .runner import CHECKPOINT
+from .runner import CHECKPOINT, run_dir
 
 __all__ = ["export_run_policy", "run_folder", "recorded_states", "POLICY_STATES", "RANDOM_STATES"]
 
@@ -30,13 +30,7 @@ RANDOM_STATES = 64
 def run_folder(design, run) -> tuple[Path, dict]:
     """(the training run folder, its config.json) of ``run`` for ``design``; RlhlsError naming what
     is missing or another design's run."""
-    run = Path(run)
-    if not (run / CHECKPOINT).is_file() and (run / "train" / CHECKPOINT).is_file():
-        run = run / "train"  # a folder of rlhls run: its training run
-    if not run.is_dir():
-        raise RlhlsError(f"--weights '{run}': no such folder (expected a run folder of rlhls train)")
-    if not (run / CHECKPOINT).is_file():
-        raise RlhlsError(f"--weights '{run}': no {CHECKPOINT} (expected a run folder of rlhls train)")
+    run = run_dir(run, "--weights")
     try:
         cfg = json.loads((run / "config.json").read_text())
     except FileNotFoundError:

@@ -327,6 +327,19 @@ def _short(v, limit: int = 80) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+def run_dir(folder, what: str = "run folder") -> Path:
+    """The training run folder of `folder` (rlhls train's, or an rlhls run folder's ``train/``);
+    RlhlsError naming `what` when it is missing or holds no checkpoint."""
+    run = Path(folder)
+    if not (run / CHECKPOINT).is_file() and (run / "train" / CHECKPOINT).is_file():
+        run = run / "train"
+    if not run.is_dir():
+        raise RlhlsError(f"{what} '{run}': no such folder (expected a run folder of rlhls train or rlhls run)")
+    if not (run / CHECKPOINT).is_file():
+        raise RlhlsError(f"{what} '{run}': no {CHECKPOINT} (expected a run folder of rlhls train or rlhls run)")
+    return run
+
+
 def check_folder(out, resume: bool) -> None:
     """The run folder's own checks (before the run's slow preparations: they fail first):
     --resume needs a checkpoint; a new run needs an --out that is new, empty or a run of ours
