@@ -9,6 +9,10 @@ rlhls experiment heppo-bits --steps 50000 --seeds 3 --out runs/heppo-bits
 cp runs/heppo-bits/comparison.png docs/figures/heppo-bits.png
 rlhls experiment cpp-fig4 --param samples=50000 --jobs 2 --out runs/cpp-fig4-full
 cp runs/cpp-fig4-full/fig4.png docs/figures/cpp-fig4-50k.png
+rlhls experiment apdrl-table3 --design apdrl-dqn-cartpole --full --seeds 8 --out runs/t3-cartpole
+cp runs/t3-cartpole/fig11.png docs/figures/apdrl-cartpole-500k.png
+rlhls experiment apdrl-table3 --design apdrl-a2c-invpendulum --steps 400000 --seeds 20 --out runs/t3-a2c
+cp runs/t3-a2c/fig11.png docs/figures/apdrl-a2c-400k.png
 rlhls experiment apdrl-table3 --design apdrl-ddpg-mntncarcont --design apdrl-ddpg-lunarcont --full --steps 20000 --out runs/t3ddpg20k
 cp runs/t3ddpg20k/fig11.png docs/figures/apdrl-ddpg-20k.png
 rlhls experiment apdrl-speedup --out runs/apdrl-speedup
