@@ -131,7 +131,8 @@ class Policy:
         obs = np.asarray(observation)
         shape = tuple(self.observation_space.shape)
         if obs.shape == shape:
-            return self._trainer.predict(obs[None], deterministic, self._rng)[0], state
+            # SB3 squeezes the batch axis: a discrete action is a 0-d array, not a numpy scalar
+            return np.asarray(self._trainer.predict(obs[None], deterministic, self._rng))[0, ...], state
         if obs.ndim == len(shape) + 1 and obs.shape[1:] == shape:
             return self._trainer.predict(obs, deterministic, self._rng), state
         raise RlhlsError(f"predict: observation of shape {obs.shape}; '{self.env_id}' observes {shape} "

@@ -180,6 +180,7 @@ def test_load_predict_equals_the_runs_last_policy(tmp_path, monkeypatch, spec, e
     assert np.array_equal(act, last.predict(obs)) and act.dtype == last.predict(obs).dtype
     one, _ = policy.predict(obs[3])  # one observation: a batch of one (float32 BLAS may round another size apart)
     assert np.array_equal(one, last.predict(obs[3:4])[0]) and np.shape(one) == np.shape(act[3])
+    assert isinstance(one, np.ndarray)  # as SB3: a discrete action is a 0-d array, never a numpy scalar
     if hasattr(last, "q_values"):  # the Q values too, bit for bit (a greedy action hides small differences)
         assert np.array_equal(policy._trainer.q_values(obs), last.q_values(obs))
     if get_design(spec[0]).algorithm in ("ddpg", "a2c"):
