@@ -150,6 +150,18 @@ def _check_sizes(path: Path, data: bytes) -> None:
                          f"{type(e).__name__}{': ' + str(e) if isinstance(e, ValueError) else ''})") from None
 
 
+def checkpoint_steps(path) -> int | None:
+    """The env steps a run's checkpoint holds, read from its small state member alone (not the
+    arrays); None when there is no readable checkpoint there."""
+    try:
+        with zipfile.ZipFile(path) as zf, zf.open("state.npy") as f:
+            head = json.loads(bytes(np.load(f, allow_pickle=False)).decode("utf-8"))
+        steps = head["state"]["env_steps"]
+    except (OSError, ValueError, KeyError, TypeError, EOFError, UnicodeDecodeError, zipfile.BadZipFile):
+        return None
+    return steps if isinstance(steps, int) and not isinstance(steps, bool) and steps >= 0 else None
+
+
 def load_checkpoint(path):
     path = Path(path)
     try:

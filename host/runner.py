@@ -229,7 +229,7 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
         config["steps_trained"] = max(1, math.ceil(steps / per)) * per  # whole updates
         if not resume:
             make_dirs(out)
-            write_json(out / OWNER, {"command": "train", "files": RUN_FILES})
+        recorded = _record_files(out, None)
         _remove_stale_temps(out)
         atomic_write_text(out / "config.json", json.dumps(config, indent=2, sort_keys=True, default=str) + "\n")
         total_updates = max(1, math.ceil(steps / per))
@@ -286,6 +286,7 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
                 save_checkpoint(ckpt_path, {"layout": LAYOUT, "design": config.get("design"),
                                             "algorithm": config.get("algorithm"), "trainer": trainer.state_dict(),
                                             "update": update, "env_steps": env_steps, "csv": dict(lengths)})
+                recorded = _record_files(out, recorded)
                 if update == total_updates or time.perf_counter() - last_plot >= PLOT_EVERY_S:
                     plot_rewards(episodes, out / "reward.png", title)
                     last_plot = time.perf_counter()
@@ -452,6 +453,16 @@ def _count(x) -> bool:
 
 def _number(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _record_files(out: Path, recorded: list | None) -> list:
+    """The folder's ownership record: RUN_FILES, the replay chunks and the TensorBoard event files,
+    rewritten only when that set changed since `recorded`."""
+    files = RUN_FILES + sorted(p.relative_to(out).as_posix() for p in
+                               [*out.glob("replay/*.bin"), *out.glob("events.out.tfevents.*")] if p.is_file())
+    if files != recorded:
+        write_json(out / OWNER, {"command": "train", "files": files})
+    return files
 
 
 def _remove_stale_temps(out: Path) -> None:

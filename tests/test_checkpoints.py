@@ -279,3 +279,31 @@ def test_damaged_lean_run_folder_is_one_line_and_changes_nothing(tmp_path, train
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1, err
     assert _snapshot(out) == before
+
+
+def test_the_ownership_record_names_every_file_the_run_wrote_and_the_checkpoint_counts_its_steps(tmp_path):
+    """.rlhls.json lists the replay chunks and event files too; an experiment counts a run's steps
+    from its checkpoint, so a metrics.csv row appended before a kill is not a finished update."""
+    import json
+
+    from rlhls.host.checkpoint import checkpoint_steps
+    from rlhls.host.experiments import finished_steps
+    from rlhls.host.runner import train
+    from rlhls.partition.fileio import OWNER
+
+    out = tmp_path / "r"
+    hp = dict(LEAN, buffer_size=1000)  # 125-row chunks: several replay files
+    train(lambda: _dqn(hp), {"design": "apdrl-dqn-cartpole"}, out, steps=25 * 12, progress=False)
+    written = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()} - {OWNER}
+    record = set(json.loads((out / OWNER).read_text())["files"])
+    assert any(f.startswith("replay/transitions-") for f in written) and any(f.startswith("events.") for f in written)
+    assert written <= record
+    assert checkpoint_steps(out / "checkpoint.npz") == finished_steps(out) == 25 * 12
+    lines = (out / "metrics.csv").read_text().splitlines()
+    last = lines[-1].split(",")
+    last[0], last[1] = str(int(last[0]) + 1), str(int(last[1]) + 25)  # the next update's row, its checkpoint lost
+    with open(out / "metrics.csv", "a") as f:
+        f.write(",".join(last) + "\n")
+    assert finished_steps(out) == 25 * 12
+    (out / "checkpoint.npz").write_bytes(b"not a zip")
+    assert checkpoint_steps(out / "checkpoint.npz") is None and finished_steps(out) == 25 * 13

@@ -446,8 +446,15 @@ def metrics(run: Path) -> list:
 
 
 def finished_steps(run: Path) -> int:
-    """Environment steps a run folder's metrics.csv has reached (0 without one): what a resumed
-    experiment skips or continues."""
+    """Environment steps a run folder has trained (0 for none): what a resumed experiment skips or
+    continues. Its checkpoint's count where it has one: metrics.csv is appended before the
+    checkpoint is replaced, so a run killed between the two has one row more than it keeps."""
+    from rlhls.host.checkpoint import checkpoint_steps
+    from rlhls.host.runner import CHECKPOINT
+
+    held = checkpoint_steps(Path(run) / CHECKPOINT)
+    if held is not None:
+        return held
     try:
         rows = metrics(run)
         return int(rows[-1]["env_steps"]) if rows else 0
