@@ -117,6 +117,26 @@ def test_rules_count_each_node_as_often_as_the_trainers_run_it():
     assert none["value_loss"] == 1.0 and none["value.fc1.upd"] == 0.0
 
 
+@pytest.mark.parametrize("name, sets", [
+    ("apdrl-dqn-cartpole", {"train_frequency": 5, "gradient_steps": 2}),
+    ("apdrl-ddpg-mntncarcont", {"policy_frequency": 2, "batch_size": 16}),
+])
+def test_off_policy_rules_match_the_trainers_counts_with_several_envs(name, sets, tmp_path):
+    from rlhls.host.train import train_design
+
+    d = get_design(name)
+    sets = {**sets, "num_envs": 4, "learning_starts": 0, "steps_per_update": 400}
+    run = train_design(d, out=tmp_path / "run", steps=400, overrides=sets, progress=False)
+    row, hp = run.metrics[-1], run.config["hyperparams"]
+    # the trainers learn after the first vector step (g > learning_starts): the rules count its training too
+    once = hp.get("gradient_steps", 1)
+    assert float(row["train_steps"]) == pytest.approx(_graph_steps(d.algorithm, hp) * 400, abs=once)
+    if d.algorithm == "ddpg":
+        actor = next(n for n in build_graph(d).nodes if n.name.startswith("critic@pi."))
+        runs = get_algorithm("ddpg").node_runs(actor, hp)
+        assert float(row["actor_steps"]) == pytest.approx(runs * float(row["train_steps"]), abs=1)
+
+
 def test_ppo_run_costs_gae_once_per_rollout_and_minibatch_nodes_epochs_x_minibatches():
     d = get_design("heppo-ppo")
     g = build_graph(d)
