@@ -13,8 +13,8 @@ from rlhls.designs.graph import Edge, Node, TrainingGraph, build_graph
 from rlhls.designs.registry import design_names, get_design
 from rlhls.designs.errors import RlhlsError
 from rlhls.host.algorithms import get_algorithm
-from rlhls.host.perf import (FIXAR_CLOCK_MHZ, HostTimes, _fixar_design, _graph_steps, _ps_choice, host_times, mm_crossover,
-                             model_perf, run_phases, schedule)
+from rlhls.host.perf import (FIXAR_CLOCK_MHZ, HostTimes, _fixar_design, _graph_steps, _ps_choice, host_times,
+                             mm_crossover, model_perf, run_phases, schedule)
 from rlhls.partition.design_plan import partition_design
 from rlhls.partition.plan import Plan, write_plan
 from rlhls.partition.profile import device_links, profile_design
