@@ -9,12 +9,16 @@ A run is ``steps`` environment steps. Its time is the host loop's phases plus th
   multiplied by the PS factor (how many times slower the device's PS core is than this machine's).
 * **the training graph** (update forward/backward/optimizer, GAE, returns, CG, ...) runs
   ``graph_steps_per_env_step`` times per environment step (its registration's ``grad_steps``: the
-  gradient steps per environment step from its hyperparameters). One execution is the list
+  gradient steps per environment step from its hyperparameters), and each node as often per
+  gradient step as its registration's ``node_runs`` says (PPO's GAE once per rollout, that is once
+  in update_epochs x num_minibatches gradient steps; default once). One execution is the list
   schedule of the graph: each node on its unit and design point (its profile row: model, csynth,
   cosim, aie or measured), an edge between two units costs the device's link
   (``latency + bytes / bandwidth``, ``partition.profile.device_links``); PL and AIE nodes run side
   by side as their dependencies allow (spatial hardware), PS nodes one at a time (the host program
-  is one thread), in the graph's topological order.
+  is one thread), in the graph's topological order. Nodes that run equally often form a loop of
+  their own, scheduled alone; the loops run one after another (as the trainers run them: GAE, then
+  the minibatches) and one execution is their makespans weighed by their runs.
 
 Variants (``Perf.variants``), each a full run:
 
@@ -39,11 +43,13 @@ the AIE, per size).
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -69,22 +75,39 @@ FIXAR_CLOCK_MHZ = 164.0  # AP-DRL §V-C describes FIXAR's PL at 164 MHz
 FIXAR_FORMAT = ("fixed<24,12,RND,SAT>", "fixed<48,24,RND,SAT>")
 
 
-def _graph_steps(algorithm: str, hp: dict) -> float | None:
-    """Gradient steps per environment step by the algorithm's rule; None for an algorithm without one
-    (a user's: its measured updates count one gradient step each)."""
+def _rule(algorithm: str, name: str, hp: dict):
+    """(the algorithm registration's rule `name` (``grad_steps``, ``node_runs``) or None, `hp` over the
+    defaults of its hyperparameters: a run's record may lack some)."""
     from .algorithms import get_algorithm
 
     try:
-        fn = get_algorithm(algorithm).grad_steps
+        alg = get_algorithm(algorithm)
     except RlhlsError:
-        fn = None
-    if fn is None:
-        return None
+        return None, hp
+    args = alg.args if dataclasses.is_dataclass(alg.args) else None
+    defaults = {f.name: f.default for f in dataclasses.fields(args) if f.default is not dataclasses.MISSING} \
+        if args else {}
+    return getattr(alg, name), {**defaults, **hp}
+
+
+def _apply(algorithm: str, what: str, fn, *args) -> float:
     try:
-        return float(fn(hp))
+        return float(fn(*args))
     except (KeyError, TypeError, ZeroDivisionError, ValueError) as e:
-        raise RlhlsError(f"perf: hyperparameters of '{algorithm}' lack what its gradient-step rule "
-                         f"needs ({e})") from None
+        raise RlhlsError(f"perf: hyperparameters of '{algorithm}' lack what its {what} rule needs ({e})") from None
+
+
+def _graph_steps(algorithm: str, hp: dict) -> float | None:
+    """Gradient steps per environment step by the algorithm's rule; None for an algorithm without one
+    (a user's: its measured updates count one gradient step each)."""
+    fn, hp = _rule(algorithm, "grad_steps", hp)
+    return None if fn is None else _apply(algorithm, "gradient-step", fn, hp)
+
+
+def _node_runs(algorithm: str, hp: dict):
+    """node -> runs per gradient step by the algorithm's rule, bound to `hp`; None: every node once."""
+    fn, hp = _rule(algorithm, "node_runs", hp)
+    return None if fn is None else (lambda node: _apply(algorithm, "node-runs", fn, node, hp))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -95,12 +118,14 @@ def _graph_steps(algorithm: str, hp: dict) -> float | None:
 @dataclass
 class HostTimes:
     """Seconds per environment step of each host phase, and of each graph phase per graph execution,
-    measured on this machine; ``graph_steps``: graph executions per environment step."""
+    measured on this machine; ``graph_steps``: graph executions per environment step; ``node_runs``:
+    node -> its runs per graph execution (None: once each)."""
 
     host: dict            # {phase: s per env step}
     graph: dict           # {phase: s per graph execution}
     graph_steps: float
     source: str
+    node_runs: Callable | None = None
 
     def to_json(self) -> dict:
         return {"host_s_per_env_step": self.host, "graph_s_per_execution": self.graph,
@@ -147,7 +172,7 @@ def host_times(metrics: list, algorithm: str, hp: dict, source: str) -> HostTime
     if execs <= 0:
         raise RlhlsError(f"{source}: no gradient step was measured (the run ended before learning started); "
                          "a longer run, or a smaller learning_starts, measures one")
-    return HostTimes(host, graph, gs, source)
+    return HostTimes(host, graph, gs, source, _node_runs(algorithm, hp))
 
 
 def read_run(folder, design) -> tuple[list, dict]:
@@ -232,17 +257,24 @@ def ps_factor(device) -> tuple[float, str]:
 # ----------------------------------------------------------------------------------------------
 
 
-def schedule(graph, choice: dict, links: dict) -> dict:
+def schedule(graph, choice: dict, links: dict, runs: dict | None = None) -> dict:
     """List schedule of one graph execution. `choice`: {node: (unit, latency_us)}; `links`:
-    {(src, dst): (latency_us, bytes_per_us)}. Returns {'makespan_us', 'start', 'finish',
-    'phase_us' {phase: node us}, 'transfer_us' {phase: edge us into that phase's nodes}}."""
-    start, finish, ps_free = {}, {}, 0.0
+    {(src, dst): (latency_us, bytes_per_us)}; `runs`: {node: runs per execution} (default once each).
+    Nodes with equal runs form a loop scheduled on its own (module docstring): an input from another
+    loop is in memory when the loop starts (its transfer, paid at the consumer's runs, still counts).
+    Returns {'makespan_us' (the loops' makespans weighed by their runs), 'start', 'finish' (within
+    the node's loop), 'loops' {runs: makespan of one run of that loop}, 'phase_us' {phase: node us},
+    'transfer_us' {phase: edge us into that phase's nodes}}, the last two weighed by runs."""
+    start, finish, ps_free, loops = {}, {}, {}, {}
     phase_us, transfer_us = {}, {}
+    runs = runs or {}
+    r_of = {n.name: float(runs.get(n.name, 1.0)) for n in graph.nodes}
     preds = {}
     for e in graph.edges:
         preds.setdefault(e.dst, []).append(e)
     for name in graph.topological_order():
         unit, lat = choice[name]
+        r = r_of[name]
         phase = NODE_PHASE.get(graph.node(name).phase, graph.node(name).phase)
         ready = 0.0
         for e in preds.get(name, ()):
@@ -251,15 +283,16 @@ def schedule(graph, choice: dict, links: dict) -> dict:
             if src_unit != unit and (src_unit, unit) in links:
                 l_us, bw = links[(src_unit, unit)]
                 cost = l_us + e.bytes / bw
-            transfer_us[phase] = transfer_us.get(phase, 0.0) + cost
-            ready = max(ready, finish[e.src] + cost)
+            transfer_us[phase] = transfer_us.get(phase, 0.0) + r * cost
+            ready = max(ready, (finish[e.src] if r_of[e.src] == r else 0.0) + cost)
         if unit == "PS":  # one host thread
-            ready = max(ready, ps_free)
+            ready = max(ready, ps_free.get(r, 0.0))
         start[name], finish[name] = ready, ready + lat
         if unit == "PS":
-            ps_free = finish[name]
-        phase_us[phase] = phase_us.get(phase, 0.0) + lat
-    return {"makespan_us": max(finish.values(), default=0.0), "start": start, "finish": finish,
+            ps_free[r] = finish[name]
+        loops[r] = max(loops.get(r, 0.0), finish[name])
+        phase_us[phase] = phase_us.get(phase, 0.0) + r * lat
+    return {"makespan_us": sum(r * m for r, m in loops.items()), "start": start, "finish": finish, "loops": loops,
             "phase_us": phase_us, "transfer_us": transfer_us}
 
 
@@ -348,6 +381,7 @@ class Perf:
     speedups: dict          # {variant: {'per_step', 'run'}} of the plan over each
     sensitivity: dict       # {'x0.5'|'x2': {'plan_s', 'speedup_vs_cpu'}}
     assumptions: list
+    node_runs: dict = field(default_factory=dict)  # {node: runs per graph execution} of those not run once
 
     @property
     def total_s(self) -> float:
@@ -357,7 +391,8 @@ class Perf:
         return {"design": self.design, "device": self.device, "steps": self.steps, "ps_factor": self.ps_factor,
                 "ps_factor_basis": self.ps_basis, "measured": self.host.to_json(),
                 "variants": {k: (v.to_json() if v else None) for k, v in self.variants.items()},
-                "speedups": self.speedups, "sensitivity": self.sensitivity, "assumptions": list(self.assumptions)}
+                "speedups": self.speedups, "sensitivity": self.sensitivity, "assumptions": list(self.assumptions),
+                "node_runs_per_graph_execution": self.node_runs}
 
     def text(self) -> str:
         lines = [f"{self.design} on {self.device}: {self.steps:,} environment steps",
@@ -454,6 +489,14 @@ def model_perf(design, *, device=None, plan=None, rows=None, graph=None, host: H
     if factor is None:
         factor, basis = ps_factor(dev)
     steps = steps or int(design.hyperparams.get("total_timesteps", 1_000_000))
+    runs = {}
+    for n in graph.nodes if host.node_runs is not None else ():
+        r = host.node_runs(n)
+        if not math.isfinite(r) or r < 0:
+            raise RlhlsError(f"perf: the {design.algorithm} rule runs node '{n.name}' {r!r} times per gradient step; "
+                             "expected a number >= 0")
+        if r != 1.0:
+            runs[n.name] = r
     links = device_links(dev)
     cap = device_capacity(dev)
     assumptions = [
@@ -461,7 +504,9 @@ def model_perf(design, *, device=None, plan=None, rows=None, graph=None, host: H
         "host phases (" + ", ".join(sorted(host.host)) + ") run on the PS at this machine's measured seconds x the "
         "PS factor, in every device variant",
         f"{host.graph_steps:.4g} training-graph executions (gradient steps at batch {graph.batch}) per environment "
-        f"step, from the {design.algorithm} hyperparameters",
+        f"step, from the {design.algorithm} hyperparameters; " + ("every node once in each" if not runs else
+        "nodes run other than once in each by its rule: " + ", ".join(f"{n} {r:.4g}" for n, r in runs.items())
+        + " (nodes run equally often form a loop scheduled on its own, the loops one after another)"),
         "graph nodes: PL/AIE from the profile rows chosen (their sources: "
         + ", ".join(sorted({r.source for r in rows})) + "); PS nodes from the PS row (catalogue per-core roofline)",
         "an edge between two units costs the device link's latency + bytes / bandwidth (designs/devices.py); "
@@ -498,7 +543,7 @@ def model_perf(design, *, device=None, plan=None, rows=None, graph=None, host: H
                                **{p: s * host.graph_steps * steps for p, s in host.graph.items()}})
 
     def device_run(choice, f):
-        sch = schedule(graph, choice, links)
+        sch = schedule(graph, choice, links, runs)
         return sch["makespan_us"], run_phases(host, sch, steps, f, overlap)
 
     for k in ("all_PS", "PL_only", "AIE_only", "plan"):
@@ -524,7 +569,8 @@ def model_perf(design, *, device=None, plan=None, rows=None, graph=None, host: H
         tot = float(sum(ph.values()))
         sensitivity[tag] = {"ps_factor": f, "plan_s": tot,
                             "speedup_vs_cpu": variants["cpu"].total_s / tot if tot > 0 else math.inf}
-    return Perf(design.name, dev.id, steps, float(factor), basis, host, variants, speedups, sensitivity, assumptions)
+    return Perf(design.name, dev.id, steps, float(factor), basis, host, variants, speedups, sensitivity, assumptions,
+                runs)
 
 
 def perf_figure(perf: Perf):

@@ -7,14 +7,16 @@ from dataclasses import replace
 import pytest
 
 from rlhls.cli import main
+from rlhls.designs.devices import get_device
 from rlhls.designs.formats import FixedFormat, parse_format
 from rlhls.designs.graph import Edge, Node, TrainingGraph, build_graph
 from rlhls.designs.registry import design_names, get_design
 from rlhls.designs.errors import RlhlsError
-from rlhls.host.perf import (FIXAR_CLOCK_MHZ, HostTimes, _fixar_design, _graph_steps, host_times, mm_crossover,
-                             model_perf, run_phases, schedule)
+from rlhls.host.algorithms import get_algorithm
+from rlhls.host.perf import (FIXAR_CLOCK_MHZ, HostTimes, _fixar_design, _graph_steps, _ps_choice, host_times,
+                             mm_crossover, model_perf, run_phases, schedule)
 from rlhls.partition.design_plan import partition_design
-from rlhls.partition.plan import write_plan
+from rlhls.partition.plan import Plan, write_plan
 from rlhls.partition.profile import device_links, profile_design
 
 
@@ -62,6 +64,103 @@ def test_host_times_per_step_and_per_gradient_step():
                        {"env_steps": "128", "t_env_run": "0.1", "t_backprop": "0.3"}], "my_a2c", {}, "given")
     assert mine.graph_steps == pytest.approx(2 / 128) and mine.graph == pytest.approx({"backprop": 0.3})
     assert "one per update" in mine.source
+
+
+def test_a_loop_that_runs_less_often_is_scheduled_on_its_own_and_weighed_by_its_runs():
+    g = TrainingGraph("tiny", 4)
+    g.nodes = [Node("gae", "gae", "gae", 10, 100, False), Node("a.fwd", "a", "fwd", 100, 1000, True),
+               Node("loss", "loss", "loss", 10, 100, False)]
+    g.edges = [Edge("gae", "loss", 1000), Edge("a.fwd", "loss", 1000)]
+    links = {("PL", "PS"): (1.0, 100.0)}  # 11 us for the advantages
+    choice = {"gae": ("PL", 8.0), "a.fwd": ("PS", 10.0), "loss": ("PS", 5.0)}
+    sch = schedule(g, choice, links, {"gae": 0.25})
+    # the minibatch loop: a.fwd 0-10; loss waits for the advantages (in memory from the start: 0 + 11), not
+    # for GAE's finish (8 + 11); GAE's loop: 8 us, one run in four executions
+    assert sch["start"]["loss"] == 11.0 and sch["loops"] == {1.0: 16.0, 0.25: 8.0}
+    assert sch["makespan_us"] == pytest.approx(16.0 + 0.25 * 8.0)
+    assert sch["phase_us"] == pytest.approx({"gae": 2.0, "update_forward": 15.0})
+    assert sch["transfer_us"] == pytest.approx({"update_forward": 11.0})
+    # every node once: one loop, GAE on the critical path as before
+    once = schedule(g, choice, links)
+    assert once["start"]["loss"] == 19.0 and once["makespan_us"] == 24.0 and once["loops"] == {1.0: 24.0}
+
+
+def test_rules_count_each_node_as_often_as_the_trainers_run_it():
+    # PPO: 10 epochs x 8 minibatches of a 2048-step rollout; a rollout that 8 does not divide keeps the
+    # whole minibatches PPO._learn runs (2050 // 256 = 8)
+    ppo = get_design("heppo-ppo")
+    hp = {**ppo.hyperparams, **ppo.demo["set"]}
+    runs = {n.name: get_algorithm("ppo").node_runs(n, hp) for n in build_graph(ppo).nodes}
+    assert runs["gae"] == pytest.approx(1 / 80) and {r for n, r in runs.items() if n != "gae"} == {1.0}
+    assert _graph_steps("ppo", hp) == pytest.approx(80 / 2048)
+    assert _graph_steps("ppo", {**hp, "num_steps": 257, "num_envs": 8, "num_minibatches": 9}) == pytest.approx(
+        10 * (2056 // 228) / 2056)
+    # DQN: train_frequency counts vector-env steps, num_envs environment steps each
+    assert _graph_steps("dqn", {"train_frequency": 4, "gradient_steps": 2, "num_envs": 8}) == pytest.approx(2 / 32)
+    # DDPG: a critic step each vector-env step; the actor's step and the Polyak updates every policy_frequency
+    ddpg = get_design("fddpg-arm-m1")
+    hp = {**ddpg.hyperparams, "policy_frequency": 2, "num_envs": 4}
+    assert _graph_steps("ddpg", hp) == 0.25
+    runs = {n.name: get_algorithm("ddpg").node_runs(n, hp) for n in build_graph(ddpg).nodes}
+    half = {n for n, r in runs.items() if r == 0.5}
+    assert {n for n in runs if n.startswith(("critic@pi.", "actor_loss")) or n.endswith(".soft")} <= half
+    assert all(runs[n] == 1.0 for n in runs if n.startswith("critic.") and not n.endswith(".soft"))
+    assert runs["critic_loss"] == 1.0 and all(runs[n] == (1.0 if n.endswith(".tfwd") else 0.5)
+                                              for n in runs if n.startswith("actor."))
+    # TRPO: the value fit's epochs x whole minibatches; the policy's nodes (CG and FVP: cg_iters inside) once
+    trpo = get_design("cpp-trpo-ant")
+    hp = {**trpo.hyperparams, "num_envs": 1, "num_steps": 1000, "value_epochs": 5, "value_minibatch": 64}
+    runs = {n.name: get_algorithm("trpo").node_runs(n, hp) for n in build_graph(trpo).nodes}
+    assert runs["value_loss"] == pytest.approx(5 * 15 * 64 / 1000) and runs["value.fc1.upd"] == 5 * 15
+    assert all(r == 1.0 for n, r in runs.items() if not n.startswith("value"))
+    none = {n.name: get_algorithm("trpo").node_runs(n, {**hp, "value_epochs": 0}) for n in build_graph(trpo).nodes}
+    assert none["value_loss"] == 1.0 and none["value.fc1.upd"] == 0.0
+
+
+@pytest.mark.parametrize("name, sets", [
+    ("apdrl-dqn-cartpole", {"train_frequency": 5, "gradient_steps": 2}),
+    ("apdrl-ddpg-mntncarcont", {"policy_frequency": 2, "batch_size": 16}),
+])
+def test_off_policy_rules_match_the_trainers_counts_with_several_envs(name, sets, tmp_path):
+    from rlhls.host.train import train_design
+
+    d = get_design(name)
+    sets = {**sets, "num_envs": 4, "learning_starts": 0, "steps_per_update": 400}
+    run = train_design(d, out=tmp_path / "run", steps=400, overrides=sets, progress=False)
+    row, hp = run.metrics[-1], run.config["hyperparams"]
+    # the trainers learn after the first vector step (g > learning_starts): the rules count its training too
+    once = hp.get("gradient_steps", 1)
+    assert float(row["train_steps"]) == pytest.approx(_graph_steps(d.algorithm, hp) * 400, abs=once)
+    if d.algorithm == "ddpg":
+        actor = next(n for n in build_graph(d).nodes if n.name.startswith("critic@pi."))
+        runs = get_algorithm("ddpg").node_runs(actor, hp)
+        assert float(row["actor_steps"]) == pytest.approx(runs * float(row["train_steps"]), abs=1)
+
+
+def test_ppo_run_costs_gae_once_per_rollout_and_minibatch_nodes_epochs_x_minibatches():
+    d = get_design("heppo-ppo")
+    g = build_graph(d)
+    rows = profile_design(d, graph=g)
+    hp = {**d.hyperparams, **d.demo["set"]}  # 8 x 256 steps, 10 epochs x 8 minibatches
+    host = host_times([{"env_steps": "2048", "t_env_run": "0", "t_backprop": "0"}], "ppo", hp, "given")
+    ps = {r.node: r for r in rows if r.unit == "PS"}
+    unit = next(r for r in rows if r.node == "gae" and r.unit == "PL")  # the GAE unit; the rest on the PS
+    plan = Plan("given", 0.0, 0.0, {**{n: "PS" for n in ps}, "gae": "PL"},
+                {}, {**{n: r.point for n, r in ps.items()}, "gae": unit.point}, {}, {}, 0.0)
+    p = model_perf(d, plan=plan, rows=rows, graph=g, host=host, factor=2.0, steps=4 * 2048)
+    # the hand sum of the model's own node costs over 4 rollouts: GAE once each, the rest 80 times (one PS
+    # thread; the GAE unit's advantages reach the PS while it runs the forwards)
+    lats = {"all_PS": {n: us for n, (_, us) in _ps_choice(g, get_device(d.device)).items()},
+            "plan": {**{n: r.latency_us for n, r in ps.items()}, "gae": unit.latency_us}}
+    for k, lat in lats.items():
+        gae, rest = lat["gae"], sum(us for n, us in lat.items() if n != "gae")
+        assert p.variants[k].total_s == pytest.approx(4 * (gae + 80 * rest) * 1e-6, rel=1e-12)
+    ps_run = p.variants["all_PS"].phases_s  # no transfer: each phase its own nodes' time
+    assert ps_run["gae"] == pytest.approx(4 * lats["all_PS"]["gae"] * 1e-6, rel=1e-12)
+    bwd = sum(us for n, us in lats["all_PS"].items() if n.endswith(".bwd"))
+    assert ps_run["backprop"] == pytest.approx(4 * 80 * bwd * 1e-6, rel=1e-12)
+    assert p.node_runs == {"gae": pytest.approx(1 / 80)} and "gae 0.0125" in p.assumptions[2]
+    assert p.to_json()["node_runs_per_graph_execution"] == p.node_runs
 
 
 def _given_host(design, env_s=1e-4, graph_s=1e-3):

@@ -55,6 +55,9 @@ class Algorithm:
     # hyperparameters -> training-graph executions (gradient steps) per environment step (host/perf.py);
     # None: the performance model counts one per measured update
     grad_steps: Callable | None = None
+    # (graph node, hyperparameters) -> how many times that node runs per gradient step, where not once
+    # (PPO's GAE: once per rollout of update_epochs x num_minibatches steps); None: every node once
+    node_runs: Callable | None = None
 
     def hyperparams(self, design, overrides: dict | None = None, config: dict | None = None) -> dict:
         """The run's hyperparameters, validated (before anything is written)."""

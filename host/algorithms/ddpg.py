@@ -83,7 +83,7 @@ from ..optim import make_optimizer
 from .base import TrainerBase, adapt_network, check_buffer_memory, check_memory, param_views, sample_bytes
 
 
-__all__ = ["DDPGArgs", "batch_size", "PHASES", "NOISES", "resolve_hyperparams", "soft_update", "DDPG"]
+__all__ = ["DDPGArgs", "batch_size", "PHASES", "NOISES", "resolve_hyperparams", "soft_update", "node_runs", "DDPG"]
 
 NOISES = ("gaussian", "ou")
 
@@ -495,6 +495,16 @@ class DDPG(TrainerBase):
         self._load_env(s.get("env"))
 
 
+def node_runs(node, hp: dict) -> float:
+    """Runs of a training-graph node per critic step: the actor's step (its forward, the critic on its
+    actions, its loss, backward and update) and the targets' Polyak updates every ``policy_frequency``
+    critic steps; the critic's step and the target forwards every step."""
+    actor = (node.phase == "soft" or node.instance in ("critic@pi", "actor_loss")
+             or (node.instance == "actor" and node.phase != "tfwd"))
+    return 1.0 / hp["policy_frequency"] if actor else 1.0
+
+
 register_algorithm(Algorithm("ddpg", DDPG, DDPGArgs, batch_size, resolve=resolve_hyperparams,
-                             grad_steps=lambda hp: 1.0,
+                             # one critic step per vector-env step from learning_starts on
+                             grad_steps=lambda hp: 1.0 / hp.get("num_envs", 1), node_runs=node_runs,
                              summary="DDPG (CleanRL ddpg_continuous_action.py) with AP-DRL's mixed precision"))

@@ -342,6 +342,8 @@ class DQN(TrainerBase):
 
 
 register_algorithm(Algorithm("dqn", DQN, DQNArgs, batch_size, resolve=resolve_hyperparams,
-                             grad_steps=lambda hp: hp.get("gradient_steps", 1) / hp["train_frequency"],
+                             # train_frequency counts vector-env steps (num_envs environment steps each)
+                             grad_steps=lambda hp: hp.get("gradient_steps", 1) / (hp["train_frequency"]
+                                                                                   * hp.get("num_envs", 1)),
                              actions=("discrete",),
                              summary="DQN (CleanRL dqn.py / dqn_atari.py) with AP-DRL's mixed precision"))

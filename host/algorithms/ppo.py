@@ -76,7 +76,8 @@ from .ppo_mixed import MixedPPO
 from .rollout import collect_rollout, episode_columns, start_envs
 from ..optim import clip_grad_norm, make_optimizer
 
-__all__ = ["PPOArgs", "batch_size", "PHASES", "PRECISIONS", "ppo_loss", "resolve_hyperparams", "PPO"]
+__all__ = ["PPOArgs", "batch_size", "PHASES", "PRECISIONS", "ppo_loss", "resolve_hyperparams", "minibatch_steps",
+           "node_runs", "PPO"]
 
 PRECISIONS = ("fp64", "fp32", "mixed")
 
@@ -461,6 +462,18 @@ def _finite_mean(xs) -> float:
     return float(np.mean(xs[ok])) if ok.any() else float("nan")
 
 
+def minibatch_steps(hp: dict) -> int:
+    """Gradient steps per rollout: ``update_epochs`` x the whole minibatches in it (``PPO._learn``;
+    ``num_minibatches`` where it divides the rollout)."""
+    return hp["update_epochs"] * (hp["num_envs"] * hp["num_steps"] // batch_size(hp))
+
+
+def node_runs(node, hp: dict) -> float:
+    """Runs of a training-graph node per gradient step: GAE once per rollout, the rest every minibatch."""
+    return 1.0 / minibatch_steps(hp) if node.phase == "gae" else 1.0
+
+
 register_algorithm(Algorithm("ppo", PPO, PPOArgs, batch_size, resolve=resolve_hyperparams,
-                             grad_steps=lambda hp: hp["update_epochs"] * hp["num_minibatches"] / (hp["num_steps"] * hp["num_envs"]),
+                             grad_steps=lambda hp: minibatch_steps(hp) / (hp["num_steps"] * hp["num_envs"]),
+                             node_runs=node_runs,
                              summary="PPO (CleanRL) with HEPPO-GAE's standardization, quantization and GAE unit"))

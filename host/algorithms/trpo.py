@@ -93,7 +93,7 @@ from .base import TrainerBase, adapt_network, check_memory, sample_bytes
 from .rollout import collect_rollout, episode_columns, start_envs
 
 __all__ = ["TRPOArgs", "batch_size", "PHASES", "FVP_MODES", "resolve_hyperparams", "conjugate_gradient",
-           "GaussianMLP", "FvpUnit", "TRPO"]
+           "GaussianMLP", "FvpUnit", "node_runs", "TRPO"]
 
 FVP_MODES = ("fixed", "float64")
 # fvp_scale: a bound on one sample's share of the unit's sum for a direction of norm < 2 (module
@@ -543,7 +543,24 @@ class TRPO(TrainerBase):
         self._load_env(s.get("env"))
 
 
+def node_runs(node, hp: dict) -> float:
+    """Runs of a training-graph node per iteration. The value network's nodes stand for the whole batch
+    in the graph; ``_fit_value`` runs ``value_epochs`` epochs of whole ``value_minibatch`` minibatches:
+    its forward, loss and backward as often as that is whole batches of samples, its optimizer step
+    once per minibatch (no epochs: one forward and loss over the batch). The policy's nodes run once
+    (its FVP and CG nodes count their ``cg_iters`` inside)."""
+    if node.instance not in ("value", "value_loss"):
+        return 1.0
+    n, mb = batch_size(hp), hp["value_minibatch"]
+    steps = hp["value_epochs"] * (n // mb)
+    if node.phase == "upd":
+        return float(steps)
+    if steps == 0:
+        return 1.0 if node.phase in ("fwd", "loss") else 0.0
+    return steps * mb / n
+
+
 register_algorithm(Algorithm("trpo", TRPO, TRPOArgs, batch_size, resolve=resolve_hyperparams,
-                             grad_steps=lambda hp: 1.0 / (hp["num_steps"] * hp["num_envs"]), actions=("continuous",),
+                             grad_steps=lambda hp: 1.0 / batch_size(hp), node_runs=node_runs, actions=("continuous",),
                              summary="TRPO (baselines' trpo_mpi) whose CG takes its Fisher-vector products from "
                                      "CPP's FVP unit (emu / csim), CG and line search on the host"))
