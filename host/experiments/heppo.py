@@ -169,11 +169,11 @@ def runs(ctx) -> list:
         raise RlhlsError(f"design '{design.name}' uses {design.algorithm.upper()}; the HEPPO experiments train PPO")
     demo = {} if args.full else dict(design.demo.get("set", {}))
     env = args.env or design.env_id
-    sized, config = ctx.config(design, env)  # --config: the design's values (its entry), over the demonstration's
-    config = {**demo, **(config or {})}
+    config = {**demo, **(ctx.config(design, env)[1] or {})}  # --config: the design's values, over the demo's
+    sized, values = apply_config(design, config)
     alg = get_algorithm(design.algorithm)
     for c in configs:  # validate every configuration first
-        alg.hyperparams(sized, {**args.overrides, **c["set"]}, apply_config(design, config)[1])
+        alg.hyperparams(sized, {**args.overrides, **c["set"]}, values)
     steps = ctx.steps(config, DEMO_STEPS)
     out = ctx.out
     settings = {"name": args.name, "design": design.name, "env": env, "backend": args.backend, "full": args.full,
