@@ -422,8 +422,10 @@ def _resume_options(opts: ExperimentOptions) -> None:
     defaults = _recorded(ExperimentOptions(name=opts.name))
     given = _recorded(opts)
     for k, v in given.items():
-        if k == "config" and v and isinstance(old.get(k), dict):
-            was = old[k].get("data") or {}
+        if k == "config" and v and k in old:  # a file's contents: one line names what differs
+            if not isinstance(old[k], dict) or not isinstance(old[k].get("data"), dict):
+                raise RlhlsError(f"--resume: '{out}' was started without --config (drop it, or choose another --out)")
+            was = old[k]["data"]
             diff = sorted(key for key in set(v["data"]) | set(was) if v["data"].get(key) != was.get(key))
             if diff:
                 raise RlhlsError(f"--resume: '{out}' was started with --config '{old[k].get('file')}'; "
