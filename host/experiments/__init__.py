@@ -262,7 +262,11 @@ class Context:
 
     def start(self, settings: dict, record: dict | None = None) -> Path:
         """Refuse a foreign --out (``check_out`` of `settings`), make it, record the experiment.
-        The designs' --config values (``config``) are settings too: other values are other runs."""
+        The designs' --config values (``config``, called before) are settings too: other values
+        are other runs."""
+        if self.opts.config and not self.configs:  # never silently train without the file given
+            raise RlhlsError(f"--config: experiment {self.exp.name} takes no design's values from it (its runs "
+                             "never ask ctx.config); give --set")
         if self.configs:
             settings = {**settings, "config": _plain(self.configs)}
         check_out(self.out, settings)
