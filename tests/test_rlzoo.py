@@ -230,6 +230,8 @@ def test_an_entrys_budget_resize_and_resume(tmp_path, capsys):
     (ENTRIES, "--config 'zoo.yml': no entry for design apdrl-dqn-cartpole or environment CartPole-v1"),
     ((ZOO / "a2c.yml").read_text(), "--config 'zoo.yml' [CartPole-v1] ent_coef: unknown key for DQN"),
     ("learning_starts: 100\nfoo_rate: 3\n", "--config 'zoo.yml' foo_rate: unknown key for DQN"),
+    ('CartPole-v1:\n  policy_kwargs: "dict(net_arch=[64], optimizer_class=RMSpropTFLike)"\n',
+     "--config 'zoo.yml' [CartPole-v1] policy_kwargs optimizer_class: cannot be honoured for DQN"),
 ])
 def test_an_experiment_refuses_a_design_without_an_entry_and_unknown_keys(tmp_path, capsys, monkeypatch, config,
                                                                            named):
