@@ -21,7 +21,7 @@ from pathlib import Path
 
 from rlhls.designs.errors import RlhlsError
 
-__all__ = ["hp", "HyperParams", "read_config", "apply_config"]
+__all__ = ["hp", "HyperParams", "read_config", "load_config", "config_of", "apply_config"]
 
 
 def hp(default, doc: str, *, low=None, high=None, above=None, below=None, choices=()):
@@ -35,9 +35,12 @@ def read_config(path, design=None, env_id: str | None = None) -> dict:
     environment id or design name (host/rlzoo.py picks the entry of `design` (a Design) on `env_id`,
     default its own, and reads SB3's names, schedules and policy_kwargs). With a Design the result
     may hold ``rlzoo.RUN_KEYS`` (the budget, hidden layers): ``apply_config`` applies them."""
-    import yaml
+    return config_of(load_config(path), path, design, env_id)
 
-    from . import rlzoo
+
+def load_config(path) -> dict:
+    """The mapping a --config file holds, as read (``config_of`` takes a design's values from it)."""
+    import yaml
 
     path = Path(path)
     try:
@@ -52,6 +55,13 @@ def read_config(path, design=None, env_id: str | None = None) -> dict:
         return {}
     if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
         raise RlhlsError(f"--config '{path}': expected a mapping of hyperparameters (key: value)")
+    return data
+
+
+def config_of(data: dict, path, design=None, env_id: str | None = None) -> dict:
+    """What ``read_config`` returns, of a file's mapping already read (``load_config``)."""
+    from . import rlzoo
+
     key = None
     if any(isinstance(v, dict) for v in data.values()):  # RL Zoo's entries
         if design is None:

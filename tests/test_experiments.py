@@ -209,3 +209,29 @@ def test_a_workers_process_reloads_a_users_design_file(tmp_path):
     finally:
         registry.unregister_design(d.name)
         registry._FILES.clear()
+
+
+def test_an_experiment_that_never_reads_config_refuses_it(tmp_path, capsys):
+    """--config is each design's values (ctx.config): an experiment that takes --set but never asks
+    for them is refused in one line, never run without the file given."""
+    from rlhls.host.experiments import (RUNS, TRAINS, Experiment, Summary, register_experiment,
+                                        unregister_experiment)
+
+    def runs(ctx):
+        ctx.start({"name": ctx.opts.name, "overrides": ctx.opts.overrides})
+        return [ctx.run("s0", width=2, seed=0)]
+
+    register_experiment(Experiment("user-noconfig", "ignores --config", runs=runs, run=_square,
+                                   summarize=lambda ctx, outcomes: Summary([]), options=(*TRAINS, *RUNS)))
+    try:
+        (tmp_path / "hp.yml").write_text("gamma: 0.9\n")
+        out = tmp_path / "x"
+        assert main(["experiment", "user-noconfig", "--config", str(tmp_path / "hp.yml"), "--jobs", "1",
+                     "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "--config: experiment user-noconfig takes no design's values" in err
+        assert not out.exists()
+        assert main(["experiment", "user-noconfig", "--set", "gamma=0.9", "--jobs", "1", "--out", str(out),
+                     "--quiet"]) == 0
+    finally:
+        unregister_experiment("user-noconfig")

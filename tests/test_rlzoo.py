@@ -146,3 +146,107 @@ def test_what_cannot_be_honoured_is_one_line(tmp_path, capsys, monkeypatch, desi
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and named in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["zoo.yml"]  # nothing written, nothing run
+
+
+# --config in an experiment: every design its own entry, as `rlhls train --config` takes it ----------------------
+
+TWO = ("--design", "apdrl-dqn-cartpole", "--design", "apdrl-a2c-invpendulum")
+
+
+def _table3(out, *args, quiet=True) -> list:
+    return ["experiment", "apdrl-table3", *args, "--seeds", "1", "--jobs", "1", "--out", str(out),
+            *(["--quiet"] if quiet else [])]
+
+
+def _run(out, design, precision="fp32") -> tuple[dict, list]:
+    import csv
+    import json
+
+    run = out / design / f"{precision}-s0"
+    return (json.loads((run / "config.json").read_text()),
+            [int(r["env_steps"]) for r in csv.DictReader(open(run / "metrics.csv"))])
+
+
+def test_an_experiment_takes_each_designs_rlzoo_entry(tmp_path, capsys):
+    out = tmp_path / "t3"
+    assert main(_table3(out, *TWO, "--steps", "300", "--config", str(ZOO / "dqn.yml"), quiet=False)) == 0
+    _, entry, budget, arch, want = PUBLISHED["apdrl-dqn-cartpole"]
+    for p in ("fp32", "mixed"):  # mixed: its plan is of the resized networks (train_design checks it)
+        cfg, steps = _run(out, "apdrl-dqn-cartpole", p)
+        assert cfg["design"] == "apdrl-dqn-cartpole-q256x256"  # the entry's net_arch
+        assert {k: cfg["hyperparams"][k] for k in want} == want  # RL Zoo's values, mapped
+        assert steps[-1] == 300  # --steps wins over the entry's n_timesteps
+    cfg, _ = _run(out, "apdrl-a2c-invpendulum")  # dqn.yml has no InvertedPendulum entry: its `default`
+    assert cfg["design"] == "apdrl-a2c-invpendulum"
+    assert cfg["hyperparams"] == get_algorithm("a2c").hyperparams(get_design("apdrl-a2c-invpendulum"),
+                                                                   {"precision": "fp32"})
+    assert "no entry for apdrl-a2c-invpendulum or InvertedPendulum-v5; taking 'default'" in capsys.readouterr().err
+    import json
+
+    settings = json.loads((out / "experiment.json").read_text())["config"]
+    assert settings["apdrl-dqn-cartpole"]["total_timesteps"] == budget
+    assert settings["apdrl-a2c-invpendulum"] == {"total_timesteps": 1_000_000}
+
+
+ENTRIES = ('apdrl-a2c-invpendulum:\n  n_timesteps: 400\n  n_envs: 2\n  n_steps: 4\n  learning_rate: lin_1e-3\n'
+           '  gamma: 0.95\n  policy_kwargs: "dict(net_arch=dict(pi=[16], vf=[32, 8]))"\n')
+
+
+def test_an_entrys_budget_resize_and_resume(tmp_path, capsys):
+    f, out = tmp_path / "mine.yml", tmp_path / "t3"
+    f.write_text(ENTRIES)
+    args = _table3(out, "--design", "apdrl-a2c-invpendulum", "--config", str(f), "--set", "gamma=0.9")
+    assert main(args) == 0
+    cfg, steps = _run(out, "apdrl-a2c-invpendulum")
+    assert cfg["design"] == "apdrl-a2c-invpendulum-actor16-critic32x8"
+    hp = cfg["hyperparams"]
+    assert (hp["num_envs"], hp["n_steps"], hp["learning_rate"], hp["anneal_lr"]) == (2, 4, 1e-3, True)
+    assert hp["gamma"] == 0.9  # --set wins over the file
+    assert steps[-1] == 400  # no --steps: the entry's n_timesteps is the budget
+
+    # --resume: the recorded entry, not the file (gone); a run started again takes the same values
+    import shutil
+
+    shutil.rmtree(out / "apdrl-a2c-invpendulum" / "fp32-s0")
+    f.unlink()
+    assert main(["experiment", "apdrl-table3", "--resume", "--jobs", "1", "--out", str(out), "--quiet"]) == 0
+    assert _run(out, "apdrl-a2c-invpendulum") == (cfg, steps)
+
+    # another file on --resume, or the command again with it: refused, one line each
+    f.write_text(ENTRIES.replace("0.95", "0.99"))
+    capsys.readouterr()
+    assert main(["experiment", "apdrl-table3", "--resume", "--config", str(f), "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "was started with --config" in err and "'apdrl-a2c-invpendulum'" in err
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "different config apdrl-a2c-invpendulum gamma (0.95, now 0.99)" in err
+    f.write_text(ENTRIES)  # the same file again: the same experiment
+    assert main(["experiment", "apdrl-table3", "--resume", "--jobs", "1", "--config", str(f), "--out", str(out),
+                 "--quiet"]) == 0
+
+
+@pytest.mark.parametrize("config, named", [
+    (ENTRIES, "--config 'zoo.yml': no entry for design apdrl-dqn-cartpole or environment CartPole-v1"),
+    ((ZOO / "a2c.yml").read_text(), "--config 'zoo.yml' [CartPole-v1] ent_coef: unknown key for DQN"),
+    ("learning_starts: 100\nfoo_rate: 3\n", "--config 'zoo.yml' foo_rate: unknown key for DQN"),
+    ('CartPole-v1:\n  policy_kwargs: "dict(net_arch=[64], optimizer_class=RMSpropTFLike)"\n',
+     "--config 'zoo.yml' [CartPole-v1] policy_kwargs optimizer_class: cannot be honoured for DQN"),
+])
+def test_an_experiment_refuses_a_design_without_an_entry_and_unknown_keys(tmp_path, capsys, monkeypatch, config,
+                                                                           named):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "zoo.yml").write_text(config)
+    assert main(_table3("t3", *TWO, "--steps", "300", "--config", "zoo.yml")) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and named in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["zoo.yml"]  # nothing written, nothing run
+
+
+def test_an_experiment_takes_a_mapping_of_hyperparameters(tmp_path):
+    f, out = tmp_path / "hp.yml", tmp_path / "t3"
+    f.write_text("learning_starts: 100\nexploration_final_eps: 0.2\ngamma: 0.95\n")  # ours and SB3's names
+    assert main(_table3(out, "--design", "apdrl-dqn-cartpole", "--steps", "300", "--config", str(f),
+                        "--set", "gamma=0.9")) == 0
+    hp = _run(out, "apdrl-dqn-cartpole")[0]["hyperparams"]
+    assert (hp["learning_starts"], hp["end_e"], hp["gamma"]) == (100, 0.2, 0.9)

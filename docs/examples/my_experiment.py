@@ -22,13 +22,16 @@ def runs(ctx):
 
     opts = ctx.opts
     design = get_design("apdrl-dqn-cartpole")
-    steps, seeds = opts.steps or 2000, opts.seeds or 2
-    base = {**design.demo.get("set", {}), "learning_starts": 200, **opts.overrides}  # learn early: a short demo
-    ctx.start({"name": opts.name, "design": design.name, "overrides": {k: str(v) for k, v in base.items()}},
+    _, config = ctx.config(design)  # --config: the design's values (of an RL Zoo file: its entry)
+    steps, seeds = ctx.steps(config, 2000), opts.seeds or 2
+    demo = {**design.demo.get("set", {}), "learning_starts": 200}  # learn early: a short demo
+    config = {**demo, **(config or {})}  # the file wins over the demo, --set (overrides) over both
+    ctx.start({"name": opts.name, "design": design.name, "overrides": {k: str(v) for k, v in opts.overrides.items()}},
               {"steps": steps, "seeds": seeds})
     ctx.data["seeds"] = seeds
     return [ctx.run(f"lr{lr:g}-s{s}", ctx.out / f"lr{lr:g}-s{s}", steps=steps, design=design_ref(design),
-                    out=str(ctx.out / f"lr{lr:g}-s{s}"), seed=s, overrides={**base, "learning_rate": lr})
+                    out=str(ctx.out / f"lr{lr:g}-s{s}"), seed=s,
+                    overrides={**opts.overrides, "learning_rate": lr}, config=config)
             for lr in RATES for s in range(seeds)]
 
 

@@ -17,7 +17,9 @@ only its configurations, its per-run function and its summary, and registers the
   refuses a foreign ``--out``, records ``experiment.json``) and returns the runs
   (``ctx.run(id, folder, **kwargs)``: a Run of its ``run``); none where it only summarises.
 * ``run(**kwargs)``: one run, in a Ray worker or in this process (``--jobs 1``); a training run is
-  ``train_run`` (in process through ``host.train.train_design``, resuming its checkpoint).
+  ``train_run`` (in process through ``host.train.train_design``, resuming its checkpoint), given
+  ``ctx.config(design)``'s config (``--config``: a mapping, or the design's RL Zoo entry, resolved
+  as ``rlhls train --config`` does) and ``ctx.steps(config, default)``'s budget.
 * ``summarize(ctx, outcomes) -> Summary(rows, lines, files)``: writes the summary files and figures;
   the skeleton prints the lines (or the rows as JSON with ``--json``) and the exit code.
 
@@ -62,6 +64,7 @@ __all__ = ["ExperimentOptions", "Experiment", "Option", "option", "Summary", "Co
            "finished_steps", "train_run", "solve_plan", "design_ref", "param", "count", "MAX_RETRIES"]
 
 RECORD = "experiment.json"
+CONFIG_KEYS = ("file", "data")  # a --config as recorded: its path (for messages) and the mapping it held
 MAX_RETRIES = 100  # Ray takes a 32-bit count; a run that dies a hundred times will not finish
 
 
@@ -82,7 +85,8 @@ class ExperimentOptions:
     retries: int = 2                # tries again of a run whose worker died (each resumes its checkpoint)
     backend: str = "emu"
     full: bool = False              # the design's own settings instead of the demonstration's
-    overrides: dict = field(default_factory=dict)  # hyperparameters of every run (--set, --config)
+    overrides: dict = field(default_factory=dict)  # hyperparameters of every run (--set)
+    config: str | dict | None = None  # --config FILE.yaml: its path (run_experiment reads it: CONFIG_KEYS)
     sizes: tuple | None = None      # apdrl-table4: hidden sizes
     repeats: int = 3                # apdrl-table4, cpp-table2: timing repeats
     report: bool = False            # apdrl-table3: summarize the folders as they stand
@@ -253,14 +257,42 @@ class Context:
     out: Path
     say: Callable
     data: dict = field(default_factory=dict)
+    configs: dict = field(default_factory=dict)  # design name -> its --config values (Context.config)
     failed: list = field(default_factory=list)  # markdown lines naming failed runs (for the summary files)
 
     def start(self, settings: dict, record: dict | None = None) -> Path:
-        """Refuse a foreign --out (``check_out`` of `settings`), make it, record the experiment."""
+        """Refuse a foreign --out (``check_out`` of `settings`), make it, record the experiment.
+        The designs' --config values (``config``, called before) are settings too: other values
+        are other runs."""
+        if self.opts.config and not self.configs:  # never silently train without the file given
+            raise RlhlsError(f"--config: experiment {self.exp.name} takes no design's values from it (its runs "
+                             "never ask ctx.config); give --set")
+        if self.configs:
+            settings = {**settings, "config": _plain(self.configs)}
         check_out(self.out, settings)
         fileio.make_dirs(self.out)
         write_record(self.out, {**settings, **(record or {})}, self.opts)
         return self.out
+
+    def config(self, design, env: str | None = None) -> tuple:
+        """(design, config) of --config for `design` on `env` (default its own), as ``rlhls train
+        --config`` takes them (hyperparams.config_of: the mapping, or the design's RL Zoo entry):
+        the design its net_arch resizes, and the config a run passes to train_run (its run keys
+        too: plain data, a worker applies it again). (design, None) without --config. The values
+        go into experiment.json's settings (``start``)."""
+        from ..hyperparams import apply_config, config_of
+
+        if not self.opts.config:
+            return design, None
+        c = self.opts.config
+        config = config_of(c["data"], c["file"], design, env)
+        self.configs[design.name] = config
+        return apply_config(design, config)[0], config
+
+    def steps(self, config: dict | None, default: int) -> int:
+        """A run's budget: --steps, else its --config's (RL Zoo's n_timesteps), else `default` (the
+        experiment's: its demonstration's, or with --full the seed's)."""
+        return int(self.opts.steps or (config or {}).get("total_timesteps") or default)
 
     def run(self, id: str, folder=None, *, steps: int | None = None, finished=None, **kwargs) -> Run:
         """A run of the experiment's per-run function with `kwargs` (and `steps`, where given)."""
@@ -277,10 +309,12 @@ class Context:
 def _check_taken(exp: Experiment, opts: ExperimentOptions) -> None:
     """A field of an option the experiment does not declare, given from Python, is refused."""
     taken = {o.dest for o in exp.all_options()} | {"name", "params"}
+    if "overrides" in taken:  # the one option --set / --config
+        taken.add("config")
     default = ExperimentOptions(name=opts.name)
     for f in fields(ExperimentOptions):
         if f.name not in taken and getattr(opts, f.name) != getattr(default, f.name):
-            flag = "--set" if f.name == "overrides" else f"--{f.name}"
+            flag = {"overrides": "--set"}.get(f.name, f"--{f.name}")
             raise RlhlsError(f"{flag}: not an option of experiment {exp.name} ('rlhls experiment {exp.name} --help' "
                              "lists its options)")
     unknown = sorted(set(opts.params or {}) - set(exp.params) - exp.own_keys())
@@ -295,6 +329,7 @@ def run_experiment(opts: ExperimentOptions) -> int:
     _check_taken(exp, opts)
     opts.out = opts.out or f"runs/{opts.name}"
     fileio.check_name(opts.out)
+    opts.config = _read_config(opts.config)
     if opts.resume:
         _resume_options(opts)
     if opts.address:  # before anything is written
@@ -347,6 +382,25 @@ def _recorded(opts: ExperimentOptions) -> dict:
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(opts).items() if k not in _HOW}
 
 
+def _plain(value):
+    """`value` as JSON gives it back (tuples as lists, text keys): what a record compares."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def _read_config(value):
+    """--config as recorded (CONFIG_KEYS): a path is read once, here, before anything is written;
+    a resumed experiment's record is taken as it is (the file is not read again)."""
+    from ..hyperparams import load_config
+
+    if value is None or value == "":
+        return None
+    if isinstance(value, dict) and set(value) == set(CONFIG_KEYS) and isinstance(value["data"], dict):
+        return value
+    if not isinstance(value, (str, Path)):
+        raise RlhlsError(f"config={value!r}: expected the path of a YAML file")
+    return {"file": str(value), "data": _plain(load_config(value))}
+
+
 def write_record(out: Path, settings: dict, opts: ExperimentOptions) -> None:
     """experiment.json: the experiment's settings and the options it was started with (--resume)."""
     if fileio.read_record(out) is None:
@@ -372,7 +426,15 @@ def _resume_options(opts: ExperimentOptions) -> None:
     defaults = _recorded(ExperimentOptions(name=opts.name))
     given = _recorded(opts)
     for k, v in given.items():
-        if k in old and v != defaults.get(k) and json.loads(json.dumps(v, default=str)) != old[k]:
+        if k == "config" and v and k in old:  # a file's contents: one line names what differs
+            if not isinstance(old[k], dict) or not isinstance(old[k].get("data"), dict):
+                raise RlhlsError(f"--resume: '{out}' was started without --config (drop it, or choose another --out)")
+            was = old[k]["data"]
+            diff = sorted(key for key in set(v["data"]) | set(was) if v["data"].get(key) != was.get(key))
+            if diff:
+                raise RlhlsError(f"--resume: '{out}' was started with --config '{old[k].get('file')}'; "
+                                 f"'{v['file']}' differs in {diff[0]!r} (drop --config, or choose another --out)")
+        elif k in old and v != defaults.get(k) and _plain(v) != old[k]:
             raise RlhlsError(f"--resume: '{out}' was started with {k} {old[k]!r}, not {v!r} (drop the option, or "
                              "choose another --out)")
     for k, v in old.items():
@@ -406,8 +468,20 @@ def check_out(out: Path, settings: dict) -> None:
             raise RlhlsError(f"--out '{out}': its {RECORD} is not an experiment's record (expected a JSON object)")
         diff = [k for k in settings if old.get(k) != settings[k]]
         if diff:
-            raise RlhlsError(f"--out '{out}' holds experiment runs with a different {diff[0]} "
-                             f"({old.get(diff[0])!r}, now {settings[diff[0]]!r}); choose another --out")
+            what, was, now = _first_difference(diff[0], old.get(diff[0]), settings[diff[0]])
+            raise RlhlsError(f"--out '{out}' holds experiment runs with a different {what} "
+                             f"({was!r}, now {now!r}); choose another --out")
+
+
+def _first_difference(name: str, old, new) -> tuple:
+    """(name, old, new) of the first value that differs, inside mappings (a design's --config
+    values): one line names it, not two whole mappings."""
+    while isinstance(old, dict) and isinstance(new, dict):
+        key = next((k for k in sorted(set(old) | set(new), key=str) if old.get(k) != new.get(k)), None)
+        if key is None:
+            break
+        name, old, new = f"{name} {key}", old.get(key), new.get(key)
+    return name, old, new
 
 
 # ----------------------------------------------------------------------------- run folders
@@ -490,10 +564,12 @@ def solve_plan(design, *, folder=None, batch: int | None = None, time_limit: flo
 
 
 def train_run(design: str, out: str, steps: int, seed: int = 0, env: str | None = None, backend: str = "emu",
-              precision: str | None = None, plan=None, overrides: dict | None = None, on_update=None) -> dict:
+              precision: str | None = None, plan=None, overrides: dict | None = None, config: dict | None = None,
+              on_update=None) -> dict:
     """One training run in this process (host.train.train_design), resuming the folder's checkpoint
     when it has one: an experiment's per-run function, or what its own calls. `design`: a
-    ``design_ref``; `plan`: a plan.json path or {node: unit}."""
+    ``design_ref``; `plan`: a plan.json path or {node: unit}; `config`: its --config values
+    (``Context.config``: the design's entry, resizing it here too), below `overrides`."""
     import os
 
     from rlhls.designs.registry import get_design
@@ -506,7 +582,8 @@ def train_run(design: str, out: str, steps: int, seed: int = 0, env: str | None 
     t0 = time.perf_counter()
     run = train_design(get_design(design), out=out, steps=steps, seed=seed, env_id=env, backend=backend,
                        precision=precision, plan=load_plan(plan) if isinstance(plan, (str, Path)) else plan,
-                       overrides=dict(overrides or {}), resume=(out / CHECKPOINT).exists(), progress=False,
+                       overrides=dict(overrides or {}), config=dict(config) if config else None,
+                       resume=(out / CHECKPOINT).exists(), progress=False,
                        on_update=on_update, log=os.devnull)
     return {"env_steps": run.env_steps, "seconds": time.perf_counter() - t0, "seed": seed}
 

@@ -24,8 +24,10 @@ runs and continues the others from their checkpoints). Reported, as the seed doe
 Budgets (environment steps per run). ``--full`` takes each design's own (CleanRL's / RL Zoo's) budget; the
 default is a demonstration that shows the loop, the plan and the mixed precision working on 2 cores,
 not converged agents: the demo column of ``BENCHMARKS`` (with its overrides, e.g. a smaller replay
-buffer and an earlier ``learning_starts``). ``--steps`` overrides both. Host speed sets these (2 cores,
-measured): DQN-CartPole ~2000 env steps/s, A2C ~4000, DDPG (400-300 networks, one batch-256
+buffer and an earlier ``learning_starts``). ``--config`` gives each design its own entry (as ``rlhls
+train --config``): its values win over the demonstration's, its ``n_timesteps`` over both budgets,
+its ``net_arch`` resizes the design (and its plan). ``--steps`` overrides every budget. Host speed
+sets these (2 cores, measured): DQN-CartPole ~2000 env steps/s, A2C ~4000, DDPG (400-300 networks, one batch-256
 gradient step per env step) ~20-45, DQN-Breakout and PPO-MsPacman (Nature CNN) a few per second in
 fp32 and slower in mixed precision (every PL/AIE layer bit-exact) -- so the Atari benchmarks are a
 demonstration of the loop, the plan and the mixed precision (run them with ``--seeds 1``); so are
@@ -220,6 +222,7 @@ def runs_table3(ctx) -> list:
     from rlhls.designs.registry import get_design
 
     from ..algorithms import get_algorithm
+    from ..hyperparams import apply_config
 
     args, out, say = ctx.opts, ctx.out, ctx.say
     designs = list(dict.fromkeys(args.design or BENCHMARKS))
@@ -233,26 +236,27 @@ def runs_table3(ctx) -> list:
     common = dict(args.overrides)
     settings = {"name": args.name, "full": args.full, "overrides": {k: str(v) for k, v in common.items()}}
     check_out(out, settings)
-    jobs = []
+    jobs, sized = [], {}
     for d in designs:
         demo_steps, demo_set, full_steps = BENCHMARKS[d]
-        steps = args.steps or (full_steps if args.full else demo_steps)
-        overrides = {**({} if args.full else demo_set), **common}
+        sized[d], config = ctx.config(get_design(d))  # --config: this design's values, its entry's budget
+        steps = ctx.steps(config, full_steps if args.full else demo_steps)
+        config = {**({} if args.full else demo_set), **(config or {})}  # the file wins over the demonstration
         for s in range(args.seeds):  # seed-major: an interrupted experiment still has fp32/mixed pairs
             for p in PRECISIONS:
-                jobs.append({"design": d, "precision": p, "seed": s, "steps": steps, "overrides": overrides,
-                             "out": str(out / d / f"{p}-s{s}"), "plan": None})
+                jobs.append({"design": d, "precision": p, "seed": s, "steps": steps, "overrides": common,
+                             "config": config, "out": str(out / d / f"{p}-s{s}"), "plan": None})
     ctx.start(settings, {"designs": designs, "seeds": args.seeds})
-    for d in designs:  # one plan per design, shared by its mixed runs
-        solve_plan(get_design(d), folder=out / d / "plan")
+    for d in designs:  # one plan per design (as --config resizes it), shared by its mixed runs
+        solve_plan(sized[d], folder=out / d / "plan")
         plan = out / d / "plan" / "plan.json"
         for j in jobs:
             if j["design"] == d and j["precision"] == "mixed":
                 j["plan"] = str(plan)
         say(f"{d}: plan -> {plan}")
     for j in {j["design"]: j for j in jobs}.values():
-        d = get_design(j["design"])
-        hp = get_algorithm(d.algorithm).hyperparams(d, j["overrides"])
+        d, config = apply_config(get_design(j["design"]), j["config"])
+        hp = get_algorithm(d.algorithm).hyperparams(d, j["overrides"], config)
         if hp.get("learning_starts", 0) >= j["steps"]:
             say(f"rlhls: warning: {d.name}: {j['steps']} steps do not pass learning_starts = {hp['learning_starts']}; "
                 "its runs take no gradient step and its row is marked untrained")
@@ -260,7 +264,8 @@ def runs_table3(ctx) -> list:
         f"-> {out}")
     return [ctx.run(f"{j['design']}/{j['precision']}-s{j['seed']}", j["out"], steps=j["steps"],
                     design=design_ref(get_design(j["design"])), out=j["out"], seed=j["seed"],
-                    precision=j["precision"], plan=j["plan"], overrides=j["overrides"]) for j in jobs]
+                    precision=j["precision"], plan=j["plan"], overrides=j["overrides"], config=j["config"] or None)
+            for j in jobs]
 
 
 def _lines(rows) -> list:

@@ -213,17 +213,19 @@ class Snapshots:
 
 
 def table7_run(design: str, variant: str, seed: int, out: str, steps: int, snapshots, overrides: dict,
-               backend: str = "emu") -> dict:
+               backend: str = "emu", config: dict | None = None) -> dict:
     """One Table VII run (a worker process): train (in process, train_run), then evaluate every
-    snapshot; returns eval.json."""
+    snapshot; returns eval.json. `config`: --config's values (its net_arch resizes the design)."""
     from rlhls.designs.registry import get_design
 
-    d, folder = get_design(design), Path(out)
+    from ..hyperparams import apply_config
+
+    d, folder = apply_config(get_design(design), config)[0], Path(out)
     plan = seed_plan(d) if variant == "F-DDPG" else None
     snap = Snapshots(folder, snapshots)
     t0 = time.perf_counter()
     train_run(design, out, steps, seed, backend=backend, precision=VARIANTS[variant], plan=plan,
-              overrides=overrides, on_update=snap)
+              overrides=overrides, config=config, on_update=snap)
     snap()
     res = {"variant": variant, "seed": seed, "train_seconds": round(time.perf_counter() - t0, 1), "snapshots": {}}
     for e in snapshots:
@@ -341,7 +343,8 @@ def runs_table7(ctx) -> list:
     snaps = _parse_ints(opts.params["snapshots"], "snapshots") if "snapshots" in opts.params else (
         SEED_SNAPSHOTS if full else DEMO["snapshots"])
     seeds = int(opts.seeds or 3)
-    steps = int(opts.steps or episodes_ * GRADIENTS)
+    _, config = ctx.config(design)
+    steps = ctx.steps(config, episodes_ * GRADIENTS)
     out = ctx.out
     settings = {"experiment": "fddpg-table7", "design": design.name, "episodes": episodes_, "snapshots": list(snaps),
                 "steps": steps, "backend": opts.backend, "overrides": {k: str(v) for k, v in opts.overrides.items()}}
@@ -352,7 +355,7 @@ def runs_table7(ctx) -> list:
             f"{GRADIENTS} steps), snapshots {', '.join(map(str, snaps))} -> {out}")
     return [ctx.run(f"{v}-s{s}", out / f"{v}-s{s}", steps=steps, finished=_evaluated(out / f"{v}-s{s}"),
                     design=design_ref(design), variant=v, seed=s, out=str(out / f"{v}-s{s}"), snapshots=snaps,
-                    overrides=dict(opts.overrides), backend=opts.backend)
+                    overrides=dict(opts.overrides), config=config, backend=opts.backend)
             for v, s in jobs]
 
 

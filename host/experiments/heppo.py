@@ -157,6 +157,7 @@ def runs(ctx) -> list:
     from rlhls.designs.registry import get_design
 
     from ..algorithms import get_algorithm
+    from ..hyperparams import apply_config
 
     args = ctx.opts
     args.seeds = args.seeds or DEMO_SEEDS
@@ -166,16 +167,17 @@ def runs(ctx) -> list:
     design = get_design(args.design[0] if args.design else "heppo-ppo")
     if design.algorithm != "ppo":
         raise RlhlsError(f"design '{design.name}' uses {design.algorithm.upper()}; the HEPPO experiments train PPO")
-    base = {} if args.full else dict(design.demo.get("set", {}))
-    base.update(args.overrides)
-    alg = get_algorithm(design.algorithm)
-    for c in configs:
-        alg.hyperparams(design, {**base, **c["set"]})  # validate every configuration first
+    demo = {} if args.full else dict(design.demo.get("set", {}))
     env = args.env or design.env_id
-    steps = args.steps or DEMO_STEPS
+    config = {**demo, **(ctx.config(design, env)[1] or {})}  # --config: the design's values, over the demo's
+    sized, values = apply_config(design, config)
+    alg = get_algorithm(design.algorithm)
+    for c in configs:  # validate every configuration first
+        alg.hyperparams(sized, {**args.overrides, **c["set"]}, values)
+    steps = ctx.steps(config, DEMO_STEPS)
     out = ctx.out
     settings = {"name": args.name, "design": design.name, "env": env, "backend": args.backend, "full": args.full,
-                "overrides": {k: str(v) for k, v in base.items()}}
+                "overrides": {k: str(v) for k, v in {**demo, **args.overrides}.items()}}
     ctx.start(settings, {"steps": steps, "seeds": args.seeds})
     ctx.data.update(configs=configs, title=f"{args.name}: {design.name} on {env}, {steps} steps per run")
     ctx.say(f"{args.name}: {len(configs)} configuration(s) x {args.seeds} seed(s) = {len(configs) * args.seeds} "
@@ -183,7 +185,7 @@ def runs(ctx) -> list:
     ref = design_ref(design)
     return [ctx.run(f"{c['name']}-s{s}", out / f"{c['name']}-s{s}", steps=steps, design=ref,
                     out=str(out / f"{c['name']}-s{s}"), seed=s, env=env, backend=args.backend,
-                    overrides={**base, **c["set"]})
+                    overrides={**args.overrides, **c["set"]}, config=config or None)
             for c in configs for s in range(args.seeds)]
 
 

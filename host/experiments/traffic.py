@@ -535,7 +535,8 @@ def runs(ctx) -> list:
     ctx.data.update(episodes=episodes_, eval_seed=eval_seed)
     if "report" in opts.params:
         return []
-    steps, seeds = opts.steps or DEFAULT_STEPS, opts.seeds or DEFAULT_SEEDS
+    _, config = ctx.config(_design())
+    steps, seeds = ctx.steps(config, DEFAULT_STEPS), opts.seeds or DEFAULT_SEEDS
     out = ctx.out
     overrides = {k: str(v) for k, v in opts.overrides.items()}
     settings = {"name": "traffic", "steps": steps, "episodes": episodes_, "eval_seed": eval_seed,
@@ -546,7 +547,7 @@ def runs(ctx) -> list:
     ctx.say(f"traffic: {seeds} x training {DESIGN} ({steps} steps, backend {opts.backend}) -> {out}")
     # the experiment evaluates the trained agent itself (held-out route sets): no hour-long episodes twice
     return [ctx.run(f"train-s{s}", run, steps=steps, design=DESIGN, out=str(run), seed=s, backend=opts.backend,
-                    overrides={"eval_episodes": 0, **overrides}) for s, run in folders.items()]
+                    overrides={"eval_episodes": 0, **overrides}, config=config) for s, run in folders.items()]
 
 
 def summary(ctx, outcomes) -> Summary:

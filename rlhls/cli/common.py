@@ -102,13 +102,13 @@ def parse_sets(items) -> dict:
     return out
 
 
-def add_hyperparams(parser) -> None:
-    """--set KEY=VALUE (repeatable) and --config FILE.yaml."""
+def add_hyperparams(parser, entry: str = "the entry of the design or its environment") -> None:
+    """--set KEY=VALUE (repeatable) and --config FILE.yaml (`entry`: which entry of an RL Zoo file)."""
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="sets",
                         help="set a hyperparameter of the algorithm (repeatable; `rlhls algorithms` lists them)")
     parser.add_argument("--config", metavar="FILE.yaml",
-                        help="hyperparameters from a YAML file: a mapping, or an RL Zoo file as published (the entry "
-                             "of the design or its environment; SB3's names); --set wins")
+                        help=f"hyperparameters from a YAML file: a mapping, or an RL Zoo file as published ({entry}; "
+                             "SB3's names); --set wins")
 
 
 def hyperparams(args, design=None) -> tuple[dict, dict | None]:

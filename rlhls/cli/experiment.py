@@ -36,7 +36,8 @@ def register(sub) -> None:
         p = names_sub.add_parser(n, help=exp.summary, description=exp.summary)
         for o in exp.all_options():
             if o.dest == "overrides":
-                add_hyperparams(p)
+                add_hyperparams(p, "every design its own entry: of its name, its environment, else 'default' "
+                                   "(none: refused); its n_timesteps the budget unless --steps")
                 continue
             kw = dict(o.kwargs)
             if callable(kw.get("type")):
@@ -47,15 +48,13 @@ def register(sub) -> None:
 
 def cmd_experiment(args) -> int:
     from rlhls.host.experiments import ExperimentOptions, get_experiment, run_experiment
-    from rlhls.host.hyperparams import read_config
 
     from .common import parse_sets
 
     known = {f.name for f in fields(ExperimentOptions)} - {"name", "overrides", "params"}
     kw = {k: getattr(args, k) for k in known if hasattr(args, k)}
     if hasattr(args, "sets"):
-        kw["overrides"] = read_config(args.config) if args.config else {}
-        kw["overrides"].update(parse_sets(args.sets))
+        kw["overrides"] = parse_sets(args.sets)  # --config: run_experiment reads it, each design its values
     kw["params"] = parse_sets(getattr(args, "params", []))
     exp = get_experiment(args.name)
     # its own options as given (a default stays out: --resume then takes the recorded value)
