@@ -175,6 +175,16 @@ def host_times(metrics: list, algorithm: str, hp: dict, source: str) -> HostTime
     return HostTimes(host, graph, gs, source, _node_runs(algorithm, hp))
 
 
+def bind_run(design, hp: dict):
+    """`design` at a measured run's sizes (batch, rollout: its hyperparameters over the design's),
+    so the graph the model schedules is the one whose host phases were timed."""
+    from .algorithms import get_algorithm
+
+    alg = get_algorithm(design.algorithm)
+    full = {**alg.hyperparams(design), **hp}
+    return design.bind(full, batch=alg.batch(full))
+
+
 def read_run(folder, design) -> tuple[list, dict]:
     """(metrics rows, hyperparameters) of a run folder of `design` (``rlhls train``, or ``rlhls run``'s
     ``train/``)."""

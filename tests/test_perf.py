@@ -317,3 +317,18 @@ def test_mm_crossover_pl_wins_small_aie_wins_large_as_apdrl_fig6():
     assert by[16]["pl_us"] == min(pl_matmul(16, 16, 16, "fp32", dev, pf=pf)["latency_us"] for pf in (1, 4, 16, 64, 256))
     with pytest.raises(RlhlsError, match="lacks a PL or an AIE"):
         mm_crossover("zcu106")
+
+
+def test_the_model_schedules_the_graph_at_the_measured_runs_sizes():
+    """bind_run: a run's rollout and minibatch (HEPPO's demonstration, 8 x 256, minibatch 256) give
+    the graph the model schedules, not the design's 64 x 1024 with minibatch 2048."""
+    from rlhls.host.perf import bind_run
+
+    design = get_design("heppo-ppo")
+    hp = design.demo["set"]
+    full, run = build_graph(design), build_graph(bind_run(design, hp))
+    gae = [n for n in full.nodes if n.phase == "gae"][0]
+    gae_run = [n for n in run.nodes if n.phase == "gae"][0]
+    assert (full.batch, run.batch) == (2048, hp["num_envs"] * hp["num_steps"] // hp["num_minibatches"])
+    assert gae.flops / gae_run.flops == (64 * 1024) / (hp["num_envs"] * hp["num_steps"])
+    assert bind_run(design, {}) is design or build_graph(bind_run(design, {})).batch == full.batch

@@ -290,7 +290,7 @@ def summary_table1(ctx, outcomes) -> Summary:
     """table1.md / table1.csv: Table I measured here beside the seed's, the whole-PPO speed-up, GAE el/s."""
     from rlhls.partition import fileio
 
-    from ..perf import host_times, measure_host, model_perf
+    from ..perf import bind_run, host_times, measure_host, model_perf
     from ..report import markdown_table
     from ..runner import csv_text
 
@@ -303,7 +303,8 @@ def summary_table1(ctx, outcomes) -> Summary:
                       f"({hp.get('num_envs')} envs x {hp.get('num_steps')} steps)")
     steps = opts.steps or int(hp["num_envs"]) * int(hp["num_steps"])
     ctx.say("modeling the run on the device (plan, PS factor) ...")
-    perf = model_perf(design, host=host, steps=steps, time_limit=10.0)
+    # the graph at the measured run's sizes (rollout, minibatch), as its host phases were timed
+    perf = model_perf(bind_run(design, hp), host=host, steps=steps, time_limit=10.0)
     cpu = perf.variants["cpu"].phases_s
     total = sum(cpu.values()) or 1.0
     shares = design.seed_figures.get("phase_shares", {})

@@ -52,7 +52,7 @@ def cmd_perf(args) -> int:
 
     from rlhls.designs.devices import get_device
     from rlhls.designs.registry import get_design
-    from rlhls.host.perf import host_times, model_perf, read_run, write_perf
+    from rlhls.host.perf import bind_run, host_times, model_perf, read_run, write_perf
     from rlhls.partition.fileio import check_out
     from rlhls.partition.plan import load_plan
 
@@ -67,6 +67,8 @@ def cmd_perf(args) -> int:
     if args.run:
         rows, hp = read_run(args.run, design)
         host = host_times(rows, design.algorithm, hp, f"run folder {args.run}")
+        # the graph at the run's sizes (batch, rollout), as the run's phases were timed
+        design = bind_run(design, hp)
     perf = model_perf(design, device=device, plan=plan, host=host, factor=args.ps_factor, steps=args.steps,
                       seed=args.seed, say=log, time_limit=args.time_limit)
     write_perf(perf, out, force=args.force)
