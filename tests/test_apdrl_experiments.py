@@ -67,7 +67,7 @@ def test_report_summarizes_runs_as_they_stand(tmp_path, capsys):
             _episodes(tmp_path / d / f"{p}-s{s}", np.full(30 if (p, s) == ("mixed", 1) else 60, 50.0 + s))
     assert main(["experiment", "apdrl-table3", "--report", "--seeds", "2", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "least-trained run: 600 / 300 steps" in out  # the unfinished mixed seed shows
+    assert "least-trained run: fp32 600, mixed 300 steps" in out  # the unfinished mixed seed shows
     rows = list(csv.DictReader(open(tmp_path / "table3.csv")))
     assert rows[0]["design"] == d and rows[0]["mixed_seeds"] == "2" and float(rows[0]["fp32_mean"]) == 50.5
     assert not (tmp_path / d / "plan").exists()  # nothing planned, nothing trained

@@ -275,7 +275,7 @@ def _lines(rows) -> list:
                f"reward error {r['reward_error_percent']:.2f} %")
         out.append(f"{r['design']:<24} fp32 {r['fp32_mean']:9.2f} ± {r['fp32_std']:<8.2f} mixed "
                    f"{r['mixed_mean']:9.2f} ± {r['mixed_std']:<8.2f} {err}  (least-trained run: "
-                   f"{r['fp32_steps']} / {r['mixed_steps']} steps)")
+                   f"fp32 {r['fp32_steps']}, mixed {r['mixed_steps']} steps)")
     return out
 
 
