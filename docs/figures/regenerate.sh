@@ -13,8 +13,8 @@ rlhls experiment apdrl-table3 --design apdrl-dqn-cartpole --full --seeds 8 --out
 cp runs/t3-cartpole/fig11.png docs/figures/apdrl-cartpole-500k.png
 rlhls experiment apdrl-table3 --design apdrl-a2c-invpendulum --steps 400000 --seeds 20 --out runs/t3-a2c
 cp runs/t3-a2c/fig11.png docs/figures/apdrl-a2c-400k.png
-rlhls experiment apdrl-table3 --design apdrl-ddpg-mntncarcont --design apdrl-ddpg-lunarcont --full --steps 20000 --out runs/t3ddpg20k
-cp runs/t3ddpg20k/fig11.png docs/figures/apdrl-ddpg-20k.png
+rlhls experiment apdrl-table3 --design apdrl-ddpg-lunarcont --design apdrl-ddpg-mntncarcont --full --steps 100000 --seeds 3 --jobs 2 --out runs/apdrl-ddpg-100k
+cp runs/apdrl-ddpg-100k/fig11.png docs/figures/apdrl-ddpg-100k.png
 rlhls experiment apdrl-speedup --out runs/apdrl-speedup
 cp runs/apdrl-speedup/fig4.png docs/figures/apdrl-fig4.png
 cp runs/apdrl-speedup/fig6.png docs/figures/apdrl-fig6.png
