@@ -107,6 +107,17 @@ def _folder_steps(folder) -> int:
     return finished_steps(Path(folder))
 
 
+def _resume_steps(folder) -> int:
+    """The env steps a try goes on from: its folder's checkpoint (a run folder without one, e.g.
+    copied without it, trains from the start whatever its metrics.csv says)."""
+    if folder is None:
+        return 0
+    from .checkpoint import checkpoint_steps
+    from .runner import CHECKPOINT
+
+    return checkpoint_steps(Path(folder) / CHECKPOINT) or 0
+
+
 # how long a try waits for an earlier try of the same run that still holds its folder
 LOCK_WAIT_S = 300.0
 
@@ -121,7 +132,7 @@ def execute(run: Run) -> dict:
         # first: an earlier try (an orphan of a killed driver or worker, on its way out) may still be
         # writing the folder
         lock = None if run.folder is None else folder_lock(run.folder, wait=LOCK_WAIT_S)
-        out["start_steps"] = _folder_steps(run.folder)
+        out["start_steps"] = _resume_steps(run.folder)
         out["result"] = run.fn(**run.kwargs)
     except Exception as e:  # the run failed (its own error): recorded, the others go on
         out["error"] = _one_line(e)
@@ -387,7 +398,7 @@ def run_all(runs: list, *, jobs: int | None = None, address: str | None = None, 
     try:
         if todo and (jobs or 0) == 1 and not address:
             for r in todo:
-                bar.base[r.id] = _folder_steps(r.folder)
+                bar.base[r.id] = _resume_steps(r.folder)
                 with bar.ticking(lambda: bar.refresh(_count(outcomes, True), [r], _count(outcomes, False), ended)):
                     o = _outcome(r, execute(r))
                 finish(r, o)
@@ -401,7 +412,7 @@ def run_all(runs: list, *, jobs: int | None = None, address: str | None = None, 
                     while pending or inflight:
                         while pending and len(inflight) < cap:
                             r = pending.pop(0)
-                            bar.base[r.id] = _folder_steps(r.folder)
+                            bar.base[r.id] = _resume_steps(r.folder)
                             inflight[task.remote(r)] = r
                         ready, _ = ray.wait(list(inflight), num_returns=1, timeout=TICK_S)
                         for ref in ready:

@@ -299,6 +299,18 @@ def test_the_ownership_record_names_every_file_the_run_wrote_and_the_checkpoint_
     assert any(f.startswith("replay/transitions-") for f in written) and any(f.startswith("events.") for f in written)
     assert written <= record
     assert checkpoint_steps(out / "checkpoint.npz") == finished_steps(out) == 25 * 12
+    # a try goes on from the checkpoint; a copy without it trains from the start, and says so
+    import shutil
+
+    from rlhls.host.engine import Run, run_all
+
+    bare = shutil.copytree(out, tmp_path / "bare", ignore=shutil.ignore_patterns("checkpoint.npz"))
+    said = []
+    kept, fresh = run_all([Run("kept", folder=out, fn=dict), Run("bare", folder=bare, fn=dict)], jobs=1,
+                          progress=False, say=said.append)
+    assert (kept.start_steps, fresh.start_steps) == (25 * 12, 0)
+    assert any("kept: done" in s and "resumed at 300 steps" in s for s in said)
+    assert any("bare: done" in s and "resumed" not in s for s in said), said
     lines = (out / "metrics.csv").read_text().splitlines()
     last = lines[-1].split(",")
     last[0], last[1] = str(int(last[0]) + 1), str(int(last[1]) + 25)  # the next update's row, its checkpoint lost
