@@ -107,12 +107,18 @@ def test_rules_count_each_node_as_often_as_the_trainers_run_it():
     assert all(runs[n] == 1.0 for n in runs if n.startswith("critic.") and not n.endswith(".soft"))
     assert runs["critic_loss"] == 1.0 and all(runs[n] == (1.0 if n.endswith(".tfwd") else 0.5)
                                               for n in runs if n.startswith("actor."))
-    # TRPO: the value fit's epochs x whole minibatches; the policy's nodes (CG and FVP: cg_iters inside) once
+    # TRPO: the value fit's epochs x whole minibatches; the FVP nodes (cg_iters inside) the line search's one more,
+    # on the subsample; the policy's other nodes once
     trpo = get_design("cpp-trpo-ant")
-    hp = {**trpo.hyperparams, "num_envs": 1, "num_steps": 1000, "value_epochs": 5, "value_minibatch": 64}
+    hp = {**trpo.hyperparams, "num_envs": 1, "num_steps": 1000, "value_epochs": 5, "value_minibatch": 64,
+          "fvp_subsample": 1}
     runs = {n.name: get_algorithm("trpo").node_runs(n, hp) for n in build_graph(trpo).nodes}
     assert runs["value_loss"] == pytest.approx(5 * 15 * 64 / 1000) and runs["value.fc1.upd"] == 5 * 15
-    assert all(r == 1.0 for n, r in runs.items() if not n.startswith("value"))
+    fvp = {n: r for n, r in runs.items() if ".fvp_" in n}
+    assert len(fvp) == 2 * 5 and all(r == pytest.approx(11 / 10) for r in fvp.values())  # CG's 10 + line search's 1
+    assert all(r == 1.0 for n, r in runs.items() if not n.startswith("value") and n not in fvp)
+    sub = {n.name: get_algorithm("trpo").node_runs(n, {**hp, "fvp_subsample": 3}) for n in build_graph(trpo).nodes}
+    assert sub["policy.fc1.fvp_fwd"] == pytest.approx(11 / 10 * 334 / 1000)  # samples 0, 3, ..., 999
     none = {n.name: get_algorithm("trpo").node_runs(n, {**hp, "value_epochs": 0}) for n in build_graph(trpo).nodes}
     assert none["value_loss"] == 1.0 and none["value.fc1.upd"] == 0.0
 

@@ -547,11 +547,16 @@ def node_runs(node, hp: dict) -> float:
     """Runs of a training-graph node per iteration. The value network's nodes stand for the whole batch
     in the graph; ``_fit_value`` runs ``value_epochs`` epochs of whole ``value_minibatch`` minibatches:
     its forward, loss and backward as often as that is whole batches of samples, its optimizer step
-    once per minibatch (no epochs: one forward and loss over the batch). The policy's nodes run once
-    (its FVP and CG nodes count their ``cg_iters`` inside)."""
+    once per minibatch (no epochs: one forward and loss over the batch). The FVP nodes count
+    ``cg_iters`` products over the whole batch inside; ``_policy_step`` runs CG's products at most
+    ``cg_iters`` and the line search's one, each on every ``fvp_subsample``-th sample. The policy's
+    other nodes run once (CG counts its ``cg_iters`` inside)."""
+    n = batch_size(hp)
+    if node.phase in ("fvp_fwd", "fvp_bwd"):
+        return (hp["cg_iters"] + 1) / hp["cg_iters"] * len(range(0, n, hp["fvp_subsample"])) / n
     if node.instance not in ("value", "value_loss"):
         return 1.0
-    n, mb = batch_size(hp), hp["value_minibatch"]
+    mb = hp["value_minibatch"]
     steps = hp["value_epochs"] * (n // mb)
     if node.phase == "upd":
         return float(steps)

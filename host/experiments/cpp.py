@@ -450,7 +450,8 @@ def table2_rows(out: Path, designs, p: dict, repeats: int = 3, say=lambda m: Non
         iters = hp["cg_iters"]
         layers = [int(n) for n in data["layers"]]
         model_s = model_fvp_s(d, p["scale_to"], iters)
-        # the whole-run model's FVP per TRPO iteration (its graph: the design's rollout, cg_iters FVPs)
+        # the whole-run model's CG FVPs per TRPO iteration (its graph: the design's rollout, cg_iters FVPs;
+        # the line search's one more is the trainer's node_runs, not CG's)
         perf_s = perf_fvp_s(d) * p["scale_to"] / int(hp["num_envs"] * hp["num_steps"])
         res = {}
         for name, n, fvp_mode in (("float64", p["samples"], "float64"), ("emu", p["samples"], "fixed"),
