@@ -180,7 +180,7 @@ def load(folder, *, log=None) -> Policy:
     design = get_design(cfg["design"])
     alg = get_algorithm(cfg["algorithm"])
     hp = alg.hyperparams(design, cfg["hyperparams"], None)
-    design = design.bind(hp, batch=alg.batch(hp))  # as host/train.py builds the run's design
+    design = alg.bind(design, hp)  # as host/train.py builds the run's design
     if isinstance(cfg.get("plan_points"), dict) and cfg.get("precision", "fp64") != "fp64":
         design = design.at_points(cfg["plan_points"])
     plan = cfg.get("plan") if hp.get("precision") == "mixed" else None

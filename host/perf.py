@@ -181,8 +181,7 @@ def bind_run(design, hp: dict):
     from .algorithms import get_algorithm
 
     alg = get_algorithm(design.algorithm)
-    full = {**alg.hyperparams(design), **hp}
-    return design.bind(full, batch=alg.batch(full))
+    return alg.bind(design, {**alg.hyperparams(design), **hp})
 
 
 def read_run(folder, design) -> tuple[list, dict]:

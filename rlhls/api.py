@@ -135,7 +135,7 @@ class Flow:
         self.hyperparams = self.algorithm.hyperparams(self.design, self.overrides, config) if self.algorithm else {}
         # one value for the build and the training: the run's hyperparameters in the design's kernels
         if self.algorithm:
-            self.design = self.design.bind(self.hyperparams, batch=self.algorithm.batch(self.hyperparams))
+            self.design = self.algorithm.bind(self.design, self.hyperparams)
         self.out = Path(out or f"runs/{self.design.name}-{datetime.now().strftime('%Y%m%d-%H%M%S')}").absolute()
         self.resume = resume
         self._check_out()

@@ -64,6 +64,11 @@ class Algorithm:
         fn = self.resolve or self.args.resolve
         return fn(design, overrides, config)
 
+    def bind(self, design, hp: dict):
+        """`design` with the run's hyperparameters `hp` in its kernels at this algorithm's batch: the
+        one design a run trains, the Flow builds and the performance model schedules."""
+        return design.bind(hp, batch=self.batch(hp))
+
 
 ALGORITHMS: dict[str, Algorithm] = {}
 _loaded = False
