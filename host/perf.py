@@ -5,8 +5,9 @@ A run is ``steps`` environment steps. Its time is the host loop's phases plus th
 
 * **host phases** (environment step, acting, storing, sampling, ... : every ``t_<phase>`` column of
   the trainer's metrics.csv that ``GRAPH_PHASES`` does not name) run on the PS. Their seconds per
-  environment step are measured here (a short run of the same design, or ``--run``'s metrics) and
-  multiplied by the PS factor (how many times slower the device's PS core is than this machine's).
+  environment step are measured here (a short run of the same design at its demonstration's sizes,
+  ``at_design`` carrying its graph phases to the design's own; or ``--run``'s metrics, the graph then
+  at that run's sizes: ``bind_run``) and multiplied by the PS factor (how many times slower the device's PS core is than this machine's).
 * **the training graph** (update forward/backward/optimizer, GAE, returns, CG, ...) runs
   ``graph_steps_per_env_step`` times per environment step (its registration's ``grad_steps``: the
   gradient steps per environment step from its hyperparameters), and each node as often per
@@ -56,7 +57,7 @@ import numpy as np
 from rlhls.designs.errors import RlhlsError
 
 __all__ = ["HostTimes", "Variant", "Perf", "GRAPH_PHASES", "NODE_PHASE", "FIXAR_CLOCK_MHZ", "FIXAR_FORMAT",
-           "host_times", "read_run", "measure_host", "ps_factor", "schedule", "run_phases", "choose", "model_perf",
+           "host_times", "at_design", "read_run", "measure_host", "ps_factor", "schedule", "run_phases", "choose", "model_perf",
            "perf_figure", "write_perf", "report_lines", "mm_crossover"]
 
 # the trainers' phases that the training graph covers (host/algorithms/*: timed(times, ...))
@@ -182,6 +183,37 @@ def bind_run(design, hp: dict):
 
     alg = get_algorithm(design.algorithm)
     return alg.bind(design, {**alg.hyperparams(design), **hp})
+
+
+def at_design(host: HostTimes, design, measured_hp: dict, graph) -> HostTimes:
+    """`host`, timed on a short run at `measured_hp` (the demonstration's sizes), for `design`'s own
+    graph: its gradient steps per environment step and node runs from the design's hyperparameters,
+    the graph phases measured per execution scaled by the FLOPs of the design's execution over the
+    measured one's (assumed linear). Host phases per environment step are kept."""
+    from rlhls.designs.graph import build_graph
+
+    from .algorithms import get_algorithm
+
+    try:
+        own = get_algorithm(design.algorithm).hyperparams(design)
+    except RlhlsError:
+        return host
+    gs = _graph_steps(design.algorithm, own)
+    if gs is None:
+        return host
+    runs = _node_runs(design.algorithm, own)
+    was = build_graph(bind_run(design, measured_hp))
+
+    def flops(g, rule):
+        return sum(n.flops * (1.0 if rule is None else rule(n)) for n in g.nodes)
+
+    done = flops(was, host.node_runs)
+    scale = flops(graph, runs) / done if done > 0 else 1.0
+    if gs == host.graph_steps and scale == 1.0:
+        return host
+    return HostTimes(host.host, {p: t * scale for p, t in host.graph.items()}, gs,
+                     f"{host.source}; its graph phases x {scale:.4g} (FLOPs of the design's graph execution at "
+                     f"batch {graph.batch} over the measured one's at {was.batch}, assumed linear)", runs)
 
 
 def read_run(folder, design) -> tuple[list, dict]:
@@ -494,6 +526,7 @@ def model_perf(design, *, device=None, plan=None, rows=None, graph=None, host: H
             say(f"measuring {design.name} here (one update) ...")
         metrics, hp = measure_host(design, seed=seed)
         host = host_times(metrics, design.algorithm, hp, f"a short run of {design.name} here (1 update)")
+        host = at_design(host, design, hp, graph)  # the demonstration's sizes are not the design's
     basis = "given (--ps-factor)"
     if factor is None:
         factor, basis = ps_factor(dev)

@@ -338,3 +338,51 @@ def test_the_model_schedules_the_graph_at_the_measured_runs_sizes():
     assert (full.batch, run.batch) == (2048, hp["num_envs"] * hp["num_steps"] // hp["num_minibatches"])
     assert gae.flops / gae_run.flops == (64 * 1024) / (hp["num_envs"] * hp["num_steps"])
     assert build_graph(bind_run(design, {})).batch == full.batch  # no run values: the design's own sizes
+
+
+@pytest.mark.parametrize("name", ["heppo-ppo", "apdrl-ppo-mspacman", "cpp-trpo-ant"])
+def test_a_run_measured_here_at_the_demonstrations_sizes_is_modelled_at_the_designs(name):
+    """perf without --run times one update of the demonstration (HEPPO: 8 x 256 rollout, MsPacman: one
+    epoch, TRPO: 2,048 steps) but models the design's graph: its gradient steps per environment step
+    and node runs are the design's, the measured graph phases scale by the FLOPs of one execution."""
+    from rlhls.host.perf import at_design
+
+    design = get_design(name)
+    alg = get_algorithm(design.algorithm)
+    demo = alg.hyperparams(design, dict(design.demo["set"]))
+    measured = host_times([{"env_steps": str(demo["num_envs"] * demo["num_steps"]), "t_env_run": "2.0",
+                            "t_backprop": "1.0"}], design.algorithm, demo, "given")
+    graph = build_graph(design)
+    host = at_design(measured, design, demo, graph)
+    own = alg.hyperparams(design)
+    assert host.host == measured.host and host.graph_steps == _graph_steps(design.algorithm, own)
+    assert host.graph_steps != measured.graph_steps or name == "apdrl-ppo-mspacman"
+
+    def per_step(h, g):  # graph FLOPs per environment step, each node as often as its rule says
+        return h.graph_steps * sum(n.flops * h.node_runs(n) for n in g.nodes)
+
+    small = build_graph(alg.bind(design, demo))
+    scale = per_step(host, graph) / per_step(measured, small) * measured.graph_steps / host.graph_steps
+    assert host.graph["backprop"] == pytest.approx(measured.graph["backprop"] * scale)
+    # the work per environment step is the design's: MsPacman's 4 epochs are 4x the demonstration's one
+    ratio = per_step(host, graph) / per_step(measured, small)
+    assert ratio == pytest.approx(4.0 if name == "apdrl-ppo-mspacman" else 1.0, rel=0.02)
+    assert "FLOPs of the design's graph execution" in host.source
+    whole = host_times([{"env_steps": str(own["num_envs"] * own["num_steps"]), "t_env_run": "2.0",
+                         "t_backprop": "1.0"}], design.algorithm, own, "given")
+    assert at_design(whole, design, own, graph) is whole  # measured at the design's own sizes: kept
+
+
+def test_perf_without_a_run_models_the_designs_gradient_steps(tmp_path, monkeypatch, capsys):
+    import rlhls.host.perf as perf
+
+    design = get_design("heppo-ppo")
+    demo = {**design.hyperparams, **design.demo["set"]}
+    monkeypatch.setattr(perf, "measure_host", lambda d, seed=0: ([{"env_steps": "2048", "t_env_run": "2.0",
+                                                                   "t_backprop": "1.0"}], demo))
+    out = tmp_path / "perf"
+    assert main(["perf", "heppo-ppo", "--ps-factor", "2", "--time-limit", "1", "--out", str(out), "--quiet"]) == 0
+    m = json.loads((out / "perf.json").read_text())["measured"]
+    own = get_algorithm("ppo").hyperparams(design)
+    assert m["graph_steps_per_env_step"] == _graph_steps("ppo", own) == pytest.approx(
+        own["update_epochs"] * own["num_minibatches"] / (64 * 1024))
