@@ -348,7 +348,7 @@ def test_gae_check_rejects_invalid_input_results(fresh):
 @pytest.mark.parametrize("opt", ["adam", "rmsprop", "sgd"])
 def test_update_kernel_equals_fp32_model(opt):
     """The in-place FP32 weight update is WeightUpdate._model_fp32 bit for bit (a layer's 2-D
-    arrays; wide gradients, zeros), and declines float64 gradients (the model's float64 path)."""
+    arrays; wide gradients, zeros, subnormals), and declines float64 gradients (the model's float64 path)."""
     from rlhls.designs.kernels.update import WeightUpdate, _constants
 
     upd = native.update_kernel()
@@ -362,6 +362,11 @@ def test_update_kernel_equals_fp32_model(opt):
     g[0, :] = 0.0
     m = (rng.standard_normal(shape) * 1e-2).astype(np.float32).astype(np.float64)
     v = (rng.random(shape) * 1e-4).astype(np.float32).astype(np.float64)
+    # a converged layer's: subnormal moments, gradients whose squares are subnormal (the vector loop's too)
+    m[1:3, :] = (rng.standard_normal((2, 11)) * 1e-40).astype(np.float32)
+    v[1:3, :] = (rng.random((2, 11)) * 1e-41).astype(np.float32)
+    g[2:4, :] = (rng.standard_normal((2, 11)) * 1e-21).astype(np.float32)
+    assert 0 < np.abs(m[1]).max() < np.finfo(np.float32).tiny and np.abs(g[3] * g[3]).max() < np.finfo(np.float32).tiny
     with np.errstate(all="ignore"):
         ref = WeightUpdate._model_fp32({"optimizer": opt}, {"w": w, "g": g, "alpha": (2e-4,), "m": m, "v": v}, c)
     got = {"w_new": w.copy(), "m_new": m.copy(), "v_new": v.copy()}
