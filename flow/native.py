@@ -23,6 +23,11 @@ runs. The self-check covers both paths.
 Adam, RMSprop, SGD) in place on one layer's arrays, checked against it and handed out by
 ``update_kernel()`` (the emu backend's PL update nodes, ``PlanKernels.update_inplace``).
 
+``rlhls_adam_f32`` / ``rlhls_rmsprop_f32`` are ``host/optim.py``'s float32 steps (the PS's optimizer,
+torch's formulas) as one pass each instead of ~12 numpy passes (~3x; a converged layer's subnormal
+moments no longer cost 10x), checked against its numpy steps and registered with
+``optim.set_fused_step``; the first float32 step installs them.
+
 ``rlhls_round_float`` is ``FloatFormat._quantize_magic`` written as a C loop (one float64 add and
 subtract of a magic constant per value, the same IEEE operations, so the same bits; the overflow
 count in the same pass). numpy's float16 cast is software and BF16 went through three casts and a
@@ -46,6 +51,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import logging
+import math
 import os
 import platform
 from pathlib import Path
@@ -305,6 +311,51 @@ extern "C" void rlhls_update_fp32(int opt, double *w, const float *g, double *m,
     for (long i = 0; i < n; ++i) w[i] = (double)((float)w[i] - step * g[i]);
   }
 }
+
+// host/optim.py's float32 Adam and RMSprop step in one pass: every operation in binary32 in that
+// file's order (its in-place numpy sequence), the constants as numpy rounds them to float32; p of
+// type P (float64 holding FP32 values: the difference in float64, as numpy's p -= u; or float32).
+template <typename P>
+static void adam_f32(P *p, const float *g, float *m, float *v, long n, float b1, float c1, float b2, float c2,
+                     float rs, float eps, float lr) {
+  for (long i = 0; i < n; ++i) {
+    const float gi = g[i];
+    const float mi = m[i] * b1 + gi * c1;
+    const float vi = v[i] * b2 + (gi * c2) * gi;
+    const float u = (mi * lr) / (__builtin_sqrtf(vi) / rs + eps);
+    p[i] = p[i] - (P)u;
+    m[i] = mi;
+    v[i] = vi;
+  }
+}
+
+template <typename P>
+static void rmsprop_f32(P *p, const float *g, float *v, long n, float alpha, float c, float eps, float lr) {
+  for (long i = 0; i < n; ++i) {
+    const float gi = g[i];
+    const float vi = v[i] * alpha + (gi * c) * gi;
+    const float u = (gi * lr) / (__builtin_sqrtf(vi) + eps);
+    p[i] = p[i] - (P)u;
+    v[i] = vi;
+  }
+}
+
+extern "C" void rlhls_adam_f32_p64(double *p, const float *g, float *m, float *v, long n, float b1, float c1,
+                                   float b2, float c2, float rs, float eps, float lr) {
+  adam_f32(p, g, m, v, n, b1, c1, b2, c2, rs, eps, lr);
+}
+extern "C" void rlhls_adam_f32_p32(float *p, const float *g, float *m, float *v, long n, float b1, float c1,
+                                   float b2, float c2, float rs, float eps, float lr) {
+  adam_f32(p, g, m, v, n, b1, c1, b2, c2, rs, eps, lr);
+}
+extern "C" void rlhls_rmsprop_f32_p64(double *p, const float *g, float *v, long n, float alpha, float c, float eps,
+                                      float lr) {
+  rmsprop_f32(p, g, v, n, alpha, c, eps, lr);
+}
+extern "C" void rlhls_rmsprop_f32_p32(float *p, const float *g, float *v, long n, float alpha, float c, float eps,
+                                      float lr) {
+  rmsprop_f32(p, g, v, n, alpha, c, eps, lr);
+}
 """
 # -fno-math-errno: sqrtf is then the correctly rounded instruction, as with errno, but vectorises (the
 # Adam and RMSprop loops ~10x, and they keep the pace when their moments turn subnormal)
@@ -313,6 +364,7 @@ FLAGS = ("-O3", "-fno-fast-math", "-fno-math-errno", "-ffp-contract=off", "-Wno-
 _kernel = None  # the checked seq_sum wrapper; False: unavailable in this process
 _round = None  # the checked float-rounding wrapper (loaded with _kernel); False: unavailable
 _update = None  # the checked FP32 weight update (loaded with _kernel); False / None: unavailable
+_optim = None  # the checked host optimizer step (loaded with _kernel); False: unavailable
 _gae = None  # the checked GAE model wrapper (its own library); False: unavailable
 
 
@@ -322,7 +374,9 @@ def enabled() -> bool:
 
 def install() -> bool:
     """Register the compiled kernel with ``arith`` (build + self-check on first call)."""
-    global _kernel, _round, _gae, _update
+    global _kernel, _round, _gae, _update, _optim
+    from rlhls.host import optim
+
     if not enabled():
         if _kernel and arith._seq_sum_kernel is _kernel:
             arith.set_seq_sum_kernel(None)
@@ -330,6 +384,8 @@ def install() -> bool:
             formats.set_round_kernel(None)
         if _gae and gae_kernel._model_kernel is _gae:
             gae_kernel.set_model_kernel(None)
+        if _optim and optim._fused is _optim:
+            optim.set_fused_step(None)
         return False
     if _gae is None:
         try:
@@ -341,14 +397,16 @@ def install() -> bool:
         gae_kernel.set_model_kernel(_gae)
     if _kernel is None:
         try:
-            _kernel, _round, _update = (k or False for k in _load())
+            _kernel, _round, _update, _optim = (k or False for k in _load())
         except Exception as e:  # noqa: BLE001 -- any build / load problem: numpy does the same job
             log.debug("native kernels unavailable, using numpy: %s", e)
-            _kernel = _round = _update = False
+            _kernel = _round = _update = _optim = False
     if _kernel:
         arith.set_seq_sum_kernel(_kernel)
     if _round:
         formats.set_round_kernel(_round)
+    if _optim:
+        optim.set_fused_step(_optim)
     return bool(_kernel)
 
 
@@ -536,8 +594,75 @@ def _check_update(upd) -> bool:
     return True
 
 
+def _wrap_optim(lib):
+    fns = {}
+    for kind, nk in (("adam", 7), ("rmsprop", 4)):
+        for dtype, tag in ((np.float64, "p64"), (np.float32, "p32")):
+            f = getattr(lib, f"rlhls_{kind}_f32_{tag}")
+            f.argtypes = [ctypes.c_void_p] * (4 if kind == "adam" else 3) + [ctypes.c_long] + [ctypes.c_float] * nk
+            f.restype = None
+            fns[kind, np.dtype(dtype)] = f
+
+    def fused(kind, p, g, m, v, consts) -> bool:
+        """host/optim.py's float32 step in place: float32 C-contiguous g / m / v and p (float64 or
+        float32) of one shape; False (nothing done) otherwise."""
+        f = fns.get((kind, p.dtype))
+        state = [a for a in (m, v) if a is not None]
+        if (f is None or g.dtype != np.float32 or any(a.dtype != np.float32 for a in state)
+                or any(a.shape != g.shape for a in (p, *state))
+                or not all(a.flags.c_contiguous for a in (p, g, *state))):
+            return False
+        f(p.ctypes.data, g.ctypes.data, *[a.ctypes.data for a in state], g.size, *consts)
+        return True
+
+    return fused
+
+
+def _check_optim(fused) -> bool:
+    """Bit for bit host/optim.py's numpy Adam and RMSprop steps (three steps; gradients from
+    subnormal to near overflow, zeros, Inf, NaN; moments down to subnormals; p float64 and float32)."""
+    from rlhls.host.optim import Adam, RMSprop
+
+    rng = np.random.default_rng(11)
+    n = 1003  # a vector loop's remainder too
+    for make in (lambda: Adam(1e-3), lambda: Adam(3e-4, (0.8, 0.99), 1e-5), lambda: RMSprop(7e-4)):
+        for dtype in (np.float64, np.float32):
+            ours, ref = make(), make()
+            p0 = rng.standard_normal(n).astype(np.float32).astype(dtype)
+            pa, pb = p0.copy(), p0.copy()
+            names = ("m", "v") if ours.kind == "adam" else ("v",)
+            # moments down to FP32's subnormals
+            start = {k: np.abs(rng.standard_normal(n) * np.exp2(rng.integers(-150, 0, n))).astype(np.float32)
+                     for k in names}
+            for opt, p in ((ours, pa), (ref, pb)):
+                for k in names:
+                    opt._slot(k, "w", p, np.float32)[...] = start[k]
+            for step in range(3):
+                g = (rng.standard_normal(n) * np.exp2(rng.integers(-140, 60, n))).astype(np.float32)
+                g[:4] = (0.0, np.inf, -np.inf, np.nan) if step == 2 else 0.0
+                for opt, p in ((ours, pa), (ref, pb)):
+                    opt.t += 1
+                    slots = [opt.slots[k]["w"] for k in names]
+                    if opt is ours:
+                        consts = ((opt.b1, 1.0 - opt.b1, opt.b2, 1.0 - opt.b2, math.sqrt(1.0 - opt.b2 ** opt.t),
+                                   opt.eps, opt.lr / (1.0 - opt.b1 ** opt.t)) if opt.kind == "adam"
+                                  else (opt.alpha, 1.0 - opt.alpha, opt.eps, opt.lr))
+                        if not fused(opt.kind, p, g, *([None] if opt.kind != "adam" else []), *slots, consts):
+                            return False
+                    else:
+                        with np.errstate(all="ignore"):
+                            opt._update_numpy(p, g, *slots)
+            for a, b in [(pa, pb)] + [(ours.slots[k]["w"], ref.slots[k]["w"]) for k in ours.slots]:
+                nan = np.isnan(a)
+                if not (np.array_equal(nan, np.isnan(b)) and np.array_equal(a[~nan].view(np.uint8),
+                                                                              b[~nan].view(np.uint8))):
+                    return False
+    return True
+
+
 def _load():
-    """(seq_sum wrapper or None, round_float wrapper or None): each only after its self-check."""
+    """(seq_sum, round_float, update_fp32, optimizer step): each wrapper, or None, only after its
+    own self-check."""
     lib = ctypes.CDLL(str(_build()))
     rnd = _wrap_round(lib)
     upd = _wrap_update(lib.rlhls_update_fp32)
@@ -547,6 +672,10 @@ def _load():
     if not _check_round(rnd):
         log.debug("native round_float: self-check failed, using numpy's casts")
         rnd = None
+    opt = _wrap_optim(lib)
+    if not _check_optim(opt):
+        log.debug("native optimizer step: self-check failed, using numpy")
+        opt = None
     f, fma = lib.rlhls_seq_sum_f32, lib.rlhls_seq_sum_f32_fma
     f.argtypes = fma.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_long] * 3
     f.restype, fma.restype = None, ctypes.c_int
@@ -578,5 +707,5 @@ def _load():
             if not (np.array_equal(nan, np.isnan(b))
                     and np.array_equal(a[~nan].view(np.int32), b[~nan].view(np.int32))):
                 log.debug("native seq_sum: self-check failed at %s, using numpy", (N, K, M))
-                return None, rnd, upd
-    return kernel, rnd, upd
+                return None, rnd, upd, opt
+    return kernel, rnd, upd, opt

@@ -6,7 +6,8 @@ optimizer state and every operation in float32 (scalars rounded to float32, as P
 kernels); the parameters, float64 arrays, are updated in place by the float32 step (``p - u`` of
 FP32 values rounded to FP32 is the float32 difference). A slot made in one dtype and stepped in the
 other (a checkpoint of the other path) is converted once. ``clip_grad_norm`` sums float32 arrays
-in float32 (dot products), float64 ones as before.
+in float32 (dot products), float64 ones as before. The float32 Adam and RMSprop steps run as one
+compiled pass where ``rlhls.flow.native`` has checked it gives these steps' bits (else numpy).
 
 ``params`` and ``grads`` are ``{name: ndarray}`` dicts (e.g. ``Network.get_params()`` keys,
 prefixed by the network name when several networks share one optimizer). ``step(params,
@@ -30,7 +31,28 @@ import numpy as np
 
 from rlhls.designs.errors import RlhlsError
 
-__all__ = ["Optimizer", "Adam", "RMSprop", "SGD", "clip_grad_norm", "make_optimizer"]
+__all__ = ["Optimizer", "Adam", "RMSprop", "SGD", "clip_grad_norm", "make_optimizer", "set_fused_step"]
+
+# A compiled one-pass float32 step, fused(kind, p, g, m, v, constants) -> bool (False: not for these
+# arrays): flow/native.py registers it after checking it bit for bit against the numpy steps below.
+_fused = None
+_installed = False
+
+
+def set_fused_step(fn) -> None:
+    global _fused
+    _fused = fn
+
+
+def _fused_step():
+    """The registered fused step, building and checking it once per process on the first float32 step."""
+    global _installed
+    if not _installed:
+        _installed = True
+        from rlhls.flow import native
+
+        native.install()
+    return _fused
 
 
 def clip_grad_norm(grads: dict, max_norm: float) -> float:
@@ -112,6 +134,14 @@ class Adam(Optimizer):
 
     def _update(self, name, p, g):
         m, v = self._slot("m", name, p, g.dtype), self._slot("v", name, p, g.dtype)
+        if g.dtype == np.float32 and (f := _fused_step()) is not None:
+            c1, c2 = 1.0 - self.b1 ** self.t, 1.0 - self.b2 ** self.t
+            if f("adam", p, g, m, v, (self.b1, 1.0 - self.b1, self.b2, 1.0 - self.b2, math.sqrt(c2), self.eps,
+                                      self.lr / c1)):
+                return
+        self._update_numpy(p, g, m, v)
+
+    def _update_numpy(self, p, g, m, v):
         a, b = self._scratch(p, g.dtype)
         # In place, the same operations in the same order as
         #   m = b1 m + (1-b1) g;  v = b2 v + ((1-b2) g) g
@@ -143,6 +173,12 @@ class RMSprop(Optimizer):
 
     def _update(self, name, p, g):
         v = self._slot("v", name, p, g.dtype)
+        if g.dtype == np.float32 and (f := _fused_step()) is not None:
+            if f("rmsprop", p, g, None, v, (self.alpha, 1.0 - self.alpha, self.eps, self.lr)):
+                return
+        self._update_numpy(p, g, v)
+
+    def _update_numpy(self, p, g, v):
         a, b = self._scratch(p, g.dtype)
         v *= self.alpha  # v = alpha v + ((1-alpha) g) g;  p -= (lr g) / (sqrt(v) + eps), in place
         np.multiply(g, 1.0 - self.alpha, out=a)

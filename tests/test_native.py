@@ -10,6 +10,7 @@ from rlhls.designs import arith, formats
 from rlhls.designs.formats import parse_format
 from rlhls.designs.kernels import gae as gae_kernel
 from rlhls.flow import native, native_gae
+from rlhls.host import optim
 
 
 @pytest.fixture
@@ -17,6 +18,8 @@ def fresh(monkeypatch):
     """native with nothing loaded yet; arith's, formats' and the GAE model's kernels restored afterwards."""
     prev, prev_round = arith.set_seq_sum_kernel(None), formats.set_round_kernel(None)
     prev_gae = gae_kernel.set_model_kernel(None)
+    monkeypatch.setattr(optim, "_fused", None)
+    monkeypatch.setattr(native, "_optim", None)
     monkeypatch.setattr(native, "_kernel", None)
     monkeypatch.setattr(native, "_round", None)
     monkeypatch.setattr(native, "_gae", None)
@@ -241,9 +244,10 @@ def test_env_unregisters_an_installed_kernel(fresh, monkeypatch):
     assert fresh.install() is True and arith._seq_sum_kernel is fresh._kernel  # idempotent
     assert formats._round_kernel is fresh._round
     assert fresh._gae and gae_kernel._model_kernel is fresh._gae
+    assert fresh._optim and optim._fused is fresh._optim
     monkeypatch.setenv("RLHLS_NATIVE", "0")
     assert fresh.install() is False and arith._seq_sum_kernel is None and formats._round_kernel is None
-    assert gae_kernel._model_kernel is None and _gae_runs_numpy(monkeypatch)
+    assert gae_kernel._model_kernel is None and _gae_runs_numpy(monkeypatch) and optim._fused is None
 
 
 def test_build_failure_falls_back_silently(fresh, monkeypatch, capsys):
@@ -375,3 +379,42 @@ def test_update_kernel_equals_fp32_model(opt):
     for k, r in ref.items():
         assert np.array_equal(r.view(np.int64), got[k].view(np.int64)), k
     assert not upd(opt, c, 2e-4, w.copy(), g.astype(np.float64), m.copy(), v.copy())
+
+
+@pytest.mark.parametrize("make", [lambda: optim.Adam(1e-3), lambda: optim.Adam(3e-4, (0.8, 0.99), 1e-5),
+                                  lambda: optim.RMSprop(7e-4)], ids=["adam", "adam-eps", "rmsprop"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_fused_optimizer_step_equals_the_numpy_steps(make, dtype, monkeypatch):
+    """Optimizer.step with float32 gradients takes the compiled one-pass step: the numpy steps' bits
+    for the parameters and every moment (a converged layer's subnormal moments and gradients
+    whose squares underflow included, p float64 or float32); a broken step fails the self-check."""
+    if not native.install() or not native._optim:
+        pytest.skip("no C++ compiler: the numpy steps run")
+    rng = np.random.default_rng(5)
+    shape = (41, 13)
+    p0 = rng.standard_normal(shape).astype(np.float32).astype(dtype)
+    monkeypatch.setattr(optim, "_installed", True)  # installed above: the step registered here stays
+    runs = {}
+    for fused in (native._optim, None):
+        monkeypatch.setattr(optim, "_fused", fused)
+        calls = []
+        if fused is not None:
+            monkeypatch.setattr(optim, "_fused", lambda *a: calls.append(1) or fused(*a))
+        opt, p = make(), {"w": p0.copy()}
+        r = np.random.default_rng(9)
+        for step in range(4):
+            g = (r.standard_normal(shape) * np.exp2(r.integers(-140, 30, shape))).astype(np.float32)
+            if step == 1:
+                for s in opt.slots.values():
+                    s["w"][:3] = (r.random((3, shape[1])) * 1e-40).astype(np.float32)  # subnormal moments
+            with np.errstate(all="ignore"):
+                opt.step(p, {"w": g})
+        assert not fused or len(calls) == 4
+        runs[fused is not None] = (p["w"], {k: s["w"] for k, s in opt.slots.items()})
+    (pa, sa), (pb, sb) = runs[True], runs[False]
+    assert pa.dtype == pb.dtype == dtype and pa.view(np.uint8).tobytes() == pb.view(np.uint8).tobytes()
+    assert sa.keys() == sb.keys() and all(_same_bits(sa[k], sb[k]) for k in sa)
+    assert any(((0 < np.abs(s)) & (np.abs(s) < np.finfo(np.float32).tiny)).any() for s in sa.values())
+    assert native._check_optim(native._optim)
+    off = lambda kind, p, g, m, v, c: native._optim(kind, p, g, m, v, (*c[:-1], c[-1] * 1.0000001))  # noqa: E731
+    assert not native._check_optim(off)
