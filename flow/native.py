@@ -51,7 +51,6 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import logging
-import math
 import os
 import platform
 from pathlib import Path
@@ -642,16 +641,13 @@ def _check_optim(fused) -> bool:
                 g[:4] = (0.0, np.inf, -np.inf, np.nan) if step == 2 else 0.0
                 for opt, p in ((ours, pa), (ref, pb)):
                     opt.t += 1
-                    slots = [opt.slots[k]["w"] for k in names]
+                    m, v = opt.slots.get("m", {}).get("w"), opt.slots["v"]["w"]
                     if opt is ours:
-                        consts = ((opt.b1, 1.0 - opt.b1, opt.b2, 1.0 - opt.b2, math.sqrt(1.0 - opt.b2 ** opt.t),
-                                   opt.eps, opt.lr / (1.0 - opt.b1 ** opt.t)) if opt.kind == "adam"
-                                  else (opt.alpha, 1.0 - opt.alpha, opt.eps, opt.lr))
-                        if not fused(opt.kind, p, g, *([None] if opt.kind != "adam" else []), *slots, consts):
+                        if not fused(opt.kind, p, g, m, v, opt.constants()):
                             return False
                     else:
                         with np.errstate(all="ignore"):
-                            opt._update_numpy(p, g, *slots)
+                            opt._update_numpy(p, g, *([m] if m is not None else []), v)
             for a, b in [(pa, pb)] + [(ours.slots[k]["w"], ref.slots[k]["w"]) for k in ours.slots]:
                 nan = np.isnan(a)
                 if not (np.array_equal(nan, np.isnan(b)) and np.array_equal(a[~nan].view(np.uint8),

@@ -134,12 +134,14 @@ class Adam(Optimizer):
 
     def _update(self, name, p, g):
         m, v = self._slot("m", name, p, g.dtype), self._slot("v", name, p, g.dtype)
-        if g.dtype == np.float32 and (f := _fused_step()) is not None:
-            c1, c2 = 1.0 - self.b1 ** self.t, 1.0 - self.b2 ** self.t
-            if f("adam", p, g, m, v, (self.b1, 1.0 - self.b1, self.b2, 1.0 - self.b2, math.sqrt(c2), self.eps,
-                                      self.lr / c1)):
-                return
+        if g.dtype == np.float32 and (f := _fused_step()) is not None and f("adam", p, g, m, v, self.constants()):
+            return
         self._update_numpy(p, g, m, v)
+
+    def constants(self) -> tuple:
+        """The scalars of step t, in the fused step's order: b1, 1-b1, b2, 1-b2, sqrt(c2), eps, lr/c1."""
+        return (self.b1, 1.0 - self.b1, self.b2, 1.0 - self.b2, math.sqrt(1.0 - self.b2 ** self.t), self.eps,
+                self.lr / (1.0 - self.b1 ** self.t))
 
     def _update_numpy(self, p, g, m, v):
         a, b = self._scratch(p, g.dtype)
@@ -173,10 +175,14 @@ class RMSprop(Optimizer):
 
     def _update(self, name, p, g):
         v = self._slot("v", name, p, g.dtype)
-        if g.dtype == np.float32 and (f := _fused_step()) is not None:
-            if f("rmsprop", p, g, None, v, (self.alpha, 1.0 - self.alpha, self.eps, self.lr)):
-                return
+        if g.dtype == np.float32 and (f := _fused_step()) is not None and f("rmsprop", p, g, None, v,
+                                                                            self.constants()):
+            return
         self._update_numpy(p, g, v)
+
+    def constants(self) -> tuple:
+        """The fused step's scalars: alpha, 1-alpha, eps, lr."""
+        return (self.alpha, 1.0 - self.alpha, self.eps, self.lr)
 
     def _update_numpy(self, p, g, v):
         a, b = self._scratch(p, g.dtype)
