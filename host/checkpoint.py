@@ -126,25 +126,31 @@ def read_rows(path, dtype, rows: int, start: int = 0) -> np.ndarray:
         raise os_error(path, e, "read") from None
 
 
+def _check_entry(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> None:
+    """ValueError unless the entry is stored (savez stores) and its array header claims the bytes it holds."""
+    if info.compress_type != zipfile.ZIP_STORED:
+        raise ValueError(f"entry '{info.filename}' is compressed")
+    with zf.open(info) as f:
+        version = np.lib.format.read_magic(f)
+        read = {(1, 0): np.lib.format.read_array_header_1_0,
+                (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+        if read is None:
+            raise ValueError(f"array format {version}")
+        shape, _, dtype = read(f)
+        size = int(np.prod(shape, dtype=object)) * dtype.itemsize
+        if dtype.hasobject or size != info.file_size - f.tell():
+            raise ValueError(f"entry '{info.filename}' claims {size} bytes and holds {info.file_size - f.tell()}")
+
+
 def _check_sizes(path: Path, data: bytes) -> None:
     """Every array's header against the bytes its entry holds, before anything is allocated: a
     checkpoint whose header claims terabytes is refused, not read."""
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
             for info in zf.infolist():
-                if info.compress_type != zipfile.ZIP_STORED or info.file_size > len(data):
-                    raise ValueError(f"entry '{info.filename}' is compressed or larger than the file")  # savez stores
-                with zf.open(info) as f:
-                    version = np.lib.format.read_magic(f)
-                    read = {(1, 0): np.lib.format.read_array_header_1_0,
-                            (2, 0): np.lib.format.read_array_header_2_0}.get(version)
-                    if read is None:
-                        raise ValueError(f"array format {version}")
-                    shape, _, dtype = read(f)
-                    size = int(np.prod(shape, dtype=object)) * dtype.itemsize
-                    if dtype.hasobject or size != info.file_size - f.tell():
-                        raise ValueError(f"entry '{info.filename}' claims {size} bytes and holds "
-                                         f"{info.file_size - f.tell()}")
+                if info.file_size > len(data):
+                    raise ValueError(f"entry '{info.filename}' is larger than the file")
+                _check_entry(zf, info)
     except (ValueError, OSError, EOFError, zipfile.BadZipFile, TypeError) as e:
         raise RlhlsError(f"checkpoint '{path}' is not an rlhls checkpoint (empty, truncated or another file: "
                          f"{type(e).__name__}{': ' + str(e) if isinstance(e, ValueError) else ''})") from None
@@ -152,10 +158,16 @@ def _check_sizes(path: Path, data: bytes) -> None:
 
 def checkpoint_steps(path) -> int | None:
     """The env steps a run's checkpoint holds, read from its small state member alone (not the
-    arrays); None when there is no readable checkpoint there."""
+    arrays; its header checked first, as ``load_checkpoint`` checks every entry's); None when there is
+    no readable checkpoint there."""
     try:
-        with zipfile.ZipFile(path) as zf, zf.open("state.npy") as f:
-            head = json.loads(bytes(np.load(f, allow_pickle=False)).decode("utf-8"))
+        with zipfile.ZipFile(path) as zf:
+            info = zf.getinfo("state.npy")
+            _check_entry(zf, info)
+            with zf.open(info) as f:
+                head = json.loads(bytes(np.load(f, allow_pickle=False)).decode("utf-8"))
+        if not isinstance(head, dict) or head.get("format") != FORMAT:
+            return None
         steps = head["state"]["env_steps"]
     except (OSError, ValueError, KeyError, TypeError, EOFError, UnicodeDecodeError, zipfile.BadZipFile):
         return None

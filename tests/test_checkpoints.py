@@ -319,3 +319,12 @@ def test_the_ownership_record_names_every_file_the_run_wrote_and_the_checkpoint_
     assert finished_steps(out) == 25 * 12
     (out / "checkpoint.npz").write_bytes(b"not a zip")
     assert checkpoint_steps(out / "checkpoint.npz") is None and finished_steps(out) == 25 * 13
+    # a state member whose header claims a terabyte is refused before anything is allocated
+    import io
+    import zipfile
+
+    head = io.BytesIO()
+    np.lib.format.write_array_header_1_0(head, {"descr": "|u1", "fortran_order": False, "shape": (10 ** 12,)})
+    with zipfile.ZipFile(out / "checkpoint.npz", "w", zipfile.ZIP_STORED) as zf:
+        zf.writestr("state.npy", head.getvalue() + b'{"format": "x"}')
+    assert checkpoint_steps(out / "checkpoint.npz") is None
