@@ -31,6 +31,7 @@ import contextlib
 import json
 import os
 import shutil
+import stat
 import tempfile
 import time
 from pathlib import Path, PurePosixPath
@@ -40,7 +41,7 @@ from rlhls.designs.errors import RlhlsError
 __all__ = ["OWNER", "atomic_write_bytes", "atomic_writer", "atomic_write_text", "write_json", "check_out",
            "staged_folder", "owned_files", "read_record", "side_name", "scratch_dir", "process_scratch",
            "sweep_dead", "pid_alive", "check_name", "folder_command", "folder_lock", "FolderLock", "os_error",
-           "make_dirs"]
+           "make_dirs", "parse_json", "read_json", "MAX_JSON_BYTES"]
 
 OWNER = ".rlhls.json"  # {"command": ..., "files": [...]}: which files of a folder rlhls wrote
 
@@ -162,6 +163,39 @@ def write_json(path, obj, indent: int = 1) -> None:
     atomic_write_text(path, json.dumps(obj, indent=indent, default=str) + "\n")
 
 
+MAX_JSON_BYTES = 64 << 20  # a record, config or plan of rlhls' own is kilobytes; a file past this is not one
+
+
+def parse_json(text):
+    """``json.loads`` for a file someone may have crafted: every way it can fail is a ValueError
+    (nesting past Python's recursion limit raises RecursionError inside the parser; an integer of
+    more digits than Python converts raises ValueError already)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
+def read_json(path, *, max_bytes: int = MAX_JSON_BYTES):
+    """A JSON file's value; OSError when it cannot be read, ValueError when it is not JSON (or too
+    large, too deeply nested, not UTF-8). The size is checked before the file is read."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO in a crafted folder must not block the open
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError("not a regular file")
+        size = st.st_size
+        if size > max_bytes:
+            raise ValueError(f"{size} bytes, more than a record of rlhls holds ({max_bytes})")
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise ValueError(f"more than {max_bytes} bytes")
+    try:
+        return parse_json(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8 text") from None
+
+
 def _inside(folder: Path, rel) -> bool:
     """`rel` names a path inside `folder`: relative, no '..', and not through a link leading out."""
     if not isinstance(rel, str) or not rel or "\x00" in rel:
@@ -180,8 +214,8 @@ def read_record(folder) -> dict | None:
     it is data someone may have crafted, and rlhls deletes and replaces the files it lists."""
     rec = Path(folder) / OWNER
     try:
-        data = json.loads(rec.read_text())
-    except (OSError, ValueError, UnicodeDecodeError):
+        data = read_json(rec)
+    except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or not isinstance(data.get("files"), list):
         return None
