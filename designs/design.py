@@ -101,6 +101,10 @@ class Design:
     # the architecture declares (host/perf.py); 0: serial. No registered seed states one: a unit's own
     # pipelining (CPP's coarse-grained FVP pipeline) is in its kernel's cost model
     host_overlap: float = 0.0
+    # where the design came from: {} for the package's and a plug-in's, {"file": absolute path,
+    # "sha256": of its bytes} for a user's design file (designs.registry); runs record it, and a
+    # run folder is loaded with that file only when the user names it again and its hash agrees
+    origin: dict = field(default_factory=dict, compare=False)
 
     def __post_init__(self):
         where = f"design '{self.name}'"

@@ -6,15 +6,23 @@ designs through the entry point group ``rlhls.designs``; a user registers one fr
 ``register_design(design)``, or keeps it in a file of their own: a DESIGN argument that names a
 ``.py`` file (``./my_design.py``, or ``./my_design.py:NAME`` where the file has several) imports
 that file and takes the designs it registers or defines.
+
+A design file is code: it is imported only when the user names it (a DESIGN argument, ``--design``,
+``rlhls.load(run, design=...)``), never because a record names it. Its bytes are hashed and
+exactly those bytes run; its designs carry ``origin`` {file, sha256}, which runs record
+(``design_record``). ``recorded_design`` turns what a run folder, build or experiment recorded
+back into a design: a registered design by name, a design file's only from the file the user gave
+on this command line, with the recorded sha256.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
-import importlib.util
 import pkgutil
 import sys
 import traceback
+import types
 from pathlib import Path
 
 from .design import Design
@@ -73,14 +81,66 @@ def design_names() -> list[str]:
     return list(DESIGNS)
 
 
-def get_design(name: str) -> Design:
-    """A registered design by name, or the design in a user's ``.py`` file (``path.py[:NAME]``)."""
-    if isinstance(name, str) and _is_file_spec(name):
+def get_design(name: str, *, files: bool = True) -> Design:
+    """A registered design by name, or the design in a user's ``.py`` file (``path.py[:NAME]``).
+    ``files=False`` for a name read from a file (a record someone may have crafted): a file there
+    is refused, never imported."""
+    if isinstance(name, str) and is_file_spec(name):
+        if not files:
+            raise RlhlsError(f"design '{_short(name)}' names a file: a design file is imported only when it is "
+                             "given on the command line (a record never makes rlhls run code)")
         return load_design_file(name)
     _load()
-    if name not in DESIGNS:
-        raise RlhlsError(f"unknown design '{name}' (known: {', '.join(DESIGNS)}; or a design file ./NAME.py)")
+    if not isinstance(name, str) or name not in DESIGNS:
+        raise RlhlsError(f"unknown design '{_short(name)}' (known: {', '.join(DESIGNS)}; or a design file ./NAME.py)")
     return DESIGNS[name]
+
+
+def _short(v, limit: int = 80) -> str:
+    text = str(v)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def design_record(design: Design) -> dict:
+    """What a run records of its design: ``{"design": name}``, and for a design file's design
+    ``"design_file": {"file", "sha256"}`` (``recorded_design`` checks it)."""
+    rec = {"design": design.name}
+    if design.origin.get("file"):
+        rec["design_file"] = {"file": design.origin["file"], "sha256": design.origin["sha256"]}
+    return rec
+
+
+def recorded_design(name, design_file=None, *, given=None, where: str = "the run") -> Design:
+    """The design a record names (`name`, and `design_file` as ``design_record`` wrote it), never
+    by importing a file the record names. `given`: the design the user named on this command line
+    (a Design, or a name / ``FILE.py[:NAME]`` they typed), which must be the recorded one: the same
+    name and, for a design file's, a file of the recorded sha256."""
+    if not isinstance(name, str) or not name:
+        raise RlhlsError(f"{where}: records no design name (expected a string, got {_short(repr(name))})")
+    want = None
+    if design_file is not None:
+        if not (isinstance(design_file, dict) and isinstance(design_file.get("file"), str)
+                and isinstance(design_file.get("sha256"), str)):
+            raise RlhlsError(f"{where}: its design_file record is not {{file, sha256}}")
+        want = design_file["sha256"]
+    if given is None:
+        if want is not None:
+            raise RlhlsError(f"{where} is of design '{_short(name)}' from the file '{_short(design_file['file'])}' "
+                             f"(sha256 {want[:16]}...): give that file (--design FILE / design=FILE) to load it; "
+                             "a run folder never makes rlhls import a file by itself")
+        try:
+            return get_design(name, files=False)
+        except RlhlsError as e:
+            raise RlhlsError(f"{where}: {e}") from None
+    design = given if isinstance(given, Design) else get_design(given)
+    if design.name != name:
+        raise RlhlsError(f"{where} is of design '{_short(name)}', not of '{design.name}'")
+    have = design.origin.get("sha256")
+    if want is not None and have != want:
+        what = f"'{design.origin['file']}' has sha256 {have}" if have else f"'{design.name}' is not from a file"
+        raise RlhlsError(f"{where} was trained on the design file of sha256 {want}; {what} (the file changed: "
+                         "give the file the run was made with)")
+    return design
 
 
 def design_spec(design: Design) -> str:
@@ -92,7 +152,10 @@ def design_spec(design: Design) -> str:
     return design.name
 
 
-def _is_file_spec(text: str) -> bool:
+def is_file_spec(text) -> bool:
+    """Whether a DESIGN argument names a design file (``path.py`` or ``path.py:NAME``)."""
+    if not isinstance(text, str):
+        return False
     path, _, _ = text.rpartition(":") if ".py:" in text else (text, "", "")
     return path.endswith(".py")
 
@@ -122,7 +185,15 @@ def design_file(path_text: str) -> list[Design]:
     if not path.is_file():
         raise RlhlsError(f"{where}: no such file")
     key = path.resolve()
+    try:
+        source = key.read_bytes()
+    except OSError as e:
+        raise RlhlsError(f"{where}: cannot be read ({e.strerror or e})") from None
+    digest = hashlib.sha256(source).hexdigest()
     if key in _FILES:
+        if _FILES[key][0].origin.get("sha256") != digest:
+            raise RlhlsError(f"{where}: changed since this process imported it (sha256 "
+                             f"{_FILES[key][0].origin.get('sha256')}, now {digest}); start a new process")
         return _FILES[key]
     before = dict(DESIGNS)
     # a module name of its own, in sys.modules (pickling and dataclasses look the module up there)
@@ -130,10 +201,11 @@ def design_file(path_text: str) -> list[Design]:
     folder = str(key.parent)
     sys.path.insert(0, folder)  # its imports of modules beside it work, as under `python FILE.py`
     try:
-        spec = importlib.util.spec_from_file_location(modname, key)
-        module = importlib.util.module_from_spec(spec)
+        # exactly the bytes hashed above run (not a second read the file may have changed under)
+        module = types.ModuleType(modname)
+        module.__file__ = str(key)
         sys.modules[modname] = module
-        spec.loader.exec_module(module)
+        exec(compile(source, str(key), "exec"), module.__dict__)
         defined = list(module.designs()) if callable(getattr(module, "designs", None)) else []
     except (KeyboardInterrupt, MemoryError):
         raise
@@ -158,6 +230,8 @@ def design_file(path_text: str) -> list[Design]:
             out.append(d)
     if not out:
         raise RlhlsError(f"{where}: defines no Design (define one, or call register_design)")
+    for d in out:  # a frozen dataclass: stamped once, here, before anything sees it as the file's
+        object.__setattr__(d, "origin", {"file": str(key), "sha256": digest})
     try:
         for d in out:
             if DESIGNS.get(d.name) is not d:

@@ -21,7 +21,6 @@ trainer's own acting code: the same bits as the run's last policy, in the precis
 
 from __future__ import annotations
 
-import json
 import zipfile
 from pathlib import Path
 
@@ -145,10 +144,13 @@ class Policy:
                         frames=frames)
 
 
-def load(folder, *, log=None) -> Policy:
-    """The trained policy of a run folder (see the module docstring). `log`: a file that takes what
-    the environments' libraries print while it is rebuilt (None: discarded)."""
-    from rlhls.designs.registry import get_design
+def load(folder, *, design=None, log=None) -> Policy:
+    """The trained policy of a run folder (see the module docstring). `design`: the design file
+    (``FILE.py[:NAME]``) or Design of a run of a user's design file — a run folder never imports a
+    file by itself; the file must be the one the run recorded (its sha256). `log`: a file that takes
+    what the environments' libraries print while it is rebuilt (None: discarded)."""
+    from rlhls.designs.registry import recorded_design
+    from rlhls.partition.fileio import read_json
     from rlhls.partition.procs import library_output
 
     from .algorithms import get_algorithm
@@ -157,11 +159,11 @@ def load(folder, *, log=None) -> Policy:
 
     run = run_dir(folder)
     try:
-        cfg = json.loads((run / "config.json").read_text())
+        cfg = read_json(run / "config.json")
     except FileNotFoundError:
         raise RlhlsError(f"run folder '{run}': config.json is missing") from None
-    except (OSError, ValueError, UnicodeDecodeError):
-        raise RlhlsError(f"run folder '{run}': config.json cannot be read as JSON") from None
+    except (OSError, ValueError) as e:
+        raise RlhlsError(f"run folder '{run}': config.json cannot be read as JSON ({e})") from None
     if not isinstance(cfg, dict) or not isinstance(cfg.get("hyperparams"), dict) or not all(
             isinstance(cfg.get(k), str) for k in ("design", "algorithm", "env")):
         raise RlhlsError(f"run folder '{run}': config.json is not a run's config (design, algorithm, env, hyperparams)")
@@ -177,7 +179,7 @@ def load(folder, *, log=None) -> Policy:
     if ck.get("design") != cfg["design"] or ck.get("algorithm") != cfg["algorithm"]:
         raise RlhlsError(f"run folder '{run}': the checkpoint is of {ck.get('design')!r} / {ck.get('algorithm')!r}, "
                          f"config.json of {cfg['design']!r} / {cfg['algorithm']!r}")
-    design = get_design(cfg["design"])
+    design = recorded_design(cfg["design"], cfg.get("design_file"), given=design, where=f"run folder '{run}'")
     alg = get_algorithm(cfg["algorithm"])
     hp = alg.hyperparams(design, cfg["hyperparams"], None)
     design = alg.bind(design, hp)  # as host/train.py builds the run's design

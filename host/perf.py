@@ -55,6 +55,7 @@ from typing import Callable
 import numpy as np
 
 from rlhls.designs.errors import RlhlsError
+from rlhls.partition.fileio import read_json
 
 __all__ = ["HostTimes", "Variant", "Perf", "GRAPH_PHASES", "NODE_PHASE", "FIXAR_CLOCK_MHZ", "FIXAR_FORMAT",
            "host_times", "at_design", "read_run", "measure_host", "ps_factor", "schedule", "run_phases", "choose", "model_perf",
@@ -223,7 +224,7 @@ def read_run(folder, design) -> tuple[list, dict]:
     if (folder / "train" / "metrics.csv").is_file() and not (folder / "metrics.csv").is_file():
         folder = folder / "train"
     try:
-        cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        cfg = read_json(folder / "config.json")
         with open(folder / "metrics.csv", newline="", encoding="utf-8") as f:
             rows = list(csv.DictReader(f))
     except FileNotFoundError as e:
@@ -234,6 +235,10 @@ def read_run(folder, design) -> tuple[list, dict]:
         raise RlhlsError(f"--run '{folder}/config.json': expected a run config with 'hyperparams'")
     if cfg.get("design") != design.name:
         raise RlhlsError(f"--run '{folder}': a run of design '{cfg.get('design')}', not of '{design.name}'")
+    if "design_file" in cfg:  # a design file's run: the file given must be the one it trained on
+        from rlhls.designs.registry import recorded_design
+
+        recorded_design(design.name, cfg["design_file"], given=design, where=f"--run '{folder}'")
     return rows, cfg["hyperparams"]
 
 

@@ -9,14 +9,14 @@ recorded actions). An ``rlhls run`` folder stands for its ``train/`` run.
 
 from __future__ import annotations
 
-import json
 import zipfile
 from pathlib import Path
 
 import numpy as np
 
 from rlhls.designs.errors import RlhlsError
-from rlhls.designs.registry import get_design
+from rlhls.designs.registry import get_design, recorded_design
+from rlhls.partition.fileio import read_json
 
 from .checkpoint import load_checkpoint
 from .runner import CHECKPOINT, run_dir
@@ -32,15 +32,17 @@ def run_folder(design, run) -> tuple[Path, dict]:
     is missing or another design's run."""
     run = run_dir(run, "--weights")
     try:
-        cfg = json.loads((run / "config.json").read_text())
+        cfg = read_json(run / "config.json")
     except FileNotFoundError:
         cfg = {}  # the checkpoint names its design too
-    except (OSError, ValueError, UnicodeDecodeError):
-        raise RlhlsError(f"--weights '{run}': config.json cannot be read as JSON") from None
+    except (OSError, ValueError) as e:
+        raise RlhlsError(f"--weights '{run}': config.json cannot be read as JSON ({e})") from None
     if not isinstance(cfg, dict):
         raise RlhlsError(f"--weights '{run}': config.json is not a run's config (expected a JSON object)")
     if cfg.get("design", design.name) != design.name:
         raise RlhlsError(f"--weights '{run}': a run of design '{cfg['design']}', not '{design.name}'")
+    if "design_file" in cfg:  # a design file's run: the file given must be the one it trained on
+        recorded_design(design.name, cfg["design_file"], given=design, where=f"--weights '{run}'")
     return run, cfg
 
 

@@ -63,12 +63,12 @@ import numpy as np
 from rlhls.designs.errors import RlhlsError
 from rlhls.partition.procs import inform
 from rlhls.partition.fileio import (OWNER, atomic_write_bytes, atomic_write_text, check_out, make_dirs, os_error,
-                                    write_json)
+                                    read_json, write_json)
 
 from .checkpoint import load_checkpoint, save_checkpoint, write_at
 from .metrics import EVAL_COLUMNS, Board, upgrade_row
 
-__all__ = ["train", "csv_text", "atomic_write_bytes", "atomic_write_text", "read_metrics", "rolling_window", "plot_rewards"]
+__all__ = ["train", "read_config", "csv_text", "atomic_write_bytes", "atomic_write_text", "read_metrics", "rolling_window", "plot_rewards"]
 
 CHECKPOINT = "checkpoint.npz"
 LAYOUT = "rlhls-run/2"  # the checkpoint's run layout: CSVs and replay files beside it, their lengths in it
@@ -189,7 +189,7 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
     ck = None
     check_folder(out, resume)
     if resume:
-        old = _read_config(out / "config.json")
+        old = read_config(out / "config.json")
         diff = sorted(k for k in set(old) | set(config)
                       if k not in _IGNORED_ON_RESUME and _same(old.get(k)) != _same(config.get(k)))
         if diff:
@@ -358,15 +358,15 @@ def check_folder(out, resume: bool) -> None:
                   ours=lambda d: (d / "config.json").is_file() and (d / "metrics.csv").is_file())
 
 
-def _read_config(path: Path) -> dict:
+def read_config(path: Path) -> dict:
     try:
-        data = json.loads(path.read_text())
+        data = read_json(path)
     except FileNotFoundError:
         raise RlhlsError(f"--resume: '{path}' is missing (not a run folder, or a damaged one)") from None
     except OSError as e:
         raise os_error(path, e, "read") from None
-    except (ValueError, UnicodeDecodeError):
-        raise RlhlsError(f"--resume: '{path}' is not JSON") from None
+    except ValueError as e:
+        raise RlhlsError(f"--resume: '{path}' is not JSON ({e})") from None
     if not isinstance(data, dict):
         raise RlhlsError(f"--resume: '{path}' is not a run's config (expected a JSON object)")
     return data

@@ -21,7 +21,6 @@ Everything is checked before anything is written.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import numbers
 from dataclasses import dataclass, field
@@ -29,12 +28,13 @@ from pathlib import Path
 
 from rlhls.designs.errors import RlhlsError
 from rlhls.designs.graph import build_graph
+from rlhls.designs.registry import design_record, recorded_design
 from rlhls.partition.fileio import folder_lock
 from rlhls.partition.procs import library_output
 
 from .algorithms import get_algorithm
 from .hyperparams import apply_config
-from .runner import train
+from .runner import check_folder, read_config, train
 
 __all__ = ["Run", "train_design", "check_seed", "default_out"]
 
@@ -103,27 +103,35 @@ def train_design(design, *, out=None, steps: int | None = None, seed: int = 0, e
     hp = alg.hyperparams(design, overrides, config)
     env_id = env_id or design.env_id
     out = Path(out or default_out(design, env_id, seed, hp))
-    recorded = _recorded_hyperparams(out) if resume else None
+    if resume:
+        check_folder(out, resume)  # its checkpoint and config.json first, before a partition or import
+        old = read_config(out / "config.json")
+    else:
+        old = {}
+    recorded = old.get("hyperparams") if isinstance(old.get("hyperparams"), dict) else None
     if recorded is not None:  # a resume continues with the run's own values; those given must agree
         hp = alg.hyperparams(design, {**recorded, **(config or {}), **overrides}, None)
     design = alg.bind(design, hp)  # the run's values in its kernels, as the Flow builds them
     with folder_lock(out):  # one writer per run folder: a second is refused in one line
         return _train(design, alg, hp, out, steps=steps, seed=seed, env_id=env_id, backend=backend, plan=plan,
                       resume=resume, progress=progress, say=say, on_update=on_update,
-                      plan_time_limit=plan_time_limit, log_file=log, explicit=set(overrides) | set(config or {}))
+                      plan_time_limit=plan_time_limit, log_file=log, explicit=set(overrides) | set(config or {}),
+                      design_file=_design_file(design, out, old) if resume else design_record(design).get("design_file"))
 
 
-def _recorded_hyperparams(out: Path) -> dict | None:
-    try:
-        rec = json.loads((out / "config.json").read_text())
-    except (OSError, ValueError, UnicodeDecodeError):
-        return None  # the runner names what is wrong with the folder
-    hp = rec.get("hyperparams") if isinstance(rec, dict) else None
-    return hp if isinstance(hp, dict) else None
+def _design_file(design, out: Path, old: dict):
+    """A resumed run's design_file record: the run's own (the file may have moved), once the design
+    given is the one it recorded (its sha256); None for a run from before it was recorded."""
+    if "design_file" not in old:
+        return None
+    recorded_design(design.name, old["design_file"], given=design, where=f"--resume: '{out}'")
+    return old["design_file"]
+
+
 
 
 def _train(design, alg, hp, out: Path, *, steps, seed, env_id, backend, plan, resume, progress, say, on_update,
-           plan_time_limit, log_file, explicit) -> Run:
+           plan_time_limit, log_file, explicit, design_file=None) -> Run:
     steps = int(steps or design.hyperparams.get("total_timesteps", DEFAULT_STEPS))
     n = hp.get("num_envs", 1)
     if "steps_per_update" in hp and "steps_per_update" not in explicit and not resume \
@@ -164,11 +172,8 @@ def _train(design, alg, hp, out: Path, *, steps, seed, env_id, backend, plan, re
             assignment, plan_src = check_plan(plan, build_graph(design, batch)), "given"
             points = dict(plan.point) if getattr(plan, "point", None) else None
         elif resume and old.is_file():
-            try:
-                rec = json.loads(old.read_text())
-            except (OSError, ValueError, UnicodeDecodeError):
-                rec = {}
-            if isinstance(rec, dict) and isinstance(rec.get("plan"), dict):  # the plan it trained under
+            rec = read_config(old)
+            if isinstance(rec.get("plan"), dict):  # the plan it trained under
                 from rlhls.partition.plan import check_plan
 
                 assignment = check_plan(rec["plan"], build_graph(design, batch), where=str(old))
@@ -180,8 +185,9 @@ def _train(design, alg, hp, out: Path, *, steps, seed, env_id, backend, plan, re
             say(f"partitioning {design.name} at batch {batch} (profile + ILP) for mixed precision ...")
             solved = partition_design(design, batch=batch, time_limit=plan_time_limit)
             assignment, plan_src, points = dict(solved.assignment), "ilp", dict(solved.point)
-    run_config = {"design": design.name, "algorithm": design.algorithm, "env": env_id, "seed": seed,
-                  "backend": backend, "hyperparams": hp}
+    # a design file's path and sha256 too (a run from before they were recorded resumes without them)
+    run_config = {"design": design.name, **({"design_file": design_file} if design_file is not None else {}),
+                  "algorithm": design.algorithm, "env": env_id, "seed": seed, "backend": backend, "hyperparams": hp}
     if hp.get("precision", "fp64") != "fp64":  # PPO's float64 HEPPO path follows no plan
         run_config.update(precision=hp["precision"], plan=assignment, plan_source=plan_src)
         if points:  # the PL kernels' design points, as the build renders them

@@ -95,7 +95,7 @@ def _calls(comps, profile, graph, manifest) -> dict:
         from rlhls.designs.graph import build_graph
         from rlhls.designs.registry import get_design
 
-        graph = build_graph(get_design(manifest["design"]), manifest.get("batch"))
+        graph = build_graph(get_design(manifest["design"], files=False), manifest.get("batch"))
     where = {n.name: (n.instance, n.phase) for n in graph.nodes}
     flops = {r.node: max(1.0, float(r.flops or 0)) for r in profile}
     out = {}

@@ -32,7 +32,6 @@ from the cache) and training continues from its checkpoint.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import numbers
 import os
@@ -44,9 +43,9 @@ from rlhls.designs.design import Design
 from rlhls.designs.devices import get_device
 from rlhls.designs.errors import RlhlsError
 from rlhls.designs.graph import build_graph
-from rlhls.designs.registry import get_design
+from rlhls.designs.registry import design_record, get_design, recorded_design
 from rlhls.partition.fileio import (OWNER, atomic_write_text, check_name, check_out, folder_command, folder_lock,
-                                    make_dirs, write_json)
+                                    make_dirs, read_json, write_json)
 from rlhls.partition.procs import library_output
 
 _log = logging.getLogger(__name__)
@@ -143,7 +142,7 @@ class Flow:
         self._check_out()  # again, holding it: another process may have started the run meanwhile
         self._console = os.fdopen(os.dup(2), "w", buffering=1)  # progress stays on the console
         self._graph = self._profile = self._plan = self._build = self._run = self._perf = None
-        self.record = {"design": self.design.name, "seed_file": self.design.seed_file,
+        self.record = {**design_record(self.design), "seed_file": self.design.seed_file,
                        "seed_title": self.design.seed_title, "algorithm": self.design.algorithm,
                        "device": self.device.id, "batch": self.design.batch_size,
                        "env": env_id or self.design.env_id, "backend": backend, "seed": self.seed,
@@ -184,8 +183,8 @@ class Flow:
 
     def _old_record(self) -> dict:
         try:
-            old = json.loads((self.out / RECORD).read_text())
-        except (OSError, ValueError, UnicodeDecodeError):
+            old = read_json(self.out / RECORD)
+        except (OSError, ValueError):
             raise RlhlsError(f"--resume: '{self.out / RECORD}' is not a run record (not JSON)") from None
         if not isinstance(old, dict) or not isinstance(old.get("stages", []), list):
             raise RlhlsError(f"--resume: '{self.out / RECORD}' is not a run record (expected a JSON object)")
@@ -193,6 +192,8 @@ class Flow:
             if old.get(k) != self.record.get(k):
                 raise RlhlsError(f"--resume: '{self.out}' was run with a different {k} ({old.get(k)!r}, now "
                                  f"{self.record.get(k)!r})")
+        if "design_file" in old:  # a design file's run: the file given must be the one it ran
+            recorded_design(self.design.name, old["design_file"], given=self.design, where=f"--resume: '{self.out}'")
         return old
 
     def _ensure_out(self) -> None:

@@ -402,27 +402,98 @@ def _read_config(value):
 
 
 def write_record(out: Path, settings: dict, opts: ExperimentOptions) -> None:
-    """experiment.json: the experiment's settings and the options it was started with (--resume)."""
+    """experiment.json: the experiment's settings and the options it was started with (--resume),
+    with the sha256 of each design file among its designs (``design_files``: a resume imports a file
+    only when the user gives it again, and only the file it ran)."""
     if fileio.read_record(out) is None:
         fileio.write_json(Path(out) / fileio.OWNER, {"command": "experiment", "files": []})
-    fileio.write_json(Path(out) / RECORD, {**settings, "options": _recorded(opts)})
+    extra = {"design_files": _design_files(opts.design)} if _design_files(opts.design) else {}
+    fileio.write_json(Path(out) / RECORD, {**settings, "options": _recorded(opts), **extra})
+
+
+def _design_files(specs) -> dict:
+    """{spec: sha256} of the design files among `specs` (the user named them: get_design imports each once)."""
+    from rlhls.designs.registry import get_design, is_file_spec
+
+    return {s: get_design(s).origin["sha256"] for s in specs or () if isinstance(s, str) and is_file_spec(s)}
+
+
+def _option_kinds() -> dict:
+    """{ExperimentOptions field: the JSON types a record may hold for it} (tuples are lists in JSON)."""
+    import types
+    import typing
+
+    kinds = {}
+    for name, hint in typing.get_type_hints(ExperimentOptions).items():
+        args = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+        kinds[name] = tuple({tuple: list, type(None): type(None)}.get(a, a) for a in args)
+    return kinds
+
+
+def _check_recorded(old: dict, where: Path) -> None:
+    """Each recorded option of the type its field takes (a hand-edited record is one line, not a
+    TypeError deep in an experiment); the designs as a list of names."""
+    kinds = _option_kinds()
+    for k, v in old.items():
+        want = kinds.get(k)
+        if want is None:
+            continue  # an option of a newer or older rlhls: the given options decide
+        ok = isinstance(v, want) and not (isinstance(v, bool) and bool not in want)
+        if ok and k == "design" and v is not None:
+            ok = all(isinstance(x, str) and x for x in v)
+        if ok and k == "sizes" and v is not None:
+            ok = all(isinstance(x, list) and all(isinstance(n, int) and not isinstance(n, bool) for n in x) for x in v)
+        if not ok:
+            names = " or ".join("null" if t is type(None) else t.__name__ for t in want)
+            raise RlhlsError(f"--resume: '{where}' records option {k!r} as {_plain_short(v)}, expected {names} "
+                             "(a damaged or hand-edited record; repeat the experiment's command without --resume)")
+
+
+def _plain_short(v, limit: int = 60) -> str:
+    text = json.dumps(v, default=str)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _check_design_files(out: Path, rec: dict, given) -> None:
+    """A resumed experiment of a user's design file imports it only when this command gives it
+    (--design), and only when its sha256 is the recorded one."""
+    from rlhls.designs.registry import get_design, is_file_spec
+
+    files = rec.get("design_files") or {}
+    if not isinstance(files, dict) or not all(isinstance(h, str) for h in files.values()):
+        raise RlhlsError(f"--resume: '{out / RECORD}' records design_files that are not {{file: sha256}}")
+    for spec in (rec.get("options") or {}).get("design") or ():
+        if not is_file_spec(spec):
+            continue
+        if not given or spec not in given:
+            raise RlhlsError(f"--resume: '{out}' runs the design file '{spec}': give it again (--design {spec}); "
+                             "an experiment folder never makes rlhls import a file by itself")
+        want, have = files.get(spec), get_design(spec).origin["sha256"]
+        if want is None:
+            raise RlhlsError(f"--resume: '{out / RECORD}' records no sha256 of the design file '{spec}' (a damaged "
+                             "record; start the experiment again in another --out)")
+        if have != want:
+            raise RlhlsError(f"--resume: '{out}' ran the design file '{spec}' of sha256 {want}; it now has sha256 "
+                             f"{have} (give the file the experiment ran, or choose another --out)")
 
 
 def _resume_options(opts: ExperimentOptions) -> None:
     """--resume: the recorded options; one the command also gives must agree with them."""
     out = Path(opts.out)  # run_experiment gave it its default
     try:
-        rec = json.loads((out / RECORD).read_text())
+        rec = fileio.read_json(out / RECORD)
     except FileNotFoundError:
         raise RlhlsError(f"--resume: '{out}' holds no experiment (no {RECORD}); start it without --resume") from None
-    except (OSError, ValueError, UnicodeDecodeError) as e:
-        raise RlhlsError(f"--resume: '{out / RECORD}' cannot be read ({type(e).__name__})") from None
+    except (OSError, ValueError) as e:
+        raise RlhlsError(f"--resume: '{out / RECORD}' cannot be read ({e})") from None
     if not isinstance(rec, dict):
         raise RlhlsError(f"--resume: '{out / RECORD}' is not an experiment's record (expected a JSON object)")
     old = rec.get("options")
     if not isinstance(old, dict):
         raise RlhlsError(f"--resume: '{out / RECORD}' records no options (an older experiment); repeat its "
                          "command instead")
+    _check_recorded(old, out / RECORD)
+    _check_design_files(out, rec, opts.design)
     defaults = _recorded(ExperimentOptions(name=opts.name))
     given = _recorded(opts)
     for k, v in given.items():
@@ -461,9 +532,9 @@ def check_out(out: Path, settings: dict) -> None:
     fileio.check_out(out, command="experiment", ours=lambda d: (d / RECORD).is_file(), hint="choose another --out")
     if (out / RECORD).exists():
         try:
-            old = json.loads((out / RECORD).read_text())
-        except (OSError, ValueError, UnicodeDecodeError) as e:
-            raise RlhlsError(f"--out '{out}': its {RECORD} cannot be read ({type(e).__name__})") from None
+            old = fileio.read_json(out / RECORD)
+        except (OSError, ValueError) as e:
+            raise RlhlsError(f"--out '{out}': its {RECORD} cannot be read ({e})") from None
         if not isinstance(old, dict):
             raise RlhlsError(f"--out '{out}': its {RECORD} is not an experiment's record (expected a JSON object)")
         diff = [k for k in settings if old.get(k) != settings[k]]

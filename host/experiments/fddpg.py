@@ -712,7 +712,7 @@ def report_section(rec: dict, out: Path) -> list:
 
     from ..report import markdown_table
 
-    design = get_design(rec["design"])
+    design = get_design(rec["design"], files=False)
     L = []
     k = get_kernel("ddpg_gradient")
     ctx = KernelContext(design)

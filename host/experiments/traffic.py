@@ -97,7 +97,7 @@ def a2c_policy(run_dir):
 
     run_dir = Path(run_dir)
     cfg = json.loads((run_dir / "config.json").read_text())
-    design = get_design(cfg["design"])
+    design = get_design(cfg["design"], files=False)
     state = load_checkpoint(run_dir / CHECKPOINT)["trainer"]
     nets = design.build_networks(int(cfg["seed"]))
     for name, params in {"policy": state["policy"], "value": state["value"], **state.get("trunks", {})}.items():
@@ -630,7 +630,7 @@ def report_section(flow_dir: Path, episodes: int = 1, eval_seed: int = EVAL_SEED
 
     flow_dir = Path(flow_dir)
     rec = json.loads((flow_dir / "run.json").read_text()) if rec is None else rec
-    design = get_design(rec["design"])
+    design = get_design(rec["design"], files=False)
     run = flow_dir / "train"
     cfg = json.loads((run / "config.json").read_text())
     hp = cfg["hyperparams"]

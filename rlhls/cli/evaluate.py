@@ -11,6 +11,9 @@ def register(sub) -> None:
                                    "deterministically, as the run's own evaluation does (eval.csv): the mean and "
                                    "standard deviation of the episode returns and lengths.")
     s.add_argument("run", help="run folder (with config.json and checkpoint.npz)")
+    s.add_argument("--design", metavar="FILE.py",
+                   help="the design file of a run of a user's design (./FILE.py[:NAME]): a run folder never makes "
+                        "rlhls import a file by itself; the file's sha256 must be the one the run recorded")
     s.add_argument("--episodes", type=positive_int, default=10, help="episodes (default 10)")
     s.add_argument("--seed", type=seed_int,
                    help="evaluation seed (default: the run's seed, as its eval.csv; the episodes never repeat "
@@ -33,7 +36,7 @@ def cmd_eval(args) -> int:
         raise RlhlsError(f"--gif '{gif}': " + ("it is a folder" if gif.is_dir() else
                                                f"folder '{gif.parent}' does not exist"))
     with library_output(None):  # what the environments' libraries print (the ALE's banner, SDL)
-        policy = load(args.run)
+        policy = load(args.run, design=args.design)
         if gif is not None and not renders_rgb(policy.env_id):
             raise RlhlsError(f"--gif: environment '{policy.env_id}' does not render rgb_array frames")
         frames = [] if gif is not None else None
