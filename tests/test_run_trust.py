@@ -272,3 +272,21 @@ def test_an_experiment_record_of_nested_brackets_is_one_line(tmp_path, capsys, u
     assert main(["experiment", "trust-exp", "--out", str(out), "--resume", "--jobs", "1"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "nested too deeply" in err
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, "[1, 2]", "{", "\xff"])
+def test_the_experiments_read_their_folders_as_untrusted(tmp_path, text):
+    from rlhls.host.experiments import read_object
+    from rlhls.host.experiments.cpp import _part_rows
+
+    p = tmp_path / "config.json"
+    p.write_bytes(text.encode("latin-1"))
+    with pytest.raises(RlhlsError, match="damaged experiment folder"):
+        read_object(p)
+    assert read_object(p, default={"x": 1}) == {"x": 1}
+    if text != "[1, 2]":
+        with pytest.raises(RlhlsError, match="cannot be read"):
+            _part_rows(p)
+    else:
+        with pytest.raises(RlhlsError, match="not a list of rows"):
+            _part_rows(p)

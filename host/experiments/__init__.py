@@ -61,7 +61,7 @@ log = logging.getLogger(__name__)
 __all__ = ["ExperimentOptions", "Experiment", "Option", "option", "Summary", "Context", "register_experiment",
            "experiment_names", "get_experiment", "run_experiment", "check_out", "RECORD", "write_record", "COMMON",
            "TRAINS", "RUNS", "Run", "Outcome", "run_all", "map_runs", "ray_session", "failed_lines", "episodes", "evaluation",
-           "finished_steps", "train_run", "solve_plan", "design_ref", "param", "count", "MAX_RETRIES"]
+           "finished_steps", "train_run", "solve_plan", "design_ref", "param", "count", "MAX_RETRIES", "read_object"]
 
 RECORD = "experiment.json"
 CONFIG_KEYS = ("file", "data")  # a --config as recorded: its path (for messages) and the mapping it held
@@ -583,6 +583,27 @@ def evaluation(run: Path) -> float:
         return float(rows[-1]["mean_return"]) if rows else float("nan")
     except (KeyError, ValueError):
         return float("nan")
+
+
+def read_object(path, default=None) -> dict:
+    """A JSON object the experiment wrote in its folder (a run's config.json, a part's record), read
+    as a file someone may have edited: one line naming it when it is not one (or `default`, where
+    given, for a file that is missing or not an object)."""
+    try:
+        data = fileio.read_json(path)
+    except FileNotFoundError:
+        if default is not None:
+            return default
+        raise RlhlsError(f"'{path}' is missing (a damaged experiment folder)") from None
+    except (OSError, ValueError) as e:
+        if default is not None:
+            return default
+        raise RlhlsError(f"'{path}' cannot be read ({e}): a damaged experiment folder") from None
+    if not isinstance(data, dict):
+        if default is not None:
+            return default
+        raise RlhlsError(f"'{path}' is not a JSON object (a damaged experiment folder)")
+    return data
 
 
 def metrics(run: Path) -> list:

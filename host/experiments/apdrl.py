@@ -48,7 +48,6 @@ them: the measured host time of one training step of our emulation (fp32 and mix
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import time
 from pathlib import Path
@@ -57,7 +56,7 @@ import numpy as np
 
 from rlhls.designs.errors import RlhlsError
 
-from . import (RUNS, Experiment, Summary, check_out, count, design_ref, episodes, evaluation, finished_steps,
+from . import (RUNS, Experiment, read_object, Summary, check_out, count, design_ref, episodes, evaluation, finished_steps,
                option, register_experiment, solve_plan, train_run)
 
 __all__ = ["BENCHMARKS", "TABLE4_SIZES", "runs_table3", "summary_table3", "runs_table4", "summary_table4",
@@ -106,11 +105,9 @@ def reward_error(r_fp32: float, r_mixed: float) -> float:
 
 def _untrained(run_dir: Path, steps: int) -> bool:
     """A run that never passed its learning_starts: its returns are an untrained agent's."""
-    try:
-        cfg = json.loads((run_dir / "config.json").read_text())
-    except (OSError, ValueError):
-        return False
-    return int(cfg.get("hyperparams", {}).get("learning_starts", 0) or 0) >= steps
+    hp = read_object(run_dir / "config.json", default={}).get("hyperparams")
+    ls = hp.get("learning_starts", 0) if isinstance(hp, dict) else 0
+    return isinstance(ls, int) and ls >= steps
 
 
 def _mean_std(v: list) -> tuple[float, float]:
@@ -285,10 +282,7 @@ def summary_table3(ctx, outcomes) -> Summary:
     args, out, designs = ctx.opts, ctx.out, ctx.data["designs"]
     title = f"{args.name}: fp32 vs mixed precision, {args.seeds} seed(s)"
     if args.report:
-        try:
-            record = json.loads((out / "experiment.json").read_text())
-        except (OSError, ValueError):
-            record = {}
+        record = read_object(out / "experiment.json", default={})
         if args.design is None and record.get("designs"):  # the experiment's own list
             designs = record["designs"]
         args.seeds = args.seeds or int(record.get("seeds", 3))

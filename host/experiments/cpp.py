@@ -328,7 +328,7 @@ def summary_fig4(ctx, outcomes) -> Summary:
     if bad:
         raise RlhlsError(f"cpp-fig4: {len(bad)} part(s) failed (first {bad[0].id}: {bad[0].error}); the others are "
                          f"kept in {out / 'parts'}: --resume runs the rest")
-    rows = [r for part in ctx.data["parts"] for r in json.loads(Path(part).read_text())]
+    rows = [r for part in ctx.data["parts"] for r in _part_rows(part)]
     order = [d.name for d in designs]
     rows.sort(key=lambda r: (order.index(r["design"]), r["scale"] != "on", r["fraction_bits"]))
     _fig4_outputs(out, rows, designs, p, ctx.data["checks"])
@@ -336,6 +336,17 @@ def summary_fig4(ctx, outcomes) -> Summary:
              + ("-" if math.isnan(r["mape_percent"]) else f"{r['mape_percent']:.4g} %")
              for r in rows if r["fraction_bits"] in (12, 16, 20, 23, 24, 27)]
     return Summary(rows, lines, [out / "fig4.md", out / "fig4.png"])
+
+
+def _part_rows(path) -> list:
+    """The rows a finished part saved (a list of row objects), read as a file someone may have edited."""
+    try:
+        rows = fileio.read_json(path)
+    except (OSError, ValueError) as e:
+        raise RlhlsError(f"'{path}' cannot be read ({e}): a damaged experiment folder") from None
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise RlhlsError(f"'{path}' is not a list of rows (a damaged experiment folder)")
+    return rows
 
 
 def _fig4_outputs(out: Path, rows: list, designs, p: dict, checks: dict) -> None:

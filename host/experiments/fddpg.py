@@ -44,7 +44,6 @@ agree; the seed's NumPy times differ by the padded 24-wide layers.
 from __future__ import annotations
 
 import io
-import json
 import time
 from pathlib import Path
 
@@ -53,7 +52,7 @@ import numpy as np
 from rlhls.designs.errors import RlhlsError
 from rlhls.partition import fileio
 
-from . import (RUNS, TRAINS, Experiment, Summary, design_ref, episodes, evaluation, option, param, register_experiment,
+from . import (RUNS, TRAINS, Experiment, read_object, Summary, design_ref, episodes, evaluation, option, param, register_experiment,
                train_run)
 from ..policy import POLICY_STATES
 from ..report import register_report_section
@@ -268,7 +267,7 @@ def summarize_table7(out: Path, design: str, seeds: int, snapshots, failed: list
         for s in range(seeds):
             p = out / f"{v}-s{s}" / "eval.json"
             if p.is_file():
-                runs[(v, s)] = json.loads(p.read_text())
+                runs[(v, s)] = read_object(p)
     rows, csv_rows = [], []
     for task in TASKS:
         cells = {}

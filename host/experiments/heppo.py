@@ -40,7 +40,6 @@ settings (then it is continued), else it is refused.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -48,7 +47,7 @@ import numpy as np
 
 from rlhls.designs.errors import RlhlsError
 
-from . import (Experiment, RUNS, Summary, TRAINS, count, design_ref, episodes, evaluation, option, param,
+from . import (Experiment, RUNS, read_object, Summary, TRAINS, count, design_ref, episodes, evaluation, option, param,
                register_experiment, train_run)
 
 __all__ = ["configurations", "runs", "summarize", "gae_rates", "gae_speedup", "summary_table1"]
@@ -94,7 +93,7 @@ def summarize(out, configs: list[dict], seeds: int, title: str = "", failed: lis
             if not (d / "episodes.csv").exists():
                 continue
             x, y = episodes(d)
-            cfg = json.loads((d / "config.json").read_text())
+            cfg = read_object(d / "config.json")
             max_step = max(max_step, float(cfg.get("steps", 0)))
             f = float(np.mean(y[-rolling_window(len(y)):])) if len(y) else float("nan")
             finals.append(f)

@@ -51,7 +51,8 @@ import numpy as np
 from rlhls.designs import traffic as plan
 from rlhls.designs.errors import RlhlsError
 
-from . import RUNS, TRAINS, Experiment, Summary, episodes, metrics, param, register_experiment, train_run
+from . import (RUNS, TRAINS, Experiment, Summary, episodes, metrics, param, read_object, register_experiment,
+               train_run)
 from ..report import register_report_section
 from ..runner import CHECKPOINT
 
@@ -96,7 +97,7 @@ def a2c_policy(run_dir):
     from ..mixed import ps_forward
 
     run_dir = Path(run_dir)
-    cfg = json.loads((run_dir / "config.json").read_text())
+    cfg = read_object(run_dir / "config.json")
     design = get_design(cfg["design"], files=False)
     state = load_checkpoint(run_dir / CHECKPOINT)["trainer"]
     nets = design.build_networks(int(cfg["seed"]))
@@ -629,10 +630,10 @@ def report_section(flow_dir: Path, episodes: int = 1, eval_seed: int = EVAL_SEED
     from ..report import markdown_table
 
     flow_dir = Path(flow_dir)
-    rec = json.loads((flow_dir / "run.json").read_text()) if rec is None else rec
+    rec = read_object(flow_dir / "run.json") if rec is None else rec
     design = get_design(rec["design"], files=False)
     run = flow_dir / "train"
-    cfg = json.loads((run / "config.json").read_text())
+    cfg = read_object(run / "config.json")
     hp = cfg["hyperparams"]
     asg = cfg.get("plan") or {}
     times = stage_times(design, hp["num_envs"] * hp["n_steps"])
@@ -657,7 +658,7 @@ def report_section(flow_dir: Path, episodes: int = 1, eval_seed: int = EVAL_SEED
 
     key = {"checkpoint": hashlib.sha256((run / CHECKPOINT).read_bytes()).hexdigest(), "seeds": seeds}
     cache = flow_dir / "traffic.json"  # the evaluation of this checkpoint, kept: the report is written twice
-    old = json.loads(cache.read_text()) if cache.is_file() else {}
+    old = read_object(cache, default={})  # a damaged cache is evaluated again
     if old.get("key") == key:
         evals = old["rows"]
     else:
