@@ -105,6 +105,9 @@ class Design:
     # "sha256": of its bytes} for a user's design file (designs.registry); runs record it, and a
     # run folder is loaded with that file only when the user names it again and its hash agrees
     origin: dict = field(default_factory=dict, compare=False)
+    # how a run resized it (``with_net_arch``): {"from": the design's name, "net_arch": {role: sizes},
+    # "activation": name or None}; runs record it, so the run's policy loads again from its folder
+    resized: dict = field(default_factory=dict, compare=False)
 
     def __post_init__(self):
         where = f"design '{self.name}'"
@@ -236,7 +239,10 @@ class Design:
             tags.append(f"{spec.role}{'x'.join(map(str, new[0])) or '0'}{'' if new[1] == old[1] else new[1]}")
         if not tags:
             return self
-        return replace(self, name=f"{self.name}-{'-'.join(tags)}", networks=tuple(specs))
+        done = self.resized or {"from": self.name, "net_arch": {}, "activation": None}
+        resized = {"from": done["from"], "net_arch": {**done["net_arch"], **{k: list(v) for k, v in arch.items()}},
+                   "activation": activation or done["activation"]}
+        return replace(self, name=f"{self.name}-{'-'.join(tags)}", networks=tuple(specs), resized=resized)
 
     def net(self, name: str) -> NetSpec:
         for n in self.networks:

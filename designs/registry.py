@@ -107,14 +107,33 @@ def design_record(design: Design) -> dict:
     rec = {"design": design.name}
     if design.origin.get("file"):
         rec["design_file"] = {"file": design.origin["file"], "sha256": design.origin["sha256"]}
+    if design.resized:
+        rec["design_resized"] = dict(design.resized)
     return rec
 
 
-def recorded_design(name, design_file=None, *, given=None, where: str = "the run") -> Design:
-    """The design a record names (`name`, and `design_file` as ``design_record`` wrote it), never
-    by importing a file the record names. `given`: the design the user named on this command line
-    (a Design, or a name / ``FILE.py[:NAME]`` they typed), which must be the recorded one: the same
-    name and, for a design file's, a file of the recorded sha256."""
+def recorded_design(name, design_file=None, *, given=None, resized=None, where: str = "the run") -> Design:
+    """The design a record names (`name`, and `design_file` / `resized` as ``design_record`` wrote
+    them), never by importing a file the record names. `given`: the design the user named on this
+    command line (a Design, or a name / ``FILE.py[:NAME]`` they typed), which must be the recorded
+    one: the same name and, for a design file's, a file of the recorded sha256. A design a run
+    resized (RL Zoo's ``net_arch``) is the recorded design resized again, its name checked."""
+    if resized is not None:
+        if not (isinstance(resized, dict) and isinstance(resized.get("from"), str)
+                and isinstance(resized.get("net_arch"), dict) and isinstance(resized.get("activation"), (str, type(None)))
+                and all(isinstance(v, list) and all(isinstance(n, int) and not isinstance(n, bool) and 0 < n <= 1 << 20
+                                                    for n in v) for v in resized["net_arch"].values())):
+            raise RlhlsError(f"{where}: its design_resized record is not {{from, net_arch, activation}}")
+        if given is not None and not isinstance(given, Design):
+            given = get_design(given)
+        if isinstance(given, Design) and given.name == name:
+            return recorded_design(name, design_file, given=given, where=where)
+        base = recorded_design(resized["from"], design_file, given=given, where=where)
+        design = base.with_net_arch(resized["net_arch"], resized["activation"])
+        if design.name != name:
+            raise RlhlsError(f"{where} is of design '{_short(name)}'; '{base.name}' resized as recorded is "
+                             f"'{design.name}' (a damaged record)")
+        return design
     if not isinstance(name, str) or not name:
         raise RlhlsError(f"{where}: records no design name (expected a string, got {_short(repr(name))})")
     want = None

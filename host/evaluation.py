@@ -179,7 +179,8 @@ def load(folder, *, design=None, log=None) -> Policy:
     if ck.get("design") != cfg["design"] or ck.get("algorithm") != cfg["algorithm"]:
         raise RlhlsError(f"run folder '{run}': the checkpoint is of {ck.get('design')!r} / {ck.get('algorithm')!r}, "
                          f"config.json of {cfg['design']!r} / {cfg['algorithm']!r}")
-    design = recorded_design(cfg["design"], cfg.get("design_file"), given=design, where=f"run folder '{run}'")
+    design = recorded_design(cfg["design"], cfg.get("design_file"), given=design, resized=cfg.get("design_resized"),
+                             where=f"run folder '{run}'")
     alg = get_algorithm(cfg["algorithm"])
     hp = alg.hyperparams(design, cfg["hyperparams"], None)
     design = alg.bind(design, hp)  # as host/train.py builds the run's design

@@ -217,9 +217,9 @@ def at_design(host: HostTimes, design, measured_hp: dict, graph) -> HostTimes:
                      f"batch {graph.batch} over the measured one's at {was.batch}, assumed linear)", runs)
 
 
-def read_run(folder, design) -> tuple[list, dict]:
-    """(metrics rows, hyperparameters) of a run folder of `design` (``rlhls train``, or ``rlhls run``'s
-    ``train/``)."""
+def read_run(folder, design) -> tuple[list, dict, object]:
+    """(metrics rows, hyperparameters, the run's design) of a run folder of `design` (``rlhls
+    train``, or ``rlhls run``'s ``train/``; the design resized where an RL Zoo net_arch resized the run)."""
     folder = Path(folder)
     if (folder / "train" / "metrics.csv").is_file() and not (folder / "metrics.csv").is_file():
         folder = folder / "train"
@@ -233,13 +233,16 @@ def read_run(folder, design) -> tuple[list, dict]:
         raise RlhlsError(f"--run '{folder}': cannot be read ({e})") from None
     if not isinstance(cfg, dict) or not isinstance(cfg.get("hyperparams"), dict):
         raise RlhlsError(f"--run '{folder}/config.json': expected a run config with 'hyperparams'")
-    if cfg.get("design") != design.name:
+    resized = cfg.get("design_resized")
+    base = resized.get("from") if isinstance(resized, dict) else None
+    if cfg.get("design") != design.name and base != design.name:
         raise RlhlsError(f"--run '{folder}': a run of design '{cfg.get('design')}', not of '{design.name}'")
-    if "design_file" in cfg:  # a design file's run: the file given must be the one it trained on
+    if "design_file" in cfg or resized is not None:  # the file given the run's; the design resized as the run's
         from rlhls.designs.registry import recorded_design
 
-        recorded_design(design.name, cfg["design_file"], given=design, where=f"--run '{folder}'")
-    return rows, cfg["hyperparams"]
+        design = recorded_design(cfg["design"], cfg.get("design_file"), given=design, resized=resized,
+                                 where=f"--run '{folder}'")
+    return rows, cfg["hyperparams"], design
 
 
 def measure_host(design, *, seed: int = 0) -> tuple[list, dict]:

@@ -27,9 +27,10 @@ POLICY_STATES = "policy_states.npz"
 RANDOM_STATES = 64
 
 
-def run_folder(design, run) -> tuple[Path, dict]:
-    """(the training run folder, its config.json) of ``run`` for ``design``; RlhlsError naming what
-    is missing or another design's run."""
+def run_folder(design, run) -> tuple[Path, dict, object]:
+    """(the training run folder, its config.json, the run's design) of ``run`` for ``design`` (a
+    run of it, or of it resized by an RL Zoo net_arch); RlhlsError naming what is missing or another
+    design's run."""
     run = run_dir(run, "--weights")
     try:
         cfg = read_json(run / "config.json")
@@ -39,11 +40,14 @@ def run_folder(design, run) -> tuple[Path, dict]:
         raise RlhlsError(f"--weights '{run}': config.json cannot be read as JSON ({e})") from None
     if not isinstance(cfg, dict):
         raise RlhlsError(f"--weights '{run}': config.json is not a run's config (expected a JSON object)")
-    if cfg.get("design", design.name) != design.name:
+    resized = cfg.get("design_resized")
+    base = resized.get("from") if isinstance(resized, dict) else None
+    if cfg.get("design", design.name) not in (design.name, None) and base != design.name:
         raise RlhlsError(f"--weights '{run}': a run of design '{cfg['design']}', not '{design.name}'")
-    if "design_file" in cfg:  # a design file's run: the file given must be the one it trained on
-        recorded_design(design.name, cfg["design_file"], given=design, where=f"--weights '{run}'")
-    return run, cfg
+    if "design_file" in cfg or resized is not None:  # the file given the run's; the design resized as the run's
+        design = recorded_design(cfg["design"], cfg.get("design_file"), given=design, resized=resized,
+                                 where=f"--weights '{run}'")
+    return run, cfg, design
 
 
 def recorded_states(run: Path, env_id: str) -> tuple:
@@ -84,7 +88,7 @@ def export_run_policy(design, run, out, *, part=None, clock_ns=None, force=False
 
     if isinstance(design, str):
         design = get_design(design)
-    run, cfg = run_folder(design, run)
+    run, cfg, design = run_folder(design, run)
     ck = load_checkpoint(run / CHECKPOINT)
     if not isinstance(ck, dict) or not isinstance(ck.get("trainer"), dict):
         raise RlhlsError(f"--weights '{run}': {CHECKPOINT} holds no trainer state")

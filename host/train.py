@@ -116,22 +116,23 @@ def train_design(design, *, out=None, steps: int | None = None, seed: int = 0, e
         return _train(design, alg, hp, out, steps=steps, seed=seed, env_id=env_id, backend=backend, plan=plan,
                       resume=resume, progress=progress, say=say, on_update=on_update,
                       plan_time_limit=plan_time_limit, log_file=log, explicit=set(overrides) | set(config or {}),
-                      design_file=_design_file(design, out, old) if resume else design_record(design).get("design_file"))
+                      recorded=_design_keys(design, out, old) if resume else
+                      {k: v for k, v in design_record(design).items() if k != "design"})
 
 
-def _design_file(design, out: Path, old: dict):
-    """A resumed run's design_file record: the run's own (the file may have moved), once the design
-    given is the one it recorded (its sha256); None for a run from before it was recorded."""
-    if "design_file" not in old:
-        return None
-    recorded_design(design.name, old["design_file"], given=design, where=f"--resume: '{out}'")
-    return old["design_file"]
+def _design_keys(design, out: Path, old: dict) -> dict:
+    """A resumed run's record of its design beyond the name (design_file, design_resized): the run's
+    own (its file may have moved), once the design given is the one it recorded (a design file's
+    sha256); none that a run from before they were recorded lacks."""
+    if "design_file" in old:
+        recorded_design(design.name, old["design_file"], given=design, where=f"--resume: '{out}'")
+    return {k: old[k] for k in ("design_file", "design_resized") if k in old}
 
 
 
 
 def _train(design, alg, hp, out: Path, *, steps, seed, env_id, backend, plan, resume, progress, say, on_update,
-           plan_time_limit, log_file, explicit, design_file=None) -> Run:
+           plan_time_limit, log_file, explicit, recorded=None) -> Run:
     steps = int(steps or design.hyperparams.get("total_timesteps", DEFAULT_STEPS))
     n = hp.get("num_envs", 1)
     if "steps_per_update" in hp and "steps_per_update" not in explicit and not resume \
@@ -185,9 +186,10 @@ def _train(design, alg, hp, out: Path, *, steps, seed, env_id, backend, plan, re
             say(f"partitioning {design.name} at batch {batch} (profile + ILP) for mixed precision ...")
             solved = partition_design(design, batch=batch, time_limit=plan_time_limit)
             assignment, plan_src, points = dict(solved.assignment), "ilp", dict(solved.point)
-    # a design file's path and sha256 too (a run from before they were recorded resumes without them)
-    run_config = {"design": design.name, **({"design_file": design_file} if design_file is not None else {}),
-                  "algorithm": design.algorithm, "env": env_id, "seed": seed, "backend": backend, "hyperparams": hp}
+    # what a design file's or a resized design's run needs to load again (a run from before they
+    # were recorded resumes without them)
+    run_config = {"design": design.name, **(recorded or {}), "algorithm": design.algorithm, "env": env_id,
+                  "seed": seed, "backend": backend, "hyperparams": hp}
     if hp.get("precision", "fp64") != "fp64":  # PPO's float64 HEPPO path follows no plan
         run_config.update(precision=hp["precision"], plan=assignment, plan_source=plan_src)
         if points:  # the PL kernels' design points, as the build renders them

@@ -290,3 +290,33 @@ def test_the_experiments_read_their_folders_as_untrusted(tmp_path, text):
     else:
         with pytest.raises(RlhlsError, match="not a list of rows"):
             _part_rows(p)
+
+
+def test_a_run_resized_by_an_rl_zoo_entry_loads_again_from_its_folder(tmp_path, capsys):
+    """RL Zoo's net_arch renames the design (apdrl-dqn-cartpole-q32x32): the run records how, so eval,
+    load, build --weights and perf --run rebuild it from the registered design."""
+    import rlhls
+
+    cfg = tmp_path / "dqn.yml"
+    cfg.write_text('CartPole-v1:\n  n_timesteps: 128\n  learning_starts: 64\n  policy_kwargs: "dict(net_arch=[32, 32])"\n')
+    run = tmp_path / "run"
+    assert main(["train", "apdrl-dqn-cartpole", "--config", str(cfg), "--precision", "fp32", "--out", str(run),
+                 "--quiet"]) == 0
+    rec = json.loads((run / "config.json").read_text())
+    assert rec["design"] == "apdrl-dqn-cartpole-q32x32"
+    assert rec["design_resized"] == {"from": "apdrl-dqn-cartpole", "net_arch": {"q": [32, 32]}, "activation": None}
+    capsys.readouterr()
+    assert main(["eval", str(run), "--episodes", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["episodes"] == 1
+    policy = rlhls.load(run)
+    assert policy._trainer.design.name == "apdrl-dqn-cartpole-q32x32"
+    assert [l.units for l in policy._trainer.q.layers if l.kind == "Dense"] == [32, 32, 2]
+    assert main(["build", "apdrl-dqn-cartpole", "--weights", str(run), "--out", str(tmp_path / "w"), "--quiet"]) == 0
+    assert json.loads((tmp_path / "w" / "manifest.json").read_text())["design"] == "apdrl-dqn-cartpole-q32x32"
+    assert main(["perf", "apdrl-dqn-cartpole", "--run", str(run), "--out", str(tmp_path / "p"), "--json"]) == 0
+    # a damaged record is one line
+    (run / "config.json").write_text(json.dumps({**rec, "design_resized": {**rec["design_resized"],
+                                                                          "net_arch": {"q": [64]}}}))
+    capsys.readouterr()
+    assert main(["eval", str(run)]) == 2
+    assert "resized as recorded is 'apdrl-dqn-cartpole-q64'" in capsys.readouterr().err

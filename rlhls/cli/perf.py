@@ -65,7 +65,7 @@ def cmd_perf(args) -> int:
     plan = load_plan(args.plan) if args.plan else None
     host = None
     if args.run:
-        rows, hp = read_run(args.run, design)
+        rows, hp, design = read_run(args.run, design)
         host = host_times(rows, design.algorithm, hp, f"run folder {args.run}")
         # the graph at the run's sizes (batch, rollout), as the run's phases were timed
         design = bind_run(design, hp)
