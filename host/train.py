@@ -107,7 +107,8 @@ def train_design(design, *, out=None, steps: int | None = None, seed: int = 0, e
     if recorded is not None:  # a resume continues with the run's own values; those given must agree
         hp = alg.hyperparams(design, {**recorded, **(config or {}), **overrides}, None)
     design = alg.bind(design, hp)  # the run's values in its kernels, as the Flow builds them
-    with folder_lock(out):  # one writer per run folder: a second is refused in one line
+    # one writer per run folder: a second is refused in one line (an experiment's try holding it is this one)
+    with folder_lock(out, reenter=True):
         return _train(design, alg, hp, out, steps=steps, seed=seed, env_id=env_id, backend=backend, plan=plan,
                       resume=resume, progress=progress, say=say, on_update=on_update,
                       plan_time_limit=plan_time_limit, log_file=log, explicit=set(overrides) | set(config or {}))

@@ -139,31 +139,36 @@ class Flow:
         self.out = Path(out or f"runs/{self.design.name}-{datetime.now().strftime('%Y%m%d-%H%M%S')}").absolute()
         self.resume = resume
         self._check_out()
-        self._lock = folder_lock(self.out)  # one process writes the folder: a second is refused in one line
-        self._check_out()  # again, holding it: another process may have started the run meanwhile
-        self._console = os.fdopen(os.dup(2), "w", buffering=1)  # progress stays on the console
-        self._graph = self._profile = self._plan = self._build = self._run = self._perf = None
-        self.record = {"design": self.design.name, "seed_file": self.design.seed_file,
-                       "seed_title": self.design.seed_title, "algorithm": self.design.algorithm,
-                       "device": self.device.id, "batch": self.design.batch_size,
-                       "env": env_id or self.design.env_id, "backend": backend, "seed": self.seed,
-                       "precision": self.hyperparams.get("precision"), "demo": demo,
-                       "overrides": {k: str(v) for k, v in self.overrides.items()}, "stages": [], "failures": [],
-                       "notes": [], "ok": True, "passed": False}
-        if self.hyperparams.get("experiment") is not None and self.design.seed_figures.get("phase_shares"):
-            self.record["experiment_text"] = f"experiment {self.hyperparams['experiment']} of HEPPO-GAE Table III"
-        if self.design.seed_figures.get("phase_shares"):
-            self.record["seed_phase_shares"] = self.design.seed_figures["phase_shares"]
-        self._old = self._old_record() if resume else {}
-        if self._old:  # the record of the stages run before stays; a stage run again replaces its entry
-            self.record = {**self._old, **{k: v for k, v in self.record.items() if k not in _KEPT}}
-            self.record.update({k: list(self._old.get(k) or []) for k in _KEPT})
-            self.record["stages"] = [s for s in self.record["stages"] if isinstance(s, dict) and "stage" in s]
-            self._verdict()
+        self._lock = folder_lock(self.out)  # one writer: another process or Flow is refused in one line
+        try:
+            self._check_out()  # again, holding it: another process may have started the run meanwhile
+            self._console = os.fdopen(os.dup(2), "w", buffering=1)  # progress stays on the console
+            self._graph = self._profile = self._plan = self._build = self._run = self._perf = None
+            self.record = {"design": self.design.name, "seed_file": self.design.seed_file,
+                           "seed_title": self.design.seed_title, "algorithm": self.design.algorithm,
+                           "device": self.device.id, "batch": self.design.batch_size,
+                           "env": env_id or self.design.env_id, "backend": backend, "seed": self.seed,
+                           "precision": self.hyperparams.get("precision"), "demo": demo,
+                           "overrides": {k: str(v) for k, v in self.overrides.items()}, "stages": [], "failures": [],
+                           "notes": [], "ok": True, "passed": False}
+            if self.hyperparams.get("experiment") is not None and self.design.seed_figures.get("phase_shares"):
+                self.record["experiment_text"] = f"experiment {self.hyperparams['experiment']} of HEPPO-GAE Table III"
+            if self.design.seed_figures.get("phase_shares"):
+                self.record["seed_phase_shares"] = self.design.seed_figures["phase_shares"]
+            self._old = self._old_record() if resume else {}
+            if self._old:  # the record of the stages run before stays; a stage run again replaces its entry
+                self.record = {**self._old, **{k: v for k, v in self.record.items() if k not in _KEPT}}
+                self.record.update({k: list(self._old.get(k) or []) for k in _KEPT})
+                self.record["stages"] = [s for s in self.record["stages"] if isinstance(s, dict) and "stage" in s]
+                self._verdict()
+        except BaseException:  # the folder is free again at once, not when the traceback goes
+            self._lock.close()
+            raise
 
     def close(self) -> None:
-        """Release the output folder (another process may then write it); the end of the
-        process, or of the object, does the same."""
+        """Release the output folder (another process, or another Flow, may then write it); the end
+        of the process, or of the object, does the same. Until then a second Flow into the same
+        folder is refused in one line."""
         self._lock.close()
 
     # -- files

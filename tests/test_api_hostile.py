@@ -192,3 +192,65 @@ def test_threads_registering_the_environments_register_each_id_once(monkeypatch)
         monkeypatch.undo()
         register_environments()
     assert sorted(calls) == sorted(ids)  # each id once, no "overriding environment" warning
+
+
+# ----------------------------------------------------------------------------- one writer per folder, in one process
+
+def test_a_second_flow_into_an_open_flows_folder_is_refused_until_it_closes(tmp_path):
+    out = tmp_path / "f"
+    first = rlhls.Flow(DQN, out=out, quiet=True)
+    first.graph()
+    before = _files(tmp_path)
+    for kw in (dict(resume=True), dict(resume=True, seed=0, quiet=False)):
+        with pytest.raises(RlhlsError) as e:
+            rlhls.Flow(DQN, out=out, **kw)
+        msg = str(e.value)
+        assert "is being written by this process already" in msg and str(out) in msg and "\n" not in msg
+    refused = []  # from another thread alike
+    t = threading.Thread(target=lambda: refused.append(pytest.raises(RlhlsError, rlhls.Flow, DQN, out=out,
+                                                                    resume=True)))
+    t.start()
+    t.join()
+    assert "by this process already" in str(refused[0].value)
+    assert _files(tmp_path) == before  # nothing written
+    first.close()
+    again = rlhls.Flow(DQN, out=out, resume=True, quiet=True)
+    again.close()
+    # a Flow refused once it holds the folder (a resume with another seed) lets it go at once, not
+    # when its traceback goes
+    with pytest.raises(RlhlsError, match="different seed") as kept:
+        rlhls.Flow(DQN, out=out, resume=True, seed=3, quiet=True)
+    rlhls.Flow(DQN, out=out, resume=True, quiet=True).close()
+    assert kept.value.__traceback__ is not None
+    assert not (tmp_path / ".f.lock").exists()
+
+
+def test_two_trainings_into_one_folder_from_two_threads_the_second_is_refused(tmp_path):
+    out = tmp_path / "t"
+    inside, done, second = threading.Event(), threading.Event(), []
+
+    def on_update(update):  # the first training holds the folder: the second starts now
+        inside.set()
+        assert done.wait(600)
+
+    def other():
+        assert inside.wait(600)
+        try:
+            train_design(get_design(DQN), out=out, steps=1000, seed=1, overrides=QUICK, progress=False)
+            second.append("trained")
+        except RlhlsError as e:
+            second.append(str(e))
+        finally:
+            done.set()
+
+    t = threading.Thread(target=other)
+    t.start()
+    try:
+        run = train_design(get_design(DQN), out=out, steps=1000, seed=0, overrides=QUICK, progress=False,
+                           on_update=on_update)
+    finally:
+        done.set()
+        t.join()
+    assert "is being written by this process already" in second[0] and "\n" not in second[0], second
+    assert run.env_steps == 1000 and json.loads((out / "config.json").read_text())["seed"] == 0
+    assert not (tmp_path / ".t.lock").exists()
