@@ -24,12 +24,15 @@ import contextlib
 import json
 import logging
 import numbers
+import reprlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rlhls.designs.design import Design
 from rlhls.designs.errors import RlhlsError
 from rlhls.designs.graph import build_graph
-from rlhls.partition.fileio import folder_lock
+from rlhls.designs.registry import get_design
+from rlhls.partition.fileio import folder_lock, path_arg
 from rlhls.partition.procs import library_output
 
 from .algorithms import get_algorithm
@@ -68,9 +71,10 @@ class Run:
 
 
 def check_seed(seed) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2 ** 32:
+    """`seed` as an int (numpy's integers too), or one line."""
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2 ** 32:
         raise RlhlsError(f"--seed {seed!r}: expected an integer 0 <= seed < 2**32")
-    return seed
+    return int(seed)
 
 
 def default_out(design, env_id: str, seed: int, hp: dict) -> str:
@@ -89,8 +93,15 @@ def train_design(design, *, out=None, steps: int | None = None, seed: int = 0, e
     """Train `design` (a Design) into the run folder `out`; see the module docstring. `log`: a file
     that takes what libraries print while the trainer builds its environments (the ALE's banner)."""
     say = say or (lambda msg: None)
+    if isinstance(design, str) and "\0" not in design:
+        design = get_design(design)  # a name, as rlhls.Flow takes it
+    if not isinstance(design, Design):
+        raise RlhlsError(f"train_design(design={reprlib.repr(design)}): expected a Design or a design name")
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 1):
         raise RlhlsError(f"steps={steps!r}: expected a positive integer (None: the design's budget)")
+    steps = None if steps is None else int(steps)
+    if out is not None and (not isinstance(out, str) or out):  # "": the default folder
+        out = path_arg(out, "train_design", "out")
     for name, value in (("overrides", overrides), ("config", config)):
         if value is not None and not isinstance(value, dict):
             raise RlhlsError(f"{name}={value!r}: expected a dict of hyperparameters")

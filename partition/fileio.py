@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import reprlib
 import shutil
 import stat
 import tempfile
@@ -42,7 +43,7 @@ from rlhls.designs.errors import RlhlsError
 __all__ = ["OWNER", "atomic_write_bytes", "atomic_writer", "atomic_write_text", "write_json", "check_out",
            "staged_folder", "owned_files", "read_record", "side_name", "scratch_dir", "process_scratch",
            "sweep_dead", "pid_alive", "check_name", "folder_command", "folder_lock", "FolderLock", "os_error",
-           "make_dirs", "parse_json", "read_json", "MAX_JSON_BYTES"]
+           "make_dirs", "parse_json", "read_json", "MAX_JSON_BYTES", "path_arg"]
 
 OWNER = ".rlhls.json"  # {"command": ..., "files": [...]}: which files of a folder rlhls wrote
 
@@ -81,6 +82,21 @@ def check_name(path, what: str = "--out") -> None:
         if len(part.encode()) > NAME_MAX:
             raise RlhlsError(f"{what} '{path}': the name '{part[:40]}...' is {len(part.encode())} bytes, longer "
                              f"than a file name may be ({NAME_MAX})")
+
+
+def path_arg(value, call: str, name: str) -> Path:
+    """`value`, a path a Python caller gave as ``call(name=value)``, as a Path; one line for what
+    the OS cannot take as one (a number, bytes, None, a NUL character)."""
+    shown = reprlib.repr(value)
+    try:
+        text = os.fspath(value)
+    except Exception:  # noqa: BLE001 -- not a path, or a path-like object whose __fspath__ fails
+        text = None
+    if not isinstance(text, str):
+        raise RlhlsError(f"{call}({name}={shown}): expected a path (a str or pathlib.Path)")
+    if "\0" in text:
+        raise RlhlsError(f"{call}({name}={shown}): a path cannot hold a NUL character")
+    return Path(text)
 
 
 def os_error(path, exc: OSError, verb: str = "write") -> RlhlsError:

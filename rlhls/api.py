@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import numbers
 import os
 import time
@@ -46,7 +47,7 @@ from rlhls.designs.errors import RlhlsError
 from rlhls.designs.graph import build_graph
 from rlhls.designs.registry import get_design
 from rlhls.partition.fileio import (OWNER, atomic_write_text, check_name, check_out, folder_command, folder_lock,
-                                    make_dirs, write_json)
+                                    make_dirs, path_arg, write_json)
 from rlhls.partition.procs import library_output
 
 _log = logging.getLogger(__name__)
@@ -94,6 +95,8 @@ class Flow:
         from rlhls.host.train import check_seed
 
         if isinstance(design, str):
+            if "\0" in design:
+                raise RlhlsError(f"Flow(design={design!r}): a design name or file cannot hold a NUL character")
             design = get_design(design)
         if not isinstance(design, Design):
             raise RlhlsError(f"Flow(design={design!r}): expected a design name (rlhls designs) or a Design")
@@ -109,13 +112,14 @@ class Flow:
             if value is not None and not isinstance(value, kind):
                 hint = " (read a YAML file with rlhls.host.hyperparams.read_config)" if name == "config" else ""
                 raise RlhlsError(f"Flow({name}={value!r}): expected a {kind.__name__}{hint}")
-        if time_limit is not None and (isinstance(time_limit, bool) or not isinstance(time_limit, (int, float))
-                                       or not time_limit > 0):
-            raise RlhlsError(f"--time-limit {time_limit!r}: expected a number of seconds > 0")
+        _check_solver(solver)
+        time_limit = _check_time_limit(time_limit)
+        if out is not None and (not isinstance(out, str) or out):  # "": the default folder
+            out = path_arg(out, "Flow", "out")
         if reports is not None:  # a build's tool reports calibrate the profile
             from rlhls.flow.project import build_manifest
 
-            reports = build_manifest(reports)
+            reports = build_manifest(path_arg(reports, "Flow", "reports"))
         self.reports = reports
         self.backend, self.env_id, self.verbose, self.quiet = backend, env_id, verbose, quiet
         self.solver, self.time_limit = solver, time_limit
@@ -294,6 +298,9 @@ class Flow:
     def partition(self, *, solver: str | None = None, time_limit: float | None = None):
         """The Plan (ILP; ``plan/``): a resumed flow takes the plan it solved. ``solver`` and
         ``time_limit`` (seconds) replace the flow's for this solve."""
+        if solver is not None:
+            _check_solver(solver)
+        time_limit = _check_time_limit(time_limit)
         if self._plan is None:
             from rlhls.partition.design_plan import partition_design
             from rlhls.partition.plan import load_plan, write_plan
@@ -386,7 +393,7 @@ class Flow:
 
         if self.algorithm is None:
             raise RlhlsError(f"design '{self.design.name}': algorithm '{self.design.algorithm}' has no trainer yet")
-        _check_steps(steps)
+        steps = _check_steps(steps)
         plan = self.partition() if self.hyperparams.get("precision") == "mixed" else None
         run_dir = self.out / "train"
 
@@ -409,6 +416,9 @@ class Flow:
         this flow's training run when it has one, else from a short run here; the plan's graph.
         ``steps``: the run length modeled (default the design's); ``ps_factor``: how many times
         slower the device's PS core is than this machine's (default ``host.perf.ps_factor``)."""
+        steps = _check_steps(steps)
+        if isinstance(ps_factor, numbers.Real) and not isinstance(ps_factor, bool):
+            ps_factor = float(ps_factor)  # numpy's numbers too; model_perf checks the value
         if self._perf is None:
             from rlhls.host.perf import host_times, model_perf, perf_figure, write_perf
             from rlhls.host.report import save_png
@@ -451,7 +461,7 @@ class Flow:
         if self.algorithm is None:
             raise RlhlsError(f"design '{self.design.name}': algorithm '{self.design.algorithm}' has no trainer yet; "
                              "rlhls graph / profile / partition / build work for it")
-        _check_steps(steps)
+        steps = _check_steps(steps)
         self.graph()
         self.profile()
         self.partition()
@@ -462,10 +472,27 @@ class Flow:
         return self.record
 
 
-def _check_steps(steps) -> None:
-    """`steps`: None (the default budget) or a positive integer, checked before any stage runs."""
+def _check_steps(steps) -> int | None:
+    """`steps`: None (the default budget) or a positive integer (numpy's too, as an int), checked
+    before any stage runs."""
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 1):
         raise RlhlsError(f"steps={steps!r}: expected a positive integer (None: the design's budget)")
+    return None if steps is None else int(steps)
+
+
+def _check_solver(solver) -> None:
+    from rlhls.partition.ilp import SOLVERS
+
+    if not isinstance(solver, str) or solver not in SOLVERS:
+        raise RlhlsError(f"--solver {solver!r}: expected one of {', '.join(SOLVERS)}")
+
+
+def _check_time_limit(time_limit) -> float | None:
+    """The ILP's time limit in seconds: None or a number > 0 (numpy's too, as a float)."""
+    if time_limit is not None and (isinstance(time_limit, bool) or not isinstance(time_limit, numbers.Real)
+                                   or not 0 < time_limit < math.inf):
+        raise RlhlsError(f"--time-limit {time_limit!r}: expected a number of seconds > 0 (None: no limit)")
+    return None if time_limit is None else float(time_limit)
 
 
 def _kernels(design, graph, node: str, unit: str):

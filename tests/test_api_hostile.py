@@ -254,3 +254,79 @@ def test_two_trainings_into_one_folder_from_two_threads_the_second_is_refused(tm
     assert "is being written by this process already" in second[0] and "\n" not in second[0], second
     assert run.env_steps == 1000 and json.loads((out / "config.json").read_text())["seed"] == 0
     assert not (tmp_path / ".t.lock").exists()
+
+
+# ----------------------------------------------------------------------------- numpy integers and hostile types
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A short DQN run folder (two updates)."""
+    out = tmp_path_factory.mktemp("trained") / "run"
+    train_design(get_design(DQN), out=out, steps=1000, seed=2, overrides=QUICK, progress=False)
+    return out
+
+
+def _refused(fn, *args, **kwargs) -> str:
+    """The one RlhlsError line `fn` raises (never another exception, never a raw NUL)."""
+    with pytest.raises(RlhlsError) as e:
+        fn(*args, **kwargs)
+    msg = str(e.value)
+    assert "\n" not in msg and "\0" not in msg, msg
+    return msg
+
+
+def test_numpy_integers_are_integers_to_flow_and_train_design(tmp_path):
+    flow = rlhls.Flow(DQN, out=tmp_path / "f", seed=np.int64(3), time_limit=np.int64(30), quiet=True,
+                      overrides={**QUICK, "learning_starts": np.int64(300), "steps_per_update": np.int32(500)})
+    assert flow.seed == 3 and type(flow.seed) is int
+    run = flow.train(steps=np.int64(1000))
+    flow.close()
+    assert run.env_steps == 1000 and json.loads((tmp_path / "f" / "train" / "config.json").read_text())["seed"] == 3
+    run = train_design(get_design(DQN), out=tmp_path / "t", steps=np.uint16(1000), seed=np.int32(2), overrides=QUICK,
+                       progress=False)
+    assert run.env_steps == 1000 and json.loads((tmp_path / "t" / "config.json").read_text())["seed"] == 2
+    for seed in (np.int64(-1), np.float64(3.0), np.bool_(True), "3", 2 ** 32):
+        assert "expected an integer 0 <= seed < 2**32" in _refused(rlhls.Flow, DQN, out=tmp_path / "x", seed=seed)
+
+
+def test_hostile_paths_are_one_line_and_write_nothing(tmp_path, trained, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    before, run_before = _files(tmp_path), _files(trained)
+    for out in (str(tmp_path / "a\0b"), 3, bytes(tmp_path / "by"), [str(tmp_path / "l")], 2.5):
+        msg = _refused(rlhls.Flow, DQN, out=out, quiet=True)
+        assert msg.startswith("Flow(out=") and ("NUL" in msg or "expected a path" in msg), msg
+    assert "NUL" in _refused(rlhls.Flow, "./my\0design.py", out=tmp_path / "x")
+    assert _refused(rlhls.Flow, DQN, out=tmp_path / "x", reports=7).startswith("Flow(reports=7)")
+    assert _refused(train_design, get_design(DQN), out=5, steps=1000, overrides=QUICK).startswith("train_design(out=5)")
+    assert "train_design(design=3)" in _refused(train_design, 3, out=tmp_path / "x")
+    for folder in (3, b"run", None, str(trained) + "\0", [str(trained)]):
+        assert _refused(rlhls.load, folder).startswith("rlhls.load(folder=")
+    assert _files(tmp_path) == before and _files(trained) == run_before
+
+
+def test_policy_predict_and_evaluate_refuse_what_they_cannot_take_in_one_line(trained):
+    policy = rlhls.load(trained)
+    ok = np.zeros(4, np.float32)
+    # numbers of any numeric dtype are observations (SB3 casts them); one or a batch
+    for obs in (ok, ok.astype(np.float64), [0.0, 0.1, 0.0, 0.2], np.zeros(4, np.int64), np.zeros((3, 4), np.float64)):
+        act, state = policy.predict(obs)
+        assert state is None and np.shape(act) == np.shape(obs)[:-1]
+    for obs in (np.zeros(3), np.zeros((2, 3, 5)), "abcd", None):
+        assert "observation of shape" in _refused(policy.predict, obs) or "dtype" in _refused(policy.predict, obs)
+    for obs in (np.array(["a"] * 4), np.array([object()] * 4, dtype=object), np.zeros(4, complex), {"x": 1},
+                [[0.0, 1.0], [0.0]]):
+        msg = _refused(policy.predict, obs)
+        assert msg.startswith("predict: observation"), msg
+    assert _refused(policy.predict, np.array([np.nan, 0, 0, 0])) == \
+        "predict: the observation holds nan at [0]: expected finite numbers"
+    batch = np.zeros((5, 4), np.float32)
+    batch[3, 2] = -np.inf
+    assert _refused(policy.predict, batch) == "predict: observation 3 of the batch holds -inf at [2]: expected finite numbers"
+    assert "deterministic" in _refused(policy.predict, ok, deterministic="no")
+    # evaluate: its counts and seed as Flow's (numpy's integers are integers)
+    res = policy.evaluate(episodes=np.int64(1), seed=np.int64(1))
+    assert res["episodes"] == 1 and res["seed"] == 1
+    assert "episodes '3'" in _refused(policy.evaluate, episodes="3")
+    for seed in ("x", -1, 2.5):
+        assert "seed" in _refused(policy.evaluate, episodes=1, seed=seed)
+    assert "frames" in _refused(policy.evaluate, episodes=1, frames=3)
