@@ -330,3 +330,37 @@ def test_policy_predict_and_evaluate_refuse_what_they_cannot_take_in_one_line(tr
     for seed in ("x", -1, 2.5):
         assert "seed" in _refused(policy.evaluate, episodes=1, seed=seed)
     assert "frames" in _refused(policy.evaluate, episodes=1, frames=3)
+
+
+# ----------------------------------------------------------------------------- --quiet: errors only
+
+QUICK_SETS = ["--set", "learning_starts=300", "--set", "steps_per_update=500"]
+COMMANDS = {  # each command with a quick input; {run}: a trained run folder
+    "graph": ["graph", DQN, "--csv", "g2.csv"],
+    "profile": ["profile", DQN, "--out", "p2.csv", "--measure-ps", "--repeats", "1"],
+    "partition": ["partition", "p.csv", "--graph", "g.csv", "--device", "zcu106", "--out", "plan"],
+    "build": ["build", DQN, "--out", "b"],
+    "build-weights": ["build", DQN, "--weights", "{run}", "--out", "w"],
+    "train": ["train", DQN, "--out", "t", "--steps", "1000", "--precision", "fp32", *QUICK_SETS],
+    "eval": ["eval", "{run}", "--episodes", "1"],
+    "perf": ["perf", DQN, "--run", "{run}", "--out", "pf"],
+    "run": ["run", DQN, "--out", "r", "--steps", "1000", "--set", "precision=fp32", *QUICK_SETS],
+    "experiment": ["experiment", "apdrl-table3", "--design", DQN, "--steps", "100", "--seeds", "1", "--jobs", "1",
+                   "--out", "e"],
+}
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_quiet_commands_print_their_results_and_nothing_else(tmp_path, trained, capfd, monkeypatch, command, where):
+    """-q before the command or --quiet after it: stderr stays empty (no progress, no warning), stdout
+    holds the command's results alone."""
+    monkeypatch.chdir(tmp_path)
+    if command == "partition":
+        assert main(["-q", "graph", DQN, "--csv", "g.csv"]) == 0 and main(["-q", "profile", DQN, "--out", "p.csv"]) == 0
+        capfd.readouterr()
+    argv = [a.replace("{run}", str(trained)) for a in COMMANDS[command]]
+    assert main(["-q", *argv] if where == "before" else [*argv, "--quiet"]) == 0
+    out, err = capfd.readouterr()
+    assert err == "" and out.strip(), (out, err)
+    assert not any(line.startswith(("[1/", "update ", "csim ")) for line in out.splitlines()), out
