@@ -321,7 +321,8 @@ def test_policy_predict_and_evaluate_refuse_what_they_cannot_take_in_one_line(tr
         "predict: the observation holds nan at [0]: expected finite numbers"
     batch = np.zeros((5, 4), np.float32)
     batch[3, 2] = -np.inf
-    assert _refused(policy.predict, batch) == "predict: observation 3 of the batch holds -inf at [2]: expected finite numbers"
+    assert _refused(policy.predict, batch) == \
+        "predict: observation 3 of the batch holds -inf at [2]: expected finite numbers"
     assert "deterministic" in _refused(policy.predict, ok, deterministic="no")
     # evaluate: its counts and seed as Flow's (numpy's integers are integers)
     res = policy.evaluate(episodes=np.int64(1), seed=np.int64(1))
