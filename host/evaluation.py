@@ -176,12 +176,11 @@ def load(folder, *, log=None) -> Policy:
     """The trained policy of a run folder (see the module docstring). `log`: a file that takes what
     the environments' libraries print while it is rebuilt (None: discarded)."""
     from rlhls.designs.registry import get_design
+    from rlhls.partition.fileio import path_arg
     from rlhls.partition.procs import library_output
 
     from .algorithms import get_algorithm
     from .checkpoint import load_checkpoint
-    from rlhls.partition.fileio import path_arg
-
     from .runner import CHECKPOINT, run_dir
 
     run = run_dir(path_arg(folder, "rlhls.load", "folder"))
