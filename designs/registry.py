@@ -27,11 +27,11 @@ from pathlib import Path
 
 from .design import Design
 from .errors import RlhlsError
+from .plugins import LazyLoad
 
 DESIGNS: dict[str, Design] = {}
 _NOT_DESIGNS = {"arith", "design", "devices", "errors", "formats", "graph", "lut", "nets", "network",
                 "onnx_export", "onnx_import", "plugins", "quantizer", "registry"}  # modules that hold none
-_loaded = False
 _FILES: dict[Path, list[Design]] = {}  # a user's design files already imported
 
 
@@ -53,14 +53,10 @@ def unregister_design(name: str) -> None:
     DESIGNS.pop(name, None)
 
 
-def _load() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True  # before importing: a plug-in's module may call register_design
+def _load_designs() -> None:
     from .plugins import load_entry_points
 
-    found = []
+    found, package = [], {}
     for mod in pkgutil.iter_modules(sys.modules[__package__].__path__):
         if not mod.ispkg and mod.name not in _NOT_DESIGNS:
             module = importlib.import_module(f"{__package__}.{mod.name}")
@@ -69,11 +65,26 @@ def _load() -> None:
     for designs in sorted(found, key=lambda ds: min((d.seed_file for d in ds), default="")):
         for d in designs:
             d.check_kernels()
-            if d.name in DESIGNS:
+            if d.name in package:
                 raise RlhlsError(f"design '{d.name}' is defined twice in rlhls.designs")
-            DESIGNS[d.name] = d
-    load_entry_points("rlhls.designs", register_design,
-                      lambda m: list(m.designs()) if callable(getattr(m, "designs", None)) else [])
+            package[d.name] = d
+    for name, d in package.items():
+        if DESIGNS.get(name, d) is not d:
+            raise RlhlsError(f"design '{name}' is defined twice in rlhls.designs")
+    added = [name for name in package if name not in DESIGNS]
+    DESIGNS.update(package)
+    try:
+        load_entry_points("rlhls.designs", register_design,
+                          lambda m: list(m.designs()) if callable(getattr(m, "designs", None)) else [],
+                          registries=(DESIGNS,))
+    except BaseException:  # the load runs again on the next look-up: the package's designs or none
+        for name in added:
+            if DESIGNS.get(name) is package[name]:
+                del DESIGNS[name]
+        raise
+
+
+_load = LazyLoad(_load_designs)  # on first look-up: a plug-in's module may call register_design meanwhile
 
 
 def design_names() -> list[str]:

@@ -130,8 +130,8 @@ def execute(run: Run) -> dict:
     lock = None
     try:
         # first: an earlier try (an orphan of a killed driver or worker, on its way out) may still be
-        # writing the folder
-        lock = None if run.folder is None else folder_lock(run.folder, wait=LOCK_WAIT_S)
+        # writing the folder (reenter: the training the try runs in this thread takes it again)
+        lock = None if run.folder is None else folder_lock(run.folder, wait=LOCK_WAIT_S, reenter=True)
         out["start_steps"] = _resume_steps(run.folder)
         out["result"] = run.fn(**run.kwargs)
     except Exception as e:  # the run failed (its own error): recorded, the others go on

@@ -21,6 +21,7 @@ trainer's own acting code: the same bits as the run's last policy, in the precis
 
 from __future__ import annotations
 
+import reprlib
 import zipfile
 from pathlib import Path
 
@@ -47,9 +48,18 @@ def evaluate(act, env_id: str, *, episodes: int = 10, seed: int = 0, frames: lis
     ``GIF_FRAMES`` (the env is made rendering); `max_steps` bounds the steps (None: until the
     episodes end)."""
     from .envs import EpisodeTracker, ReplayableVecEnv
+    from .train import check_seed
 
     if isinstance(episodes, bool) or not isinstance(episodes, (int, np.integer)) or episodes < 1:
         raise RlhlsError(f"evaluation episodes {episodes!r}: expected an integer >= 1")
+    seed = check_seed(seed)
+    if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, (int, np.integer))
+                                  or max_steps < 1):
+        raise RlhlsError(f"evaluation max_steps {max_steps!r}: expected an integer >= 1 (None: whole episodes)")
+    if frames is not None and not isinstance(frames, list):
+        raise RlhlsError(f"evaluation frames {reprlib.repr(frames)}: expected a list (the renders go into it) or None")
+    if not callable(act):
+        raise RlhlsError(f"evaluate: act {reprlib.repr(act)} is not callable (act(observations) -> actions)")
     kwargs = {"render_mode": "rgb_array"} if frames is not None else None
     env = ReplayableVecEnv(env_id, 1, eval_seed(seed), env_kwargs=kwargs)
     try:
@@ -126,16 +136,33 @@ class Policy:
     def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):
         """(action, state) as SB3's ``predict``: one observation gives one action, a batch
         (n, *observation shape) n actions; `state` and `episode_start` are returned / ignored
-        (the policies here have no recurrent state)."""
-        obs = np.asarray(observation)
+        (the policies here have no recurrent state). An observation is numbers (any numeric dtype: the
+        policy casts them, as SB3), finite: anything else is one RlhlsError line."""
+        if not isinstance(deterministic, (bool, np.bool_)):
+            raise RlhlsError(f"predict: deterministic={reprlib.repr(deterministic)}: expected True or False")
         shape = tuple(self.observation_space.shape)
-        if obs.shape == shape:
+        try:
+            obs = np.asarray(observation)
+        except (ValueError, TypeError) as e:  # ragged nested lists
+            raise RlhlsError(f"predict: observation {reprlib.repr(observation)} is not an array "
+                             f"({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+        if obs.dtype.kind not in "biuf":  # strings, objects, complex, dates
+            raise RlhlsError(f"predict: observation of dtype {obs.dtype}; '{self.env_id}' observes numbers "
+                             f"({self.observation_space.dtype})")
+        one = obs.shape == shape
+        if not one and not (obs.ndim == len(shape) + 1 and obs.shape[1:] == shape):
+            raise RlhlsError(f"predict: observation of shape {obs.shape}; '{self.env_id}' observes {shape} "
+                             f"(or a batch (n, {', '.join(map(str, shape))}))")
+        if obs.dtype.kind == "f" and not np.isfinite(obs).all():
+            at = tuple(int(i) for i in np.argwhere(~np.isfinite(obs))[0])
+            which = "the observation" if one else f"observation {at[0]} of the batch"
+            value = obs[at]
+            raise RlhlsError(f"predict: {which} holds {value} at {list(at if one else at[1:])}: expected finite "
+                             "numbers")
+        if one:
             # SB3 squeezes the batch axis: a discrete action is a 0-d array, not a numpy scalar
             return np.asarray(self._trainer.predict(obs[None], deterministic, self._rng))[0, ...], state
-        if obs.ndim == len(shape) + 1 and obs.shape[1:] == shape:
-            return self._trainer.predict(obs, deterministic, self._rng), state
-        raise RlhlsError(f"predict: observation of shape {obs.shape}; '{self.env_id}' observes {shape} "
-                         f"(or a batch (n, {', '.join(map(str, shape))}))")
+        return self._trainer.predict(obs, deterministic, self._rng), state
 
     def evaluate(self, episodes: int = 10, seed: int | None = None, frames: list | None = None) -> dict:
         """The deterministic policy evaluated as the run evaluates it (seed: the run's by default)."""
@@ -150,14 +177,14 @@ def load(folder, *, design=None, log=None) -> Policy:
     file by itself; the file must be the one the run recorded (its sha256). `log`: a file that takes
     what the environments' libraries print while it is rebuilt (None: discarded)."""
     from rlhls.designs.registry import recorded_design
-    from rlhls.partition.fileio import read_json
+    from rlhls.partition.fileio import path_arg, read_json
     from rlhls.partition.procs import library_output
 
     from .algorithms import get_algorithm
     from .checkpoint import load_checkpoint
     from .runner import CHECKPOINT, run_dir
 
-    run = run_dir(folder)
+    run = run_dir(path_arg(folder, "rlhls.load", "folder"))
     try:
         cfg = read_json(run / "config.json")
     except FileNotFoundError:

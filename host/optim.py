@@ -30,13 +30,13 @@ import math
 import numpy as np
 
 from rlhls.designs.errors import RlhlsError
+from rlhls.designs.plugins import LazyLoad
 
 __all__ = ["Optimizer", "Adam", "RMSprop", "SGD", "clip_grad_norm", "make_optimizer", "set_fused_step"]
 
 # A compiled one-pass float32 step, fused(kind, p, g, m, v, constants) -> bool (False: not for these
 # arrays): flow/native.py registers it after checking it bit for bit against the numpy steps below.
 _fused = None
-_installed = False
 
 
 def set_fused_step(fn) -> None:
@@ -44,14 +44,18 @@ def set_fused_step(fn) -> None:
     _fused = fn
 
 
+def _install() -> None:
+    from rlhls.flow import native
+
+    native.install()
+
+
+_install_once = LazyLoad(_install)
+
+
 def _fused_step():
     """The registered fused step, building and checking it once per process on the first float32 step."""
-    global _installed
-    if not _installed:
-        _installed = True
-        from rlhls.flow import native
-
-        native.install()
+    _install_once()
     return _fused
 
 

@@ -23,13 +23,15 @@ from __future__ import annotations
 import contextlib
 import logging
 import numbers
+import reprlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rlhls.designs.design import Design
 from rlhls.designs.errors import RlhlsError
 from rlhls.designs.graph import build_graph
-from rlhls.designs.registry import design_record, recorded_design
-from rlhls.partition.fileio import folder_lock
+from rlhls.designs.registry import design_record, get_design, recorded_design
+from rlhls.partition.fileio import folder_lock, path_arg
 from rlhls.partition.procs import library_output
 
 from .algorithms import get_algorithm
@@ -68,9 +70,10 @@ class Run:
 
 
 def check_seed(seed) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2 ** 32:
+    """`seed` as an int (numpy's integers too), or one line."""
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2 ** 32:
         raise RlhlsError(f"--seed {seed!r}: expected an integer 0 <= seed < 2**32")
-    return seed
+    return int(seed)
 
 
 def default_out(design, env_id: str, seed: int, hp: dict) -> str:
@@ -89,8 +92,15 @@ def train_design(design, *, out=None, steps: int | None = None, seed: int = 0, e
     """Train `design` (a Design) into the run folder `out`; see the module docstring. `log`: a file
     that takes what libraries print while the trainer builds its environments (the ALE's banner)."""
     say = say or (lambda msg: None)
+    if isinstance(design, str) and "\0" not in design:
+        design = get_design(design)  # a name, as rlhls.Flow takes it
+    if not isinstance(design, Design):
+        raise RlhlsError(f"train_design(design={reprlib.repr(design)}): expected a Design or a design name")
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 1):
         raise RlhlsError(f"steps={steps!r}: expected a positive integer (None: the design's budget)")
+    steps = None if steps is None else int(steps)
+    if out is not None and (not isinstance(out, str) or out):  # "": the default folder
+        out = path_arg(out, "train_design", "out")
     for name, value in (("overrides", overrides), ("config", config)):
         if value is not None and not isinstance(value, dict):
             raise RlhlsError(f"{name}={value!r}: expected a dict of hyperparameters")
@@ -112,7 +122,8 @@ def train_design(design, *, out=None, steps: int | None = None, seed: int = 0, e
     if recorded is not None:  # a resume continues with the run's own values; those given must agree
         hp = alg.hyperparams(design, {**recorded, **(config or {}), **overrides}, None)
     design = alg.bind(design, hp)  # the run's values in its kernels, as the Flow builds them
-    with folder_lock(out):  # one writer per run folder: a second is refused in one line
+    # one writer per run folder: a second is refused in one line (an experiment's try holding it is this one)
+    with folder_lock(out, reenter=True):
         return _train(design, alg, hp, out, steps=steps, seed=seed, env_id=env_id, backend=backend, plan=plan,
                       resume=resume, progress=progress, say=say, on_update=on_update,
                       plan_time_limit=plan_time_limit, log_file=log, explicit=set(overrides) | set(config or {}),

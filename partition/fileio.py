@@ -30,9 +30,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import reprlib
 import shutil
 import stat
 import tempfile
+import threading
 import time
 from pathlib import Path, PurePosixPath
 
@@ -41,7 +43,7 @@ from rlhls.designs.errors import RlhlsError
 __all__ = ["OWNER", "atomic_write_bytes", "atomic_writer", "atomic_write_text", "write_json", "check_out",
            "staged_folder", "owned_files", "read_record", "side_name", "scratch_dir", "process_scratch",
            "sweep_dead", "pid_alive", "check_name", "folder_command", "folder_lock", "FolderLock", "os_error",
-           "make_dirs", "parse_json", "read_json", "MAX_JSON_BYTES"]
+           "make_dirs", "parse_json", "read_json", "MAX_JSON_BYTES", "path_arg"]
 
 OWNER = ".rlhls.json"  # {"command": ..., "files": [...]}: which files of a folder rlhls wrote
 
@@ -80,6 +82,21 @@ def check_name(path, what: str = "--out") -> None:
         if len(part.encode()) > NAME_MAX:
             raise RlhlsError(f"{what} '{path}': the name '{part[:40]}...' is {len(part.encode())} bytes, longer "
                              f"than a file name may be ({NAME_MAX})")
+
+
+def path_arg(value, call: str, name: str) -> Path:
+    """`value`, a path a Python caller gave as ``call(name=value)``, as a Path; one line for what
+    the OS cannot take as one (a number, bytes, None, a NUL character)."""
+    shown = reprlib.repr(value)
+    try:
+        text = os.fspath(value)
+    except Exception:  # noqa: BLE001 -- not a path, or a path-like object whose __fspath__ fails
+        text = None
+    if not isinstance(text, str):
+        raise RlhlsError(f"{call}({name}={shown}): expected a path (a str or pathlib.Path)")
+    if "\0" in text:
+        raise RlhlsError(f"{call}({name}={shown}): a path cannot hold a NUL character")
+    return Path(text)
 
 
 def os_error(path, exc: OSError, verb: str = "write") -> RlhlsError:
@@ -238,21 +255,22 @@ class FolderLock:
     """An exclusive lock on a folder (``.<name>.lock`` beside it) for this process; see
     ``folder_lock``. ``close()`` (or the end of a ``with`` block, or of the process) releases it."""
 
-    _held: dict = {}  # lock path -> {fd, holders, created}: this process may take it again
+    _held: dict = {}  # lock path -> {fd, holders, created, thread, reenter}: the locks this process holds
 
     def __init__(self, path: str):
         self.path = path
         self.fd = self._held[path]["fd"]
 
     def close(self) -> None:
-        entry = self._held.get(self.path)
-        if self.fd is None or entry is None:
-            return
-        self.fd = None
-        entry["holders"] -= 1
-        if entry["holders"] > 0:
-            return
-        del self._held[self.path]
+        with _GUARD:
+            entry = self._held.get(self.path)
+            if self.fd is None or entry is None:
+                return
+            self.fd = None
+            entry["holders"] -= 1
+            if entry["holders"] > 0:
+                return
+            del self._held[self.path]
         with contextlib.suppress(OSError):  # removed while held: a process that waits on it sees the change and reopens
             os.unlink(self.path)
         _remove_dirs(entry["created"])  # only the empty ones: a folder that never got written
@@ -270,55 +288,69 @@ class FolderLock:
             self.close()
 
 
-def folder_lock(folder, *, wait: float = 0.0) -> FolderLock:
-    """One process at a time writes `folder`: an exclusive lock on ``.<name>.lock`` beside it
+_GUARD = threading.RLock()  # FolderLock._held between this process's threads
+
+
+def folder_lock(folder, *, wait: float = 0.0, reenter: bool = False) -> FolderLock:
+    """One writer at a time writes `folder`: an exclusive lock on ``.<name>.lock`` beside it
     (removed again when released). A folder another process holds is waited for up to `wait`
-    seconds, then refused in one line. The process that holds it may take it again (nested
-    holders)."""
+    seconds, then refused in one line. One this process holds (an open ``rlhls.Flow``, another
+    thread's training) is refused at once, except where both holders pass `reenter` and are the
+    same thread: an experiment's try holds its run folder while the training it runs takes it again
+    (nested holders)."""
     import fcntl
 
     folder = Path(folder).absolute()
     check_name(folder)
     path = str(folder.parent / (side_name(folder.name, "") + ".lock"))
     held = FolderLock._held
-    if path in held:
-        held[path]["holders"] += 1
-        return FolderLock(path)
-    _probe_parent(folder)
-    created = make_dirs(folder.parent)
     deadline = time.monotonic() + wait
+    created = None
     while True:
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666 & ~_UMASK)
-        except OSError as e:
-            _remove_dirs(created)
-            raise os_error(path, e, "create lock") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with _GUARD:  # a thread's look at what this process holds and its taking of the lock are one step
+            entry = held.get(path)
+            if entry is not None:
+                if reenter and entry["reenter"] and entry["thread"] == threading.get_ident():
+                    entry["holders"] += 1
+                    return FolderLock(path)
+                raise RlhlsError(f"'{folder}' is being written by this process already (an open rlhls.Flow or a "
+                                 "training into it): close that one first, or choose another --out")
+            if created is None:
+                _probe_parent(folder)
+                created = make_dirs(folder.parent)
             try:
-                if os.path.samestat(os.fstat(fd), os.stat(path)):
-                    break
-            except FileNotFoundError:
-                pass
-            os.close(fd)  # its holder removed it on release: take the path's current file
-            continue
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                holder = ""
-                with contextlib.suppress(OSError, ValueError, IndexError):
-                    holder = f" (pid {int(os.pread(fd, 32, 0).split()[0])})"
-                os.close(fd)
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666 & ~_UMASK)
+            except OSError as e:
                 _remove_dirs(created)
-                more = f" after {wait:g} s" if wait else ""
-                raise RlhlsError(f"'{folder}' is being written by another rlhls process{holder}{more}: wait for it "
-                                 "to finish, or choose another --out") from None
-            os.close(fd)
-            time.sleep(0.2)
-    with contextlib.suppress(OSError):
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    held[path] = {"fd": fd, "holders": 1, "created": created}
-    return FolderLock(path)
+                raise os_error(path, e, "create lock") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    holder = ""
+                    with contextlib.suppress(OSError, ValueError, IndexError):
+                        holder = f" (pid {int(os.pread(fd, 32, 0).split()[0])})"
+                    os.close(fd)
+                    _remove_dirs(created)
+                    more = f" after {wait:g} s" if wait else ""
+                    raise RlhlsError(f"'{folder}' is being written by another rlhls process{holder}{more}: wait for "
+                                     "it to finish, or choose another --out") from None
+                os.close(fd)
+            else:
+                try:
+                    same = os.path.samestat(os.fstat(fd), os.stat(path))
+                except FileNotFoundError:
+                    same = False
+                if same:
+                    with contextlib.suppress(OSError):
+                        os.ftruncate(fd, 0)
+                        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+                    held[path] = {"fd": fd, "holders": 1, "created": created, "thread": threading.get_ident(),
+                                  "reenter": reenter}
+                    return FolderLock(path)
+                os.close(fd)  # its holder removed it on release: take the path's current file
+                continue
+        time.sleep(0.2)
 
 
 def _probe_parent(out: Path, verb: str = "create folder") -> None:

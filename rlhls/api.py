@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import numbers
 import os
 import time
@@ -45,7 +46,7 @@ from rlhls.designs.errors import RlhlsError
 from rlhls.designs.graph import build_graph
 from rlhls.designs.registry import design_record, get_design, recorded_design
 from rlhls.partition.fileio import (OWNER, atomic_write_text, check_name, check_out, folder_command, folder_lock,
-                                    make_dirs, read_json, write_json)
+                                    make_dirs, path_arg, read_json, write_json)
 from rlhls.partition.procs import library_output
 
 _log = logging.getLogger(__name__)
@@ -93,6 +94,8 @@ class Flow:
         from rlhls.host.train import check_seed
 
         if isinstance(design, str):
+            if "\0" in design:
+                raise RlhlsError(f"Flow(design={design!r}): a design name or file cannot hold a NUL character")
             design = get_design(design)
         if not isinstance(design, Design):
             raise RlhlsError(f"Flow(design={design!r}): expected a design name (rlhls designs) or a Design")
@@ -108,13 +111,14 @@ class Flow:
             if value is not None and not isinstance(value, kind):
                 hint = " (read a YAML file with rlhls.host.hyperparams.read_config)" if name == "config" else ""
                 raise RlhlsError(f"Flow({name}={value!r}): expected a {kind.__name__}{hint}")
-        if time_limit is not None and (isinstance(time_limit, bool) or not isinstance(time_limit, (int, float))
-                                       or not time_limit > 0):
-            raise RlhlsError(f"--time-limit {time_limit!r}: expected a number of seconds > 0")
+        _check_solver(solver)
+        time_limit = _check_time_limit(time_limit)
+        if out is not None and (not isinstance(out, str) or out):  # "": the default folder
+            out = path_arg(out, "Flow", "out")
         if reports is not None:  # a build's tool reports calibrate the profile
             from rlhls.flow.project import build_manifest
 
-            reports = build_manifest(reports)
+            reports = build_manifest(path_arg(reports, "Flow", "reports"))
         self.reports = reports
         self.backend, self.env_id, self.verbose, self.quiet = backend, env_id, verbose, quiet
         self.solver, self.time_limit = solver, time_limit
@@ -138,31 +142,36 @@ class Flow:
         self.out = Path(out or f"runs/{self.design.name}-{datetime.now().strftime('%Y%m%d-%H%M%S')}").absolute()
         self.resume = resume
         self._check_out()
-        self._lock = folder_lock(self.out)  # one process writes the folder: a second is refused in one line
-        self._check_out()  # again, holding it: another process may have started the run meanwhile
-        self._console = os.fdopen(os.dup(2), "w", buffering=1)  # progress stays on the console
-        self._graph = self._profile = self._plan = self._build = self._run = self._perf = None
-        self.record = {**design_record(self.design), "seed_file": self.design.seed_file,
-                       "seed_title": self.design.seed_title, "algorithm": self.design.algorithm,
-                       "device": self.device.id, "batch": self.design.batch_size,
-                       "env": env_id or self.design.env_id, "backend": backend, "seed": self.seed,
-                       "precision": self.hyperparams.get("precision"), "demo": demo,
-                       "overrides": {k: str(v) for k, v in self.overrides.items()}, "stages": [], "failures": [],
-                       "notes": [], "ok": True, "passed": False}
-        if self.hyperparams.get("experiment") is not None and self.design.seed_figures.get("phase_shares"):
-            self.record["experiment_text"] = f"experiment {self.hyperparams['experiment']} of HEPPO-GAE Table III"
-        if self.design.seed_figures.get("phase_shares"):
-            self.record["seed_phase_shares"] = self.design.seed_figures["phase_shares"]
-        self._old = self._old_record() if resume else {}
-        if self._old:  # the record of the stages run before stays; a stage run again replaces its entry
-            self.record = {**self._old, **{k: v for k, v in self.record.items() if k not in _KEPT}}
-            self.record.update({k: list(self._old.get(k) or []) for k in _KEPT})
-            self.record["stages"] = [s for s in self.record["stages"] if isinstance(s, dict) and "stage" in s]
-            self._verdict()
+        self._lock = folder_lock(self.out)  # one writer: another process or Flow is refused in one line
+        try:
+            self._check_out()  # again, holding it: another process may have started the run meanwhile
+            self._console = os.fdopen(os.dup(2), "w", buffering=1)  # progress stays on the console
+            self._graph = self._profile = self._plan = self._build = self._run = self._perf = None
+            self.record = {**design_record(self.design), "seed_file": self.design.seed_file,
+                           "seed_title": self.design.seed_title, "algorithm": self.design.algorithm,
+                           "device": self.device.id, "batch": self.design.batch_size,
+                           "env": env_id or self.design.env_id, "backend": backend, "seed": self.seed,
+                           "precision": self.hyperparams.get("precision"), "demo": demo,
+                           "overrides": {k: str(v) for k, v in self.overrides.items()}, "stages": [], "failures": [],
+                           "notes": [], "ok": True, "passed": False}
+            if self.hyperparams.get("experiment") is not None and self.design.seed_figures.get("phase_shares"):
+                self.record["experiment_text"] = f"experiment {self.hyperparams['experiment']} of HEPPO-GAE Table III"
+            if self.design.seed_figures.get("phase_shares"):
+                self.record["seed_phase_shares"] = self.design.seed_figures["phase_shares"]
+            self._old = self._old_record() if resume else {}
+            if self._old:  # the record of the stages run before stays; a stage run again replaces its entry
+                self.record = {**self._old, **{k: v for k, v in self.record.items() if k not in _KEPT}}
+                self.record.update({k: list(self._old.get(k) or []) for k in _KEPT})
+                self.record["stages"] = [s for s in self.record["stages"] if isinstance(s, dict) and "stage" in s]
+                self._verdict()
+        except BaseException:  # the folder is free again at once, not when the traceback goes
+            self._lock.close()
+            raise
 
     def close(self) -> None:
-        """Release the output folder (another process may then write it); the end of the
-        process, or of the object, does the same."""
+        """Release the output folder (another process, or another Flow, may then write it); the end
+        of the process, or of the object, does the same. Until then a second Flow into the same
+        folder is refused in one line."""
         self._lock.close()
 
     # -- files
@@ -290,6 +299,9 @@ class Flow:
     def partition(self, *, solver: str | None = None, time_limit: float | None = None):
         """The Plan (ILP; ``plan/``): a resumed flow takes the plan it solved. ``solver`` and
         ``time_limit`` (seconds) replace the flow's for this solve."""
+        if solver is not None:
+            _check_solver(solver)
+        time_limit = _check_time_limit(time_limit)
         if self._plan is None:
             from rlhls.partition.design_plan import partition_design
             from rlhls.partition.plan import load_plan, write_plan
@@ -382,7 +394,7 @@ class Flow:
 
         if self.algorithm is None:
             raise RlhlsError(f"design '{self.design.name}': algorithm '{self.design.algorithm}' has no trainer yet")
-        _check_steps(steps)
+        steps = _check_steps(steps)
         plan = self.partition() if self.hyperparams.get("precision") == "mixed" else None
         run_dir = self.out / "train"
 
@@ -405,6 +417,9 @@ class Flow:
         this flow's training run when it has one, else from a short run here; the plan's graph.
         ``steps``: the run length modeled (default the design's); ``ps_factor``: how many times
         slower the device's PS core is than this machine's (default ``host.perf.ps_factor``)."""
+        steps = _check_steps(steps)
+        if isinstance(ps_factor, numbers.Real) and not isinstance(ps_factor, bool):
+            ps_factor = float(ps_factor)  # numpy's numbers too; model_perf checks the value
         if self._perf is None:
             from rlhls.host.perf import host_times, model_perf, perf_figure, write_perf
             from rlhls.host.report import save_png
@@ -447,7 +462,7 @@ class Flow:
         if self.algorithm is None:
             raise RlhlsError(f"design '{self.design.name}': algorithm '{self.design.algorithm}' has no trainer yet; "
                              "rlhls graph / profile / partition / build work for it")
-        _check_steps(steps)
+        steps = _check_steps(steps)
         self.graph()
         self.profile()
         self.partition()
@@ -458,10 +473,27 @@ class Flow:
         return self.record
 
 
-def _check_steps(steps) -> None:
-    """`steps`: None (the default budget) or a positive integer, checked before any stage runs."""
+def _check_steps(steps) -> int | None:
+    """`steps`: None (the default budget) or a positive integer (numpy's too, as an int), checked
+    before any stage runs."""
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 1):
         raise RlhlsError(f"steps={steps!r}: expected a positive integer (None: the design's budget)")
+    return None if steps is None else int(steps)
+
+
+def _check_solver(solver) -> None:
+    from rlhls.partition.ilp import SOLVERS
+
+    if not isinstance(solver, str) or solver not in SOLVERS:
+        raise RlhlsError(f"--solver {solver!r}: expected one of {', '.join(SOLVERS)}")
+
+
+def _check_time_limit(time_limit) -> float | None:
+    """The ILP's time limit in seconds: None or a number > 0 (numpy's too, as a float)."""
+    if time_limit is not None and (isinstance(time_limit, bool) or not isinstance(time_limit, numbers.Real)
+                                   or not 0 < time_limit < math.inf):
+        raise RlhlsError(f"--time-limit {time_limit!r}: expected a number of seconds > 0 (None: no limit)")
+    return None if time_limit is None else float(time_limit)
 
 
 def _kernels(design, graph, node: str, unit: str):

@@ -182,7 +182,7 @@ def test_installed_packages_add_experiments_by_entry_points(tmp_path, monkeypatc
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: plugexp\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text("[rlhls.experiments]\nmine = plugexp:plugged\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(X, "_loaded", False)
+    monkeypatch.setattr(X._load, "done", False)
     monkeypatch.setattr(X, "EXPERIMENTS", {})
     assert X.experiment_names() == ["plugged-exp"]  # the package's own modules are imported already
     assert X.get_experiment("plugged-exp").summary == "from a package"

@@ -54,9 +54,11 @@ def test_steps_compute_once_and_resume_takes_the_plan(tmp_path, monkeypatch):
     assert flow.partition() is plan and (tmp_path / "f" / "plan" / "plan.json").stat().st_mtime_ns == stamp
     with pytest.raises(RlhlsError, match="--resume"):
         rlhls.Flow("apdrl-a2c-invpendulum", out=tmp_path / "f")
+    flow.close()  # one Flow at a time writes a folder
     again = rlhls.Flow("apdrl-a2c-invpendulum", out=tmp_path / "f", resume=True, quiet=True)
     assert again.partition().assignment == plan.assignment  # read from its plan.json, not solved again
     assert (tmp_path / "f" / "plan" / "plan.json").stat().st_mtime_ns == stamp
+    again.close()
     with pytest.raises(RlhlsError, match="different seed"):
         rlhls.Flow("apdrl-a2c-invpendulum", out=tmp_path / "f", resume=True, seed=3)
 

@@ -285,9 +285,9 @@ def test_installed_packages_add_designs_and_kernels_by_entry_points(tmp_path, mo
                                            "[rlhls.kernels]\nmine = plugmod:MyDense\nall = plugkernels\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     # loaded lazily: on the registries' first use in a process
-    monkeypatch.setattr(registry, "_loaded", False)
+    monkeypatch.setattr(registry._load, "done", False)
     monkeypatch.setattr(registry, "DESIGNS", {})
-    monkeypatch.setattr(kernels, "_plugins_loaded", False)
+    monkeypatch.setattr(kernels._load_plugins, "done", False)
     assert "plugged-dqn" in registry.design_names() and "heppo-ppo" in registry.design_names()
     assert registry.get_design("plugged-dqn").algorithm == "dqn"
     assert type(kernels.get_kernel("my_dense_forward")).__name__ == "MyDense"
@@ -295,7 +295,7 @@ def test_installed_packages_add_designs_and_kernels_by_entry_points(tmp_path, mo
     sys.modules.pop("plugmod", None)
     # a broken plug-in is one line naming it
     (tmp_path / "plugmod.py").write_text("raise ImportError('no numpy here')\n")
-    monkeypatch.setattr(registry, "_loaded", False)
+    monkeypatch.setattr(registry._load, "done", False)
     monkeypatch.setattr(registry, "DESIGNS", {})
     with pytest.raises(RlhlsError, match=r"entry point 'mine' of rlhls.designs \(package plug\): ImportError: no numpy"):
         registry.design_names()

@@ -16,6 +16,7 @@ import importlib
 import pkgutil
 
 from ..errors import RlhlsError
+from ..plugins import LazyLoad
 from .base import Array, Kernel, Param
 from .context import KernelContext, unit_formats
 from .update import adam_alpha
@@ -44,17 +45,13 @@ def unregister_kernel(name: str) -> None:
     KERNELS.pop(name, None)
 
 
-_plugins_loaded = False
+def _entry_point_kernels() -> None:
+    from ..plugins import load_entry_points
+
+    load_entry_points("rlhls.kernels", register_kernel, _kernel_classes, registries=(KERNELS,))
 
 
-def _load_plugins() -> None:
-    """Installed packages' kernels (entry point group ``rlhls.kernels``), on first look-up."""
-    global _plugins_loaded
-    if not _plugins_loaded:
-        _plugins_loaded = True
-        from ..plugins import load_entry_points
-
-        load_entry_points("rlhls.kernels", register_kernel, _kernel_classes)
+_load_plugins = LazyLoad(_entry_point_kernels)  # installed packages' kernels (rlhls.kernels), on first look-up
 
 
 def get_kernel(name: str) -> Kernel:

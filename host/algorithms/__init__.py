@@ -34,6 +34,7 @@ from typing import Callable
 
 from rlhls.designs.errors import RlhlsError
 from rlhls.designs.graph import GRAPH_BUILDERS, register_graph_builder, unregister_graph_builder
+from rlhls.designs.plugins import LazyLoad
 
 __all__ = ["Algorithm", "ALGORITHMS", "register_algorithm", "unregister_algorithm", "get_algorithm",
            "algorithm_names"]
@@ -71,7 +72,6 @@ class Algorithm:
 
 
 ALGORITHMS: dict[str, Algorithm] = {}
-_loaded = False
 
 
 def register_algorithm(alg: Algorithm, *, replace: bool = False) -> Algorithm:
@@ -97,20 +97,20 @@ def unregister_algorithm(name: str) -> None:
         unregister_graph_builder(name)
 
 
-def _load() -> None:
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        from rlhls.designs.plugins import load_entry_points
+def _load_algorithms() -> None:
+    from rlhls.designs.plugins import load_entry_points
 
-        for mod in pkgutil.iter_modules(__path__):
-            if not mod.ispkg:
-                spec = mod.module_finder.find_spec(mod.name)
-                with open(spec.origin, "rb") as f:
-                    registers = _REGISTERS.search(f.read())
-                if registers:
-                    importlib.import_module(f"{__name__}.{mod.name}")
-        load_entry_points("rlhls.algorithms", register_algorithm)
+    for mod in pkgutil.iter_modules(__path__):
+        if not mod.ispkg:
+            spec = mod.module_finder.find_spec(mod.name)
+            with open(spec.origin, "rb") as f:
+                registers = _REGISTERS.search(f.read())
+            if registers:
+                importlib.import_module(f"{__name__}.{mod.name}")
+    load_entry_points("rlhls.algorithms", register_algorithm, registries=(ALGORITHMS, GRAPH_BUILDERS))
+
+
+_load = LazyLoad(_load_algorithms)  # on first look-up
 
 
 def get_algorithm(name: str) -> Algorithm:

@@ -25,10 +25,12 @@ environment, not at its top: a module that fails to import is an error naming it
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import pkgutil
 import re
+import threading
 
 import gymnasium as gym
 
@@ -40,6 +42,17 @@ __all__ = ["PLUMBING", "environment_modules", "register_environments", "register
 PLUMBING = frozenset({"vector", "atari", "registry"})
 _ID = re.compile(r"rlhls/[A-Za-z][A-Za-z0-9]*-v(0|[1-9][0-9]*)")
 _KEYS = frozenset(inspect.signature(gym.register).parameters) - {"id"}
+_LOCK = threading.RLock()
+
+
+def _locked(fn):
+    """`fn` one thread at a time (threads making environments at once register each id once, without
+    gymnasium's "overriding" warning); reentrant: a module imported meanwhile may register its table."""
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        with _LOCK:
+            return fn(*args, **kwargs)
+    return call
 
 
 def _entry_name(entry_point) -> str:
@@ -49,6 +62,7 @@ def _entry_name(entry_point) -> str:
     return f"{getattr(entry_point, '__module__', '?')}:{getattr(entry_point, '__qualname__', repr(entry_point))}"
 
 
+@_locked
 def register_module(module) -> tuple[str, ...]:
     """Register `module`'s ``ENVIRONMENTS`` table with gymnasium; returns its ids."""
     name = getattr(module, "__name__", repr(module))
@@ -88,6 +102,7 @@ def environment_modules() -> list[str]:
                   if not m.name.startswith("_") and m.name not in PLUMBING)
 
 
+@_locked
 def register_environments() -> tuple[str, ...]:
     """Import every environment module of host/envs/ and register its ids; returns them, sorted."""
     ids: list[str] = []

@@ -51,6 +51,7 @@ from typing import Callable
 import numpy as np
 
 from rlhls.designs.errors import RlhlsError
+from rlhls.designs.plugins import LazyLoad
 from rlhls.partition import fileio
 from rlhls.partition.procs import inform
 
@@ -202,7 +203,6 @@ class Experiment:
 
 
 EXPERIMENTS: dict[str, Experiment] = {}
-_loaded = False
 
 
 def register_experiment(exp: Experiment, *, replace: bool = False) -> Experiment:
@@ -220,15 +220,15 @@ def unregister_experiment(name: str) -> None:
     EXPERIMENTS.pop(name, None)
 
 
-def _load() -> None:
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        from rlhls.designs.plugins import load_entry_points
+def _load_experiments() -> None:
+    from rlhls.designs.plugins import load_entry_points
 
-        for m in pkgutil.iter_modules(__path__):
-            importlib.import_module(f"{__name__}.{m.name}")
-        load_entry_points("rlhls.experiments", register_experiment)
+    for m in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{m.name}")
+    load_entry_points("rlhls.experiments", register_experiment, registries=(EXPERIMENTS,))
+
+
+_load = LazyLoad(_load_experiments)  # on first look-up
 
 
 def experiment_names() -> list[str]:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 from pathlib import Path
 
-from .common import print_json
+from .common import print_json, say
 
 
 def register(sub) -> None:
@@ -71,8 +70,7 @@ def cmd_policy(args) -> int:
     from rlhls.designs.registry import get_design
 
     out = Path(args.out) if args.out else Path("build") / f"{get_design(args.design).name}-policy"
-    console = os.fdopen(os.dup(2), "w", buffering=1)
-    progress = None if args.json else (lambda msg: print(msg, file=console, flush=True))
+    progress = say(args.quiet or args.json)  # the console's handler: --quiet and -q hush it
     with contextlib.nullcontext() if args.verbose else library_output(None):
         m = export_run_policy(args.design, args.weights, out, part=args.part, clock_ns=args.clock, force=args.force,
                               csim=args.csim, progress=progress)
@@ -110,8 +108,7 @@ def cmd_build(args) -> int:
 
     out = Path(args.out) if args.out else Path("build") / get_design(args.design).name
     plan = load_plan(args.plan) if args.plan else None
-    console = os.fdopen(os.dup(2), "w", buffering=1)  # progress stays on the console
-    progress = None if args.json else (lambda msg: print(msg, file=console, flush=True))
+    progress = say(args.quiet or args.json)  # the console's handler: --quiet and -q hush it
     with contextlib.nullcontext() if args.verbose else library_output(None):  # hls4ml's banners
         res = build_design(args.design, out, plan=plan, part=args.part, clock_ns=args.clock, csim=args.csim,
                            synth=args.synth, cosim=args.cosim, force=args.force, progress=progress)

@@ -49,7 +49,10 @@ def cmd_run(args) -> int:
     flow = Flow(design, args.out, seed=args.seed, env_id=args.env, backend=args.backend, overrides=overrides,
                 config=config, demo=not args.full, resume=args.resume, verbose=args.verbose,
                 quiet=args.quiet or args.json, time_limit=args.time_limit, reports=args.reports)
-    rec = flow.run(steps=args.steps)
+    try:
+        rec = flow.run(steps=args.steps)
+    finally:
+        flow.close()  # the folder is free when the command returns (main() may be called again)
     if args.json:
         print_json(rec)
     else:
