@@ -136,6 +136,7 @@ class Flow:
         # one value for the build and the training: the run's hyperparameters in the design's kernels
         if self.algorithm:
             self.design = self.algorithm.bind(self.design, self.hyperparams)
+            _check_training(self.design, self.algorithm, env_id, backend, verbose)  # before anything is written
         self.out = Path(out or f"runs/{self.design.name}-{datetime.now().strftime('%Y%m%d-%H%M%S')}").absolute()
         self.resume = resume
         self._check_out()
@@ -245,6 +246,12 @@ class Flow:
         self._verdict()
         self._save()
         return result
+
+    def _check_budget(self, steps) -> None:
+        """One update within the run's steps, before a stage runs (host.train.check_budget)."""
+        from rlhls.host.train import check_budget
+
+        check_budget(self.hyperparams, steps or self.default_steps, set(self.overrides) | set(self.config or {}))
 
     def _verdict(self) -> None:
         """``ok``: nothing failed; ``passed``: checks ran (``checks``, from the build) and none failed."""
@@ -382,6 +389,11 @@ class Flow:
         if self.algorithm is None:
             raise RlhlsError(f"design '{self.design.name}': algorithm '{self.design.algorithm}' has no trainer yet")
         _check_steps(steps)
+        self._check_budget(steps)
+        if backend is not None:
+            from rlhls.host.backends import check_tools
+
+            check_tools(backend)
         plan = self.partition() if self.hyperparams.get("precision") == "mixed" else None
         run_dir = self.out / "train"
 
@@ -447,6 +459,7 @@ class Flow:
             raise RlhlsError(f"design '{self.design.name}': algorithm '{self.design.algorithm}' has no trainer yet; "
                              "rlhls graph / profile / partition / build work for it")
         _check_steps(steps)
+        self._check_budget(steps)
         self.graph()
         self.profile()
         self.partition()
@@ -461,6 +474,18 @@ def _check_steps(steps) -> None:
     """`steps`: None (the default budget) or a positive integer, checked before any stage runs."""
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 1):
         raise RlhlsError(f"steps={steps!r}: expected a positive integer (None: the design's budget)")
+
+
+def _check_training(design, algorithm, env_id, backend: str, verbose: bool) -> None:
+    """The environment training takes (one made to see its actions where the user named it) and the
+    backend's tools, before the first stage writes: graph, profile, plan and build of a run that
+    cannot train would hold its --out."""
+    from rlhls.host.backends import check_tools
+    from rlhls.host.train import check_environment
+
+    check_environment(design, algorithm, env_id or design.env_id, make=env_id is not None,
+                      log=None if verbose else os.devnull)
+    check_tools(backend)
 
 
 def _kernels(design, graph, node: str, unit: str):
