@@ -192,8 +192,7 @@ class Flow:
             raise RlhlsError(f"--resume: '{self.out / RECORD}' is not a run record (expected a JSON object)")
         for k in ("design", "env", "backend", "seed", "demo", "overrides"):
             if old.get(k) != self.record.get(k):
-                raise RlhlsError(f"--resume: '{self.out}' was run with a different {k} ({old.get(k)!r}, now "
-                                 f"{self.record.get(k)!r})")
+                raise RlhlsError(f"--resume: '{self.out}' was run with {_change(k, old.get(k), self.record.get(k))}")
         return old
 
     def _ensure_out(self) -> None:
@@ -474,6 +473,18 @@ def _check_steps(steps) -> None:
     """`steps`: None (the default budget) or a positive integer, checked before any stage runs."""
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 1):
         raise RlhlsError(f"steps={steps!r}: expected a positive integer (None: the design's budget)")
+
+
+def _change(key: str, was, now) -> str:
+    """'env 'A', now 'B'', or of the overrides the first --set that differs: 'no --set gamma, now --set
+    gamma=0.5' (never two whole mappings)."""
+    if key == "overrides" and isinstance(was, dict) and isinstance(now, dict):
+        sub = sorted(k for k in set(was) | set(now) if was.get(k) != now.get(k))[0]
+
+        def given(d):
+            return f"--set {sub}={d[sub]}" if sub in d else f"no --set {sub}"
+        return f"{given(was)}, now {given(now)}"
+    return f"{key} {was!r}, now {now!r}"
 
 
 def _check_training(design, algorithm, env_id, backend: str, verbose: bool) -> None:

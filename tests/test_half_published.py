@@ -178,3 +178,102 @@ def test_a_killed_compile_leaves_its_assembler_file_in_a_scratch_folder_that_is_
     r = _build(tmp_path, tmp_path / "b2", TMPDIR=str(tmp))
     assert r.wait(timeout=300) == 0, r.stderr.read()
     assert list(tmp.rglob("*.s")) == [] and not [q for q in tmp.iterdir() if q.name.startswith("rlhls-")]
+
+
+# ----------------------------------------------------------------------------- 4. a full disk mid-experiment
+
+# the disk "fills up" before the given update's events are written: RLIMIT_FSIZE makes every write past the
+# limit fail (EFBIG) in the code that writes, tensorboardX's writer thread and its exit handler included
+_FULL_DISK = """
+import resource, sys
+from rlhls.host import metrics
+real, n = metrics.Board.update, [0]
+def update(self, *a, **k):
+    n[0] += 1
+    if n[0] == int(sys.argv[1]):
+        resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[2]), resource.RLIM_INFINITY))
+    return real(self, *a, **k)
+metrics.Board.update = update
+from rlhls.cli import main
+raise SystemExit(main(sys.argv[3:]))
+"""
+TINY = ["--jobs", "1", "--steps", "384", "--seeds", "1", "--env", "InvertedPendulum-v5", "--set", "num_envs=2",
+        "--set", "num_steps=64", "--set", "num_minibatches=4", "--set", "update_epochs=1", "--quiet"]
+
+
+def _comparable(rows):
+    return [{k: v for k, v in r.items() if k != "wall_s" and not k.startswith("t_")} for r in rows]
+
+
+def test_a_full_disk_mid_experiment_is_one_line_and_resume_continues_exactly(tmp_path):
+    import csv
+
+    from rlhls.host.runner import read_metrics
+
+    full, ref = tmp_path / "full", tmp_path / "ref"
+    r = subprocess.run([sys.executable, "-c", _FULL_DISK, "2", "2048", "experiment", "heppo-table3", "--out", str(full),
+                        *TINY], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "Exception" not in r.stderr, r.stderr
+    assert r.stderr.strip().splitlines() == [r.stderr.strip()] and "file too large" in r.stderr, r.stderr
+    runs = list(csv.DictReader(open(full / "runs.csv")))
+    assert [x["status"] for x in runs] == ["failed"] * 5
+    for x in runs:  # one line naming the file that could not be written, no errno
+        assert x["error"].startswith("RlhlsError: cannot write '") and x["error"].endswith(
+            "': file too large (file-size limit reached)"), x["error"]
+    assert "events.out.tfevents" in runs[0]["error"]  # the first run's update 2: its event file first
+    assert len(read_metrics(full / "exp1-s0" / "metrics.csv")) == 1
+    # space freed: --resume continues the runs from their checkpoints, bit for bit
+    r = subprocess.run([sys.executable, "-m", "rlhls", "experiment", "heppo-table3", "--out", str(full), "--resume",
+                        "--quiet"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert [x["status"] for x in csv.DictReader(open(full / "runs.csv"))] == ["done"] * 5
+    assert next(csv.DictReader(open(full / "runs.csv")))["resumed_at"] == "128"
+    assert subprocess.run([sys.executable, "-m", "rlhls", "experiment", "heppo-table3", "--out", str(ref), *TINY],
+                          capture_output=True, timeout=300).returncode == 0
+    for k in range(1, 6):
+        a, b = full / f"exp{k}-s0", ref / f"exp{k}-s0"
+        assert _comparable(read_metrics(a / "metrics.csv")) == _comparable(read_metrics(b / "metrics.csv"))
+        assert len(read_metrics(a / "metrics.csv")) == 3
+        for name in ("episodes.csv", "eval.csv"):
+            assert (a / name).read_bytes() == (b / name).read_bytes()
+
+
+# ----------------------------------------------------------------------------- 5. a refused resume says why
+
+def test_a_resume_with_another_hyperparameter_names_it_and_both_values(tmp_path, capsys):
+    r = tmp_path / "r"
+    assert main(["train", "apdrl-dqn-cartpole", "--out", str(r), "--steps", "1000", "--precision", "fp32", *DQN]) == 0
+    before = _tree(tmp_path)
+    capsys.readouterr()
+    assert main(["train", "apdrl-dqn-cartpole", "--out", str(r), "--steps", "2000", "--precision", "fp32", "--resume",
+                 "--set", "gamma=0.5", *DQN]) == 2
+    _one_line(capsys.readouterr().err, f"rlhls: error: --resume: '{r}' was run with gamma 0.99, now 0.5\n")
+    assert _tree(tmp_path) == before
+
+
+def test_a_flow_resume_with_another_set_names_it(tmp_path, capsys):
+    import rlhls
+
+    f = tmp_path / "f"
+    flow = rlhls.Flow("apdrl-dqn-cartpole", out=f, quiet=True)
+    flow.graph()  # a run.json
+    flow.close()
+    before = _tree(tmp_path)
+    assert main(["run", "apdrl-dqn-cartpole", "--out", str(f), "--resume", "--set", "gamma=0.5", "--quiet"]) == 2
+    _one_line(capsys.readouterr().err, f"--resume: '{f}' was run with no --set gamma, now --set gamma=0.5\n")
+    with pytest.raises(RlhlsError, match=f"'{f}' was run with env 'CartPole-v1', now 'Acrobot-v1'$"):
+        rlhls.Flow("apdrl-dqn-cartpole", out=f, env_id="Acrobot-v1", resume=True)
+    assert _tree(tmp_path) == before
+
+
+def test_an_experiment_resume_with_another_set_names_it(tmp_path, capsys):
+    from rlhls.host.experiments import ExperimentOptions, _resume_options, write_record
+
+    out = tmp_path / "ex"
+    out.mkdir()
+    write_record(out, {"name": "heppo-table3"}, ExperimentOptions(name="heppo-table3", overrides={"gamma": "0.9"}))
+    for given, said in (({"gamma": "0.5"}, "--set gamma=0.9, not --set gamma=0.5"),
+                        ({"gamma": "0.9", "lr": "1"}, "no --set lr, not --set lr=1")):
+        with pytest.raises(RlhlsError) as e:
+            _resume_options(ExperimentOptions(name="heppo-table3", out=str(out), resume=True, overrides=given))
+        assert str(e.value) == f"--resume: '{out}' was started with {said} (drop the option, or choose another --out)"
