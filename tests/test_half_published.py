@@ -97,7 +97,7 @@ def test_a_build_interrupted_in_its_checks_is_refused_until_built_again(tmp_path
     p = _build(tmp_path, out)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and p.poll() is None and not (out / "manifest.json").exists():
-        time.sleep(0.01)  # published: its C simulations (a fresh cache: minutes of compiles) are under way
+        time.sleep(0.01)  # published: its C simulations (a fresh cache: a minute of compiles) are under way
     assert p.poll() is None, "the build ended before it could be interrupted"
     kids = descendants(p.pid)
     p.send_signal(sig)
@@ -176,7 +176,8 @@ def test_a_killed_compile_leaves_its_assembler_file_in_a_scratch_folder_that_is_
     assert all(q.parent.name.startswith(f"rlhls-{p.pid}-cc-") for q in found), found
     # the next rlhls process that compiles sweeps what the killed one left
     r = _build(tmp_path, tmp_path / "b2", TMPDIR=str(tmp))
-    assert r.wait(timeout=300) == 0, r.stderr.read()
+    err = r.communicate(timeout=300)[1]
+    assert r.returncode == 0, err
     assert list(tmp.rglob("*.s")) == [] and not [q for q in tmp.iterdir() if q.name.startswith("rlhls-")]
 
 
