@@ -26,9 +26,10 @@ Never clobbers (``partition.fileio``): a non-empty ``out`` rlhls did not write i
 ``force`` (which deletes nothing of the user's); the folder is built beside ``out`` and published
 when written, its manifest saying ``"complete": false`` until its checks (csim, Vitis, the rules)
 have run and it is rewritten with their results: a build they did not finish (interrupted, killed)
-is refused by ``rlhls check``, ``--reports`` and a calibration (``project.check_complete``). ``csim`` compiles and runs each kernel's testbench with g++ (``flow.csim.run_csim``,
-cached by content hash under ``$RLHLS_CACHE_DIR``, else ``$XDG_CACHE_HOME/rlhls``, else
-``~/.cache/rlhls``), each hls4ml project through ``check_hls4ml``, and the AIE kernels under the
+is refused by ``rlhls check``, ``--reports`` and a calibration (``project.check_complete``).
+``csim`` compiles and runs each kernel's testbench with g++ (``flow.csim.run_csim``, cached by
+content hash under ``$RLHLS_CACHE_DIR``, else ``$XDG_CACHE_HOME/rlhls``, else ``~/.cache/rlhls``;
+one that cannot be written is replaced by a scratch folder, said once), each hls4ml project through ``check_hls4ml``, and the AIE kernels under the
 shim (``flow.aie.check_aie``).
 """
 
