@@ -24,9 +24,12 @@ to pass --part; the rule checker reports it); synth/cosim refuse such a build. C
 
 Never clobbers (``partition.fileio``): a non-empty ``out`` rlhls did not write is refused unless
 ``force`` (which deletes nothing of the user's); the folder is built beside ``out`` and published
-when complete. ``csim`` compiles and runs each kernel's testbench with g++ (``flow.csim.run_csim``,
-cached by content hash under ``$RLHLS_CACHE_DIR``, else ``$XDG_CACHE_HOME/rlhls``, else
-``~/.cache/rlhls``), each hls4ml project through ``check_hls4ml``, and the AIE kernels under the
+when written, its manifest saying ``"complete": false`` until its checks (csim, Vitis, the rules)
+have run and it is rewritten with their results: a build they did not finish (interrupted, killed)
+is refused by ``rlhls check``, ``--reports`` and a calibration (``project.check_complete``).
+``csim`` compiles and runs each kernel's testbench with g++ (``flow.csim.run_csim``, cached by
+content hash under ``$RLHLS_CACHE_DIR``, else ``$XDG_CACHE_HOME/rlhls``, else ``~/.cache/rlhls``;
+one that cannot be written is replaced by a scratch folder, said once), each hls4ml project through ``check_hls4ml``, and the AIE kernels under the
 shim (``flow.aie.check_aie``).
 """
 
@@ -54,6 +57,7 @@ from rlhls.designs.errors import RlhlsError
 from rlhls.designs.graph import build_graph
 from rlhls.designs.network import Precision
 from rlhls.designs.registry import get_design
+from rlhls.partition import procs
 from rlhls.partition.fileio import check_out, scratch_dir, staged_folder
 from rlhls.partition.plan import check_plan
 
@@ -319,6 +323,8 @@ def build_design(design, out, *, plan=None, graph=None, part=None, clock_ns=None
         plan_info = {"source": getattr(plan, "source", "") or None, "sha256": hashlib.sha256(
             json.dumps(assignment, sort_keys=True).encode()).hexdigest()}
     check_out(out, command="build", force=force, ours=_ours)
+    if csim:
+        csim_cache_dir()  # an unwritable compile cache is said (and a scratch one taken) before the build
     # PL components at the plan's design points (its pf), as the AIE graph below
     mapping = map_design(design, graph, assignment, hls4ml=hls4ml, points=plan_points(plan))
     warnings = ([note] if note else []) + mapping.warnings
@@ -349,6 +355,7 @@ def build_design(design, out, *, plan=None, graph=None, part=None, clock_ns=None
             [{"name": c.name, "kind": c.kind, "kernel": c.kernel, "top": c.top, "cu": c.cu,
               "nodes": c.nodes} for c in comps], design=design.name, aie_nodes=mapping.aie_nodes, part_note=note))
         manifest = _manifest(tmp, design, graph, assignment, mapping, aie, plan_info, part, note, clock_ns)
+        manifest["complete"] = False  # published before its checks run: refused until they finish (below)
         P.write_json(tmp / P.MANIFEST, manifest)
 
     for c in comps:
@@ -368,10 +375,11 @@ def build_design(design, out, *, plan=None, graph=None, part=None, clock_ns=None
                 if not comp.vitis[-1]["passed"]:
                     break
     # the vendor's documented rules on the finished folder (flow.rules), recorded with the checks
-    result.rules = rules_summary(check_build(out))
+    result.rules = rules_summary(check_build(out, building=True))
     manifest["rules"] = result.rules
     manifest["components"] = _manifest_components(comps)
     manifest["aie"] = aie
+    manifest["complete"] = True
     P.write_json(out / P.MANIFEST, manifest)
     result.seconds = time.perf_counter() - t0
     return result
@@ -415,11 +423,18 @@ def _run_csims(result: BuildResult, say) -> None:
             say(f"csim {comp.name}: {state}{' (cached)' if comp.csim['cached'] else ''}")
 
     kernels = [c for c in result.components if c.kind == "kernel"]
-    with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
+    pool = ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1))
+    try:
         futs = {pool.submit(_csim_one, c, cache): c for c in kernels}
         for f in as_completed(futs):
             f.result()
             report(futs[f])
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM: the compiles in flight end now, the others never start
+        with procs.halted():
+            pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     for comp in result.components:  # hls4ml compiles with os.chdir: one at a time, not in threads
         if comp.kind == "hls4ml":
             _csim_one(comp, cache)
@@ -578,7 +593,8 @@ def export_policy(design, net, out, states, *, expected=None, run=None, part=Non
                     "formats": {"storage": str(prec.storage), "acc": str(prec.acc)},
                     "component": {"name": name, "top": name, "core": core, "dir": d_rel},
                     "states": int(len(states)),
-                    "notes": [n for n in (note, fmt_note) if n], "csim": None, "files": P.file_entries(tmp)}
+                    "notes": [n for n in (note, fmt_note) if n], "csim": None, "files": P.file_entries(tmp),
+                    "complete": False}  # until its checks ran (below)
         P.write_json(tmp / P.MANIFEST, manifest)
     if csim:
         say(f"C simulation of {name} on {len(states)} recorded state(s)")
@@ -596,7 +612,8 @@ def export_policy(design, net, out, states, *, expected=None, run=None, part=Non
                             "exact": bool(r["exact"]), "max_diff_lsb": float(r["max_diff_lsb"]),
                             "equals_recorded": rec, "kernel_top": top["detail"],
                             "seconds": round(float(r["seconds"]) + top["seconds"], 3)}
-    manifest["rules"] = rules_summary(check_build(out))
+    manifest["rules"] = rules_summary(check_build(out, building=True))
+    manifest["complete"] = True
     P.write_json(out / P.MANIFEST, manifest)
     manifest["seconds"] = round(time.perf_counter() - t0, 3)
     return manifest

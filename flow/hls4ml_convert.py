@@ -72,6 +72,8 @@ from rlhls.designs.formats import FP32, FixedFormat, FloatFormat
 from rlhls.designs.lut import SOFTMAX_NORM_INT, _libm, softmax_table_formats
 from rlhls.designs.network import TABLE_SIZE, Network, Precision
 
+from .toolchain import compiler_env
+
 __all__ = ["hls4ml_precision_config", "table_precisions", "convert_network", "compile_csim", "check_hls4ml",
            "error_bound", "softmax_error",
            "hls_format"]
@@ -444,7 +446,8 @@ def compile_csim(hls_model, flags=None) -> float:
     script.write_text(_BUILD_LIB.format(flags=" ".join(flags), top=top, stamp=stamp))
     script.chmod(0o755)
     c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    r = procs.run(["bash", str(script)], capture_output=True, text=True, tree=True)  # its g++ dies with rlhls
+    with compiler_env() as env:  # its g++ dies with rlhls, its temporary files go with the scratch folder
+        r = procs.run(["bash", str(script)], capture_output=True, text=True, tree=True, env=env)
     c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if r.returncode != 0:
         lines = (r.stdout + r.stderr).strip().splitlines() or ["(no output)"]

@@ -175,14 +175,23 @@ def read_manifest(out: Path) -> dict | None:
 
 
 def build_manifest(folder, what: str = "--reports") -> tuple[Path, dict]:
-    """(folder, its manifest) of a build folder `rlhls build` wrote; one RlhlsError line otherwise."""
+    """(folder, its manifest) of a complete build folder `rlhls build` wrote; one RlhlsError line otherwise."""
     path = Path(folder).absolute()
     if not path.is_dir():
         raise RlhlsError(f"{what} '{folder}': no such folder; expected a folder written by `{GENERATOR}`")
     m = read_manifest(path)
     if m is None:
         raise RlhlsError(f"{what} '{folder}': no {MANIFEST} written by `{GENERATOR}` in it")
+    check_complete(folder, m)
     return path, m
+
+
+def check_complete(folder, m: dict) -> None:
+    """One line for a build whose manifest says its checks never finished: it is published with
+    ``"complete": false`` before its C simulations, Vitis steps and rule checks run, and completed after
+    them (a manifest without the key is of an older rlhls, whose builds were complete when published)."""
+    if m.get("complete") is False:
+        raise RlhlsError(f"build '{folder}' is incomplete: its checks did not finish (interrupted?); build it again")
 
 
 def verify_manifest(out: Path) -> list[str]:

@@ -559,14 +559,17 @@ RULES = {
 }
 
 
-def check_build(out) -> list[Violation]:
-    """Every rule on the build folder `out`; RlhlsError when it is no build folder of ours."""
+def check_build(out, *, building: bool = False) -> list[Violation]:
+    """Every rule on the build folder `out`; RlhlsError when it is no build folder of ours, or one whose
+    checks did not finish (`building`: the build's own check, while they run)."""
     out = Path(out)
     m = P.read_manifest(out)
     if m is not None and m.get("kind") == "policy":  # rlhls build --weights: one project, no link
         m = {**m, "components": [{**m["component"], "kind": "hls4ml"}]}
     if m is None or "components" not in m:
         raise RlhlsError(f"'{out}': not a build folder (no manifest.json written by {P.GENERATOR})")
+    if not building:
+        P.check_complete(out, m)
     v = []
     for fn in RULES.values():
         v += fn(out, m)

@@ -8,12 +8,14 @@ folders, is stored beside the output as ``<output>.sha256``, and a matching hash
 build. A build against the ap_types headers includes them precompiled (``-include`` of a gcc PCH
 in the cache, one per compiler, flags and header content; parsing them was ~0.8 of a csim
 compile's 1 s): the same code, so the same binary, and a build without it where it cannot be made. The output path (and so the cache folder) is the caller's choice; concurrent callers
-(pytest-xdist workers) are serialised with a lock file. The vendor headers are used in place
-from the installed hls4ml package, never copied.
+(pytest-xdist workers) are serialised with a lock file. g++ runs with TMPDIR a scratch folder of
+rlhls (``compiler_env``): what a killed compile leaves there is swept. The vendor headers are
+used in place from the installed hls4ml package, never copied.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import glob
 import hashlib
@@ -156,8 +158,9 @@ def _ap_pch(cxx, flags, ap: Path) -> Path | None:
                     stale.unlink(missing_ok=True)
                 fileio.atomic_write_text(header, text)
                 tmp = folder / f"rlhls_ap_types.h.gch.tmp{os.getpid()}"
-                res = procs.run([cxx, *flags, f"-I{ap}", "-x", "c++-header", str(header), "-o", str(tmp)],
-                                capture_output=True, text=True, tree=True)
+                with compiler_env() as env:
+                    res = procs.run([cxx, *flags, f"-I{ap}", "-x", "c++-header", str(header), "-o", str(tmp)],
+                                    capture_output=True, text=True, tree=True, env=env)
                 if res.returncode != 0:
                     tmp.unlink(missing_ok=True)
                     return None
@@ -167,8 +170,18 @@ def _ap_pch(cxx, flags, ap: Path) -> Path | None:
     return header
 
 
+@contextlib.contextmanager
+def compiler_env():
+    """The environment a compiler runs in: TMPDIR a scratch folder of ours, so the temporary files of
+    g++ and its cc1plus / as (the ``.s``) go with the block, or are swept (``fileio.sweep_dead``) when
+    rlhls was killed with them."""
+    with fileio.scratch_dir("cc") as d:
+        yield {**os.environ, "TMPDIR": str(d)}
+
+
 def _run(cxx, args, output):
-    res = procs.run([cxx, *args], capture_output=True, text=True, tree=True)  # g++ and its cc1plus die with rlhls
+    with compiler_env() as env:  # g++ and its cc1plus die with rlhls
+        res = procs.run([cxx, *args], capture_output=True, text=True, tree=True, env=env)
     if res.returncode != 0:
         log = output.with_name(output.name + ".log")
         log.write_text(" ".join([cxx, *args]) + "\n\n" + res.stderr)

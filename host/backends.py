@@ -50,7 +50,7 @@ from rlhls.flow.paths import cache_dir as default_cache_dir
 from rlhls.flow.paths import include_dir
 from rlhls.flow.toolchain import ap_types_include
 
-__all__ = ["Backend", "EmuBackend", "CsimBackend", "CosimBackend", "get_backend", "BACKENDS"]
+__all__ = ["Backend", "EmuBackend", "CsimBackend", "CosimBackend", "get_backend", "check_tools", "BACKENDS"]
 
 BACKENDS = ("emu", "csim", "cosim")
 
@@ -149,18 +149,7 @@ class CosimBackend(Backend):
 
     def __init__(self, cache_dir: Path | str | None = None, *, part: str | None = None,
                  clock_ns: float = 4.0, path: str | None = None):
-        from rlhls.flow.vitis import find_tools
-
-        self.tools = find_tools(path)
-        if self.tools.vitis_run is None and self.tools.vitis_hls is None:
-            raise RlhlsError("cosim backend needs Vitis: 'vitis-run' (or 'vitis_hls') not found on PATH")
-        if self.tools.vitis_run and self.tools.vpp:
-            self.flow, self.tool = "unified", self.tools.vitis_run
-        elif self.tools.vitis_hls:
-            self.flow, self.tool = "tcl", self.tools.vitis_hls
-        else:
-            raise RlhlsError("cosim backend needs Vitis: 'v++' not found on PATH next to 'vitis-run' "
-                             "(co-simulation runs on the synthesised RTL; source Vitis' settings64.sh)")
+        self.tools, self.flow, self.tool = _cosim_tools(path)
         if part is None:
             from rlhls.designs.devices import get_device
             part = get_device(self.DEFAULT_DEVICE).part
@@ -243,6 +232,38 @@ def _tb_names(k, p) -> list[str]:
     """tb data files of a cosim-backend component (contents written per call)."""
     ins, _ = k.arrays(p)
     return (["n.txt"] if k.rows_param else []) + [f"{a.name}.bin" for a in ins]
+
+
+def _cosim_tools(path: str | None = None):
+    """(VitisTools, flow, the co-simulating tool) on PATH (or `path`); one line naming what is missing."""
+    from rlhls.flow.vitis import find_tools
+
+    tools = find_tools(path)
+    if tools.vitis_run is None and tools.vitis_hls is None:
+        raise RlhlsError("cosim backend needs Vitis: 'vitis-run' (or 'vitis_hls') not found on PATH")
+    if tools.vitis_run and tools.vpp:
+        return tools, "unified", tools.vitis_run
+    if tools.vitis_hls:
+        return tools, "tcl", tools.vitis_hls
+    raise RlhlsError("cosim backend needs Vitis: 'v++' not found on PATH next to 'vitis-run' "
+                     "(co-simulation runs on the synthesised RTL; source Vitis' settings64.sh)")
+
+
+def check_tools(name: str) -> None:
+    """One line now, before a run writes anything, when the tools backend `name` runs its kernels with
+    are missing: g++ and the ap_types headers for ``csim``, Vitis for ``cosim`` (``emu`` needs none)."""
+    if name == "csim":
+        from rlhls.flow.toolchain import find_cxx
+
+        try:
+            find_cxx()
+        except RlhlsError:
+            raise RlhlsError("csim backend needs g++: 'g++' not found on PATH (install g++ >= 9)") from None
+        ap_types_include()  # hls4ml's headers: its own line
+    elif name == "cosim":
+        _cosim_tools()
+    elif name not in BACKENDS:
+        get_backend(name)  # its one line
 
 
 def get_backend(name: str = "emu", **kwargs) -> Backend:

@@ -95,6 +95,8 @@ class Outcome:
 
 
 def _one_line(e: BaseException) -> str:
+    if isinstance(e, OSError) and e.strerror:  # as the command line says it: the reason and the file
+        return f"{type(e).__name__}: {e.strerror}{f' {str(e.filename)!r}' if e.filename else ''}"[:400]
     text = str(e).strip().splitlines()
     return f"{type(e).__name__}: {text[0] if text else '(no message)'}"[:400]
 

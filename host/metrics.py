@@ -11,12 +11,17 @@ deep-learning framework needed): per update the row's columns at its env step, `
 every finished episode's ``charts/episodic_return`` / ``charts/episodic_length`` at the env step
 it ended, and each evaluation's ``eval/...``. A resumed run opens a new event file that purges
 what the old one wrote past the checkpoint (``purge_step``), so an update a kill cut short is not
-shown twice.
+shown twice. A write of the event file that fails (a full disk) stops the run in one line naming the
+file, whichever thread wrote it; the run's checkpoint resumes it.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import sys
+
+from rlhls.partition.fileio import os_error
 
 __all__ = ["TAGS", "RENAMED", "EVAL_COLUMNS", "tag", "upgrade_row", "Board"]
 
@@ -87,14 +92,81 @@ class Board:
         for env_step, ret, length in episodes:
             self.w.add_scalar("charts/episodic_return", float(ret), int(env_step))
             self.w.add_scalar("charts/episodic_length", float(length), int(env_step))
-        self.w.flush()
+        self._flush()
 
     def evaluation(self, rec: dict) -> None:
         for k in EVAL_COLUMNS:
             f = _scalar(rec.get(k))
             if f is not None:
                 self.w.add_scalar(f"eval/{k}", f, int(rec["env_steps"]))
-        self.w.flush()
+        self._flush()
+
+    def _kept(self):
+        """The event file's errors, kept (``_Kept``, put under tensorboardX's writer on first use)."""
+        if not hasattr(self, "_kept_file"):
+            self._kept_file = _Kept.install(self.w)
+        return self._kept_file
+
+    def _flush(self) -> None:
+        """The events written so far on disk; one that could not be written (a full disk), here or in
+        tensorboardX's writer thread, is one line naming the file (the run stops: its checkpoint resumes)."""
+        kept = self._kept()
+        try:
+            self.w.flush()
+        except OSError as e:  # a tensorboardX whose file _Kept could not reach
+            raise os_error(kept.path if kept else self.w.logdir, e) from None
+        if kept is not None and kept.error is not None:
+            raise os_error(kept.path, kept.error)
 
     def close(self) -> None:
-        self.w.close()
+        """Flush and close the event file. A write that failed is one line, unless the run is ending on an
+        error already (its own line stands); either way nothing is left for tensorboardX's exit handler."""
+        kept = self._kept()
+        try:
+            self.w.close()
+            error = kept.error if kept is not None else None
+        except OSError as e:
+            error = e
+        if error is not None and sys.exc_info()[1] is None:
+            raise os_error(kept.path if kept else self.w.logdir, error)
+
+
+class _Kept:
+    """The event file under tensorboardX's writer thread: an OS error (a full disk) is kept for
+    ``Board`` to raise in the training's thread instead of ending the writer thread with a traceback
+    (training would then wait for ever on its full queue, and its exit handler print another); the
+    writes after it are dropped. Its ``flush`` syncs the file itself (no ``fileno``: tensorboardX's
+    own fsync would raise in its thread)."""
+
+    def __init__(self, f, path: str):
+        self.f, self.path, self.error = f, path, None
+
+    @classmethod
+    def install(cls, writer):
+        try:
+            rw = writer.file_writer.event_writer._ev_writer._py_recordio_writer
+            kept = cls(rw._writer, rw.path)
+        except AttributeError:  # another tensorboardX: its errors raise where they happen
+            return None
+        rw._writer = kept
+        return kept
+
+    def _do(self, fn):
+        if self.error is None:
+            try:
+                fn()
+            except (OSError, ValueError) as e:  # ValueError: written after a failed close
+                self.error = e
+
+    def write(self, data) -> None:
+        self._do(lambda: self.f.write(data))
+
+    def flush(self) -> None:
+        self._do(self.f.flush)
+        self._do(lambda: os.fsync(self.f.fileno()))
+
+    def close(self) -> None:
+        try:
+            self.f.close()  # closed even when its buffer cannot be written
+        except (OSError, ValueError) as e:
+            self.error = self.error or e

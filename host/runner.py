@@ -193,11 +193,7 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
         diff = sorted(k for k in set(old) | set(config)
                       if k not in _IGNORED_ON_RESUME and _same(old.get(k)) != _same(config.get(k)))
         if diff:
-            key, was, now = diff[0], _same(old.get(diff[0])), _same(config.get(diff[0]))
-            if isinstance(was, dict) and isinstance(now, dict):  # name the entry, not the whole mapping
-                sub = sorted(k for k in set(was) | set(now) if was.get(k) != now.get(k))[0]
-                key, was, now = f"{key} entry {sub!r}", was.get(sub), now.get(sub)
-            raise RlhlsError(f"--resume: '{out}' was run with a different {key} ({_short(was)}, now {_short(now)})")
+            raise RlhlsError(f"--resume: '{out}' was run with {_change(diff[0], old, config)}")
         ck = load_checkpoint(ckpt_path)
         _check_checkpoint(ck, ckpt_path, config)
         metrics, episodes, evaluations = _read_record(out, ck, ckpt_path)
@@ -321,6 +317,18 @@ def _same(v):
     """A config entry as config.json holds it, without the evaluation's hyperparameters."""
     v = json.loads(json.dumps(v, default=str))
     return {k: x for k, x in v.items() if k not in _EVAL_HP} if isinstance(v, dict) else v
+
+
+def _change(key: str, old: dict, new: dict) -> str:
+    """'gamma 0.99, now 0.5': the first value of config entry `key` that differs, a hyperparameter (or
+    another mapping's entry) by its own name, never two whole mappings."""
+    was, now = _same(old.get(key)), _same(new.get(key))
+    had, has = key in old, key in new
+    if isinstance(was, dict) and isinstance(now, dict):
+        sub = sorted((k for k in set(was) | set(now) if was.get(k) != now.get(k)), key=str)[0]
+        had, has = sub in was, sub in now
+        key, was, now = (sub if key == "hyperparams" else f"{key}[{sub!r}]"), was.get(sub), now.get(sub)
+    return f"{key} {_short(was) if had else '(none)'}, now {_short(now) if has else '(none)'}"
 
 
 def _short(v, limit: int = 80) -> str:

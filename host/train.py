@@ -35,10 +35,11 @@ from rlhls.partition.fileio import folder_lock, path_arg
 from rlhls.partition.procs import library_output
 
 from .algorithms import get_algorithm
+from .backends import check_tools
 from .hyperparams import apply_config
 from .runner import check_folder, read_config, train
 
-__all__ = ["Run", "train_design", "check_seed", "default_out"]
+__all__ = ["Run", "train_design", "check_seed", "default_out", "check_environment", "check_budget"]
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +123,8 @@ def train_design(design, *, out=None, steps: int | None = None, seed: int = 0, e
     if recorded is not None:  # a resume continues with the run's own values; those given must agree
         hp = alg.hyperparams(design, {**recorded, **(config or {}), **overrides}, None)
     design = alg.bind(design, hp)  # the run's values in its kernels, as the Flow builds them
+    check_environment(design, alg, env_id, make=False)  # registered, and the backend's tools there:
+    check_tools(backend)  # before the lock (it makes --out's parents) and anything written
     # one writer per run folder: a second is refused in one line (an experiment's try holding it is this one)
     with folder_lock(out, reenter=True):
         return _train(design, alg, hp, out, steps=steps, seed=seed, env_id=env_id, backend=backend, plan=plan,
@@ -140,6 +143,28 @@ def _design_keys(design, out: Path, old: dict) -> dict:
     return {k: old[k] for k in ("design_file", "design_resized") if k in old}
 
 
+def check_environment(design, alg, env_id: str, *, make: bool = True, log=None) -> None:
+    """One line unless `env_id` is a registered environment with actions the algorithm takes (`make`:
+    one environment made and closed to see them; `log`: where what its library prints goes)."""
+    from .envs import action_kind, check_env_id
+
+    check_env_id(env_id)
+    if not make or len(alg.actions) != 1:
+        return
+    with library_output(log) if log is not None else contextlib.nullcontext():  # the ALE's banner
+        kind = action_kind(env_id)
+    if kind not in alg.actions:
+        raise RlhlsError(f"environment '{env_id}' has {kind} actions; {design.algorithm.upper()} "
+                         f"needs {alg.actions[0]} actions")
+
+
+def check_budget(hp: dict, steps: int, explicit) -> None:
+    """One line when a hyperparameter the user gave (`explicit`: their names) makes one update longer
+    than the run's `steps` (else one update trains far past --steps)."""
+    for key, unit in (("steps_per_update", 1), ("rollouts_per_update", hp.get("num_envs", 1) * hp.get("n_steps", 1))):
+        if key in explicit and key in hp and hp[key] * unit > steps:
+            raise RlhlsError(f"hyperparameter {key} = {hp[key]}: one update is {hp[key] * unit} environment steps, "
+                             f"more than the run's {steps} (--steps)")
 
 
 def _train(design, alg, hp, out: Path, *, steps, seed, env_id, backend, plan, resume, progress, say, on_update,
@@ -149,30 +174,17 @@ def _train(design, alg, hp, out: Path, *, steps, seed, env_id, backend, plan, re
     if "steps_per_update" in hp and "steps_per_update" not in explicit and not resume \
             and hp["steps_per_update"] > steps:
         hp = {**hp, "steps_per_update": -(-steps // n) * n}  # one update of the run's length, not one far past it
-    for key, unit in (("steps_per_update", 1), ("rollouts_per_update", hp.get("num_envs", 1) * hp.get("n_steps", 1))):
-        if key in explicit and key in hp and hp[key] * unit > steps:  # else one update trains far past --steps
-            raise RlhlsError(f"hyperparameter {key} = {hp[key]}: one update is {hp[key] * unit} environment steps, "
-                             f"more than the run's {steps} (--steps)")
+    check_budget(hp, steps, explicit)
     mixed = hp.get("precision") == "mixed"
     if plan is not None and not mixed:
         raise RlhlsError(f"--plan: only with --precision mixed (this run is {hp.get('precision', 'fp32')}: "
                          "no node follows a plan)")
     assignment, plan_src, points = None, None, None
     if mixed and plan is None:  # the partition below takes a while: what can fail fast fails first
-        from .envs import action_kind, check_env_id
         from .runner import check_folder
 
         check_folder(out, resume)
-        check_env_id(env_id)
-        if backend == "cosim":  # Vitis on PATH
-            from .backends import get_backend
-
-            get_backend(backend)
-        with library_output(log_file) if log_file is not None else contextlib.nullcontext():  # the ALE's banner
-            kind = action_kind(env_id) if len(alg.actions) == 1 else None
-        if kind is not None and kind not in alg.actions:
-            raise RlhlsError(f"environment '{env_id}' has {kind} actions; {design.algorithm.upper()} "
-                             f"needs {alg.actions[0]} actions")
+        check_environment(design, alg, env_id, log=log_file)
     if mixed:
         batch = alg.batch(hp)
         old = out / "config.json"

@@ -5,7 +5,8 @@ started it dies, however it dies (a SIGKILL of ``rlhls partition`` no longer lea
 its time limit). A child that starts children of its own (g++: cc1plus, as, ld) runs with
 ``tree=True``: in a process group of its own under a small ``sh`` that the parent's death
 signals and that then kills the whole group. ``run`` is ``subprocess.run`` with either; an
-interrupt of the parent (Ctrl-C, an exception) kills the child (its group) before it is raised on.
+interrupt of the parent (Ctrl-C, an exception) kills the child (its group) before it is raised on;
+``halted()`` does the same for the children other threads wait on (a pool of compiles).
 
 ``library_output(path)`` sends what libraries and native code print (hls4ml, the ALE, the solvers)
 to a log file instead of the console, for a block; ``inform`` is how the library speaks to the
@@ -19,8 +20,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 
-__all__ = ["die_with_parent", "run", "popen", "library_output", "inform"]
+__all__ = ["die_with_parent", "run", "popen", "halted", "library_output", "inform"]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -66,6 +68,26 @@ def _kill(p: subprocess.Popen, tree: bool) -> None:
         pass
 
 
+_RUNNING: dict = {}  # id -> (Popen, tree): the children ``run`` waits on, in every thread
+_HALT = threading.Lock()  # held by ``halted``; taken to start a child
+_HALTED = [False]
+
+
+@contextlib.contextmanager
+def halted():
+    """For the block, every child ``run`` waits on (in any thread) is killed and none starts
+    (KeyboardInterrupt in the thread that asks): an interrupted main thread waits for its worker
+    threads' compiles to end now, not when they finish."""
+    with _HALT:
+        _HALTED[0] = True
+        for p, tree in list(_RUNNING.values()):
+            _kill(p, tree)
+    try:
+        yield
+    finally:
+        _HALTED[0] = False
+
+
 def run(args, *, timeout=None, capture_output: bool = False, check: bool = False, input=None, tree: bool = False,
         **kw) -> subprocess.CompletedProcess:
     """subprocess.run (same arguments) of a child that dies with this process, and with an
@@ -75,7 +97,12 @@ def run(args, *, timeout=None, capture_output: bool = False, check: bool = False
     if input is not None:
         kw["stdin"] = subprocess.PIPE
     tree = tree and sys.platform.startswith("linux")
-    with popen(args, tree=tree, **kw) as p:
+    with _HALT:
+        if _HALTED[0]:
+            raise KeyboardInterrupt
+        p = popen(args, tree=tree, **kw)
+        _RUNNING[id(p)] = (p, tree)
+    with p:
         try:
             out, err = p.communicate(input, timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -86,6 +113,8 @@ def run(args, *, timeout=None, capture_output: bool = False, check: bool = False
             _kill(p, tree)
             p.wait()
             raise
+        finally:
+            _RUNNING.pop(id(p), None)
     done = subprocess.CompletedProcess(args, p.returncode, out, err)
     if check:
         done.check_returncode()

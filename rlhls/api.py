@@ -139,6 +139,7 @@ class Flow:
         # one value for the build and the training: the run's hyperparameters in the design's kernels
         if self.algorithm:
             self.design = self.algorithm.bind(self.design, self.hyperparams)
+            _check_training(self.design, self.algorithm, env_id, backend, verbose)  # before anything is written
         self.out = Path(out or f"runs/{self.design.name}-{datetime.now().strftime('%Y%m%d-%H%M%S')}").absolute()
         self.resume = resume
         self._check_out()
@@ -199,8 +200,7 @@ class Flow:
             raise RlhlsError(f"--resume: '{self.out / RECORD}' is not a run record (expected a JSON object)")
         for k in ("design", "env", "backend", "seed", "demo", "overrides"):
             if old.get(k) != self.record.get(k):
-                raise RlhlsError(f"--resume: '{self.out}' was run with a different {k} ({old.get(k)!r}, now "
-                                 f"{self.record.get(k)!r})")
+                raise RlhlsError(f"--resume: '{self.out}' was run with {_change(k, old.get(k), self.record.get(k))}")
         if "design_file" in old:  # a design file's run: the file given must be the one it ran
             recorded_design(self.design.name, old["design_file"], given=self.design, where=f"--resume: '{self.out}'")
         return old
@@ -255,6 +255,12 @@ class Flow:
         self._verdict()
         self._save()
         return result
+
+    def _check_budget(self, steps) -> None:
+        """One update within the run's steps, before a stage runs (host.train.check_budget)."""
+        from rlhls.host.train import check_budget
+
+        check_budget(self.hyperparams, steps or self.default_steps, set(self.overrides) | set(self.config or {}))
 
     def _verdict(self) -> None:
         """``ok``: nothing failed; ``passed``: checks ran (``checks``, from the build) and none failed."""
@@ -395,6 +401,11 @@ class Flow:
         if self.algorithm is None:
             raise RlhlsError(f"design '{self.design.name}': algorithm '{self.design.algorithm}' has no trainer yet")
         steps = _check_steps(steps)
+        self._check_budget(steps)
+        if backend is not None:
+            from rlhls.host.backends import check_tools
+
+            check_tools(backend)
         plan = self.partition() if self.hyperparams.get("precision") == "mixed" else None
         run_dir = self.out / "train"
 
@@ -463,6 +474,7 @@ class Flow:
             raise RlhlsError(f"design '{self.design.name}': algorithm '{self.design.algorithm}' has no trainer yet; "
                              "rlhls graph / profile / partition / build work for it")
         steps = _check_steps(steps)
+        self._check_budget(steps)
         self.graph()
         self.profile()
         self.partition()
@@ -494,6 +506,30 @@ def _check_time_limit(time_limit) -> float | None:
                                    or not 0 < time_limit < math.inf):
         raise RlhlsError(f"--time-limit {time_limit!r}: expected a number of seconds > 0 (None: no limit)")
     return None if time_limit is None else float(time_limit)
+
+
+def _change(key: str, was, now) -> str:
+    """'env 'A', now 'B'', or of the overrides the first --set that differs: 'no --set gamma, now --set
+    gamma=0.5' (never two whole mappings)."""
+    if key == "overrides" and isinstance(was, dict) and isinstance(now, dict):
+        sub = sorted(k for k in set(was) | set(now) if was.get(k) != now.get(k))[0]
+
+        def given(d):
+            return f"--set {sub}={d[sub]}" if sub in d else f"no --set {sub}"
+        return f"{given(was)}, now {given(now)}"
+    return f"{key} {was!r}, now {now!r}"
+
+
+def _check_training(design, algorithm, env_id, backend: str, verbose: bool) -> None:
+    """The environment training takes (one made to see its actions where the user named it) and the
+    backend's tools, before the first stage writes: graph, profile, plan and build of a run that
+    cannot train would hold its --out."""
+    from rlhls.host.backends import check_tools
+    from rlhls.host.train import check_environment
+
+    check_environment(design, algorithm, env_id or design.env_id, make=env_id is not None,
+                      log=None if verbose else os.devnull)
+    check_tools(backend)
 
 
 def _kernels(design, graph, node: str, unit: str):

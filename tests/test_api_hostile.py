@@ -218,7 +218,7 @@ def test_a_second_flow_into_an_open_flows_folder_is_refused_until_it_closes(tmp_
     again.close()
     # a Flow refused once it holds the folder (a resume with another seed) lets it go at once, not
     # when its traceback goes
-    with pytest.raises(RlhlsError, match="different seed") as kept:
+    with pytest.raises(RlhlsError, match="was run with seed 0, now 3") as kept:
         rlhls.Flow(DQN, out=out, resume=True, seed=3, quiet=True)
     rlhls.Flow(DQN, out=out, resume=True, quiet=True).close()
     assert kept.value.__traceback__ is not None

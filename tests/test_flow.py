@@ -59,7 +59,7 @@ def test_steps_compute_once_and_resume_takes_the_plan(tmp_path, monkeypatch):
     assert again.partition().assignment == plan.assignment  # read from its plan.json, not solved again
     assert (tmp_path / "f" / "plan" / "plan.json").stat().st_mtime_ns == stamp
     again.close()
-    with pytest.raises(RlhlsError, match="different seed"):
+    with pytest.raises(RlhlsError, match="was run with seed 0, now 3"):
         rlhls.Flow("apdrl-a2c-invpendulum", out=tmp_path / "f", resume=True, seed=3)
 
 

@@ -59,7 +59,7 @@ def test_killed_run_resumes_to_the_same_metrics(tmp_path):
     assert len(a) == 4 and _comparable(a) == _comparable(b)
     assert (full / "episodes.csv").read_text() == (cut / "episodes.csv").read_text()
     assert _spanning(full / "episodes.csv", 2, 2 * 8)  # running when update 3 was interrupted
-    with pytest.raises(RlhlsError, match="different seed"):
+    with pytest.raises(RlhlsError, match="was run with seed 0, now 1"):
         run_train(_args("heppo-ppo", "--steps", "128", "--seed", "1", "--out", str(cut), "--resume", *tiny))
 
 

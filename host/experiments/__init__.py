@@ -506,12 +506,26 @@ def _resume_options(opts: ExperimentOptions) -> None:
                 raise RlhlsError(f"--resume: '{out}' was started with --config '{old[k].get('file')}'; "
                                  f"'{v['file']}' differs in {diff[0]!r} (drop --config, or choose another --out)")
         elif k in old and v != defaults.get(k) and _plain(v) != old[k]:
-            raise RlhlsError(f"--resume: '{out}' was started with {k} {old[k]!r}, not {v!r} (drop the option, or "
-                             "choose another --out)")
+            raise RlhlsError(f"--resume: '{out}' was started with {_resumed_change(k, old[k], _plain(v))} (drop the "
+                             "option, or choose another --out)")
     for k, v in old.items():
         if k in given:
             setattr(opts, k, tuple(tuple(x) if isinstance(x, list) else x for x in v) if k == "sizes" and v else v)
     opts.out = str(out)
+
+
+def _resumed_change(k: str, was, now) -> str:
+    """'steps 16, not 64'; of --set and --param the first entry that differs ('no --set gamma, not --set
+    gamma=0.5'), never two whole mappings."""
+    flag = {"overrides": "--set", "params": "--param"}.get(k)
+    if flag and isinstance(was, dict) and isinstance(now, dict):
+        sub = sorted(key for key in set(was) | set(now) if was.get(key) != now.get(key))[0]
+
+        def given(d):
+            return f"{flag} {sub}={d[sub]}" if sub in d else f"no {flag} {sub}"
+        return f"{given(was)}, not {given(now)}"
+    name, was, now = _first_difference(k, was, now)
+    return f"{name} {was!r}, not {now!r}"
 
 
 def param(opts: ExperimentOptions, key: str, default, kind=int, low=None):
