@@ -17,6 +17,7 @@ import numpy as np
 
 from rlhls.designs.errors import RlhlsError
 from rlhls.designs.registry import get_design
+from rlhls.partition.fileio import owned_file
 
 from .checkpoint import load_checkpoint
 from .runner import CHECKPOINT, run_dir
@@ -31,6 +32,7 @@ def run_folder(design, run) -> tuple[Path, dict]:
     """(the training run folder, its config.json) of ``run`` for ``design``; RlhlsError naming what
     is missing or another design's run."""
     run = run_dir(run, "--weights")
+    owned_file(run, "config.json")  # never read through a link out of the run folder
     try:
         cfg = json.loads((run / "config.json").read_text())
     except FileNotFoundError:

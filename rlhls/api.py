@@ -46,7 +46,7 @@ from rlhls.designs.errors import RlhlsError
 from rlhls.designs.graph import build_graph
 from rlhls.designs.registry import get_design
 from rlhls.partition.fileio import (OWNER, atomic_write_text, check_name, check_out, folder_command, folder_lock,
-                                    make_dirs, write_json)
+                                    make_dirs, owned_file, write_json)
 from rlhls.partition.procs import library_output
 
 _log = logging.getLogger(__name__)
@@ -170,6 +170,9 @@ class Flow:
     def _check_out(self) -> None:
         check_name(self.out)
         rec = self.out / RECORD
+        if self.out.is_dir():  # read on --resume, appended by every stage: the folder's own files, no link
+            owned_file(self.out, RECORD)
+            owned_file(self.out, "flow.log", write=True)
         if self.resume:
             if not rec.is_file():
                 raise RlhlsError(f"--resume: '{self.out}' has no {RECORD} (not a folder written by rlhls run)")
