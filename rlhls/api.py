@@ -170,9 +170,11 @@ class Flow:
     def _check_out(self) -> None:
         check_name(self.out)
         rec = self.out / RECORD
-        if self.out.is_dir():  # read on --resume, appended by every stage: the folder's own files, no link
+        if self.out.is_dir():  # read on --resume, appended or written into by the stages: the folder's own, no link
             owned_file(self.out, RECORD)
             owned_file(self.out, "flow.log", write=True)
+            for sub in ("plan", "build", "train", "perf"):
+                owned_file(self.out, sub, write=True, dir=True)
         if self.resume:
             if not rec.is_file():
                 raise RlhlsError(f"--resume: '{self.out}' has no {RECORD} (not a folder written by rlhls run)")

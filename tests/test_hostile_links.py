@@ -223,6 +223,11 @@ def test_a_flow_resume_with_a_linked_log_or_record_is_refused(tmp_path):
     with pytest.raises(RlhlsError, match="flow.log' is a symbolic link"):
         rlhls.Flow("apdrl-dqn-cartpole", out, quiet=True, resume=True)
     (out / "flow.log").unlink()
+    (tmp_path / "elsewhere").mkdir()
+    (out / "train").symlink_to(tmp_path / "elsewhere")  # the training run would land there
+    with pytest.raises(RlhlsError, match="train' is a symbolic link"):
+        rlhls.Flow("apdrl-dqn-cartpole", out, quiet=True, resume=True)
+    (out / "train").unlink()
     shutil.move(out / "run.json", tmp_path / "run.json")
     (out / "run.json").symlink_to(tmp_path / "run.json")
     with pytest.raises(RlhlsError, match="run.json' is a symbolic link"):
@@ -437,6 +442,7 @@ def test_every_file_output_keeps_the_users_file(tmp_path, trained, capsys, argv,
 @pytest.mark.parametrize("argv", [
     ["build", "apdrl-dqn-cartpole"], ["perf", "apdrl-dqn-cartpole"], ["train", "apdrl-dqn-cartpole"],
     ["run", "apdrl-dqn-cartpole"], ["experiment", "apdrl-table3"],
+    ["partition", "missing-profile.csv", "--graph", "missing-graph.csv", "--device", "vek280"],
 ])
 def test_every_folder_output_keeps_the_users_file_and_folder(tmp_path, capsys, argv):
     f = tmp_path / "mine.txt"
