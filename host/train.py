@@ -114,6 +114,9 @@ def train_design(design, *, out=None, steps: int | None = None, seed: int = 0, e
 
 
 def _recorded_hyperparams(out: Path) -> dict | None:
+    from rlhls.partition.fileio import owned_file
+
+    owned_file(out, "config.json")  # a link out of the run folder is refused, not read
     try:
         rec = json.loads((out / "config.json").read_text())
     except (OSError, ValueError, UnicodeDecodeError):

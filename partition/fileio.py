@@ -240,6 +240,9 @@ def owned_file(folder, rel, *, write: bool = False, dir: bool = False) -> Path:
     return Path(folder, *parts)
 
 
+_DIR = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY  # a folder opened to walk through (search right only)
+
+
 def open_owned(folder, rel, flags: int = os.O_RDONLY, mode: int = 0o666) -> int:
     """``os.open`` of ``folder/rel`` with no symbolic link followed below `folder` (``O_NOFOLLOW`` on every
     part, each opened relative to the one before) and the file checked as ``owned_file`` checks it (opened
@@ -247,15 +250,17 @@ def open_owned(folder, rel, flags: int = os.O_RDONLY, mode: int = 0o666) -> int:
     an ordinary failure (FileNotFoundError when missing)."""
     parts = _parts(rel)
     write = bool(flags & (os.O_WRONLY | os.O_RDWR))
-    dfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    dfd = os.open(folder, _DIR)
     path = Path(folder)
     try:
         for i, part in enumerate(parts):
             path = path / part
             last = i == len(parts) - 1
             try:
-                fd = os.open(part, (flags | os.O_NONBLOCK if last else os.O_RDONLY | os.O_DIRECTORY) | os.O_NOFOLLOW,
-                             mode, dir_fd=dfd)
+                fd = os.open(part, (flags | os.O_NONBLOCK if last else _DIR) | os.O_NOFOLLOW, mode, dir_fd=dfd)
+                if not last and not stat.S_ISDIR(os.fstat(fd).st_mode):
+                    os.close(fd)
+                    raise NotADirectoryError(part)
             except OSError:
                 try:
                     st = os.stat(part, dir_fd=dfd, follow_symlinks=False)

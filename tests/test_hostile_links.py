@@ -26,6 +26,30 @@ RESUME = [*DQN_RUN, "--steps", "150", "--resume"]  # update 5 appends to every C
 NEWEST_CHUNK = "replay/transitions-12.bin"  # transitions 96..99 of 100: the next save appends to it
 
 
+_OPENED: list | None = None
+
+
+def _audit(event, args):
+    if _OPENED is not None and event in ("open", "os.listdir", "os.scandir") and args \
+            and isinstance(args[0], (str, bytes, os.PathLike)):
+        _OPENED.append(os.path.abspath(os.fsdecode(args[0])))
+
+
+sys.addaudithook(_audit)
+
+
+def _reads_under(folder: Path, fn):
+    """(fn()'s result, the paths it opened or listed that resolve under `folder`)."""
+    global _OPENED
+    _OPENED = []
+    try:
+        rc = fn()
+    finally:
+        seen, _OPENED = _OPENED, None
+    root = os.path.realpath(folder)
+    return rc, [p for p in seen if os.path.realpath(p).startswith(root + os.sep) or os.path.realpath(p) == root]
+
+
 def _snapshot(folder: Path) -> dict:
     """Every entry under `folder` without following a link: a file's bytes and mtime, a link's target."""
     snap = {}
@@ -103,7 +127,8 @@ def test_a_resume_through_a_link_is_refused_and_the_file_elsewhere_is_untouched(
         victim = _plant(run, outside, rel, kind)
     before, elsewhere = _snapshot(run), _snapshot(outside)
     capsys.readouterr()
-    assert main([*RESUME, "--out", str(run)]) == 2
+    rc, read = _reads_under(outside, lambda: main([*RESUME, "--out", str(run)]))
+    assert rc == 2 and read == []  # nothing outside read either (config.json, the checkpoint)
     _one_line(capsys, "is a symbolic link" if kind == "symlink" else "hard links",
               "events.out.tfevents." if rel == "events" else f"{run / rel}'")
     assert _snapshot(outside) == elsewhere  # bytes and mtime of the file (or folder) elsewhere
@@ -236,30 +261,6 @@ def test_a_flow_resume_with_a_linked_log_or_record_is_refused(tmp_path):
 
 
 # -- build folders: what a manifest names is read only inside the folder
-
-_OPENED: list | None = None
-
-
-def _audit(event, args):
-    if _OPENED is not None and event in ("open", "os.listdir", "os.scandir") and args \
-            and isinstance(args[0], (str, bytes, os.PathLike)):
-        _OPENED.append(os.path.abspath(os.fsdecode(args[0])))
-
-
-sys.addaudithook(_audit)
-
-
-def _reads_under(folder: Path, fn):
-    """fn()'s result and whether it opened or listed anything that resolves under `folder`."""
-    global _OPENED
-    _OPENED = []
-    try:
-        rc = fn()
-    finally:
-        seen, _OPENED = _OPENED, None
-    root = os.path.realpath(folder)
-    return rc, [p for p in seen if os.path.realpath(p).startswith(root + os.sep) or os.path.realpath(p) == root]
-
 
 @pytest.fixture(scope="module")
 def build(tmp_path_factory):
