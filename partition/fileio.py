@@ -312,6 +312,7 @@ def read_record(folder) -> dict | None:
     has none (or one that is not a record). A record naming a path outside the folder is refused:
     it is data someone may have crafted, and rlhls deletes and replaces the files it lists."""
     rec = Path(folder) / OWNER
+    owned_file(folder, OWNER)  # a record that is a link to a file elsewhere is refused, not read
     try:
         data = read_json(rec)
     except (OSError, ValueError):

@@ -168,6 +168,19 @@ def test_a_new_run_into_a_folder_of_ours_with_a_linked_csv_is_refused(tmp_path, 
     assert victim.read_bytes() == data and victim.stat().st_mtime_ns == mtime
 
 
+def test_an_ownership_record_that_is_a_link_is_refused_not_read(tmp_path, capsys):
+    from rlhls.partition.fileio import OWNER
+
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere.json"
+    out.mkdir()
+    elsewhere.write_text(json.dumps({"command": "build", "files": []}))
+    (out / OWNER).symlink_to(elsewhere)
+    rc, read = _reads_under(elsewhere, lambda: main(["build", "apdrl-dqn-cartpole", "--out", str(out)]))
+    assert rc == 2 and read == []
+    _one_line(capsys, f"'{out / OWNER}' is a symbolic link")
+    assert [p.name for p in out.iterdir()] == [OWNER]
+
+
 def test_a_plain_resume_works_also_through_a_linked_parent_or_a_linked_run_folder(tmp_path, trained):
     real = tmp_path / "real"
     real.mkdir()
