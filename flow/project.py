@@ -21,10 +21,10 @@ import importlib.resources
 import json
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from rlhls.designs.errors import RlhlsError
-from rlhls.partition.fileio import atomic_write_text
+from rlhls.partition.fileio import atomic_write_text, owned_file, within
 
 MANIFEST = "manifest.json"
 GENERATOR = "rlhls build"
@@ -163,8 +163,10 @@ def write_json(path: Path, obj) -> None:
 
 
 def read_manifest(out: Path) -> dict | None:
-    """Our manifest in `out`, or None when there is none (or it is not ours)."""
+    """Our manifest in `out`, or None when there is none (or it is not ours); a manifest.json that is
+    a symbolic link is refused (RlhlsError), never read."""
     p = Path(out) / MANIFEST
+    owned_file(out, MANIFEST)
     if not p.is_file():
         return None
     try:
@@ -174,14 +176,53 @@ def read_manifest(out: Path) -> dict | None:
     return m if isinstance(m, dict) and m.get("generator") == GENERATOR else None
 
 
+def recorded_paths(m: dict) -> list[tuple[str, object]]:
+    """(where, value) of every path a manifest records: component folders, files, system.cfg, AIE files."""
+    found = []
+
+    def each(key, value, field=None):
+        items = enumerate(value) if isinstance(value, list) else [(None, value)]
+        for i, e in items:
+            v = e.get(field) if field and isinstance(e, dict) else e
+            if v is not None:  # not recorded: nothing to follow
+                found.append((key + ("" if i is None else f"[{i}]") + (f".{field}" if field else ""), v))
+
+    each("components", m.get("components"), "dir")
+    each("component", m.get("component"), "dir")
+    each("files", m.get("files"), "path")
+    each("system_cfg", m.get("system_cfg"))
+    if isinstance(m.get("aie"), dict):
+        each("aie.files", m["aie"].get("files"))
+    return found
+
+
+def check_paths(out, m: dict) -> None:
+    """Every path manifest `m` records is relative, without '..', and inside `out` with its links
+    resolved: the manifest is data someone may have crafted, and the checks read what it names.
+    RlhlsError (one line naming the entry) otherwise, before anything it names is read."""
+    where = Path(out) / MANIFEST
+    for key, rel in recorded_paths(m):
+        pure = PurePosixPath(rel) if isinstance(rel, str) else None
+        if pure is None or not rel or "\x00" in rel or pure.is_absolute() or ".." in pure.parts:
+            raise RlhlsError(f"'{where}': {key} is {rel!r}, not a path inside the build folder (nothing it names "
+                             "was read)")
+        try:
+            within(out, Path(out, *pure.parts))
+        except RlhlsError:
+            raise RlhlsError(f"'{where}': {key} '{rel}' leads out of the build folder through a symbolic link "
+                             "(nothing it names was read)") from None
+
+
 def build_manifest(folder, what: str = "--reports") -> tuple[Path, dict]:
-    """(folder, its manifest) of a complete build folder `rlhls build` wrote; one RlhlsError line otherwise."""
+    """(folder, its manifest) of a complete build folder `rlhls build` wrote; one RlhlsError line
+    otherwise (its recorded paths checked: ``check_paths``)."""
     path = Path(folder).absolute()
     if not path.is_dir():
         raise RlhlsError(f"{what} '{folder}': no such folder; expected a folder written by `{GENERATOR}`")
     m = read_manifest(path)
     if m is None:
         raise RlhlsError(f"{what} '{folder}': no {MANIFEST} written by `{GENERATOR}` in it")
+    check_paths(path, m)
     check_complete(folder, m)
     return path, m
 
@@ -199,6 +240,7 @@ def verify_manifest(out: Path) -> list[str]:
     m = read_manifest(out)
     if m is None:
         raise RlhlsError(f"'{out}': no manifest.json written by {GENERATOR}")
+    check_paths(out, m)
     bad = []
     for e in m["files"]:
         p = Path(out) / e["path"]

@@ -30,6 +30,10 @@ reports the file (relative to ``out``) and line of every violation:
   and its source includes its header.
 * ``aie_budget`` — the graph's tiles and PLIO pairs within the device's capacity and its routable
   stream budget (``designs.kernels.cost.aie_plio_pairs``; AM020 "AI Engine-ML Array Interface").
+
+Nothing outside ``out`` is read: a path the manifest records (``project.check_paths``) or a file
+names (``syn.file``, a kernel source, a PLIO file) that leads out of the folder through ``..``, an
+absolute path or a symbolic link is one RlhlsError line (``project.within``), checked before it is read.
 """
 
 from __future__ import annotations
@@ -114,7 +118,7 @@ def _components(out: Path, manifest: dict) -> list[dict]:
 
 
 def _cfg(out: Path, comp: dict):
-    path = out / comp["dir"] / P.HLS_CONFIG
+    path = P.within(out, out / comp["dir"] / P.HLS_CONFIG)
     return path, _cfg_entries(path)
 
 
@@ -199,7 +203,7 @@ def rule_part_name(out: Path, m: dict) -> list[Violation]:
                 v.append(Violation("part_name", doc, _rel(out, path), ln, f"part={val} is not an AMD part number"))
             elif val != m.get("part"):
                 v.append(Violation("part_name", doc, _rel(out, path), ln, f"part={val}, the build's is {m.get('part')}"))
-        tcl = out / c["dir"] / P.RUN_HLS
+        tcl = P.within(out, out / c["dir"] / P.RUN_HLS)
         for i, line in enumerate(_lines(tcl), 1):
             mm = re.match(r"\s*set_part\s+(\S+)", line)
             if mm and (not is_amd_part(mm.group(1)) or mm.group(1) != m.get("part")):
@@ -234,7 +238,7 @@ def rule_hls_sources(out: Path, m: dict) -> list[Violation]:
         if top != c.get("top"):
             v.append(Violation("hls_sources", doc, rel, top_ln, f"syn.top={top}, the component's top is {c.get('top')}"))
         for f, ln in syn + tb:
-            if not (d / f).exists():
+            if not P.within(out, d / f).exists():
                 v.append(Violation("hls_sources", doc, rel, ln, f"{f} does not exist"))
         if not any(_find_function((d / f).read_text(errors="replace"), top) for f, _ in syn if (d / f).is_file()):
             v.append(Violation("hls_sources", doc, rel, top_ln, f"syn.top={top}: no syn.file defines void {top}(...)"))
@@ -243,7 +247,7 @@ def rule_hls_sources(out: Path, m: dict) -> list[Violation]:
             if [g for g, _ in got] != [want]:
                 v.append(Violation("hls_sources", doc, rel, got[0][1] if got else 0,
                                    f"{key}={','.join(g for g, _ in got) or '(none)'}, expected {want}"))
-        tcl = d / P.RUN_HLS
+        tcl = P.within(out, d / P.RUN_HLS)
         tl = _lines(tcl)
         tops_tcl = [(i, ln.split()[1]) for i, ln in enumerate(tl, 1) if ln.startswith("set_top ")]
         if [t for _, t in tops_tcl] != [top]:
@@ -266,7 +270,7 @@ def _top_source(out: Path, c: dict):
     d = out / c["dir"]
     _, entries = _cfg(out, c)
     for f, _ in _get(entries, "syn.file"):
-        p = d / f
+        p = P.within(out, d / f)
         if p.is_file():
             text = p.read_text(errors="replace")
             fn = _find_function(text, c.get("top") or "")
@@ -335,7 +339,7 @@ def rule_hls_pragmas(out: Path, m: dict) -> list[Violation]:
         d = out / c["dir"]
         _, entries = _cfg(out, c)
         for f, _ in _get(entries, "syn.file"):
-            p = d / f
+            p = P.within(out, d / f)
             for i, ln in enumerate(_lines(p), 1):
                 mm = re.match(r"\s*#\s*pragma\s+HLS\s+(\w+)(.*)", ln, re.I)
                 if not mm:
@@ -361,7 +365,7 @@ def rule_testbench(out: Path, m: dict) -> list[Violation]:
         d = out / c["dir"]
         path, entries = _cfg(out, c)
         rel = _rel(out, path)
-        tb = [(f, ln) for f, ln in _get(entries, "tb.file")]
+        tb = [(f, ln) for f, ln in _get(entries, "tb.file") if P.within(out, d / f)]
         srcs = [(f, ln) for f, ln in tb if f.endswith((".cpp", ".cc", ".c"))]
         data = [(f, ln) for f, ln in tb if not f.endswith((".cpp", ".cc", ".c", ".h")) and (d / f).is_file()]
         if not srcs:
@@ -386,7 +390,7 @@ def rule_system_cfg(out: Path, m: dict) -> list[Violation]:
     doc = "UG1393 'Linking the Kernels'; UG1702 '--connectivity Options'"
     if m.get("kind") == "policy":
         return []
-    path = out / P.SYSTEM_CFG
+    path = P.within(out, out / P.SYSTEM_CFG)
     rel = P.SYSTEM_CFG
     if not path.is_file():
         return [Violation("system_cfg", doc, rel, 0, "missing")]
@@ -425,7 +429,7 @@ def rule_system_cfg(out: Path, m: dict) -> list[Violation]:
 
 
 def _aie_manifest(out: Path):
-    p = out / "aie" / "manifest.json"
+    p = P.within(out, out / "aie" / "manifest.json")
     try:
         return json.loads(p.read_text())
     except (OSError, ValueError):
@@ -438,7 +442,7 @@ def rule_aie_graph(out: Path, m: dict) -> list[Violation]:
     doc = ("UG1079 'Creating a Data Flow Graph (Including Kernels)', 'Run-Time Ratio', 'Input and Output PLIO', "
            "'Explicit Packet Switching'")
     aie = out / "aie"
-    g = aie / "graph.h"
+    g = P.within(out, aie / "graph.h")
     lines = _lines(g)
     rel = _rel(out, g)
     if not lines:
@@ -448,7 +452,7 @@ def rule_aie_graph(out: Path, m: dict) -> list[Violation]:
     for i, ln in enumerate(lines, 1):
         for mm in re.finditer(r"adf::source\((\w+(?:\[\d+\])?)\)\s*=\s*\"([^\"]+)\"", ln):
             kernels.setdefault(mm.group(1), {})["source"] = i
-            if not (aie / mm.group(2)).is_file():
+            if not P.within(out, aie / mm.group(2)).is_file():
                 v.append(Violation("aie_graph", doc, rel, i, f"kernel source {mm.group(2)} does not exist"))
         for mm in re.finditer(r"adf::runtime<adf::ratio>\((\w+(?:\[\d+\])?)\)\s*=\s*([0-9.eE+-]+)", ln):
             kernels.setdefault(mm.group(1), {})["ratio"] = i
@@ -460,11 +464,11 @@ def rule_aie_graph(out: Path, m: dict) -> list[Violation]:
             if name in names:
                 v.append(Violation("aie_graph", doc, rel, i, f"PLIO name {name} used twice (line {names[name]})"))
             names[name] = i
-            data = aie / f
+            data = P.within(out, aie / f)
             if kind == "input" and not (data.is_file() and data.stat().st_size):
                 v.append(Violation("aie_graph", doc, rel, i, f"input PLIO {name}: data file {f} missing or empty"))
             if kind == "output":
-                exp = data.with_name(data.stem + "_expected" + data.suffix)
+                exp = P.within(out, data.with_name(data.stem + "_expected" + data.suffix))
                 if not (exp.is_file() and exp.stat().st_size):
                     v.append(Violation("aie_graph", doc, rel, i,
                                        f"output PLIO {name}: no expected output {_rel(aie, exp)} beside it"))
@@ -476,7 +480,7 @@ def rule_aie_graph(out: Path, m: dict) -> list[Violation]:
         if "source" not in seen or "ratio" not in seen:
             v.append(Violation("aie_graph", doc, rel, seen.get("source") or seen.get("ratio") or 0,
                                f"kernel {k} has no {'source' if 'source' not in seen else 'run-time ratio'}"))
-    gc = aie / "graph.cpp"
+    gc = P.within(out, aie / "graph.cpp")
     if not re.search(r"^\s*\w+\s+\w+\s*;", "\n".join(_lines(gc)), re.M):
         v.append(Violation("aie_graph", doc, _rel(out, gc), 0, "no top-level graph instance"))
     return v
@@ -487,10 +491,10 @@ def rule_aie_kernel_source(out: Path, m: dict) -> list[Violation]:
         return []
     doc = "UG1079 'C++ Kernel Class Support' (registerKernelClass, REGISTER_FUNCTION), 'Kernel Inputs and Outputs'"
     v = []
-    kd = out / "aie" / "kernels"
+    kd = P.within(out, out / "aie" / "kernels")
     classes = set()
     for h in sorted(kd.glob("*.h")):
-        text = h.read_text(errors="replace")
+        text = P.within(out, h).read_text(errors="replace")
         for mm in re.finditer(r"^class\s+(\w+)\s*\{", text, re.M):
             cls = mm.group(1)
             classes.add(cls)
@@ -509,10 +513,10 @@ def rule_aie_kernel_source(out: Path, m: dict) -> list[Violation]:
                     not re.search(r"adf::output_(async_)?buffer<|output_stream<", ports):
                 v.append(Violation("aie_kernel_source", doc, _rel(out, h), line,
                                    f"{cls}::{reg[0]}: expected adf input and output buffer or stream ports"))
-            cc = h.with_suffix(".cc")
+            cc = P.within(out, h.with_suffix(".cc"))
             if not cc.is_file() or f'#include "{h.name}"' not in cc.read_text(errors="replace"):
                 v.append(Violation("aie_kernel_source", doc, _rel(out, cc), 0, f"does not include {h.name}"))
-    g = out / "aie" / "graph.h"
+    g = P.within(out, out / "aie" / "graph.h")
     for i, ln in enumerate(_lines(g), 1):
         for mm in re.finditer(r"create_object<(\w+)>", ln):
             if mm.group(1) not in classes:
@@ -568,6 +572,7 @@ def check_build(out, *, building: bool = False) -> list[Violation]:
         m = {**m, "components": [{**m["component"], "kind": "hls4ml"}]}
     if m is None or "components" not in m:
         raise RlhlsError(f"'{out}': not a build folder (no manifest.json written by {P.GENERATOR})")
+    P.check_paths(out, m)  # what the manifest names stays inside `out`; each file read is checked again (P.within)
     if not building:
         P.check_complete(out, m)
     v = []

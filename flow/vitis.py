@@ -22,6 +22,7 @@ from pathlib import Path
 
 from rlhls.designs.errors import RlhlsError
 from rlhls.partition import procs
+from rlhls.partition.fileio import open_owned
 
 from .project import HLS_CONFIG, RUN_HLS, WORK_DIR
 
@@ -88,7 +89,11 @@ def run_step(step: Step, env: dict | None = None) -> dict:
     """Run one command; {'step','argv','cwd','returncode','seconds','log'}. Never raises on a tool failure.
     env: extra environment variables (added to os.environ)."""
     t0 = time.perf_counter()
-    with open(step.log, "wb") as log:
+    log_path = Path(step.log)
+    # the build folder's own file, never through a link (a folder rlhls merged into may hold one)
+    fd = open_owned(log_path.parent, log_path.name, os.O_WRONLY | os.O_CREAT)
+    os.ftruncate(fd, 0)
+    with open(fd, "wb") as log:
         try:
             rc = procs.run(list(step.argv), cwd=step.cwd, stdout=log, stderr=subprocess.STDOUT,  # dies with rlhls
                            env={**os.environ, **env} if env else None, tree=True).returncode

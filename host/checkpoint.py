@@ -17,6 +17,9 @@ What grows with a run (the replay buffer, the CSVs) is kept out of it, in files 
 ``write_at(path, offset, data)`` puts bytes at an offset the checkpoint recorded (cutting what a
 killed write left past it) and ``read_rows(path, dtype, rows)`` reads the rows a checkpoint
 covers, its size checked first; the checkpoint names the lengths, so bytes past them are ignored.
+Every read and in-place write goes through ``fileio.open_owned``: a symbolic link in the run folder
+is never followed, and a file with another hard link is never written, so a folder someone crafted
+cannot lead a write (or a read) to a file outside it.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from rlhls.designs.errors import RlhlsError
-from rlhls.partition.fileio import atomic_writer, os_error
+from rlhls.partition.fileio import atomic_writer, open_owned, os_error
 
 __all__ = ["FORMAT", "save_checkpoint", "load_checkpoint", "write_at", "read_rows"]
 
@@ -82,12 +85,15 @@ def save_checkpoint(path, state) -> None:
                  **{f"a{i}": a for i, a in enumerate(arrays)})
 
 
-def write_at(path, offset: int, data: bytes) -> int:
+def write_at(path, offset: int, data: bytes, *, folder=None) -> int:
     """Write `data` at byte `offset` of `path` (made when missing), the file cut there first, and
-    flush it to disk; returns the new length. A file shorter than `offset` is one line."""
+    flush it to disk; returns the new length. A file shorter than `offset` is one line. `path` must be
+    a regular file of `folder` (its parent by default; fileio.open_owned): no symbolic link is followed
+    and a file with another hard link is refused, so nothing outside the run folder is changed."""
     path = Path(path)
+    root = Path(folder) if folder is not None else path.parent
     try:
-        with open(path, "r+b" if path.exists() else "wb") as f:
+        with os.fdopen(open_owned(root, path.relative_to(root).as_posix(), os.O_RDWR | os.O_CREAT), "r+b") as f:
             size = os.fstat(f.fileno()).st_size
             if size < offset:
                 raise RlhlsError(f"'{path}' holds {size} bytes, its checkpoint counts {offset}: the run folder "
@@ -104,15 +110,17 @@ def write_at(path, offset: int, data: bytes) -> int:
     return offset + len(data)
 
 
-def read_rows(path, dtype, rows: int, start: int = 0) -> np.ndarray:
+def read_rows(path, dtype, rows: int, start: int = 0, *, folder=None) -> np.ndarray:
     """Rows `start` .. `start + rows` of a raw file of `dtype` records (no object fields), the file's
-    size checked against them before anything is allocated."""
+    size checked against them before anything is allocated; a file of `folder` (its parent by
+    default), read through no symbolic link."""
     path, dtype = Path(path), np.dtype(dtype)
     if dtype.hasobject:
         raise TypeError("read_rows: object fields")
     need = (start + rows) * dtype.itemsize
+    root = Path(folder) if folder is not None else path.parent
     try:
-        with open(path, "rb") as f:
+        with os.fdopen(open_owned(root, path.relative_to(root).as_posix()), "rb") as f:
             have = os.fstat(f.fileno()).st_size
             if have < need:
                 raise RlhlsError(f"'{path}' holds {have} bytes, its checkpoint counts {need} "
@@ -160,8 +168,9 @@ def checkpoint_steps(path) -> int | None:
     """The env steps a run's checkpoint holds, read from its small state member alone (not the
     arrays; its header checked first, as ``load_checkpoint`` checks every entry's); None when there is
     no readable checkpoint there."""
+    path = Path(path)
     try:
-        with zipfile.ZipFile(path) as zf:
+        with os.fdopen(open_owned(path.parent, path.name), "rb") as fh, zipfile.ZipFile(fh) as zf:
             info = zf.getinfo("state.npy")
             _check_entry(zf, info)
             with zf.open(info) as f:
@@ -169,7 +178,7 @@ def checkpoint_steps(path) -> int | None:
         if not isinstance(head, dict) or head.get("format") != FORMAT:
             return None
         steps = head["state"]["env_steps"]
-    except (OSError, ValueError, KeyError, TypeError, EOFError, UnicodeDecodeError, zipfile.BadZipFile):
+    except (OSError, ValueError, KeyError, TypeError, EOFError, UnicodeDecodeError, zipfile.BadZipFile, RlhlsError):
         return None
     return steps if isinstance(steps, int) and not isinstance(steps, bool) and steps >= 0 else None
 
@@ -177,7 +186,8 @@ def checkpoint_steps(path) -> int | None:
 def load_checkpoint(path):
     path = Path(path)
     try:
-        data = path.read_bytes()
+        with os.fdopen(open_owned(path.parent, path.name), "rb") as f:  # no link out of the run folder
+            data = f.read()
     except OSError as e:
         raise os_error(path, e, "read") from None
     if data[:2] == b"\x80\x04" or data[:1] == b"\x80":

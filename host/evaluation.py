@@ -102,12 +102,13 @@ def renders_rgb(env_id: str) -> bool:
 
 
 def write_gif(frames: list, path, fps: float | None) -> None:
-    """The frames as an animated GIF (Pillow), written atomically."""
+    """The frames as an animated GIF (Pillow), written atomically, with rlhls' mark (a comment:
+    fileio.image_ours recognises it, so a later --gif replaces it without --force)."""
     import io
 
     from PIL import Image
 
-    from rlhls.partition.fileio import atomic_write_bytes
+    from rlhls.partition.fileio import GIF_COMMENT, atomic_write_bytes
 
     if not frames:
         raise RlhlsError(f"--gif '{path}': the environment rendered no frame")
@@ -116,7 +117,7 @@ def write_gif(frames: list, path, fps: float | None) -> None:
                                                                       dither=Image.Dither.NONE) for f in frames]
     buf = io.BytesIO()
     # GIF delays are in 10 ms steps; 20 ms is the shortest viewers honour
-    images[0].save(buf, format="GIF", save_all=True, append_images=images[1:], loop=0,
+    images[0].save(buf, format="GIF", save_all=True, append_images=images[1:], loop=0, comment=GIF_COMMENT,
                    duration=max(20, int(round(1000.0 / fps / 10.0)) * 10) if fps else 40)
     atomic_write_bytes(path, buf.getvalue())
 
@@ -177,7 +178,7 @@ def load(folder, *, design=None, log=None) -> Policy:
     file by itself; the file must be the one the run recorded (its sha256). `log`: a file that takes
     what the environments' libraries print while it is rebuilt (None: discarded)."""
     from rlhls.designs.registry import recorded_design
-    from rlhls.partition.fileio import path_arg, read_json
+    from rlhls.partition.fileio import owned_file, path_arg, read_json
     from rlhls.partition.procs import library_output
 
     from .algorithms import get_algorithm
@@ -185,6 +186,7 @@ def load(folder, *, design=None, log=None) -> Policy:
     from .runner import CHECKPOINT, run_dir
 
     run = run_dir(path_arg(folder, "rlhls.load", "folder"))
+    owned_file(run, "config.json")  # never read through a link out of the run folder
     try:
         cfg = read_json(run / "config.json")
     except FileNotFoundError:

@@ -12,7 +12,9 @@ every finished episode's ``charts/episodic_return`` / ``charts/episodic_length``
 it ended, and each evaluation's ``eval/...``. A resumed run opens a new event file that purges
 what the old one wrote past the checkpoint (``purge_step``), so an update a kill cut short is not
 shown twice. A write of the event file that fails (a full disk) stops the run in one line naming the
-file, whichever thread wrote it; the run's checkpoint resumes it.
+file, whichever thread wrote it; the run's checkpoint resumes it. The writer makes its file by name
+and follows what is there: ``check_event_files`` refuses a folder where an event file is a symbolic
+link or has another hard link before it is made.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ import sys
 
 from rlhls.partition.fileio import os_error
 
-__all__ = ["TAGS", "RENAMED", "EVAL_COLUMNS", "tag", "upgrade_row", "Board"]
+__all__ = ["TAGS", "RENAMED", "EVAL_COLUMNS", "tag", "upgrade_row", "Board", "check_event_files"]
+
+EVENT_FILES = "events.out.tfevents.*"
 
 # metrics.csv column -> TensorBoard tag (CleanRL's names where CleanRL logs the quantity)
 TAGS = {
@@ -71,11 +75,29 @@ def _scalar(v):
     return f if math.isfinite(f) else None
 
 
+def check_event_files(out) -> None:
+    """RlhlsError unless every entry of `out` named like an event file is a regular file of its own:
+    tensorboardX opens its new file with a plain ``open(name, 'wb')``, which a link (or a hard link)
+    placed at that name would lead to a file outside the folder."""
+    from pathlib import Path
+
+    from rlhls.partition.fileio import owned_file
+
+    try:
+        names = sorted(p.name for p in Path(out).glob(EVENT_FILES))
+    except OSError:
+        return  # no folder yet: nothing there to follow
+    for name in names:
+        owned_file(out, name, write=True)
+
+
 class Board:
     """A run's TensorBoard writer (see the module docstring)."""
 
     def __init__(self, out, update: int, resumed_at: int | None = None):
         from tensorboardX import SummaryWriter
+
+        check_event_files(out)
 
         # purge_step: events at or past the checkpoint's next step are hidden (a resumed run redoes them);
         # the first update in the name: a resume within the same second gets a file of its own

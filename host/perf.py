@@ -223,6 +223,10 @@ def read_run(folder, design) -> tuple[list, dict, object]:
     folder = Path(folder)
     if (folder / "train" / "metrics.csv").is_file() and not (folder / "metrics.csv").is_file():
         folder = folder / "train"
+    from rlhls.partition.fileio import owned_file
+
+    for name in ("config.json", "metrics.csv"):  # never read through a link out of the run folder
+        owned_file(folder, name)
     try:
         cfg = read_json(folder / "config.json")
         with open(folder / "metrics.csv", newline="", encoding="utf-8") as f:

@@ -16,7 +16,7 @@ import numpy as np
 
 from rlhls.designs.errors import RlhlsError
 from rlhls.designs.registry import get_design, recorded_design
-from rlhls.partition.fileio import read_json
+from rlhls.partition.fileio import owned_file, read_json
 
 from .checkpoint import load_checkpoint
 from .runner import CHECKPOINT, run_dir
@@ -32,6 +32,7 @@ def run_folder(design, run) -> tuple[Path, dict, object]:
     run of it, or of it resized by an RL Zoo net_arch); RlhlsError naming what is missing or another
     design's run."""
     run = run_dir(run, "--weights")
+    owned_file(run, "config.json")  # never read through a link out of the run folder
     try:
         cfg = read_json(run / "config.json")
     except FileNotFoundError:

@@ -54,6 +54,7 @@ import io
 import json
 import logging
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -62,11 +63,11 @@ import numpy as np
 
 from rlhls.designs.errors import RlhlsError
 from rlhls.partition.procs import inform
-from rlhls.partition.fileio import (OWNER, atomic_write_bytes, atomic_write_text, check_out, make_dirs, os_error,
-                                    read_json, write_json)
+from rlhls.partition.fileio import (OWNER, atomic_write_bytes, atomic_write_text, check_out, make_dirs, open_owned,
+                                    os_error, owned_file, read_json, write_json)
 
 from .checkpoint import load_checkpoint, save_checkpoint, write_at
-from .metrics import EVAL_COLUMNS, Board, upgrade_row
+from .metrics import EVAL_COLUMNS, Board, check_event_files, upgrade_row
 
 __all__ = ["train", "read_config", "csv_text", "atomic_write_bytes", "atomic_write_text", "read_metrics", "rolling_window", "plot_rewards"]
 
@@ -352,7 +353,8 @@ def run_dir(folder, what: str = "run folder") -> Path:
 def check_folder(out, resume: bool) -> None:
     """The run folder's own checks (before the run's slow preparations: they fail first):
     --resume needs a checkpoint; a new run needs an --out that is new, empty or a run of ours
-    without a checkpoint."""
+    without a checkpoint. Every file the run reads or writes in place there must be a regular
+    file of the folder itself (no symbolic link, no other hard link: fileio.owned_file)."""
     out = Path(out)
     ckpt_path = out / CHECKPOINT
     if resume:
@@ -364,6 +366,24 @@ def check_folder(out, resume: bool) -> None:
                              "or choose another --out")
         check_out(out, command="train", hint="choose another --out",
                   ours=lambda d: (d / "config.json").is_file() and (d / "metrics.csv").is_file())
+    _check_own_files(out, resume)
+
+
+def _check_own_files(out: Path, resume: bool) -> None:
+    """Before anything is read or written: the files a resume reads (config.json, the checkpoint) and
+    those any run appends to (the CSVs, the replay chunks, the event files) are the folder's own.
+    Files replaced whole (os.replace) replace a link itself and are not checked when only written."""
+    if not out.is_dir():
+        return
+    for name in (("config.json", CHECKPOINT) if resume else ()):
+        owned_file(out, name)
+    for name in CSVS:
+        owned_file(out, name, write=True)
+    replay = owned_file(out, "replay", write=True, dir=True)
+    if replay.is_dir():
+        for p in sorted(replay.glob("*.bin")):  # the chunks (host/algorithms/replay.py)
+            owned_file(out, f"replay/{p.name}", write=True)
+    check_event_files(out)
 
 
 def read_config(path: Path) -> dict:
@@ -422,7 +442,7 @@ def _read_record(out: Path, ck: dict, path: Path) -> tuple[list, list, list]:
     tables = {}
     for name, n in ck["csv"].items():
         try:
-            with open(out / name, "rb") as f:
+            with os.fdopen(open_owned(out, name), "rb") as f:
                 data = f.read(n)
         except FileNotFoundError:
             data = b""
@@ -467,7 +487,8 @@ def _record_files(out: Path, recorded: list | None) -> list:
     """The folder's ownership record: RUN_FILES, the replay chunks and the TensorBoard event files,
     rewritten only when that set changed since `recorded`."""
     files = RUN_FILES + sorted(p.relative_to(out).as_posix() for p in
-                               [*out.glob("replay/*.bin"), *out.glob("events.out.tfevents.*")] if p.is_file())
+                               [*out.glob("replay/*.bin"), *out.glob("events.out.tfevents.*")]
+                               if p.is_file() and not p.is_symlink())
     if files != recorded:
         write_json(out / OWNER, {"command": "train", "files": files})
     return files

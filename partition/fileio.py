@@ -43,7 +43,8 @@ from rlhls.designs.errors import RlhlsError
 __all__ = ["OWNER", "atomic_write_bytes", "atomic_writer", "atomic_write_text", "write_json", "check_out",
            "staged_folder", "owned_files", "read_record", "side_name", "scratch_dir", "process_scratch",
            "sweep_dead", "pid_alive", "check_name", "folder_command", "folder_lock", "FolderLock", "os_error",
-           "make_dirs", "parse_json", "read_json", "MAX_JSON_BYTES", "path_arg"]
+           "make_dirs", "parse_json", "read_json", "MAX_JSON_BYTES", "path_arg", "owned_file", "open_owned", "within",
+           "check_file_out", "image_ours", "PNG_METADATA", "GIF_COMMENT"]
 
 OWNER = ".rlhls.json"  # {"command": ..., "files": [...]}: which files of a folder rlhls wrote
 
@@ -213,6 +214,104 @@ def read_json(path, *, max_bytes: int = MAX_JSON_BYTES):
         raise ValueError("not UTF-8 text") from None
 
 
+def _parts(rel) -> tuple:
+    pure = PurePosixPath(rel)
+    if not isinstance(rel, str) or not rel or "\x00" in rel or pure.is_absolute() or ".." in pure.parts:
+        raise ValueError(f"not a path inside a folder: {rel!r}")
+    return pure.parts
+
+
+def _refuse(path, st, folder, write: bool, *, dir: bool = False) -> None:
+    """RlhlsError when the entry `st` (an lstat) at `path` is not one rlhls may use in its folder."""
+    nothing = "nothing was written" if write else "nothing outside it was read"
+    if stat.S_ISLNK(st.st_mode):
+        raise RlhlsError(f"'{path}' is a symbolic link: rlhls reads and writes only the files of '{folder}' itself, "
+                         f"never through a link ({nothing}; remove the link or choose another folder)")
+    if dir and not stat.S_ISDIR(st.st_mode):
+        raise RlhlsError(f"'{path}' is not a folder: rlhls expected its own folder there ({nothing})")
+    if not dir and not stat.S_ISREG(st.st_mode):
+        raise RlhlsError(f"'{path}' is not a regular file: rlhls reads and writes only regular files of "
+                         f"'{folder}' ({nothing})")
+    if write and not dir and st.st_nlink > 1:
+        raise RlhlsError(f"'{path}' has {st.st_nlink} hard links: it may be a file of yours elsewhere too, and rlhls "
+                         f"writes in place only files of its own ({nothing}; replace it with a copy or choose "
+                         "another folder)")
+
+
+def owned_file(folder, rel, *, write: bool = False, dir: bool = False) -> Path:
+    """``folder/rel`` when it is missing or a regular file (`dir`: a folder) of `folder` itself: no part of
+    `rel` is a symbolic link, and one that rlhls will `write` in place (append, truncate) has no other hard
+    link (which may be a user's file elsewhere). `folder` is the user's path: a link to it, or a parent
+    through a link, is their choice and followed. RlhlsError naming the entry otherwise. A check up
+    front; ``open_owned`` is the open that cannot be led out."""
+    parts = _parts(rel)
+    path = Path(folder)
+    for i, part in enumerate(parts):
+        path = path / part
+        try:
+            st = os.lstat(path)
+        except OSError:
+            break  # missing (nothing to follow), or unreadable: the real open says why
+        last = i == len(parts) - 1
+        _refuse(path, st, folder, write, dir=dir or not last)
+    return Path(folder, *parts)
+
+
+_DIR = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY  # a folder opened to walk through (search right only)
+
+
+def open_owned(folder, rel, flags: int = os.O_RDONLY, mode: int = 0o666) -> int:
+    """``os.open`` of ``folder/rel`` with no symbolic link followed below `folder` (``O_NOFOLLOW`` on every
+    part, each opened relative to the one before) and the file checked as ``owned_file`` checks it (opened
+    to write: no other hard link) before anything is written; RlhlsError for an entry refused, OSError for
+    an ordinary failure (FileNotFoundError when missing)."""
+    parts = _parts(rel)
+    write = bool(flags & (os.O_WRONLY | os.O_RDWR))
+    dfd = os.open(folder, _DIR)
+    path = Path(folder)
+    try:
+        for i, part in enumerate(parts):
+            path = path / part
+            last = i == len(parts) - 1
+            try:
+                fd = os.open(part, (flags | os.O_NONBLOCK if last else _DIR) | os.O_NOFOLLOW, mode, dir_fd=dfd)
+                if not last and not stat.S_ISDIR(os.fstat(fd).st_mode):
+                    os.close(fd)
+                    raise NotADirectoryError(part)
+            except OSError:
+                try:
+                    st = os.stat(part, dir_fd=dfd, follow_symlinks=False)
+                except OSError:
+                    st = None
+                if st is not None:
+                    _refuse(path, st, folder, write, dir=not last)
+                raise
+            if last:
+                try:
+                    _refuse(path, os.fstat(fd), folder, write)
+                    os.set_blocking(fd, True)  # O_NONBLOCK only kept a FIFO from blocking the open
+                except BaseException:
+                    os.close(fd)
+                    raise
+                return fd
+            os.close(dfd)
+            dfd = fd
+    finally:
+        os.close(dfd)
+
+
+def within(folder, path) -> Path:
+    """`path` (a path under `folder`) when it stays inside `folder` once '..' and every symbolic link
+    are resolved (a link to a file of the folder is fine); RlhlsError naming it otherwise. For files a
+    read-only command looks at in a folder someone may have crafted: nothing outside it is read."""
+    root = os.path.realpath(folder)
+    real = os.path.realpath(path)
+    if real != root and not real.startswith(root.rstrip(os.sep) + os.sep):
+        raise RlhlsError(f"'{path}' leads out of '{folder}' (to '{real}'): rlhls reads only the folder's own "
+                         "files (nothing outside it was read)")
+    return Path(path)
+
+
 def _inside(folder: Path, rel) -> bool:
     """`rel` names a path inside `folder`: relative, no '..', and not through a link leading out."""
     if not isinstance(rel, str) or not rel or "\x00" in rel:
@@ -230,6 +329,7 @@ def read_record(folder) -> dict | None:
     has none (or one that is not a record). A record naming a path outside the folder is refused:
     it is data someone may have crafted, and rlhls deletes and replaces the files it lists."""
     rec = Path(folder) / OWNER
+    owned_file(folder, OWNER)  # a record that is a link to a file elsewhere is refused, not read
     try:
         data = read_json(rec)
     except (OSError, ValueError):
@@ -367,23 +467,78 @@ def _probe_parent(out: Path, verb: str = "create folder") -> None:
         raise os_error(out, e, verb) from None
 
 
-def check_file_out(path, *, header: str, force: bool = False, what: str = "--out") -> None:
-    """Refuse to replace an existing file unless it is one of ours (its first line starts with
-    `header`) or `force`: a CSV rlhls wrote is rewritten, anything else of the user's is kept."""
+def check_file_out(path, *, header: str | None = None, ours=None, force: bool = False, what: str = "--out") -> None:
+    """Refuse to replace an existing file unless it is one of ours or `force`: a text file whose first
+    line starts with `header` (a CSV rlhls wrote is rewritten), or one ``ours(path)`` recognises (an
+    image with rlhls' mark: ``image_ours``); with neither, every existing file is refused. Anything
+    else of the user's is kept. Checked before the slow work that makes the file."""
     path = Path(path)
     check_name(path, what)
     if path.is_dir():
         raise RlhlsError(f"{what} '{path}' is a folder; expected a file path")
-    if path.exists() and not force:
-        try:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                first = f.readline()
-        except OSError as e:
-            raise os_error(path, e, "read") from None
-        if not first.startswith(header):
+    if (path.exists() or path.is_symlink()) and not force:
+        if header is None and ours is None:
+            raise RlhlsError(f"{what} '{path}' exists: rlhls does not replace a file it cannot tell it wrote "
+                             "(pass --force to replace it)")
+        if not path.exists():
+            mine = False  # a link to nothing: the user's all the same
+        elif ours is not None:
+            mine = ours(path)
+        else:
+            try:
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    mine = f.readline().startswith(header)
+            except OSError as e:
+                raise os_error(path, e, "read") from None
+        if not mine:
             raise RlhlsError(f"{what} '{path}' exists and is not a file rlhls wrote (pass --force to replace it)")
     if not path.exists():
         _probe_parent(path, "write")
+
+
+PNG_METADATA = {"Software": "rlhls"}  # savefig(metadata=...): the mark of a PNG rlhls wrote as a file of its own
+GIF_COMMENT = b"rlhls"  # Pillow's GIF comment: the mark of a GIF rlhls wrote
+
+
+def image_ours(path) -> bool:
+    """Whether `path` is a PNG or GIF with rlhls' mark in its header (a PNG ``tEXt`` chunk
+    ``Software`` = ``rlhls...`` before its image data, a GIF comment ``rlhls...`` before its first
+    image): an image rlhls wrote, which it may replace. Anything else (unreadable included) is not."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return False
+            d = f.read(1 << 16)
+    except OSError:
+        return False
+    mark = PNG_METADATA["Software"].encode()
+    try:
+        if d[:8] == b"\x89PNG\r\n\x1a\n":
+            i = 8
+            while i + 8 <= len(d):
+                n, kind = int.from_bytes(d[i:i + 4], "big"), d[i + 4:i + 8]
+                if kind in (b"IDAT", b"IEND"):
+                    return False
+                if kind == b"tEXt":
+                    key, _, value = d[i + 8:i + 8 + n].partition(b"\0")
+                    if key == b"Software" and value.startswith(mark):
+                        return True
+                i += 12 + n
+        elif d[:6] in (b"GIF87a", b"GIF89a"):
+            packed = d[10]
+            i = 13 + (3 << ((packed & 7) + 1) if packed & 0x80 else 0)  # past the global colour table
+            while d[i] == 0x21:  # extensions before the first image
+                label, i, data = d[i + 1], i + 2, b""
+                while d[i]:
+                    data += d[i + 1:i + 1 + d[i]]
+                    i += 1 + d[i]
+                i += 1
+                if label == 0xFE and data.startswith(GIF_COMMENT):
+                    return True
+    except IndexError:
+        pass
+    return False
 
 
 def folder_command(folder, ours=None, command: str | None = None) -> str | None:
@@ -415,13 +570,26 @@ def check_out(out, *, command: str, force: bool = False, ours=None, what: str = 
     if empty:
         return
     owner = folder_command(out, ours, command)  # a hostile record is refused even with force
-    if owner == command or force:
+    if owner == command:
+        return
+    if force:
+        _no_linked_folders(out)  # a merge would write through it: refused now, before the work
         return
     if owner is not None:
         raise RlhlsError(f"{what} '{out}' is a folder of 'rlhls {owner}', not of 'rlhls {command}' "
                          f"({hint or 'choose another --out, or pass --force: only files rlhls wrote there are replaced'})")
     raise RlhlsError(f"{what} '{out}' is not empty and was not written by rlhls "
                      f"({hint or 'pass --force to write into it; no file of yours is deleted'})")
+
+
+def _no_linked_folders(out: Path) -> None:
+    """One line when a folder rlhls may write into holds a symbolic link to a folder."""
+    for root, dirs, _ in os.walk(out):  # os.walk follows no link
+        for d in dirs:
+            p = Path(root) / d
+            if p.is_symlink():
+                raise RlhlsError(f"'{p}' is a symbolic link: rlhls reads and writes only the files of '{out}' itself, "
+                                 "never through a link (nothing was written; remove the link or choose another folder)")
 
 
 def _all_files(root: Path) -> list[str]:
@@ -476,6 +644,8 @@ def _publish(tmp: Path, out: Path, new: list[str], ours, command: str) -> None:
     mine = set(old or ()) | {OWNER}
     for rel in new:
         dst = out / rel
+        if os.path.dirname(rel):  # a folder of the output that is a link would lead the file out
+            owned_file(out, os.path.dirname(rel), dir=True)
         if (dst.exists() or dst.is_symlink()) and rel not in mine:
             raise RlhlsError(f"cannot write '{dst}': a file rlhls did not write is in the way (it is left as it is)")
     for rel in old or ():

@@ -139,10 +139,18 @@ def library_output(path=None, *, fds=(1, 2)):
         with contextlib.suppress(Exception):
             stream.flush()
     target = os.devnull if path is None else str(path)
+    if target == os.devnull:
+        log_fd = os.open(target, os.O_WRONLY)
+    else:  # a log in a folder of ours: appended, never through a link (fileio.open_owned)
+        from .fileio import open_owned
+
+        log_fd = open_owned(os.path.dirname(target) or ".", os.path.basename(target),
+                            os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    log = open(log_fd, "a", encoding="utf-8", errors="replace")
     saved = {fd: os.dup(fd) for fd in fds}
     py = (sys.stdout, sys.stderr)
     try:
-        with open(target, "a", encoding="utf-8", errors="replace") as log:
+        with log:
             for fd in fds:
                 os.dup2(log.fileno(), fd)
             if 1 in fds:

@@ -66,7 +66,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from rlhls.designs.errors import RlhlsError
-from rlhls.partition.fileio import scratch_dir
+from rlhls.partition.fileio import scratch_dir, within
 
 __all__ = ["SynthReport", "CosimReport", "AieSimOutput", "read_csynth", "read_cosim", "read_aiesim_output",
            "find_reports", "REPORT_RESOURCES"]
@@ -358,6 +358,9 @@ def find_reports(folder) -> dict:
     for p in sorted(folder.rglob("*")):
         if p.is_dir():  # a broken link stays in: reading it says what is wrong
             continue
+        aie_out = p.suffix == ".txt" and p.parent.name == "data" and p.parent.parent.name == "aiesimulator_output"
+        if p.name.endswith(("csynth.xml", "_cosim.rpt")) or aie_out:
+            within(folder, p)  # a report through a link out of the folder is refused, not read
         if p.name == "csynth.xml":
             synth.append(p)
         elif p.name.endswith("_csynth.xml") and not (p.parent / "csynth.xml").is_file() and _named_top(p):

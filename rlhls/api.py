@@ -46,7 +46,7 @@ from rlhls.designs.errors import RlhlsError
 from rlhls.designs.graph import build_graph
 from rlhls.designs.registry import design_record, get_design, recorded_design
 from rlhls.partition.fileio import (OWNER, atomic_write_text, check_name, check_out, folder_command, folder_lock,
-                                    make_dirs, path_arg, read_json, write_json)
+                                    make_dirs, owned_file, path_arg, read_json, write_json)
 from rlhls.partition.procs import library_output
 
 _log = logging.getLogger(__name__)
@@ -179,6 +179,11 @@ class Flow:
     def _check_out(self) -> None:
         check_name(self.out)
         rec = self.out / RECORD
+        if self.out.is_dir():  # read on --resume, appended or written into by the stages: the folder's own, no link
+            owned_file(self.out, RECORD)
+            owned_file(self.out, "flow.log", write=True)
+            for sub in ("plan", "build", "train", "perf"):
+                owned_file(self.out, sub, write=True, dir=True)
         if self.resume:
             if not rec.is_file():
                 raise RlhlsError(f"--resume: '{self.out}' has no {RECORD} (not a folder written by rlhls run)")

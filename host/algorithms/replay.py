@@ -10,7 +10,9 @@ rows added since the last one and returns the small state the checkpoint keeps: 
 of the transition files that count) and ``finals_rows`` per chunk, with the newest transition's
 next observations (``tail``). Rows past those counts (a save the kill interrupted before the
 checkpoint was replaced) are ignored on load and cut by the next save; a chunk whose transitions
-all fell out of the ring is deleted once no checkpoint on disk names it."""
+all fell out of the ring is deleted once no checkpoint on disk names it. The chunks are files of the
+run folder itself: a ``replay`` that is a symbolic link, or a chunk that is one (or has another hard
+link), is refused (host/checkpoint.py ``write_at`` / ``read_rows``), never followed."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from rlhls.designs.errors import RlhlsError
+from rlhls.partition.fileio import owned_file
 
 from ..checkpoint import read_rows, write_at
 
@@ -149,7 +152,7 @@ class ReplayBuffer:
 
     def save(self, folder) -> dict:
         """Append what came since the last save to `folder`/replay and return the checkpoint's state."""
-        d = Path(folder) / "replay"
+        d = owned_file(folder, "replay", write=True, dir=True)  # a link there would lead the chunks out
         d.mkdir(exist_ok=True)
         old, new = self._live(self._saved), self._live(self.added)
         for p in d.iterdir():  # named by neither the checkpoint on disk nor the one to come
@@ -167,7 +170,7 @@ class ReplayBuffer:
             at, p = g - lo, g % self.capacity
             rec["obs"][at], rec["action"][at] = self.obs[p], self.actions[p]
             rec["reward"][at], rec["done"][at] = self.rewards[p], self.dones[p]
-            write_at(d / f"transitions-{k}.bin", (lo - k * self.chunk) * tdt.itemsize, rec.tobytes())
+            write_at(d / f"transitions-{k}.bin", (lo - k * self.chunk) * tdt.itemsize, rec.tobytes(), folder=folder)
         by_chunk: dict[int, list] = {}
         for g in self._new_finals:
             if g >= first and g % self.capacity in self.finals:
@@ -178,7 +181,7 @@ class ReplayBuffer:
             rec["index"] = gs
             rec["obs"] = [self.finals[g % self.capacity] for g in gs]
             n = self._finals_rows.get(k, 0)
-            write_at(d / f"finals-{k}.bin", n * fdt.itemsize, rec.tobytes())
+            write_at(d / f"finals-{k}.bin", n * fdt.itemsize, rec.tobytes(), folder=folder)
             self._finals_rows[k] = n + len(gs)
         self._saved, self._new_finals = self.added, []
         return {"files": "replay", "capacity": self.capacity, "chunk": self.chunk, "added": self.added,
@@ -210,11 +213,11 @@ class ReplayBuffer:
             lo, hi = max(first, k * self.chunk), min(added, (k + 1) * self.chunk)
             for a in range(lo, hi, 4096):  # a bounded read at a time
                 b = min(hi, a + 4096)
-                rec = read_rows(d / f"transitions-{k}.bin", tdt, b - a, start=a - k * self.chunk)
+                rec = read_rows(d / f"transitions-{k}.bin", tdt, b - a, start=a - k * self.chunk, folder=folder)
                 p = np.arange(a, b) % self.capacity
                 self.obs[p], self.actions[p], self.rewards[p], self.dones[p] = \
                     rec["obs"], rec["action"], rec["reward"], rec["done"]
-            fin = read_rows(d / f"finals-{k}.bin", fdt, rows[k]) if rows.get(k) else np.zeros(0, fdt)
+            fin = read_rows(d / f"finals-{k}.bin", fdt, rows[k], folder=folder) if rows.get(k) else np.zeros(0, fdt)
             for g, o in zip(fin["index"].tolist(), fin["obs"]):
                 if first <= g < added:  # else overwritten since
                     self.finals[g % self.capacity] = o.copy()

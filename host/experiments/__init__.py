@@ -574,6 +574,7 @@ def _first_difference(name: str, old, new) -> tuple:
 def _rows(path: Path) -> list:
     from ..runner import read_metrics
 
+    fileio.owned_file(path.parent, path.name)  # a run's own file, never one a link leads to
     try:
         return read_metrics(path)
     except OSError:

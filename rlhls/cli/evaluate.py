@@ -20,6 +20,7 @@ def register(sub) -> None:
                         "a training episode)")
     s.add_argument("--gif", metavar="FILE.gif",
                    help="write the first episode (at most 1000 frames) as an animated GIF")
+    s.add_argument("--force", action="store_true", help="replace a --gif file that rlhls did not write")
     s.add_argument("--json", action="store_true", help="print the result as JSON")
     s.set_defaults(func=cmd_eval)
 
@@ -29,12 +30,15 @@ def cmd_eval(args) -> int:
 
     from rlhls.designs.errors import RlhlsError
     from rlhls.host.evaluation import load, renders_rgb, write_gif
+    from rlhls.partition.fileio import check_file_out, image_ours
     from rlhls.partition.procs import library_output
 
     gif = Path(args.gif) if args.gif else None
     if gif is not None and (gif.is_dir() or not gif.parent.is_dir()):
         raise RlhlsError(f"--gif '{gif}': " + ("it is a folder" if gif.is_dir() else
                                                f"folder '{gif.parent}' does not exist"))
+    if gif is not None:  # before the policy is loaded and played: a GIF of rlhls' own is replaced, nothing else
+        check_file_out(gif, ours=image_ours, force=args.force, what="--gif")
     with library_output(None):  # what the environments' libraries print (the ALE's banner, SDL)
         policy = load(args.run, design=args.design)
         if gif is not None and not renders_rgb(policy.env_id):

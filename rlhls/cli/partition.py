@@ -168,19 +168,11 @@ def cmd_profile(args) -> int:
     return 0
 
 
-def _head(path: Path) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            return f.read(8)
-    except OSError as e:
-        raise RlhlsError(f"--out '{path}': cannot be read ({e.strerror or e})") from None
-
-
 def cmd_compare(args) -> int:
     import io
 
     from rlhls.partition.calibrate import compare, compare_figure
-    from rlhls.partition.fileio import atomic_write_bytes
+    from rlhls.partition.fileio import PNG_METADATA, atomic_write_bytes, check_file_out, image_ours
     from rlhls.partition.profile_io import read_profile
 
     if args.design or args.reports:
@@ -193,8 +185,7 @@ def cmd_compare(args) -> int:
             raise RlhlsError(f"--out '{fig_out}': folder '{fig_out.parent}' does not exist")
         if fig_out.is_dir():
             raise RlhlsError(f"--out '{fig_out}' is a folder; expected a .png file path")
-        if fig_out.exists() and not args.force and _head(fig_out) != b"\x89PNG\r\n\x1a\n":  # only a PNG is replaced
-            raise RlhlsError(f"--out '{fig_out}' exists and is not a figure rlhls wrote (pass --force to replace it)")
+        check_file_out(fig_out, ours=image_ours, force=args.force)  # a PNG of rlhls' own (its mark) is replaced
     model, cal = (read_profile(p) for p in args.compare)
     rows = compare(model, cal)
     if not rows:
@@ -202,7 +193,7 @@ def cmd_compare(args) -> int:
                          "`rlhls profile DESIGN --reports BUILD_DIR`)")
     if fig_out is not None:
         buf = io.BytesIO()
-        compare_figure(rows).savefig(buf, format="png", dpi=110)
+        compare_figure(rows).savefig(buf, format="png", dpi=110, metadata=PNG_METADATA)
         atomic_write_bytes(fig_out, buf.getvalue())
     if args.json:
         print_json(rows)
