@@ -299,8 +299,10 @@ def read_plan(path) -> dict:
         raise RlhlsError(f"plan {path}: not found") from None
     except OSError as exc:
         raise RlhlsError(f"plan {path}: cannot be read ({exc.strerror or exc})") from None
-    except ValueError as exc:  # not JSON, too large or deep, not UTF-8, not a regular file
-        raise RlhlsError(f"plan {path}: not a plan's JSON ({exc})") from None
+    except json.JSONDecodeError as exc:
+        raise RlhlsError(f"plan {path}: not JSON (line {exc.lineno}: {exc.msg})") from None
+    except ValueError as exc:  # too large or deep, not UTF-8, not a regular file
+        raise RlhlsError(f"plan {path}: not JSON ({exc})") from None
     if not isinstance(data, dict):
         raise RlhlsError(f"plan {path}: expected a JSON object with status, makespan_us, assignment, start_us, point")
     for key in ("status", "makespan_us", "gap", "assignment", "start_us", "point"):
@@ -365,6 +367,7 @@ def read_plan(path) -> dict:
 
 
 def _show(v) -> str:
-    """A value for an error line: its JSON text, cut short."""
-    text = json.dumps(v) if isinstance(v, (str, int, float, bool, type(None))) else type(v).__name__
-    return text if len(text) <= 40 else text[:37] + "..."
+    """A value for an error line, cut short (a crafted file's value may be megabytes)."""
+    text = repr(v) if isinstance(v, (str, int, float, bool, type(None))) and len(str(v)) <= 40 else \
+        f"{type(v).__name__} {str(v)[:30]}..." if isinstance(v, (str, int)) else repr(v)[:40]
+    return text

@@ -102,7 +102,7 @@ def _build_plan(tmp_path, text):
 
 @pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, '{"a": ' * 100_000 + "1" + "}" * 100_000])
 def test_plan_json_nested_too_deeply(tmp_path, capsys, text):
-    _refused(_build_plan(tmp_path, text), tmp_path, capsys, "not a plan's JSON (nested too deeply)")
+    _refused(_build_plan(tmp_path, text), tmp_path, capsys, "not JSON (nested too deeply)")
 
 
 def test_plan_json_that_is_a_fifo_does_not_block(tmp_path, capsys):
@@ -110,7 +110,7 @@ def test_plan_json_that_is_a_fifo_does_not_block(tmp_path, capsys):
     folder.mkdir()
     os.mkfifo(folder / "plan.json")
     _refused(["build", DESIGN, "--plan", folder, "--out", tmp_path / "b"], tmp_path, capsys,
-             "plan.json: not a plan's JSON (not a regular file)")
+             "plan.json: not JSON (not a regular file)")
 
 
 def test_calibrate_reads_a_crafted_aie_manifest_as_data(tmp_path):
@@ -281,22 +281,22 @@ def test_a_design_file_with_a_crafted_onnx_is_one_line(tmp_path, capsys):
 # ----------------------------------------------------------------------------------------- plan fields
 
 @pytest.mark.parametrize("field, value, what", [
-    ("finish_us", "abc", "finish_us of node '{node}' = \"abc\" must be a number >= its start_us"),
-    ("finish_us", float("nan"), "finish_us of node '{node}' = NaN must be a number >= its start_us"),
-    ("finish_us", [1.0], "finish_us of node '{node}' = list must be a number >= its start_us"),
-    ("finish_us", True, "finish_us of node '{node}' = true must be a number >= its start_us"),
-    ("ps_cores", "x", "'ps_cores' = \"x\" must be a whole number in 1..1024"),
-    ("ps_cores", [1], "'ps_cores' = list must be a whole number in 1..1024"),
+    ("finish_us", "abc", "finish_us of node '{node}' = 'abc' must be a number >= its start_us"),
+    ("finish_us", float("nan"), "finish_us of node '{node}' = nan must be a number >= its start_us"),
+    ("finish_us", [1.0], "finish_us of node '{node}' = [1.0] must be a number >= its start_us"),
+    ("finish_us", True, "finish_us of node '{node}' = True must be a number >= its start_us"),
+    ("ps_cores", "x", "'ps_cores' = 'x' must be a whole number in 1..1024"),
+    ("ps_cores", [1], "'ps_cores' = [1] must be a whole number in 1..1024"),
     ("ps_cores", 1e9, "'ps_cores' = 1000000000.0 must be a whole number in 1..1024"),
     ("ps_cores", 2.5, "'ps_cores' = 2.5 must be a whole number in 1..1024"),
-    ("core", "x", "core of node '{node}' = \"x\" must be a PS core 0..0"),
+    ("core", "x", "core of node '{node}' = 'x' must be a PS core 0..0"),
     ("core", 3, "core of node '{node}' = 3 must be a PS core 0..0"),
-    ("solve_seconds", "abc", "'solve_seconds' = \"abc\" must be a number >= 0 (or null)"),
-    ("solve_seconds", float("inf"), "'solve_seconds' = Infinity must be a number >= 0 (or null)"),
-    ("bound", True, "'bound' = true must be a number >= 0 (or null)"),
+    ("solve_seconds", "abc", "'solve_seconds' = 'abc' must be a number >= 0 (or null)"),
+    ("solve_seconds", float("inf"), "'solve_seconds' = inf must be a number >= 0 (or null)"),
+    ("bound", True, "'bound' = True must be a number >= 0 (or null)"),
     ("solver", 7, "'solver' = 7 must be a string (or null)"),
-    ("baselines", {"HEFT": "abc"}, "'baselines.HEFT' = \"abc\" must be a number >= 0 (or null)"),
-    ("utilisation", {"PS": {"busy": "x"}}, "'utilisation.PS.busy' = \"x\" must be a number >= 0"),
+    ("baselines", {"HEFT": "abc"}, "'baselines.HEFT' = 'abc' must be a number >= 0 (or null)"),
+    ("utilisation", {"PS": {"busy": "x"}}, "'utilisation.PS.busy' = 'x' must be a number >= 0"),
     ("sources", 5, "'sources' must be an object {{node: value}}"),
 ])
 def test_plan_field_that_is_not_a_number(tmp_path, capsys, plan_of_design, field, value, what):
@@ -313,7 +313,7 @@ def test_plan_fields_checked_in_every_command_that_reads_one(tmp_path, capsys, p
     for argv in (["train", DESIGN, "--precision", "mixed", "--plan", tmp_path / "plan.json", "--steps", "100",
                   "--out", tmp_path / "t"],
                  ["perf", DESIGN, "--plan", tmp_path / "plan.json", "--out", tmp_path / "perf"]):
-        _refused(argv, tmp_path, capsys, "'ps_cores' = \"x\" must be a whole number in 1..1024")
+        _refused(argv, tmp_path, capsys, "'ps_cores' = 'x' must be a whole number in 1..1024")
 
 
 # ----------------------------------------------------------------------------------------- bounds before work
