@@ -172,6 +172,14 @@ def test_profile_compare_cell_over_the_csv_field_limit(tmp_path, capsys):
     _refused(["profile", "--compare", p, p], tmp_path, capsys, "profile.csv: row 2: field larger than field limit")
 
 
+@pytest.mark.parametrize("name", ["top_cosim.rpt", "csynth.xml", "aiesimulator_output/data/q_out0.txt"])
+def test_report_that_is_a_fifo_does_not_block(tmp_path, capsys, name):
+    path = tmp_path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(path)
+    _refused(["report-read", path], tmp_path, capsys, f"{path}: cannot be read (not a regular file)")
+
+
 # ----------------------------------------------------------------------------------------- ONNX
 
 def _tensor(name, data_type, dims, raw=None, floats=None, strings=None):
