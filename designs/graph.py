@@ -50,6 +50,8 @@ POLYAK_FLOPS = 3
 GAE_FLOPS = 7
 RETURNS_FLOPS = 3
 CG_FLOPS_PER_PARAM = 10
+MAX_BATCH = 1 << 20  # samples in one training step: the designs' largest is 50,000 (TRPO on Humanoid); a
+# batch's activations are allocated by every backend and by PS timing
 
 
 def _loss_flops(algorithm: str, batch: int, outputs: int) -> int:
@@ -346,6 +348,8 @@ def build_graph(design, batch: int | None = None, seed: int = 0) -> TrainingGrap
         batch = design.batch_size
     if not isinstance(batch, int) or batch < 1:
         raise RlhlsError(f"batch size {batch!r} must be a positive integer")
+    if batch > MAX_BATCH:
+        raise RlhlsError(f"batch size {batch}: more than the {MAX_BATCH} samples a training step may have")
     try:
         build = graph_builder(design.algorithm)
     except RlhlsError as e:

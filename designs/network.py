@@ -100,9 +100,11 @@ from .formats import FP32, NumericFormat, parse_format, round_to
 from .lut import _lut_index, _lut_softmax, lut_tables, softmax_table_formats
 
 __all__ = ["Precision", "TABLE_SIZE", "softmax_table_formats", "lut_tables", "Layer", "Dense", "Conv2d", "Flatten", "ReLU", "Tanh", "Sigmoid", "Softmax",
-           "Identity", "Network", "ACT_FLOPS", "INITS", "im2col", "col2im"]
+           "Identity", "Network", "ACT_FLOPS", "INITS", "MAX_LAYER_PARAMS", "im2col", "col2im"]
 
 INITS = ("orthogonal", "uniform")
+MAX_LAYER_PARAMS = 1 << 28  # weights of one layer, checked before they are allocated: a 16384 x 16384 layer
+# (the largest of the experiments' sizes) is 2 GiB as float64
 
 # FLOPs per element (forward, backward) of the elementwise layers; see the module docstring.
 ACT_FLOPS = {
@@ -335,6 +337,8 @@ class _MMLayer(Layer):
         default_gain = math.sqrt(2) if init == "orthogonal" else 1.0
         self._gain_used = gain = float(default_gain if self.gain is None else self.gain)
         fan_out, fan_in = self._fan()
+        if fan_out * fan_in > MAX_LAYER_PARAMS:
+            raise self._error(f"{fan_out} x {fan_in} weights, more than the {MAX_LAYER_PARAMS} a layer may have")
         self.params = {"W": self._from_matrix(_init_matrix(rng, init, fan_out, fan_in, gain))}
         if self.bias:
             if init == "orthogonal":

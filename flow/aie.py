@@ -94,7 +94,7 @@ import numpy as np
 from rlhls.designs.errors import RlhlsError
 from rlhls.partition import procs
 from rlhls.designs.formats import BF16, FP32, parse_format
-from rlhls.partition.fileio import atomic_write_text
+from rlhls.partition.fileio import atomic_write_text, read_json
 from rlhls.designs.graph import build_graph
 
 __all__ = ["emit_aie", "aie_fit", "check_aie", "aie_gemm", "aie_dense_reference", "plan_chunks", "node_gemms",
@@ -697,7 +697,12 @@ def check_aie(out_dir, *, seed: int = 0, cache_dir=None) -> list[dict]:
     mpath = aie / "manifest.json"
     if not mpath.is_file():
         raise RlhlsError(f"check_aie: {mpath} not found (run emit_aie first)")
-    manifest = json.loads(mpath.read_text())
+    try:
+        manifest = read_json(mpath)
+    except (OSError, ValueError) as e:
+        raise RlhlsError(f"check_aie: {mpath}: cannot be read ({e})") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("nodes"), list):
+        raise RlhlsError(f"check_aie: {mpath}: not the manifest emit_aie writes (no list of nodes)")
     work = Path(cache_dir) if cache_dir is not None else aie / "shim_test"
     work.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)

@@ -38,19 +38,117 @@ def read_config(path, design=None, env_id: str | None = None) -> dict:
     return config_of(load_config(path), path, design, env_id)
 
 
-def load_config(path) -> dict:
-    """The mapping a --config file holds, as read (``config_of`` takes a design's values from it)."""
+# A --config file is read with these bounds, checked while its events are parsed, before any value
+# is built: a YAML file of nested aliases (a "billion laughs") is a few bytes that expand past any
+# memory, and the composer recurses once per level of nesting.
+MAX_YAML_BYTES = 1 << 20  # RL Zoo's largest published file (ppo.yml) is about 20 KB
+MAX_YAML_EXPANDED = 1 << 22  # characters of scalars + collections with every alias written out
+MAX_YAML_DEPTH = 64  # levels of nesting: RL Zoo's files have 3 (entry, key, a list)
+MAX_YAML_INT = 2 ** 63  # |integer| below this (a 64-bit integer): counts and seeds are; Python's int() of a
+# 5,000-digit text is a ValueError, and a float of a 400-digit one an OverflowError
+
+
+MAX_EVAL_EPISODES = 100_000  # episodes of one evaluation: SB3's default is 10, papers report 10 to 100
+
+
+class _YamlRefused(Exception):
+    """A bound of a --config file that is exceeded: its message, and the line."""
+
+    def __init__(self, message: str, mark=None):
+        super().__init__(message)
+        self.line = None if mark is None else mark.line + 1
+
+
+def _yaml_loader():
     import yaml
+
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class Loader(base):
+        pass
+
+    def construct_int(loader, node):
+        digits = node.value.replace("_", "").lstrip("+-")
+        if len(digits) > 2 * len(str(MAX_YAML_INT)):  # before int() converts thousands of digits
+            value = None
+        else:
+            value = yaml.constructor.SafeConstructor.construct_yaml_int(loader, node)
+        if value is None or abs(value) >= MAX_YAML_INT:
+            raise _YamlRefused(f"integer of {len(digits)} digits is out of range (a 64-bit integer at most)",
+                               node.start_mark)
+        return value
+
+    Loader.add_constructor("tag:yaml.org,2002:int", construct_int)
+    return Loader
+
+
+def _check_yaml_events(text: str, loader) -> None:
+    """_YamlRefused when `text` nests deeper than MAX_YAML_DEPTH, expands past MAX_YAML_EXPANDED with
+    its aliases, or holds an alias inside its own anchor (a recursive value). Events only: the
+    parser keeps a stack, it does not recurse, and nothing is built."""
+    import yaml
+
+    size = {}  # anchor -> its value's expanded size
+    stack = []  # per open collection: [anchor, expanded size so far]
+    total = 0
+    for ev in yaml.parse(text, Loader=loader):
+        if isinstance(ev, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            if len(stack) >= MAX_YAML_DEPTH:
+                raise _YamlRefused(f"nested deeper than {MAX_YAML_DEPTH} levels", ev.start_mark)
+            stack.append([ev.anchor, 1])
+            continue
+        if isinstance(ev, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+            anchor, n = stack.pop()
+            if anchor is not None:
+                size[anchor] = n
+        elif isinstance(ev, yaml.ScalarEvent):
+            n = 1 + len(ev.value)
+            if ev.anchor is not None:
+                size[ev.anchor] = n
+        elif isinstance(ev, yaml.AliasEvent):
+            if any(a == ev.anchor for a, _ in stack):
+                raise _YamlRefused(f"alias *{ev.anchor} is inside its own anchor (a value that holds itself)",
+                                   ev.start_mark)
+            n = size.get(ev.anchor, 1)  # an undefined alias: the loader names it
+        else:
+            continue
+        if stack:
+            stack[-1][1] += n
+        total += n
+        if total > MAX_YAML_EXPANDED:
+            raise _YamlRefused(f"its aliases expand it past {MAX_YAML_EXPANDED} characters (nested aliases?)",
+                               ev.start_mark)
+
+
+def load_config(path) -> dict:
+    """The mapping a --config file holds, as read (``config_of`` takes a design's values from it);
+    bounded (MAX_YAML_*) before anything is built."""
+    import yaml
+
+    from rlhls.partition.fileio import read_limited
 
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = read_limited(path, MAX_YAML_BYTES, "a hyperparameter file holds")
     except OSError as e:
         raise RlhlsError(f"--config '{path}': cannot be read ({e.strerror or e})") from None
+    except ValueError as e:  # too large, not a regular file
+        raise RlhlsError(f"--config '{path}': {e}") from None
+    try:
+        text = data.decode("utf-8")
+        loader = _yaml_loader()
+        _check_yaml_events(text, loader)
+        data = yaml.load(text, Loader=loader)  # noqa: S506 (a SafeLoader with a bounded int)
+    except _YamlRefused as e:
+        where = f" (line {e.line})" if e.line else ""
+        raise RlhlsError(f"--config '{path}'{where}: {e}") from None
     except (yaml.YAMLError, UnicodeDecodeError) as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise RlhlsError(f"--config '{path}': not YAML{where}") from None
+        mark, problem = getattr(e, "problem_mark", None), getattr(e, "problem", None)
+        where = "; ".join(([f"line {mark.line + 1}"] if mark is not None else []) + ([problem] if problem else []))
+        raise RlhlsError(f"--config '{path}': not YAML" + (f" ({where})" if where else "")) from None
+    except (ValueError, TypeError, OverflowError) as e:  # a value its constructor refuses (a date 2024-13-01)
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise RlhlsError(f"--config '{path}': a value cannot be read ({why})") from None
     if data is None:
         return {}
     if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
@@ -168,7 +266,8 @@ class HyperParams:
     # every algorithm's evaluation (host/evaluation.py; the runner runs it, training's bits untouched)
     eval_every: int = hp(0, "env steps between evaluations of the deterministic policy (0: at the end of the run "
                          "only)", low=0)
-    eval_episodes: int = hp(10, "episodes per evaluation (SB3 evaluate_policy); 0: no evaluation", low=0)
+    eval_episodes: int = hp(10, "episodes per evaluation (SB3 evaluate_policy); 0: no evaluation", low=0,
+                            high=MAX_EVAL_EPISODES)
 
     @classmethod
     def describe(cls) -> list[dict]:

@@ -238,17 +238,21 @@ def _aie_rows(profile, build_dir: Path, manifest: dict, outputs: list, device, n
     data movers' LUT/FF the model's at that point."""
     if not outputs:
         return {}
-    import json
+    from .fileio import read_json
 
     files = (manifest.get("aie") or {}).get("files") or []
-    mpath = next((build_dir / f for f in files if f.endswith("manifest.json")), None)
+    mpath = next((build_dir / f for f in files if isinstance(f, str) and f.endswith("manifest.json")
+                  and not Path(f).is_absolute() and ".." not in Path(f).parts), None)  # inside the build only
     if mpath is None or not mpath.is_file():
         raise RlhlsError(f"{outputs[0]}: an aiesimulator output, but the build in {build_dir} has no AIE graph")
     try:
-        graph = json.loads(mpath.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        graph = read_json(mpath)
+    except (OSError, ValueError) as e:
         raise RlhlsError(f"{mpath}: cannot be read ({e})") from None
-    nodes = graph.get("nodes") or []
+    nodes = graph.get("nodes") if isinstance(graph, dict) else None
+    if not isinstance(nodes, list) or not all(_aie_node(n) for n in nodes):
+        raise RlhlsError(f"{mpath}: not the manifest of an AIE graph (expected nodes with a name, plio_outputs, "
+                         "and tiles and plio_pairs as numbers)")
     owner = {plio: n for n in nodes for plio in n.get("plio_outputs") or []}
     sims = {}
     for p in outputs:
@@ -280,6 +284,16 @@ def _aie_rows(profile, build_dir: Path, manifest: dict, outputs: list, device, n
         out[n["name"]] = dict(latency_us=last / 1000.0 + launch, cycles=None, resources=res, source="aie",
                               point=str(n.get("point") or "built"))
     return out
+
+
+def _aie_node(n) -> bool:
+    """`n` is a node of an AIE manifest as emit_aie writes it (the fields _aie_rows reads)."""
+    def number(v):
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+
+    return (isinstance(n, dict) and isinstance(n.get("name"), str) and isinstance(n.get("plio_outputs", []), list)
+            and all(isinstance(q, str) for q in n.get("plio_outputs") or []) and number(n.get("tiles"))
+            and number(n.get("plio_pairs")))
 
 
 def _pf(point: str) -> int | None:

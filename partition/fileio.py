@@ -43,8 +43,8 @@ from rlhls.designs.errors import RlhlsError
 __all__ = ["OWNER", "atomic_write_bytes", "atomic_writer", "atomic_write_text", "write_json", "check_out",
            "staged_folder", "owned_files", "read_record", "side_name", "scratch_dir", "process_scratch",
            "sweep_dead", "pid_alive", "check_name", "folder_command", "folder_lock", "FolderLock", "os_error",
-           "make_dirs", "parse_json", "read_json", "MAX_JSON_BYTES", "path_arg", "owned_file", "open_owned", "within",
-           "check_file_out", "image_ours", "PNG_METADATA", "GIF_COMMENT"]
+           "make_dirs", "parse_json", "read_json", "read_limited", "MAX_JSON_BYTES", "path_arg", "owned_file",
+           "open_owned", "within", "check_file_out", "image_ours", "PNG_METADATA", "GIF_COMMENT"]
 
 OWNER = ".rlhls.json"  # {"command": ..., "files": [...]}: which files of a folder rlhls wrote
 
@@ -194,9 +194,10 @@ def parse_json(text):
         raise ValueError("nested too deeply") from None
 
 
-def read_json(path, *, max_bytes: int = MAX_JSON_BYTES):
-    """A JSON file's value; OSError when it cannot be read, ValueError when it is not JSON (or too
-    large, too deeply nested, not UTF-8). The size is checked before the file is read."""
+def read_limited(path, max_bytes: int, holds: str = "a record of rlhls holds") -> bytes:
+    """A regular file's bytes, at most `max_bytes`: OSError when it cannot be read, ValueError when
+    it is not a regular file or is larger (the size is checked before the file is read; `holds`
+    says in the message what such a file is)."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO in a crafted folder must not block the open
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(fd)
@@ -204,10 +205,17 @@ def read_json(path, *, max_bytes: int = MAX_JSON_BYTES):
             raise ValueError("not a regular file")
         size = st.st_size
         if size > max_bytes:
-            raise ValueError(f"{size} bytes, more than a record of rlhls holds ({max_bytes})")
+            raise ValueError(f"{size} bytes, more than {holds} ({max_bytes})")
         data = f.read(max_bytes + 1)
     if len(data) > max_bytes:
         raise ValueError(f"more than {max_bytes} bytes")
+    return data
+
+
+def read_json(path, *, max_bytes: int = MAX_JSON_BYTES):
+    """A JSON file's value; OSError when it cannot be read, ValueError when it is not JSON (or too
+    large, too deeply nested, not UTF-8). The size is checked before the file is read."""
+    data = read_limited(path, max_bytes)
     try:
         return parse_json(data.decode("utf-8"))
     except UnicodeDecodeError:

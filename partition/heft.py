@@ -14,6 +14,7 @@ cannot run there or the unit's capacity cannot hold them) and HEFT itself.
 
 from __future__ import annotations
 
+import numbers
 import time
 
 from collections import defaultdict
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 
 from rlhls.designs.errors import RlhlsError
 
-from .profile_io import UNITS, ProfileRow, is_carry, topo_order
+from .profile_io import MAX_NODES, MAX_PS_CORES, UNITS, ProfileRow, is_carry, topo_order
 
 __all__ = ["Problem", "Schedule", "heft", "baselines", "semi_active", "carry_span", "local_search"]
 
@@ -50,6 +51,8 @@ class Problem:
         self.options: dict[str, list[ProfileRow]] = {}
         for r in rows:
             self.options.setdefault(r.node, []).append(r)
+        if len(self.options) > MAX_NODES:
+            raise RlhlsError(f"profile: {len(self.options)} nodes, more than the {MAX_NODES} a partition takes")
         for s, d, *_ in edges:
             for v in (s, d):
                 if v not in self.options:
@@ -68,7 +71,9 @@ class Problem:
         capacity = dict(capacity or {})
         cores = capacity.pop(("PS", "cores"), None)
         if ps_cores is None:
-            ps_cores = int(cores) if cores else 1
+            ps_cores = cores if cores else 1
+        if isinstance(ps_cores, bool) or not isinstance(ps_cores, numbers.Real) or not ps_cores <= MAX_PS_CORES:
+            raise RlhlsError(f"PS cores {ps_cores!r}: expected a whole number in 1..{MAX_PS_CORES}")
         self.ps_cores = max(1, int(ps_cores))
         self.capacity = {k: float(v) for k, v in capacity.items()}
         self.links = {k: (float(a), float(b)) for k, (a, b) in (links or {}).items()}

@@ -94,7 +94,7 @@ import pulp
 from rlhls.designs.errors import RlhlsError
 
 from . import procs
-from .fileio import atomic_write_text, process_scratch, scratch_dir
+from .fileio import atomic_write_text, process_scratch, read_json, scratch_dir
 from .procs import library_output
 from .heft import EPS, Problem, Schedule, baselines, heft, local_search, semi_active
 from . import energy as energy_rows
@@ -149,11 +149,13 @@ class _HiGHSWarm(pulp.HiGHS):
             proc = procs.popen([sys.executable, "-c", code, model, start, out, repr(left), repr(time.time())],
                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             rc = _wait(proc, self.deadline)
-            if rc != 0 or not os.path.exists(out):
+            try:
+                res = read_json(out) if rc == 0 else None
+            except (OSError, ValueError):  # no answer, or not one the child wrote whole
+                res = None
+            if not isinstance(res, dict):
                 lp.assignStatus(pulp.LpStatusNotSolved, pulp.LpSolutionNoSolutionFound)
                 return pulp.LpStatusNotSolved
-            with open(out) as f:
-                res = json.load(f)
         res["values"] = {v.name: res["values"][names[v.name]] for v in vs}
         lp.assignVarsVals(res["values"])
         lp.assignStatus(res["status"], res["sol_status"])
@@ -251,15 +253,14 @@ def _highs_child(model: str, start: str, out: str, left: str, sent: str | None =
     # stop a little before the parent kills this process, so that the plan and bound get written
     deadline = time.perf_counter() + left_s - min(0.5, 0.1 * float(left))
     variables, lp = pulp.LpProblem.fromMPS(model)
-    with open(start) as f:
-        for name, value in json.load(f).items():
-            v = variables[name]
-            # MPS keeps 12 digits of a bound: a start at its bound can fall just outside (PuLP refuses it)
-            if v.lowBound is not None:
-                value = max(value, v.lowBound)
-            if v.upBound is not None:
-                value = min(value, v.upBound)
-            v.setInitialValue(value)
+    for name, value in read_json(start).items():
+        v = variables[name]
+        # MPS keeps 12 digits of a bound: a start at its bound can fall just outside (PuLP refuses it)
+        if v.lowBound is not None:
+            value = max(value, v.lowBound)
+        if v.upBound is not None:
+            value = min(value, v.upBound)
+        v.setInitialValue(value)
     cmd = _solver("highs", deadline)
     cmd.in_child = True
     with library_output(os.devnull, fds=(1,)):

@@ -25,8 +25,8 @@ from pathlib import Path
 
 from rlhls.designs.errors import RlhlsError
 
-from .fileio import atomic_write_bytes, atomic_write_text, check_out, staged_folder
-from .profile_io import UNITS
+from .fileio import atomic_write_bytes, atomic_write_text, check_out, read_json, staged_folder
+from .profile_io import MAX_NODES, MAX_PS_CORES, UNITS
 
 __all__ = ["Plan", "write_plan", "read_plan", "load_plan", "check_plan", "utilisation", "plan_csv", "gantt_figure", "gantt_png"]
 
@@ -282,19 +282,27 @@ def check_plan(plan, graph, *, where: str = "plan") -> dict:
     return {n: asg[n] for n in names}
 
 
+def _number(v, low=0.0) -> bool:
+    """`v` is a finite JSON number >= `low` (no bool, no NaN or Infinity, no text)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= low
+
+
 def read_plan(path) -> dict:
-    """Read and validate a plan.json (a file or a folder holding one)."""
+    """Read and validate a plan.json (a file or a folder holding one): every field ``load_plan``
+    takes, its type and range, one line naming the field."""
     path = Path(path)
     if path.is_dir():
         path = path / "plan.json"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json(path)
     except FileNotFoundError:
         raise RlhlsError(f"plan {path}: not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RlhlsError(f"plan {path}: cannot be read ({exc})") from None
+    except OSError as exc:
+        raise RlhlsError(f"plan {path}: cannot be read ({exc.strerror or exc})") from None
     except json.JSONDecodeError as exc:
         raise RlhlsError(f"plan {path}: not JSON (line {exc.lineno}: {exc.msg})") from None
+    except ValueError as exc:  # too large or deep, not UTF-8, not a regular file
+        raise RlhlsError(f"plan {path}: not JSON ({exc})") from None
     if not isinstance(data, dict):
         raise RlhlsError(f"plan {path}: expected a JSON object with status, makespan_us, assignment, start_us, point")
     for key in ("status", "makespan_us", "gap", "assignment", "start_us", "point"):
@@ -304,26 +312,62 @@ def read_plan(path) -> dict:
         raise RlhlsError(f"plan {path}: 'status' must be a string")
     for key in ("makespan_us", "gap"):
         v = data[key]
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-            raise RlhlsError(f"plan {path}: '{key}' = {v!r} must be a number >= 0")
+        if not _number(v):
+            raise RlhlsError(f"plan {path}: '{key}' = {_show(v)} must be a number >= 0")
     asg = data["assignment"]
     if not isinstance(asg, dict) or not asg:
         raise RlhlsError(f"plan {path}: 'assignment' must be a non-empty object {{node: unit}}")
+    if len(asg) > MAX_NODES:
+        raise RlhlsError(f"plan {path}: 'assignment' has {len(asg)} nodes, more than the {MAX_NODES} a plan may have")
     for node, unit in asg.items():
         if unit not in UNITS:
-            raise RlhlsError(f"plan {path}: node '{node}' assigned to unknown unit {unit!r}; expected one of {', '.join(UNITS)}")
-    for key in ("start_us", "point"):
+            raise RlhlsError(f"plan {path}: node '{node}' assigned to unknown unit {_show(unit)}; "
+                             f"expected one of {', '.join(UNITS)}")
+    cores = data.get("ps_cores")
+    if cores is not None and not (_number(cores, 1) and float(cores).is_integer() and cores <= MAX_PS_CORES):
+        raise RlhlsError(f"plan {path}: 'ps_cores' = {_show(cores)} must be a whole number in 1..{MAX_PS_CORES}")
+    tables = {"start_us": "a number >= 0", "point": "a string", "finish_us": "a number >= its start_us",
+              "core": f"a PS core 0..{int(cores or 1) - 1}", "sources": "a string"}
+    for key, want in tables.items():
+        if key not in data or (key not in ("start_us", "point") and data[key] is None):
+            continue
         table = data[key]
         if not isinstance(table, dict):
             raise RlhlsError(f"plan {path}: '{key}' must be an object {{node: value}}")
-        for node in asg:
-            if node not in table:
-                raise RlhlsError(f"plan {path}: node '{node}' has no '{key}' entry")
+        if key in ("start_us", "point"):
+            for node in asg:
+                if node not in table:
+                    raise RlhlsError(f"plan {path}: node '{node}' has no '{key}' entry")
         for node, v in table.items():
             if node not in asg:
                 raise RlhlsError(f"plan {path}: '{key}' names node '{node}', which has no assignment")
-            if key == "start_us" and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0):
-                raise RlhlsError(f"plan {path}: start_us of node '{node}' = {v!r} must be a number >= 0")
-            if key == "point" and not isinstance(v, str):
-                raise RlhlsError(f"plan {path}: point of node '{node}' = {v!r} must be a string")
+            ok = (_number(v) if key == "start_us" else isinstance(v, str) if key in ("point", "sources") else
+                  _number(v) and v >= data["start_us"][node] if key == "finish_us" else
+                  _number(v) and float(v).is_integer() and v < int(cores or 1))
+            if not ok:
+                raise RlhlsError(f"plan {path}: {key} of node '{node}' = {_show(v)} must be {want}")
+    for key, want in (("solve_seconds", "a number >= 0"), ("bound", "a number >= 0"), ("solver", "a string")):
+        v = data.get(key)
+        if v is not None and not (isinstance(v, str) if key == "solver" else _number(v)):
+            raise RlhlsError(f"plan {path}: '{key}' = {_show(v)} must be {want} (or null)")
+    for key, nested in (("baselines", False), ("utilisation", True)):
+        table = data.get(key)
+        if table is None:
+            continue
+        if not isinstance(table, dict):
+            raise RlhlsError(f"plan {path}: '{key}' must be an object")
+        for name, v in table.items():
+            values = v.items() if nested and isinstance(v, dict) else [(None, v)]
+            for sub, x in values:
+                if not (_number(x) or (x is None and not nested)):
+                    field = f"{key}.{name}" + (f".{sub}" if sub is not None else "")
+                    raise RlhlsError(f"plan {path}: '{field}' = {_show(x)} must be a number >= 0"
+                                     + ("" if nested else " (or null)"))
     return data
+
+
+def _show(v) -> str:
+    """A value for an error line, cut short (a crafted file's value may be megabytes)."""
+    text = repr(v) if isinstance(v, (str, int, float, bool, type(None))) and len(str(v)) <= 40 else \
+        f"{type(v).__name__} {str(v)[:30]}..." if isinstance(v, (str, int)) else repr(v)[:40]
+    return text

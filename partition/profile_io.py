@@ -44,6 +44,10 @@ that is not listed is unlimited.
 
 Links CSV — ``src_unit,dst_unit,latency_us,bytes_per_us``: the cost of an edge whose two ends sit
 on different units is ``latency_us + bytes / bytes_per_us``; a unit pair that is not listed is free.
+
+Limits, checked as a file is read (one line naming the file and row, before any work): a file of
+at most ``MAX_CSV_BYTES``, cells within Python's csv field limit, at most ``MAX_NODES`` nodes, at
+most ``MAX_PS_CORES`` PS cores.
 """
 
 from __future__ import annotations
@@ -56,17 +60,24 @@ from pathlib import Path
 
 from rlhls.designs.errors import RlhlsError
 
-from .fileio import atomic_write_text
+from .fileio import atomic_write_text, read_limited
 
 __all__ = [
     "RESOURCES", "UNITS", "SOURCES", "ProfileRow", "read_profile", "write_profile", "read_graph",
     "read_capacity", "read_links", "check_inputs", "atomic_write_text", "topo_order", "is_carry",
+    "MAX_CSV_BYTES", "MAX_NODES", "MAX_PS_CORES",
 ]
 
 RESOURCES = ("lut", "ff", "dsp", "bram36", "uram", "aie_tiles", "plio")
 UNITS = ("PS", "PL", "AIE")
 SOURCES = ("model", "csynth", "cosim", "aie", "measured")
 CAPACITY_RESOURCES = RESOURCES + ("cores",)
+
+MAX_CSV_BYTES = 64 << 20  # a profile of MAX_NODES nodes with dozens of design points each is a few tens of MB
+MAX_NODES = 10_000  # the designs' training graphs have at most 57 nodes, the large-graph benchmark 1,000;
+# HEFT and the ILP grow faster than the node count
+MAX_PS_CORES = 1024  # the PS has 2-8 ARM cores on every catalogue device; the ILP and the Gantt chart have
+# a lane per core
 
 
 @dataclass(frozen=True)
@@ -96,17 +107,17 @@ def _read_rows(path, kind: str, required: tuple, optional: tuple):
     """Yield ``(row_number, {column: text})``; RlhlsError for a missing file/column, empty file."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        text = read_limited(path, MAX_CSV_BYTES, f"a {kind} file holds").decode("utf-8-sig")
     except FileNotFoundError:
         raise RlhlsError(f"{kind} file {path}: not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # ValueError: too large, not a regular file, not UTF-8
         raise RlhlsError(f"{kind} file {path}: cannot be read ({exc})") from None
     lines = [(i + 1, ln) for i, ln in enumerate(text.splitlines())]
     lines = [(n, ln) for n, ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
     if not lines:
         raise RlhlsError(f"{path}: empty {kind} file; expected a header row '{','.join(required)}' and data rows")
     header_no, header_line = lines[0]
-    header = [h.strip().lower() for h in next(csv.reader([header_line]))]
+    header = [h.strip().lower() for h in _cells(header_line, path, header_no)]
     for col in required:
         if col not in header:
             raise RlhlsError(
@@ -130,11 +141,18 @@ def _read_rows(path, kind: str, required: tuple, optional: tuple):
             raise RlhlsError(f"{path}: row {n}: control character {bad!r} in the row; expected plain text")
         if ln.count('"') % 2:
             raise RlhlsError(f"{path}: row {n}: unterminated double quote; quote a whole cell (\"a,b\") or none")
-        cells = next(csv.reader([ln]))
+        cells = _cells(ln, path, n)
         if len(cells) > len(header):
             raise RlhlsError(f"{path}: row {n}: {len(cells)} cells but the header has {len(header)} columns")
         cells = [c.strip() for c in cells] + [""] * (len(header) - len(cells))
         yield n, dict(zip(header, cells))
+
+
+def _cells(line: str, path, row: int) -> list[str]:
+    try:
+        return next(csv.reader([line]))
+    except csv.Error as exc:  # a cell over the csv module's field limit
+        raise RlhlsError(f"{path}: row {row}: {exc}") from None
 
 
 def _number(text: str, path, row: int, col: str, *, required: bool, positive: bool = False) -> float | None:
@@ -167,6 +185,7 @@ def read_profile(path) -> list[ProfileRow]:
     """Read a profile CSV (format in the module docstring)."""
     rows: list[ProfileRow] = []
     seen: dict = {}
+    nodes: set = set()
     optional = ("point",) + RESOURCES + ("cycles", "flops", "source")
     for n, rec in _read_rows(path, "profile", ("node", "unit", "latency_us"), optional):
         node = rec["node"]
@@ -181,6 +200,11 @@ def read_profile(path) -> list[ProfileRow]:
             if v:
                 res[r] = v
         key = (node, unit, point)
+        if node not in nodes:
+            nodes.add(node)
+            if len(nodes) > MAX_NODES:
+                raise RlhlsError(f"{path}: row {n}: node '{node}' is one more than the {MAX_NODES} nodes a "
+                                 "profile may have")
         if key in seen:
             raise RlhlsError(
                 f"{path}: row {n}: node '{node}' on {unit} point '{point}' repeats row {seen[key]}; "
@@ -235,7 +259,7 @@ def read_graph(path) -> list[tuple]:
 
     DAG edges come back as ``(src, dst, bytes)``, carry edges as ``(src, dst, bytes, True)``.
     """
-    edges, where = _Edges(), {}
+    edges, where, nodes = _Edges(), {}, set()
     for n, rec in _read_rows(path, "graph", ("src", "dst", "bytes"), ("carry",)):
         src, dst = rec["src"], rec["dst"]
         for col, v in (("src", src), ("dst", dst)):
@@ -249,6 +273,12 @@ def read_graph(path) -> list[tuple]:
             raise RlhlsError(f"{path}: row {n}: edge {src}->{dst} joins a node to itself (a cycle)")
         b = _number(rec["bytes"], path, n, "bytes", required=True)
         key = (src, dst, carry)
+        for v in (src, dst):
+            if v not in nodes:
+                nodes.add(v)
+                if len(nodes) > MAX_NODES:
+                    raise RlhlsError(f"{path}: row {n}: node '{v}' is one more than the {MAX_NODES} nodes a "
+                                     "graph may have")
         if key in where:
             raise RlhlsError(f"{path}: row {n}: {'carry ' if carry else ''}edge {src}->{dst} repeats row {where[key]}")
         where[key] = n
@@ -282,8 +312,8 @@ def read_capacity(path) -> dict[tuple[str, str], float]:
                 f"{path}: row {n}: unknown resource '{rec['resource']}'; expected one of {', '.join(CAPACITY_RESOURCES)}"
             )
         v = _number(rec["capacity"], path, n, "capacity", required=True)
-        if res == "cores" and (v < 1 or not float(v).is_integer()):
-            raise RlhlsError(f"{path}: row {n}: PS cores {v:g} is not a whole number >= 1")
+        if res == "cores" and (v < 1 or not float(v).is_integer() or v > MAX_PS_CORES):
+            raise RlhlsError(f"{path}: row {n}: PS cores {v:g} is not a whole number in 1..{MAX_PS_CORES}")
         if (unit, res) in where:
             raise RlhlsError(f"{path}: row {n}: {unit} {res} repeats row {where[(unit, res)]}")
         where[(unit, res)] = n

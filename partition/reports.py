@@ -66,12 +66,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from rlhls.designs.errors import RlhlsError
-from rlhls.partition.fileio import scratch_dir, within
+from rlhls.partition.fileio import read_limited, scratch_dir, within
 
 __all__ = ["SynthReport", "CosimReport", "AieSimOutput", "read_csynth", "read_cosim", "read_aiesim_output",
            "find_reports", "REPORT_RESOURCES"]
 
 REPORT_RESOURCES = ("LUT", "FF", "DSP", "BRAM_18K", "URAM")
+MAX_REPORT_BYTES = 256 << 20  # csynth.xml and cosim reports are kilobytes, an aiesimulator output of a long
+# simulation tens of MB; a file is read whole, its size checked first
 
 _TOP_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # (element path, what it is): every one hls4ml's reader dereferences, plus the top and part we read
@@ -160,14 +162,16 @@ class AieSimOutput:
 
 
 def _read_bytes(path: Path) -> bytes:
+    if path.is_dir():
+        raise RlhlsError(f"{path}: is a folder; expected a report file")
     try:
-        return path.read_bytes()
+        return read_limited(path, MAX_REPORT_BYTES, "a report holds")
     except FileNotFoundError:
         raise RlhlsError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise RlhlsError(f"{path}: is a folder; expected a report file") from None
     except OSError as e:
         raise RlhlsError(f"{path}: cannot be read ({e.strerror or e})") from None
+    except ValueError as e:  # larger than a report, not a regular file (a FIFO would block)
+        raise RlhlsError(f"{path}: cannot be read ({e})") from None
 
 
 def _decoded(path: Path, data: bytes, expected: str) -> str:
@@ -344,8 +348,8 @@ def _named_top(path: Path) -> bool:
     """A ``<name>_csynth.xml`` is a top's report when it names ``<name>`` its top (module docstring)."""
     name = path.name[: -len("_csynth.xml")]
     try:
-        root = ET.parse(path).getroot()
-    except (ET.ParseError, OSError):
+        root = ET.fromstring(_read_bytes(path))
+    except (ET.ParseError, RlhlsError):
         return True  # let read_csynth say what is wrong with it
     return _text(root, "UserAssignments/TopModelName") == name
 

@@ -34,6 +34,20 @@ def positive_int(text: str) -> int:
     return value
 
 
+MAX_REPEATS = 10_000  # timed calls per node (profile --measure-ps): the median settles within tens; each
+# call's time is kept
+
+
+def at_most(high: int):
+    """argparse type of a count option with a ceiling, said in its message (checked before any work)."""
+    def parse(text: str) -> int:
+        value = positive_int(text)
+        if value > high:
+            raise argparse.ArgumentTypeError(f"{value} is more than {high}, the most it takes")
+        return value
+    return parse
+
+
 def seed_int(text: str) -> int:
     try:
         value = int(text)

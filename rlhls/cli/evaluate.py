@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from .common import positive_int, print_json, seed_int
+from rlhls.host.hyperparams import MAX_EVAL_EPISODES
+
+from .common import at_most, print_json, seed_int
 
 
 def register(sub) -> None:
@@ -14,7 +16,8 @@ def register(sub) -> None:
     s.add_argument("--design", metavar="FILE.py",
                    help="the design file of a run of a user's design (./FILE.py[:NAME]): a run folder never makes "
                         "rlhls import a file by itself; the file's sha256 must be the one the run recorded")
-    s.add_argument("--episodes", type=positive_int, default=10, help="episodes (default 10)")
+    s.add_argument("--episodes", type=at_most(MAX_EVAL_EPISODES), default=10,
+                   help=f"episodes (default 10, at most {MAX_EVAL_EPISODES})")
     s.add_argument("--seed", type=seed_int,
                    help="evaluation seed (default: the run's seed, as its eval.csv; the episodes never repeat "
                         "a training episode)")

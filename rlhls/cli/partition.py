@@ -6,7 +6,7 @@ from pathlib import Path
 
 from rlhls.designs.errors import RlhlsError
 
-from .common import positive_int, print_json, say
+from .common import MAX_REPEATS, at_most, positive_int, print_json, say
 
 
 def register(sub) -> None:
@@ -36,7 +36,8 @@ def register(sub) -> None:
     s.add_argument("--measure-ps", action="store_true",
                    help="time each node's PS implementation (the emulator's PS code in the design's PS format) on "
                         "this machine; its PS row takes the median (source 'measured')")
-    s.add_argument("--repeats", type=positive_int, default=15, help="timed calls per node with --measure-ps (default 15)")
+    s.add_argument("--repeats", type=at_most(MAX_REPEATS), default=15,
+                   help=f"timed calls per node with --measure-ps (default 15, at most {MAX_REPEATS})")
     s.add_argument("--compare", nargs=2, metavar=("MODEL.csv", "CALIBRATED.csv"),
                    help="print each calibrated row against the model's row of the same node, unit and point (else "
                         "the point nearest in parallelism, pf), with the error in %%; --out: the figure (PNG)")
