@@ -233,7 +233,7 @@ def read_run(folder, design) -> tuple[list, dict, object]:
             rows = list(csv.DictReader(f))
     except FileNotFoundError as e:
         raise RlhlsError(f"--run '{folder}': no {Path(e.filename).name} (not a run folder of rlhls train)") from None
-    except (OSError, UnicodeDecodeError, ValueError) as e:
+    except (OSError, UnicodeDecodeError, ValueError, csv.Error) as e:
         raise RlhlsError(f"--run '{folder}': cannot be read ({e})") from None
     if not isinstance(cfg, dict) or not isinstance(cfg.get("hyperparams"), dict):
         raise RlhlsError(f"--run '{folder}/config.json': expected a run config with 'hyperparams'")

@@ -28,6 +28,7 @@ Every OS error (a folder that cannot be created, permission denied, a full disk)
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import reprlib
@@ -493,11 +494,16 @@ def check_file_out(path, *, header: str | None = None, ours=None, force: bool = 
         elif ours is not None:
             mine = ours(path)
         else:
-            try:
-                with open(path, encoding="utf-8", errors="replace") as f:
-                    mine = f.readline().startswith(header)
+            try:  # through no link, and no FIFO that would block the open
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+                with os.fdopen(fd, "rb") as f:
+                    mine = stat.S_ISREG(os.fstat(fd).st_mode) and f.readline(4096).decode(
+                        "utf-8", "replace").startswith(header)
             except OSError as e:
-                raise os_error(path, e, "read") from None
+                if e.errno == errno.ELOOP:
+                    mine = False  # a link: the user's
+                else:
+                    raise os_error(path, e, "read") from None
         if not mine:
             raise RlhlsError(f"{what} '{path}' exists and is not a file rlhls wrote (pass --force to replace it)")
     if not path.exists():

@@ -469,3 +469,28 @@ def test_every_folder_output_keeps_the_users_file_and_folder(tmp_path, capsys, a
         assert main([*argv, "--out", str(out)]) == 2
         _one_line(capsys, "is a file; expected a folder" if out == f else "was not written by rlhls")
     assert _snapshot(tmp_path) == before
+
+
+def test_a_fifo_or_a_link_where_a_csv_goes_is_refused_without_blocking(tmp_path):
+    """check_file_out reads an existing file's first line to see whether rlhls wrote it: never
+    through a link, and a FIFO there neither blocks the open nor counts as ours."""
+    import os
+
+    from rlhls.partition.fileio import check_file_out
+
+    fifo = tmp_path / "g.csv"
+    os.mkfifo(fifo)
+    link = tmp_path / "l.csv"
+    (tmp_path / "theirs.csv").write_text("src,dst,bytes\n")  # our header, but reached through a link
+    link.symlink_to(tmp_path / "theirs.csv")
+    for p in (fifo, link):
+        with pytest.raises(RlhlsError, match="is not a file rlhls wrote"):
+            check_file_out(p, header="src,dst")
+
+
+def test_an_environment_id_with_a_nul_is_one_printable_line():
+    from rlhls.host.envs import check_env_id
+
+    with pytest.raises(RlhlsError) as e:
+        check_env_id("CartPole\x00-v1")
+    assert "\x00" not in str(e.value) and "\\x00" in str(e.value)

@@ -61,6 +61,8 @@ def _known(env_id: str) -> bool:
     register_environments()
     if not isinstance(env_id, str):
         raise RlhlsError(f"environment id {env_id!r} is not a string")
+    if not env_id.isprintable():  # a NUL or a newline would break the one-line message
+        raise RlhlsError(f"unknown environment {env_id!r} (not registered with gymnasium)")
     try:
         atari = is_atari(env_id)
         gym.spec(env_id)
