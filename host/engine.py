@@ -45,7 +45,11 @@ from pathlib import Path
 from typing import Callable
 
 from rlhls.designs.errors import RlhlsError
-from rlhls.partition.fileio import folder_lock
+from rlhls.partition.fileio import atomic_write_text, folder_lock
+
+from .checkpoint import checkpoint_steps
+from .figures import csv_text
+from .runfolder import CHECKPOINT, finished_steps
 
 __all__ = ["Run", "Outcome", "run_all", "map_runs", "ray_session", "failed_lines", "RUNS_CSV"]
 
@@ -73,9 +77,6 @@ class Run:
             return bool(self.finished())
         if self.folder is None or not self.steps:
             return False
-        from .experiments import finished_steps
-        from .runner import CHECKPOINT
-
         return (Path(self.folder) / CHECKPOINT).is_file() and finished_steps(Path(self.folder)) >= self.steps
 
 
@@ -104,8 +105,6 @@ def _one_line(e: BaseException) -> str:
 def _folder_steps(folder) -> int:
     if folder is None:
         return 0
-    from .experiments import finished_steps
-
     return finished_steps(Path(folder))
 
 
@@ -114,9 +113,6 @@ def _resume_steps(folder) -> int:
     copied without it, trains from the start whatever its metrics.csv says)."""
     if folder is None:
         return 0
-    from .checkpoint import checkpoint_steps
-    from .runner import CHECKPOINT
-
     return checkpoint_steps(Path(folder) / CHECKPOINT) or 0
 
 
@@ -455,8 +451,6 @@ def _worker_error(e: BaseException) -> str:
 
 
 def _write_runs_csv(out: Path, runs: list, outcomes: dict) -> None:
-    from .runner import atomic_write_text, csv_text
-
     if not out.is_dir():
         return
     rows = [{"id": r.id, "status": outcomes[r.id].status if r.id in outcomes else

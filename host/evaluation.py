@@ -183,7 +183,7 @@ def load(folder, *, design=None, log=None) -> Policy:
 
     from .algorithms import get_algorithm
     from .checkpoint import load_checkpoint
-    from .runner import CHECKPOINT, run_dir
+    from .runfolder import CHECKPOINT, run_dir
 
     run = run_dir(path_arg(folder, "rlhls.load", "folder"))
     owned_file(run, "config.json")  # never read through a link out of the run folder

@@ -664,7 +664,7 @@ def write_perf(perf: Perf, out_dir, *, force: bool = False) -> Path:
     write is refused unless `force`)."""
     from rlhls.partition.fileio import atomic_write_text, check_out, staged_folder
 
-    from .report import save_png
+    from .figures import save_png
 
     out_dir = Path(out_dir)
     ours = lambda d: all(p.name in PERF_FILES for p in d.iterdir())  # noqa: E731
@@ -678,7 +678,7 @@ def write_perf(perf: Perf, out_dir, *, force: bool = False) -> Path:
 
 def report_lines(p: dict) -> list:
     """The run report's section from a Perf's JSON (the flow record's ``perf``)."""
-    from .report import markdown_table
+    from .figures import markdown_table
 
     rows = []
     for k, v in p["variants"].items():

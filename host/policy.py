@@ -19,7 +19,7 @@ from rlhls.designs.registry import get_design, recorded_design
 from rlhls.partition.fileio import owned_file, read_json
 
 from .checkpoint import load_checkpoint
-from .runner import CHECKPOINT, run_dir
+from .runfolder import CHECKPOINT, run_dir
 
 __all__ = ["export_run_policy", "run_folder", "recorded_states", "POLICY_STATES", "RANDOM_STATES"]
 

@@ -49,100 +49,29 @@ first update.
 from __future__ import annotations
 
 import contextlib
-import csv
-import io
 import json
 import logging
 import math
-import os
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 from rlhls.designs.errors import RlhlsError
+from rlhls.partition.fileio import atomic_write_text, make_dirs
 from rlhls.partition.procs import inform
-from rlhls.partition.fileio import (OWNER, atomic_write_bytes, atomic_write_text, check_out, make_dirs, open_owned,
-                                    os_error, owned_file, read_json, write_json)
 
 from .checkpoint import load_checkpoint, save_checkpoint, write_at
-from .metrics import EVAL_COLUMNS, Board, check_event_files, upgrade_row
+from .figures import csv_text, plot_rewards
+from .metrics import Board
+from .runfolder import (CHECKPOINT, CSVS, EPISODE_COLUMNS, EVAL_CSV, EVAL_FIELDS, LAYOUT, check_checkpoint, check_folder,
+                        read_config, read_record, record_files, remove_stale_temps)
 
-__all__ = ["train", "read_config", "csv_text", "atomic_write_bytes", "atomic_write_text", "read_metrics", "rolling_window", "plot_rewards"]
+__all__ = ["train"]
 
-CHECKPOINT = "checkpoint.npz"
-LAYOUT = "rlhls-run/2"  # the checkpoint's run layout: CSVs and replay files beside it, their lengths in it
-EVAL_CSV = "eval.csv"
-RUN_FILES = ["config.json", "metrics.csv", "episodes.csv", EVAL_CSV, CHECKPOINT, "reward.png"]
 _IGNORED_ON_RESUME = ("steps", "steps_trained")
 _EVAL_HP = ("eval_every", "eval_episodes")  # change nothing the run trains: may differ on --resume (or be absent)
-EVAL_FIELDS = (*EVAL_COLUMNS, "episodes", "seed")
-CSVS = ("metrics.csv", "episodes.csv", EVAL_CSV)  # appended after every update, their lengths in the checkpoint
 log = logging.getLogger(__name__)
-EPISODE_COLUMNS = ["env_step", "return", "length"]
 PLOT_EVERY_S = 30.0  # reward.png costs ~0.5-1.5 s: redrawn at most this often and after the last update
-
-
-def _fmt(v) -> str:
-    if isinstance(v, float):
-        return "" if math.isnan(v) else repr(v)
-    return str(v)
-
-
-def csv_text(rows: list[dict], columns: list[str]) -> str:
-    """CSV with a header; floats as repr (exact), NaN as an empty field."""
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(columns)
-    for r in rows:
-        w.writerow([_fmt(r.get(c, "")) for c in columns])
-    return buf.getvalue()
-
-
-def read_metrics(path) -> list[dict]:
-    """The rows of a run's CSV, with today's column names (an older run's ``pg_loss`` reads as
-    ``policy_loss``); a last line without its newline (torn by a kill mid-append, not counted by the
-    checkpoint) is left out."""
-    with open(path, newline="") as f:
-        text = f.read()
-    rows = csv.DictReader(io.StringIO(text if text.endswith("\n") else text[:text.rfind("\n") + 1]))
-    return [upgrade_row(r) for r in rows]
-
-
-def rolling_window(n: int) -> int:
-    return min(1000, max(1, n // 10))
-
-
-def reward_figure(episodes: list, title: str):
-    """Episodic return per episode and its rolling average (a matplotlib Figure)."""
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(7, 4))
-    ax = fig.add_subplot()
-    if episodes:
-        x = np.array([e[0] for e in episodes], dtype=float)
-        y = np.array([e[1] for e in episodes], dtype=float)
-        w = rolling_window(len(y))
-        ax.plot(x, y, ".", ms=2, alpha=0.3, color="tab:blue", label="episode return")
-        if len(y) >= w:
-            c = np.cumsum(np.insert(y, 0, 0.0))
-            ax.plot(x[w - 1:], (c[w:] - c[:-w]) / w, color="tab:red", label=f"rolling average ({w})")
-        ax.legend(loc="best")
-    else:
-        ax.text(0.5, 0.5, "no finished episode yet", ha="center", va="center", transform=ax.transAxes)
-    ax.set_xlabel("environment steps")
-    ax.set_ylabel("episodic return")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    return fig
-
-
-def plot_rewards(episodes: list, path, title: str) -> None:
-    buf = io.BytesIO()
-    reward_figure(episodes, title).savefig(buf, format="png", dpi=110)
-    atomic_write_bytes(path, buf.getvalue())
 
 
 class _Progress:
@@ -196,8 +125,8 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
         if diff:
             raise RlhlsError(f"--resume: '{out}' was run with {_change(diff[0], old, config)}")
         ck = load_checkpoint(ckpt_path)
-        _check_checkpoint(ck, ckpt_path, config)
-        metrics, episodes, evaluations = _read_record(out, ck, ckpt_path)
+        check_checkpoint(ck, ckpt_path, config)
+        metrics, episodes, evaluations = read_record(out, ck, ckpt_path)
     trainer = make_trainer()  # bad environments and parameters fail here, before anything is written
     trainer.run_dir = out
     try:
@@ -226,8 +155,8 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
         config["steps_trained"] = max(1, math.ceil(steps / per)) * per  # whole updates
         if not resume:
             make_dirs(out)
-        recorded = _record_files(out, None)
-        _remove_stale_temps(out)
+        recorded = record_files(out, None)
+        remove_stale_temps(out)
         atomic_write_text(out / "config.json", json.dumps(config, indent=2, sort_keys=True, default=str) + "\n")
         total_updates = max(1, math.ceil(steps / per))
         if total_updates * per != steps:
@@ -283,7 +212,7 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
                 save_checkpoint(ckpt_path, {"layout": LAYOUT, "design": config.get("design"),
                                             "algorithm": config.get("algorithm"), "trainer": trainer.state_dict(),
                                             "update": update, "env_steps": env_steps, "csv": dict(lengths)})
-                recorded = _record_files(out, recorded)
+                recorded = record_files(out, recorded)
                 if update == total_updates or time.perf_counter() - last_plot >= PLOT_EVERY_S:
                     plot_rewards(episodes, out / "reward.png", title)
                     last_plot = time.perf_counter()
@@ -336,169 +265,3 @@ def _short(v, limit: int = 80) -> str:
     text = repr(v)
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
-
-def run_dir(folder, what: str = "run folder") -> Path:
-    """The training run folder of `folder` (rlhls train's, or an rlhls run folder's ``train/``);
-    RlhlsError naming `what` when it is missing or holds no checkpoint."""
-    run = Path(folder)
-    if not (run / CHECKPOINT).is_file() and (run / "train" / CHECKPOINT).is_file():
-        run = run / "train"
-    if not run.is_dir():
-        raise RlhlsError(f"{what} '{run}': no such folder (expected a run folder of rlhls train or rlhls run)")
-    if not (run / CHECKPOINT).is_file():
-        raise RlhlsError(f"{what} '{run}': no {CHECKPOINT} (expected a run folder of rlhls train or rlhls run)")
-    return run
-
-
-def check_folder(out, resume: bool) -> None:
-    """The run folder's own checks (before the run's slow preparations: they fail first):
-    --resume needs a checkpoint; a new run needs an --out that is new, empty or a run of ours
-    without a checkpoint. Every file the run reads or writes in place there must be a regular
-    file of the folder itself (no symbolic link, no other hard link: fileio.owned_file)."""
-    out = Path(out)
-    ckpt_path = out / CHECKPOINT
-    if resume:
-        if not ckpt_path.is_file():
-            raise RlhlsError(f"--resume: no checkpoint in '{out}' (expected {ckpt_path})")
-    else:
-        if ckpt_path.exists():
-            raise RlhlsError(f"run folder '{out}' already has a checkpoint: pass --resume to continue it "
-                             "or choose another --out")
-        check_out(out, command="train", hint="choose another --out",
-                  ours=lambda d: (d / "config.json").is_file() and (d / "metrics.csv").is_file())
-    _check_own_files(out, resume)
-
-
-def _check_own_files(out: Path, resume: bool) -> None:
-    """Before anything is read or written: the files a resume reads (config.json, the checkpoint) and
-    those any run appends to (the CSVs, the replay chunks, the event files) are the folder's own.
-    Files replaced whole (os.replace) replace a link itself and are not checked when only written."""
-    if not out.is_dir():
-        return
-    for name in (("config.json", CHECKPOINT) if resume else ()):
-        owned_file(out, name)
-    for name in CSVS:
-        owned_file(out, name, write=True)
-    replay = owned_file(out, "replay", write=True, dir=True)
-    if replay.is_dir():
-        for p in sorted(replay.glob("*.bin")):  # the chunks (host/algorithms/replay.py)
-            owned_file(out, f"replay/{p.name}", write=True)
-    check_event_files(out)
-
-
-def read_config(path: Path) -> dict:
-    try:
-        data = read_json(path)
-    except FileNotFoundError:
-        raise RlhlsError(f"--resume: '{path}' is missing (not a run folder, or a damaged one)") from None
-    except OSError as e:
-        raise os_error(path, e, "read") from None
-    except ValueError as e:
-        raise RlhlsError(f"--resume: '{path}' is not JSON ({e})") from None
-    if not isinstance(data, dict):
-        raise RlhlsError(f"--resume: '{path}' is not a run's config (expected a JSON object)")
-    return data
-
-
-def _check_checkpoint(ck, path: Path, config: dict) -> None:
-    if isinstance(ck, dict) and "layout" not in ck and {"metrics", "episodes", "trainer"} <= set(ck):
-        raise RlhlsError(f"--resume: checkpoint '{path}' is of an older rlhls (replay buffer and metrics inside it) "
-                         "and cannot be continued: start the run again (its policy still loads for --weights)")
-    if not isinstance(ck, dict) or not {"trainer", "update", "env_steps", "csv"} <= set(ck):
-        raise RlhlsError(f"--resume: '{path}' is not a run's checkpoint (missing its state)")
-    if ck.get("layout") != LAYOUT:
-        raise RlhlsError(f"--resume: checkpoint '{path}' has layout {_short(ck.get('layout'))}, expected {LAYOUT!r}")
-    for key in ("design", "algorithm"):
-        if ck.get(key) != config.get(key):
-            raise RlhlsError(f"--resume: checkpoint '{path}' is of {key} {ck.get(key)!r}, this run of "
-                             f"{config.get(key)!r}")
-    bad = None
-    update, env_steps, lengths = ck["update"], ck["env_steps"], ck["csv"]
-    if not _count(update):
-        bad = f"update {_short(update)} (expected an integer >= 0)"
-    elif not _count(env_steps):
-        bad = f"env_steps {_short(env_steps)} (expected an integer >= 0)"
-    elif not isinstance(lengths, dict) or not {"metrics.csv", "episodes.csv"} <= set(lengths) <= set(CSVS) \
-            or not all(_count(n) for n in lengths.values()):
-        bad = f"csv {_short(lengths)} (expected the byte lengths of {', '.join(CSVS)})"
-    if bad is not None:
-        raise RlhlsError(f"--resume: checkpoint '{path}' is damaged: {bad}")
-
-
-def _value(text: str):
-    """A CSV field as it was written (csv_text): an int, an exact float, NaN for empty, else text."""
-    if text == "":
-        return float("nan")
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
-
-
-def _read_record(out: Path, ck: dict, path: Path) -> tuple[list, list, list]:
-    """(metrics rows, episodes, evaluations) of the CSV bytes checkpoint `ck` covers, checked against it."""
-    tables = {}
-    for name, n in ck["csv"].items():
-        try:
-            with os.fdopen(open_owned(out, name), "rb") as f:
-                data = f.read(n)
-        except FileNotFoundError:
-            data = b""
-        except OSError as e:
-            raise os_error(out / name, e, "read") from None
-        if len(data) < n:
-            raise RlhlsError(f"--resume: '{out / name}' holds {len(data)} bytes, checkpoint '{path}' counts {n}: "
-                             "the run folder is damaged")
-        try:
-            rows = list(csv.reader(io.StringIO(data.decode("utf-8"), newline="")))
-        except (UnicodeDecodeError, csv.Error):
-            raise RlhlsError(f"--resume: '{out / name}' is not the CSV checkpoint '{path}' counts: the run folder "
-                             "is damaged") from None
-        tables[name] = [dict(zip(rows[0], map(_value, r))) for r in rows[1:]] if rows else []
-    metrics = tables["metrics.csv"]
-    episodes = [tuple(e.get(c) for c in EPISODE_COLUMNS) for e in tables["episodes.csv"]]
-    evaluations = tables.get(EVAL_CSV, [])
-    update, env_steps = ck["update"], ck["env_steps"]
-    bad = None
-    if len(metrics) != update or any(m.get("update") != i for i, m in enumerate(metrics, 1)):
-        bad = f"update {update} against its {len(metrics)} metrics rows"
-    elif metrics and metrics[-1].get("env_steps") != env_steps:
-        bad = f"env_steps {env_steps} against its metrics ({_short(metrics[-1].get('env_steps'))})"
-    elif not all(all(_number(x) for x in e) for e in episodes):
-        bad = "episodes.csv (expected rows of env_step, return, length)"
-    elif not all(_count(e.get("env_steps")) for e in evaluations):
-        bad = f"{EVAL_CSV} (expected rows of update, env_steps, {', '.join(EVAL_FIELDS)})"
-    if bad is not None:
-        raise RlhlsError(f"--resume: checkpoint '{path}' is damaged: {bad}")
-    return metrics, episodes, evaluations
-
-
-def _count(x) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 2 ** 62
-
-
-def _number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-
-def _record_files(out: Path, recorded: list | None) -> list:
-    """The folder's ownership record: RUN_FILES, the replay chunks and the TensorBoard event files,
-    rewritten only when that set changed since `recorded`."""
-    files = RUN_FILES + sorted(p.relative_to(out).as_posix() for p in
-                               [*out.glob("replay/*.bin"), *out.glob("events.out.tfevents.*")]
-                               if p.is_file() and not p.is_symlink())
-    if files != recorded:
-        write_json(out / OWNER, {"command": "train", "files": files})
-    return files
-
-
-def _remove_stale_temps(out: Path) -> None:
-    """Temp files of this folder's own writes that a killed process left (``.<file>.*.tmp``)."""
-    for name in RUN_FILES:
-        for p in out.glob(f".{name}.*.tmp"):
-            try:
-                p.unlink()
-            except OSError:
-                pass

@@ -37,7 +37,8 @@ from rlhls.partition.procs import library_output
 from .algorithms import get_algorithm
 from .backends import check_tools
 from .hyperparams import apply_config
-from .runner import check_folder, read_config, train
+from .runfolder import check_folder, read_config
+from .runner import train
 
 __all__ = ["Run", "train_design", "check_seed", "default_out", "check_environment", "check_budget"]
 
@@ -181,7 +182,7 @@ def _train(design, alg, hp, out: Path, *, steps, seed, env_id, backend, plan, re
                          "no node follows a plan)")
     assignment, plan_src, points = None, None, None
     if mixed and plan is None:  # the partition below takes a while: what can fail fast fails first
-        from .runner import check_folder
+        from .runfolder import check_folder
 
         check_folder(out, resume)
         check_environment(design, alg, env_id, log=log_file)

@@ -399,8 +399,8 @@ class Flow:
         - ``steps``: environment steps (default the budget of ``demo``: the design's demonstration
           or its ``total_timesteps``), rounded up to whole updates.
         - ``backend``: this run's backend instead of the flow's (``'emu'``, ``'csim'``, ``'cosim'``)."""
-        from rlhls.host.report import phase_totals, phases_figure, save_png
-        from rlhls.host.runner import CHECKPOINT
+        from rlhls.host.figures import phase_totals, phases_figure, save_png
+        from rlhls.host.runfolder import CHECKPOINT
         from rlhls.host.train import train_design
 
         if self.algorithm is None:
@@ -438,7 +438,7 @@ class Flow:
             ps_factor = float(ps_factor)  # numpy's numbers too; model_perf checks the value
         if self._perf is None:
             from rlhls.host.perf import host_times, model_perf, perf_figure, write_perf
-            from rlhls.host.report import save_png
+            from rlhls.host.figures import save_png
 
             graph, rows, plan = self.graph(), self.profile(), self.partition()
 
@@ -461,7 +461,8 @@ class Flow:
     def report(self) -> Path:
         """report.md (with csim.png) and report.html (the same, self-contained: figures embedded)
         from what the flow did so far, a resumed flow's earlier stages included."""
-        from rlhls.host.report import csim_figure, save_png, write_html, write_report
+        from rlhls.host.figures import csim_figure, save_png, write_html
+        from rlhls.host.report import write_report
 
         def step():
             save_png(csim_figure(self.record.get("csim", []), f"{self.design.name}: checks"), self.out / "csim.png")

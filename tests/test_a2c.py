@@ -13,7 +13,8 @@ from rlhls.designs.network import Dense, Network, Tanh
 from rlhls.designs.registry import get_design
 from rlhls.host.algorithms.a2c import A2C, a2c_loss, resolve_hyperparams
 from rlhls.host.gae import gae_reference
-from rlhls.host.runner import read_metrics, train
+from rlhls.host.runfolder import read_metrics
+from rlhls.host.runner import train
 
 DESIGN = get_design("apdrl-a2c-invpendulum")
 

@@ -16,7 +16,8 @@ from rlhls.host.algorithms.dqn import DQN, resolve_hyperparams as dqn_hyperparam
 from rlhls.host.envs.atari import ATARI_BUFFER_CAP, is_atari, make_atari, replay_bytes
 from rlhls.host.envs import EpisodeTracker, ReplayableVecEnv
 from rlhls.host.algorithms.ppo import PPO
-from rlhls.host.runner import read_metrics, train
+from rlhls.host.runfolder import read_metrics
+from rlhls.host.runner import train
 
 DQN_SHORT = {"learning_starts": 30, "buffer_size": 300, "steps_per_update": 40, "train_frequency": 8,
              "target_network_frequency": 40, "batch_size": 4, "eval_episodes": 0}

@@ -11,6 +11,7 @@ import pytest
 from rlhls.cli import main
 from rlhls.designs.errors import RlhlsError
 from rlhls.host.checkpoint import load_checkpoint, save_checkpoint
+from rlhls.host.runfolder import read_metrics
 
 RUN = ["train", "apdrl-a2c-invpendulum", "--steps", "80", "--set", "rollouts_per_update=1", "--quiet"]
 
@@ -219,14 +220,14 @@ def test_kill_between_the_appends_and_the_checkpoint_then_torn_lines_resume_exac
         runner.train(_dqn, cfg, cut, steps=25 * 10, progress=False)
     monkeypatch.setattr(runner, "save_checkpoint", real)
     assert load_checkpoint(cut / "checkpoint.npz")["update"] == 6
-    assert len(runner.read_metrics(cut / "metrics.csv")) == 7  # update 7's line is there, not counted
+    assert len(read_metrics(cut / "metrics.csv")) == 7  # update 7's line is there, not counted
     assert (cut / "replay" / "transitions-21.bin").is_file()  # transition 174 appended; 150 counted
     for name in ("metrics.csv", "episodes.csv"):
         with open(cut / name, "a") as f:
             f.write("8,200,0.0")  # a torn line
     again = runner.train(_dqn, cfg, cut, steps=25 * 10, resume=True, progress=False)
     assert _strip(again["metrics"]) == _strip(full["metrics"]) and again["episodes"] == full["episodes"]
-    assert _strip(runner.read_metrics(cut / "metrics.csv")) == _strip(runner.read_metrics(tmp_path / "full" / "metrics.csv"))
+    assert _strip(read_metrics(cut / "metrics.csv")) == _strip(read_metrics(tmp_path / "full" / "metrics.csv"))
     assert (cut / "episodes.csv").read_bytes() == (tmp_path / "full" / "episodes.csv").read_bytes()
     a, b = (load_checkpoint(d / "checkpoint.npz")["trainer"] for d in (tmp_path / "full", cut))
     assert all(np.array_equal(a["params"][k], b["params"][k]) for k in a["params"]) and a["rng"] == b["rng"]
@@ -287,7 +288,7 @@ def test_the_ownership_record_names_every_file_the_run_wrote_and_the_checkpoint_
     import json
 
     from rlhls.host.checkpoint import checkpoint_steps
-    from rlhls.host.experiments import finished_steps
+    from rlhls.host.runfolder import finished_steps
     from rlhls.host.runner import train
     from rlhls.partition.fileio import OWNER
 

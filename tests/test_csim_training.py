@@ -9,7 +9,7 @@ from rlhls.designs.graph import build_graph
 from rlhls.designs.registry import get_design
 from rlhls.host import backends
 from rlhls.host.algorithms import get_algorithm
-from rlhls.host.runner import read_metrics
+from rlhls.host.runfolder import read_metrics
 from rlhls.host.train import train_design
 
 

@@ -17,7 +17,8 @@ from rlhls.designs.graph import build_graph
 from rlhls.designs.nets import mlp
 from rlhls.designs.registry import get_design
 from rlhls.host.algorithms.ddpg import DDPG, resolve_hyperparams, soft_update
-from rlhls.host.runner import read_metrics, train
+from rlhls.host.runfolder import read_metrics
+from rlhls.host.runner import train
 
 DESIGN = get_design("apdrl-ddpg-mntncarcont")
 FP32 = parse_format("fp32")

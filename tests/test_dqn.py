@@ -16,7 +16,8 @@ def train_main(argv):
     return cli_main(["train", *argv])
 from rlhls.host.algorithms.dqn import DQN, linear_schedule, resolve_hyperparams
 from rlhls.host.algorithms.replay import ReplayBuffer
-from rlhls.host.runner import read_metrics, train
+from rlhls.host.runfolder import read_metrics
+from rlhls.host.runner import train
 
 DESIGN = get_design("apdrl-dqn-cartpole")
 SHORT = {"learning_starts": 300, "steps_per_update": 500, "target_network_frequency": 200, "batch_size": 32}

@@ -12,7 +12,7 @@ import rlhls
 from rlhls.cli import main
 from rlhls.designs.registry import get_design
 from rlhls.host.checkpoint import load_checkpoint
-from rlhls.host.runner import read_metrics
+from rlhls.host.runfolder import read_metrics
 from rlhls.host.train import train_design
 
 # short runs: CartPole DQN learns from step 300 on, two 500-step updates

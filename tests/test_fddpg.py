@@ -19,7 +19,7 @@ from rlhls.host.algorithms.ddpg import DDPG, resolve_hyperparams
 from rlhls.host.experiments import ExperimentOptions, run_experiment
 from rlhls.host.experiments.fddpg import (TASKS, Snapshots, _first, evaluate, save_policy_record, seed_plan,
                                           summarize_table7, trained_actor)
-from rlhls.host.runner import read_metrics
+from rlhls.host.runfolder import read_metrics
 
 M1 = get_design("fddpg-arm-m1")
 TIMING = ("wall_s",)

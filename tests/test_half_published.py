@@ -209,7 +209,7 @@ def _comparable(rows):
 def test_a_full_disk_mid_experiment_is_one_line_and_resume_continues_exactly(tmp_path):
     import csv
 
-    from rlhls.host.runner import read_metrics
+    from rlhls.host.runfolder import read_metrics
 
     full, ref = tmp_path / "full", tmp_path / "ref"
     r = subprocess.run([sys.executable, "-c", _FULL_DISK, "2", "2048", "experiment", "heppo-table3", "--out", str(full),

@@ -14,7 +14,8 @@ from rlhls.designs.formats import parse_format
 from rlhls.designs.graph import build_graph
 from rlhls.designs.registry import get_design
 from rlhls.host.algorithms.ppo import PPO, resolve_hyperparams
-from rlhls.host.runner import read_metrics, train
+from rlhls.host.runfolder import read_metrics
+from rlhls.host.runner import train
 
 DESIGN = get_design("apdrl-a2c-invpendulum")  # separate 64-64 tanh policy and value MLPs, AP-DRL formats
 FAST = {"num_envs": 4, "num_steps": 128, "num_minibatches": 4, "update_epochs": 4, "learning_rate": 2.5e-3,

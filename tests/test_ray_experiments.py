@@ -19,7 +19,7 @@ import pytest
 from rlhls.cli import main
 from rlhls.designs.errors import RlhlsError
 from rlhls.host.engine import Run, map_runs, run_all
-from rlhls.host.experiments import finished_steps
+from rlhls.host.runfolder import finished_steps
 from procs_util import alive, descendants
 
 STEPS = 4096  # 32 updates of 2 x 64 steps: a run takes a few seconds, long enough to be killed mid-run

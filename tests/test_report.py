@@ -6,7 +6,7 @@ def test_html_page_embeds_the_tables_and_figures(tmp_path):
     where it stands, the others after the text, no reference to another file."""
     import base64
 
-    from rlhls.host.report import write_html
+    from rlhls.host.figures import write_html
 
     assert write_html(tmp_path) is None  # nothing to show: no page
     png = b"\x89PNG\r\n\x1a\n" + bytes(range(40))

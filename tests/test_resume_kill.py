@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from rlhls.host.runner import read_metrics
+from rlhls.host.runfolder import read_metrics
 
 # Pendulum's 200-step episodes (TimeLimit truncation) span 64-step rollouts: the kill lands mid-episode
 ARGS = ["heppo-ppo", "--steps", "768", "--env", "Pendulum-v1", "--num-envs", "2", "--num-steps", "64",

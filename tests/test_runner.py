@@ -6,7 +6,7 @@ import pytest
 
 from rlhls.designs.errors import RlhlsError
 from rlhls.cli import build_parser
-from rlhls.host.runner import read_metrics
+from rlhls.host.runfolder import read_metrics
 from rlhls.partition.fileio import OWNER
 
 TINY = ["--env", "InvertedPendulum-v5", "--num-envs", "2", "--num-steps", "64",

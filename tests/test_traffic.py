@@ -17,7 +17,7 @@ from rlhls.designs.kernels import get_kernel
 from rlhls.designs.registry import get_design
 from rlhls.host.algorithms import get_algorithm
 from rlhls.host.backends import CsimBackend, PlanKernels, get_backend
-from rlhls.host.runner import read_metrics
+from rlhls.host.runfolder import read_metrics
 from rlhls.host.train import train_design
 
 from cpp_util import CACHE

@@ -14,7 +14,7 @@ from rlhls.designs.errors import RlhlsError
 from rlhls.designs.kernels import get_kernel
 from rlhls.designs.registry import get_design
 from rlhls.host.algorithms import get_algorithm
-from rlhls.host.runner import read_metrics
+from rlhls.host.runfolder import read_metrics
 from rlhls.host.train import train_design
 from rlhls.host.backends import get_backend
 from rlhls.host.algorithms.trpo import FvpUnit, scale_samples, GaussianMLP, TRPO, conjugate_gradient

@@ -10,8 +10,8 @@ import sys
 import numpy as np
 
 from rlhls.cli import main
-from rlhls.host.experiments import (RUNS, TRAINS, Experiment, Summary, design_ref, episodes,
-                                    register_experiment, train_run)
+from rlhls.host.experiments import RUNS, TRAINS, Experiment, Summary, design_ref, register_experiment, train_run
+from rlhls.host.runfolder import episodes
 
 RATES = (2.5e-4, 1e-3)
 

@@ -48,7 +48,6 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
 
 from rlhls.designs.errors import RlhlsError
 from rlhls.designs.plugins import LazyLoad
@@ -61,8 +60,8 @@ log = logging.getLogger(__name__)
 
 __all__ = ["ExperimentOptions", "Experiment", "Option", "option", "Summary", "Context", "register_experiment",
            "experiment_names", "get_experiment", "run_experiment", "check_out", "RECORD", "write_record", "COMMON",
-           "TRAINS", "RUNS", "Run", "Outcome", "run_all", "map_runs", "ray_session", "failed_lines", "episodes", "evaluation",
-           "finished_steps", "train_run", "solve_plan", "design_ref", "param", "count", "MAX_RETRIES", "read_object"]
+           "TRAINS", "RUNS", "Run", "Outcome", "run_all", "map_runs", "ray_session", "failed_lines", "train_run",
+           "solve_plan", "design_ref", "param", "count", "MAX_RETRIES", "read_object"]
 
 RECORD = "experiment.json"
 CONFIG_KEYS = ("file", "data")  # a --config as recorded: its path (for messages) and the mapping it held
@@ -365,7 +364,7 @@ def run_experiment(opts: ExperimentOptions) -> int:
             print(f"{what} in {time.perf_counter() - t0:.0f} s -> {', '.join(str(f) for f in summary.files)}")
         if bad:
             print(f"{bad} run(s) failed (their errors: {out / 'runs.csv'}); --resume retries them")
-    from ..report import HTML_PAGE, write_html
+    from ..figures import HTML_PAGE, write_html
 
     if out.is_dir() and write_html(out, f"rlhls experiment {opts.name}") and not opts.quiet:
         inform(log, f"{out / HTML_PAGE}: the tables and figures in one page")
@@ -569,36 +568,7 @@ def _first_difference(name: str, old, new) -> tuple:
     return name, old, new
 
 
-# ----------------------------------------------------------------------------- run folders
-
-def _rows(path: Path) -> list:
-    from ..runner import read_metrics
-
-    fileio.owned_file(path.parent, path.name)  # a run's own file, never one a link leads to
-    try:
-        return read_metrics(path)
-    except OSError:
-        return []
-
-
-def episodes(run: Path) -> tuple[np.ndarray, np.ndarray]:
-    """(environment step, return) of every finished episode of a run folder (empty without one)."""
-    try:
-        rows = _rows(Path(run) / "episodes.csv")
-        return (np.array([float(r["env_step"]) for r in rows]), np.array([float(r["return"]) for r in rows]))
-    except (KeyError, ValueError):
-        return np.zeros(0), np.zeros(0)
-
-
-def evaluation(run: Path) -> float:
-    """The mean return of a run folder's last evaluation of its deterministic policy (eval.csv, at the
-    end of the run by default; host/evaluation.py); NaN without one."""
-    try:
-        rows = _rows(Path(run) / "eval.csv")
-        return float(rows[-1]["mean_return"]) if rows else float("nan")
-    except (KeyError, ValueError):
-        return float("nan")
-
+# ----------------------------------------------------------------------------- records in its folder
 
 def read_object(path, default=None) -> dict:
     """A JSON object the experiment wrote in its folder (a run's config.json, a part's record), read
@@ -619,28 +589,6 @@ def read_object(path, default=None) -> dict:
             return default
         raise RlhlsError(f"'{path}' is not a JSON object (a damaged experiment folder)")
     return data
-
-
-def metrics(run: Path) -> list:
-    """The rows of a run folder's metrics.csv (one per update; none without one)."""
-    return _rows(Path(run) / "metrics.csv")
-
-
-def finished_steps(run: Path) -> int:
-    """Environment steps a run folder has trained (0 for none): what a resumed experiment skips or
-    continues. Its checkpoint's count where it has one: metrics.csv is appended before the
-    checkpoint is replaced, so a run killed between the two has one row more than it keeps."""
-    from rlhls.host.checkpoint import checkpoint_steps
-    from rlhls.host.runner import CHECKPOINT
-
-    held = checkpoint_steps(Path(run) / CHECKPOINT)
-    if held is not None:
-        return held
-    try:
-        rows = metrics(run)
-        return int(rows[-1]["env_steps"]) if rows else 0
-    except (KeyError, ValueError):
-        return 0
 
 
 # ----------------------------------------------------------------------------- designs, plans, training
@@ -682,7 +630,7 @@ def train_run(design: str, out: str, steps: int, seed: int = 0, env: str | None 
     from rlhls.designs.registry import get_design
     from rlhls.partition.plan import load_plan
 
-    from ..runner import CHECKPOINT
+    from ..runfolder import CHECKPOINT
     from ..train import train_design
 
     out = Path(out)

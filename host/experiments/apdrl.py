@@ -56,8 +56,9 @@ import numpy as np
 
 from rlhls.designs.errors import RlhlsError
 
-from . import (RUNS, Experiment, read_object, Summary, check_out, count, design_ref, episodes, evaluation, finished_steps,
-               option, register_experiment, solve_plan, train_run)
+from ..runfolder import episodes, evaluation, finished_steps
+from . import (RUNS, Experiment, Summary, check_out, count, design_ref, option, read_object, register_experiment,
+               solve_plan, train_run)
 
 __all__ = ["BENCHMARKS", "TABLE4_SIZES", "runs_table3", "summary_table3", "runs_table4", "summary_table4",
            "summarize_table3",
@@ -119,8 +120,9 @@ def _mean_std(v: list) -> tuple[float, float]:
 
 def summarize_table3(out, designs: list[str], seeds: int, title: str = "", failed: list | None = None) -> list[dict]:
     """table3.csv / table3.md / fig11.png from the run folders under `out`; returns the rows."""
-    from ..report import markdown_table
-    from ..runner import atomic_write_text, csv_text
+    from ..figures import markdown_table
+    from rlhls.partition.fileio import atomic_write_text
+    from ..figures import csv_text
 
     out = Path(out)
     rows, curves = [], {}
@@ -184,7 +186,7 @@ def summarize_table3(out, designs: list[str], seeds: int, title: str = "", faile
     import matplotlib
     from matplotlib.figure import Figure
 
-    from ..report import mean_std_band, save_png
+    from ..figures import mean_std_band, save_png
 
     n = len(designs)
     ncol = min(3, n)
@@ -380,8 +382,9 @@ def runs_table4(ctx) -> list:
 
 
 def summary_table4(ctx, outcomes) -> Summary:
-    from ..report import markdown_table
-    from ..runner import atomic_write_text, csv_text
+    from ..figures import markdown_table
+    from rlhls.partition.fileio import atomic_write_text
+    from ..figures import csv_text
 
     out = ctx.out
     rows = table4_rows(ctx.opts.sizes, repeats=ctx.opts.repeats, say=ctx.say)

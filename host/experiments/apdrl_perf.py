@@ -168,7 +168,7 @@ def runs(ctx) -> list:
 def _fig(rows, key: str, ylabel: str, title: str, path):
     from matplotlib.figure import Figure
 
-    from ..report import save_png
+    from ..figures import save_png
 
     rows = sorted(rows, key=lambda r: r["flops"])
     fig = Figure(figsize=(max(7.0, 0.55 * len(rows) + 2), 4.4))
@@ -193,7 +193,7 @@ def _fig(rows, key: str, ylabel: str, title: str, path):
 def _fig4(rows, path):
     from matplotlib.figure import Figure
 
-    from ..report import save_png
+    from ..figures import save_png
 
     fig = Figure(figsize=(7, 3.8))
     ax = fig.add_subplot()
@@ -213,7 +213,7 @@ def _fig4(rows, path):
 def _fig6(cross, path):
     from matplotlib.figure import Figure
 
-    from ..report import save_png
+    from ..figures import save_png
 
     rows = cross["rows"]
     fig = Figure(figsize=(7, 3.8))
@@ -235,8 +235,9 @@ def _fig6(cross, path):
 
 def summary(ctx, outcomes) -> Summary:
     from ..perf import mm_crossover
-    from ..report import markdown_table
-    from ..runner import atomic_write_text, csv_text
+    from ..figures import markdown_table
+    from rlhls.partition.fileio import atomic_write_text
+    from ..figures import csv_text
 
     D, out, say = ctx.data, ctx.out, ctx.say
     ctx.start(D["settings"])

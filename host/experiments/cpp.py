@@ -350,8 +350,9 @@ def _part_rows(path) -> list:
 
 
 def _fig4_outputs(out: Path, rows: list, designs, p: dict, checks: dict) -> None:
-    from ..report import markdown_table, save_png
-    from ..runner import atomic_write_text, csv_text
+    from ..figures import markdown_table, save_png
+    from rlhls.partition.fileio import atomic_write_text
+    from ..figures import csv_text
 
     cols = ["design", "scale", "fraction_bits", "width", "mape_percent", "max_rel_error", "seconds", "note"]
     atomic_write_text(out / "fig4.csv", csv_text(rows, cols))
@@ -505,8 +506,9 @@ def table2_rows(out: Path, designs, p: dict, repeats: int = 3, say=lambda m: Non
 
 
 def _table2_outputs(out: Path, rows: list, p: dict) -> None:
-    from ..report import markdown_table
-    from ..runner import atomic_write_text, csv_text
+    from ..figures import markdown_table
+    from rlhls.partition.fileio import atomic_write_text
+    from ..figures import csv_text
 
     atomic_write_text(out / "table2.csv", csv_text(rows, list(rows[0])))
 

@@ -52,11 +52,12 @@ import numpy as np
 from rlhls.designs.errors import RlhlsError
 from rlhls.partition import fileio
 
-from . import (RUNS, TRAINS, Experiment, read_object, Summary, design_ref, episodes, evaluation, option, param, register_experiment,
+from . import (RUNS, TRAINS, Experiment, Summary, design_ref, option, param, read_object, register_experiment,
                train_run)
 from ..policy import POLICY_STATES
-from ..report import register_report_section
-from ..runner import CHECKPOINT, csv_text, read_metrics
+from ..figures import register_report_section
+from ..runfolder import CHECKPOINT, episodes, evaluation, read_metrics
+from ..figures import csv_text
 
 __all__ = ["TASKS", "SEED_SNAPSHOTS", "VARIANTS", "seed_plan", "policy_fn", "evaluate", "write_gif",
            "Snapshots", "table7_run", "runs_table7", "summary_table7", "runs_table4", "summary_table4",
@@ -260,7 +261,7 @@ def _first(evals: dict, task: str, key: str, snapshots) -> str:
 
 def summarize_table7(out: Path, design: str, seeds: int, snapshots, failed: list | None = None) -> dict:
     """table7.md / table7.csv / fig7.png from the runs' eval.json (runs that have one)."""
-    from ..report import markdown_table, mean_std_band, save_png
+    from ..figures import markdown_table, mean_std_band, save_png
 
     runs = {}
     for v in VARIANTS:
@@ -592,7 +593,7 @@ def table4_row(name: str, measure: int, backend: str = "emu", say=print) -> dict
 
 
 def summary_table4(ctx, outcomes) -> Summary:
-    from ..report import markdown_table, save_png
+    from ..figures import markdown_table, save_png
 
     opts, out, say = ctx.opts, ctx.out, ctx.say
     names = opts.design or ["fddpg-arm-m1", "fddpg-arm-m2", "fddpg-arm-m3"]
@@ -680,7 +681,7 @@ def learning_lines(run: Path, parts: int = 10) -> list:
     and the share ending in 'put' (terminated before the arm's 300-step limit: the box within 30 mm of the
     goal); the curve itself is ``train/reward.png``."""
     from ..envs.robotic_arm import MAX_STEPS
-    from ..report import markdown_table
+    from ..figures import markdown_table
 
     eps = read_metrics(run / "episodes.csv") if (run / "episodes.csv").is_file() else []
     if not eps:
@@ -709,7 +710,7 @@ def report_section(rec: dict, out: Path) -> list:
     from rlhls.designs.kernels import KernelContext, get_kernel
     from rlhls.designs.registry import get_design
 
-    from ..report import markdown_table
+    from ..figures import markdown_table
 
     design = get_design(rec["design"], files=False)
     L = []

@@ -47,8 +47,9 @@ import numpy as np
 
 from rlhls.designs.errors import RlhlsError
 
-from . import (Experiment, RUNS, read_object, Summary, TRAINS, count, design_ref, episodes, evaluation, option, param,
-               register_experiment, train_run)
+from . import (RUNS, TRAINS, Experiment, Summary, count, design_ref, option, param, read_object, register_experiment,
+               train_run)
+from ..runfolder import episodes, evaluation
 
 __all__ = ["configurations", "runs", "summarize", "gae_rates", "gae_speedup", "summary_table1"]
 
@@ -72,7 +73,7 @@ def configurations(name: str) -> list[dict]:
 
 
 def _rolling(y: np.ndarray) -> np.ndarray:
-    from ..runner import rolling_window
+    from ..figures import rolling_window
 
     w = rolling_window(len(y))
     c = np.cumsum(np.insert(y, 0, 0.0))
@@ -81,8 +82,9 @@ def _rolling(y: np.ndarray) -> np.ndarray:
 
 def summarize(out, configs: list[dict], seeds: int, title: str = "", failed: list | None = None) -> list[dict]:
     """summary.csv, summary.md and comparison.png of the run folders in `out`; returns the rows."""
-    from ..report import markdown_table
-    from ..runner import atomic_write_text, csv_text, rolling_window
+    from ..figures import markdown_table
+    from rlhls.partition.fileio import atomic_write_text
+    from ..figures import csv_text, rolling_window
 
     out = Path(out)
     rows, curves = [], {}
@@ -130,7 +132,7 @@ def summarize(out, configs: list[dict], seeds: int, title: str = "", failed: lis
     import matplotlib
     from matplotlib.figure import Figure
 
-    from ..report import mean_std_band, save_png
+    from ..figures import mean_std_band, save_png
 
     fig = Figure(figsize=(9, 5))
     ax = fig.add_subplot()
@@ -290,8 +292,8 @@ def summary_table1(ctx, outcomes) -> Summary:
     from rlhls.partition import fileio
 
     from ..perf import bind_run, host_times, measure_host, model_perf
-    from ..report import markdown_table
-    from ..runner import csv_text
+    from ..figures import markdown_table
+    from ..figures import csv_text
 
     opts, out = ctx.opts, ctx.out
     design = _table1_design(opts)

@@ -51,10 +51,9 @@ import numpy as np
 from rlhls.designs import traffic as plan
 from rlhls.designs.errors import RlhlsError
 
-from . import (RUNS, TRAINS, Experiment, Summary, episodes, metrics, param, read_object, register_experiment,
-               train_run)
-from ..report import register_report_section
-from ..runner import CHECKPOINT
+from . import RUNS, TRAINS, Experiment, Summary, param, read_object, register_experiment, train_run
+from ..figures import register_report_section
+from ..runfolder import CHECKPOINT, episodes, metrics
 
 __all__ = ["DESIGN", "DEFAULT_STEPS", "DEFAULT_SEEDS", "POLICIES", "fixed_time_policy", "random_policy",
            "a2c_policy", "evaluate", "training_episode_seed", "check_held_out", "stage_times", "runs", "summary",
@@ -367,8 +366,9 @@ def summary_energy(ctx, outcomes) -> Summary:
     against PS + MAC array, and the MAC counts at which the element would pay."""
     from matplotlib.figure import Figure
 
-    from ..report import markdown_table, save_png
-    from ..runner import atomic_write_text, csv_text
+    from ..figures import markdown_table, save_png
+    from rlhls.partition.fileio import atomic_write_text
+    from ..figures import csv_text
 
     D, out = ctx.data, ctx.out
     t = energy_table(macs=D["macs"], max_macs=D["max_macs"])
@@ -447,8 +447,9 @@ def summarize(rows: list[dict], curves: dict, out: Path, meta: dict) -> list[dic
     learning curves ({training seed: [(env_step, return)]})."""
     from matplotlib.figure import Figure
 
-    from ..report import markdown_table, save_png
-    from ..runner import atomic_write_text, csv_text
+    from ..figures import markdown_table, save_png
+    from rlhls.partition.fileio import atomic_write_text
+    from ..figures import csv_text
 
     demands = list(dict.fromkeys(r["demand"] for r in rows))
     policies = [p for p in POLICIES if any(r["policy"] == p for r in rows)]
@@ -627,7 +628,7 @@ def report_section(flow_dir: Path, episodes: int = 1, eval_seed: int = EVAL_SEED
     from rlhls.designs.registry import get_design
 
     from ..envs.sumo_intersection import DEMANDS
-    from ..report import markdown_table
+    from ..figures import markdown_table
 
     flow_dir = Path(flow_dir)
     rec = read_object(flow_dir / "run.json") if rec is None else rec
@@ -654,7 +655,7 @@ def report_section(flow_dir: Path, episodes: int = 1, eval_seed: int = EVAL_SEED
     check_held_out(seeds, [(int(cfg["seed"]), len(eps) + 1)])
     import hashlib
 
-    from ..runner import atomic_write_text
+    from rlhls.partition.fileio import atomic_write_text
 
     key = {"checkpoint": hashlib.sha256((run / CHECKPOINT).read_bytes()).hexdigest(), "seeds": seeds}
     cache = flow_dir / "traffic.json"  # the evaluation of this checkpoint, kept: the report is written twice
@@ -683,7 +684,7 @@ def summarize_rows(rows) -> dict:
 
 
 def _add_report(flow_dir: Path, episodes: int, eval_seed: int, say) -> int:
-    from ..runner import atomic_write_text
+    from rlhls.partition.fileio import atomic_write_text
 
     report = flow_dir / "report.md"
     if not (flow_dir / "run.json").is_file() or not (flow_dir / "train" / CHECKPOINT).is_file():
