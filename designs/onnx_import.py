@@ -49,6 +49,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -95,7 +96,7 @@ MAX_ONNX_NODES = 4096  # nodes of one model: a policy network has tens
 
 MAX_ONNX_BYTES = 2 << 30  # protobuf's limit of one message: a larger model keeps its weights in external files
 MAX_ONNX_ELEMENTS = MAX_LAYER_PARAMS  # weights of the whole file, and input features: 2 GiB as float64
-_NUMBER_TYPES = ("FLOAT", "DOUBLE", "FLOAT16", "BFLOAT16", "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16",
+_NUMBER_TYPES = ("FLOAT", "DOUBLE", "FLOAT16", "BFLOAT16", "BOOL", "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16",
                  "UINT32", "UINT64")
 
 
@@ -120,15 +121,69 @@ def _read_model(source, where: str):
             from None
 
 
-def _checked_elements(t, where: str) -> int:
+def _load_external(model, folder: Path, where: str) -> None:
+    """Read the external data of the model's initializers into them (torch's dynamo exporter writes
+    tensors of 1 KiB and more to '<model>.onnx.data' beside the model), only from a regular file in
+    the model's own folder named without a folder part (not a link), the range [offset, offset +
+    length) inside it and as long as the tensor's dims need (checked before reading). Others stay
+    external and are refused by _checked_elements."""
+    from onnx import TensorProto, helper
+
+    for t in model.graph.initializer:
+        if t.data_location != TensorProto.EXTERNAL:
+            continue
+        at = f"{where}: tensor '{t.name}'"
+        info = {e.key: e.value for e in t.external_data}
+        loc = info.get("location", "")
+        if not loc or loc != Path(loc).name or loc in (".", "..") or "\\" in loc:
+            continue  # elsewhere: refused, not read
+        path = folder / loc
+        try:
+            st = os.lstat(path)
+        except OSError:
+            raise RlhlsError(f"{at}: its data file '{loc}' beside the model cannot be read") from None
+        if not stat.S_ISREG(st.st_mode):
+            raise RlhlsError(f"{at}: its data file '{loc}' is not a regular file (a link or a folder is not read)")
+        n = _checked_elements(t, where, data=False)
+        need = n * helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+        try:
+            offset = int(info.get("offset", "0"))
+            length = int(info.get("length", str(need)))
+        except ValueError:
+            raise RlhlsError(f"{at}: offset / length {info.get('offset')!r} / {info.get('length')!r} are not "
+                             "numbers") from None
+        if length != need or offset < 0 or offset + length > st.st_size:
+            raise RlhlsError(f"{at}: dims {list(t.dims)} need {need} bytes; its data file '{loc}' gives {length} at "
+                             f"offset {offset} of {st.st_size}")
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        try:
+            os.lseek(fd, offset, os.SEEK_SET)
+            data = b""
+            while len(data) < length:
+                chunk = os.read(fd, length - len(data))
+                if not chunk:
+                    break
+                data += chunk
+        finally:
+            os.close(fd)
+        if len(data) != length:
+            raise RlhlsError(f"{at}: its data file '{loc}' ended before {length} bytes")
+        t.raw_data = data
+        del t.external_data[:]
+        t.data_location = TensorProto.DEFAULT
+
+
+def _checked_elements(t, where: str, data: bool = True) -> int:
     """The element count tensor `t` declares, after checking that it is a number type with dims >= 1,
-    not in an external file, and that its data is as long as its dims declare (nothing allocated)."""
+    not in an external file, and that its data is as long as its dims declare (nothing allocated);
+    data=False: its type and dims only."""
     from onnx import TensorProto, helper
 
     at = f"{where}: tensor '{t.name}'"
-    if t.data_location == TensorProto.EXTERNAL or len(t.external_data):
-        raise RlhlsError(f"{at}: its data is in an external file, which is not read; save the model with its "
-                         "weights inside (onnx.save(model, path, save_as_external_data=False))")
+    if data and (t.data_location == TensorProto.EXTERNAL or len(t.external_data)):
+        raise RlhlsError(f"{at}: its data is in an external file, which is not read (only a file beside the model "
+                         "file is); save the model with its weights inside (onnx.save(model, path, "
+                         "save_as_external_data=False))")
     kind = TensorProto.DataType.Name(t.data_type) if t.data_type in TensorProto.DataType.values() else str(t.data_type)
     if kind not in _NUMBER_TYPES:
         raise RlhlsError(f"{at}: data type {kind}; expected a number type ({', '.join(_NUMBER_TYPES)})")
@@ -138,6 +193,8 @@ def _checked_elements(t, where: str) -> int:
     n = math.prod(dims)
     if n > MAX_ONNX_ELEMENTS:
         raise RlhlsError(f"{at}: dims {dims} are {n} elements, more than the {MAX_ONNX_ELEMENTS} a model may have")
+    if not data:
+        return n
     if t.raw_data:
         need = n * helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
         if len(t.raw_data) != need:
@@ -160,6 +217,7 @@ def import_onnx(source, name: str | None = None) -> Network:
         if not Path(source).is_file():
             raise RlhlsError(f"{where}: no such file")
         model = _read_model(source, where)
+        _load_external(model, Path(source).resolve().parent, where)
         name = name or Path(source).stem
     else:
         if not isinstance(source, onnx.ModelProto):
@@ -765,7 +823,7 @@ def _fold_affines(ops: list, where: str) -> list:
         after = ops[i + 1] if i + 1 < len(ops) else None
         flat = after is not None and after.kind == "flatten" and i + 2 < len(ops) and ops[i + 2].kind == "linear"
         target = after if after is not None and after.kind == "linear" else (ops[i + 2] if flat else None)
-        if before is not None and before.kind == "linear" and _foldable(before, op, where):
+        if before is not None and before.kind == "linear" and _foldable(before, op, op.s):
             s, t = op.s, op.t
             if before.layer == "dense" and s.size != before.W.shape[1] or before.layer == "conv" and s.size != before.W.shape[0]:
                 raise RlhlsError(f"{op.at}: {s.size} values for the {before.W.shape[1 if before.layer == 'dense' else 0]} "
@@ -778,7 +836,7 @@ def _fold_affines(ops: list, where: str) -> list:
             before.b = b * s + t if (before.b is not None or np.any(t != 0)) else None
             del ops[i]
             continue
-        if target is not None and _foldable(target, op, where):
+        if target is not None and _foldable(target, op, op.s, op.t):
             s, t = op.s, op.t
             if target.layer == "dense":
                 if flat:  # per channel of the (C, H, W) the flatten reads: per feature of C*H*W, in C order
@@ -810,10 +868,14 @@ def _fold_affines(ops: list, where: str) -> list:
     return ops
 
 
-def _foldable(lin, op, where) -> bool:
-    if lin.formats:
-        raise RlhlsError(f"{op.at}: next to the quantized weights of node '{lin.node.name}' ({lin.node.op_type}): "
-                         "folding would move them off their quantization grid")
+def _foldable(lin, op, s, t=None) -> bool:
+    """Folding op into lin keeps lin's quantized weights / bias on their grid: no scale of quantized
+    weights (s = 1), no offset of a quantized bias (t, or t through the weights, = 0)."""
+    moves_w = "W" in lin.formats and np.any(s != 1)
+    moves_b = "b" in lin.formats and (np.any(op.t != 0) if t is None else np.any(t != 0))
+    if moves_w or moves_b:
+        raise RlhlsError(f"{op.at}: next to the quantized {'weights' if moves_w else 'bias'} of node '{lin.node.name}' "
+                         f"({lin.node.op_type}): folding would move them off their quantization grid")
     return True
 
 
