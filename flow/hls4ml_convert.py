@@ -79,12 +79,14 @@ __all__ = ["hls4ml_precision_config", "table_precisions", "convert_network", "co
            "hls_format"]
 
 _ACT_ONNX = {"ReLU": "Relu", "Tanh": "Tanh", "Sigmoid": "Sigmoid", "Softmax": "Softmax", "LeakyReLU": "LeakyRelu",
-             "Softplus": "Softplus"}
+             "Softplus": "Softplus", "Quant": "LeakyRelu"}
 _TABLE_KINDS = ("Tanh", "Sigmoid", "Softplus")  # elementwise lookup tables (hls4ml table_t, table_size)
-# layers hls4ml 1.3's ONNX reader has no layer for (it reads no Clip, LayerNormalization is Keras/PyTorch
-# only there, and its QONNX Quant becomes scaling layers of its own): such a network's forward layers
-# are built as dense_forward kernels instead (flow/mapping.py)
-_NO_HLS4ML = ("Clip", "LayerNorm", "Quant")
+# layers hls4ml 1.3's ONNX reader has no layer for (it reads no Clip; LayerNormalization is Keras / PyTorch
+# only there): such a network's forward layers are built as dense_forward kernels instead (flow/mapping.py).
+# A Quant layer goes to hls4ml as a LeakyReLU of alpha 1 whose result type is its format: x, or 1 * x
+# (exact), cast once to that format -- fmt(x), the fake quantization (not hls4ml's own QONNX Quant
+# handling, which makes scaling layers of it)
+_NO_HLS4ML = ("Clip", "LayerNorm")
 DEFAULT_TABLE_SIZE = TABLE_SIZE  # hls4ml's default; error_bound scales with 1/table_size
 
 
@@ -175,6 +177,12 @@ def hls4ml_precision_config(net: Network, precision, table_size: int = DEFAULT_T
             out[layer.name] = {"result": st, "table": hls_format(p.lut_table, where + " table")}
         elif layer.kind == "LeakyReLU":
             out[layer.name] = {"result": st, "param": st}  # alpha in the storage format (as the emulator)
+        elif layer.kind == "Quant":
+            if not isinstance(p.storage, FixedFormat) or not _holds(p.storage, layer.fmt):
+                # the next layer reads the format's values as they are; the emulator casts them to storage
+                raise RlhlsError(f"hls4ml: {where}: Quant to {layer.fmt} needs a fixed-point storage format that holds "
+                                 f"its values (storage {p.storage})")
+            out[layer.name] = {"result": hls_format(layer.fmt, where), "param": "fixed<2,2>"}  # alpha = 1
         elif layer.kind == "Softmax":
             if st == "float":
                 # nnet::softmax switches on the implementation at run time, so g++ instantiates
@@ -199,7 +207,7 @@ def _clean_onnx(net: Network):
     from qonnx.util.cleanup import cleanup_model
     import warnings
 
-    model = net.to_onnx()
+    model = _quant_as_cast(net.to_onnx())
     for v in (model.graph.input[0], model.graph.output[0]):
         v.type.tensor_type.shape.dim[0].dim_value = 1  # hls4ml wants a fixed batch of 1
     w = cleanup_model(ModelWrapper(model))
@@ -221,6 +229,22 @@ def _clean_onnx(net: Network):
             onnx.IR_VERSION = saved
     _rename_nodes(net, w)
     return w
+
+
+def _quant_as_cast(model):
+    """QONNX Quant nodes of Quant layers as LeakyRelu(alpha = 1) (see _NO_HLS4ML), their constants dropped."""
+    from onnx import helper
+
+    g = model.graph
+    drop = set()
+    for i, n in enumerate(g.node):
+        if n.op_type == "Quant":
+            drop.update(n.input[1:])
+            g.node[i].CopyFrom(helper.make_node("LeakyRelu", [n.input[0]], list(n.output), name=n.name, alpha=1.0))
+    keep = [t for t in g.initializer if t.name not in drop]
+    del g.initializer[:]
+    g.initializer.extend(keep)
+    return model
 
 
 def _rename_nodes(net: Network, w) -> None:
@@ -269,7 +293,7 @@ def _match_layout(master: np.ndarray, hls_data: np.ndarray, where: str) -> np.nd
 
 def _flatten_rows(net: Network, layer) -> list[np.ndarray]:
     """Row orders to try for a Dense after Flatten of a (C, H, W) tensor: as is, and (H, W, C)."""
-    W = layer.params["W"]
+    W = layer.param("W")
     idx = net.layers.index(layer)
     if idx >= 1 and net.layers[idx - 1].kind == "Flatten" and len(net.layers[idx - 1].in_shape) == 3:
         c, h, w = net.layers[idx - 1].in_shape

@@ -253,7 +253,7 @@ def test_a_design_file_with_a_refused_actor_is_one_line(tmp_path, capsys, clean_
 
     shutil.copy(CORPUS / "scaled_actor_legacy.onnx", tmp_path / "actor.onnx")
     design = tmp_path / "design.py"
-    design.write_text(DESIGN.format(onnx="actor.onnx", name="scaled"))
+    design.write_text(DESIGN.format(onnx="actor.onnx", name="scaled", **FP32))
     before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
     assert main(["train", str(design), "--steps", "50", "--out", str(tmp_path / "t"), "--quiet"]) == 2
     err = capsys.readouterr().err
@@ -496,13 +496,38 @@ def test_hls4ml_refuses_layers_it_has_not():
     from rlhls.flow.hls4ml_convert import hls4ml_precision_config
 
     p = Precision("fixed<16,6,RND,SAT>", "fixed<32,12,RND,SAT>")
-    for layer, kind in ((Clip(0, 6), "Clip"), (LayerNorm(), "LayerNorm"), (Quant("fixed<8,3>"), "Quant")):
+    for layer, kind in ((Clip(0, 6), "Clip"), (LayerNorm(), "LayerNorm")):
         net = Network("n", (3,), [Dense(4), layer, Dense(2)])
         with pytest.raises(RlhlsError, match=f"{kind} has no layer in hls4ml's ONNX reader"):
             hls4ml_precision_config(net, p)
+    net = Network("n", (3,), [Dense(4), Quant("fixed<8,3>"), Dense(2)])
+    with pytest.raises(RlhlsError, match=r"Quant to fixed<8,3> needs a fixed-point storage format that holds its "
+                                         r"values \(storage fp32\)"):
+        hls4ml_precision_config(net, Precision("fp32", "fp32"))
+    with pytest.raises(RlhlsError, match=r"Quant to fixed<8,3> needs .* \(storage fixed<8,2,RND,SAT>\)"):
+        hls4ml_precision_config(net, Precision("fixed<8,2,RND,SAT>", "fixed<20,8>"))
+
+
+def test_hls4ml_brevitas_actor_bit_exact_in_its_widths(tmp_path):
+    """The QONNX actor through hls4ml: its 4-bit weights and 8-bit activations are the project's types,
+    and its C simulation equals the emulator bit for bit."""
+    from rlhls.flow.hls4ml_convert import check_hls4ml, compile_csim, convert_network
+
+    net = import_onnx(brevitas_actor(), "actor")
+    p = Precision("fixed<16,6,RND,SAT>", "fixed<32,12,RND,SAT>")
+    r = convert_network(net, p, tmp_path / "qat", part="xczu7ev-ffvc1156-2-e", clock_ns=5.0)
+    defines = (tmp_path / "qat" / "firmware" / "defines.h").read_text()
+    assert defines.count("ap_fixed<4,1,AP_RND_CONV,AP_SAT_SYM,0>") == 2  # fc1's and fc2's weight_t
+    assert "ap_fixed<8,3,AP_RND_CONV,AP_SAT,0>" in defines and "ap_ufixed<8,4,AP_RND_CONV,AP_SAT,0>" in defines
+    compile_csim(r["hls_model"])
+    c = check_hls4ml(net, p, r["hls_model"], np.random.default_rng(4).uniform(-5.0, 5.0, (300, 3)))
+    assert c["exact"] and c["passed"], c["max_diff_lsb"]
 
 
 # ---------------------------------------------------------------------- designs that bring them
+
+FP32 = {"st": "fp32", "acc": "fp32"}
+FIXED = {"st": "fixed<16,6,RND,SAT>", "acc": "fixed<32,12,RND,SAT>"}
 
 DESIGN = '''
 from pathlib import Path
@@ -515,11 +540,11 @@ design = Design(
     networks=(NetSpec("actor", "actor", lambda seed: import_onnx(HERE / "{onnx}", "actor"), target=True),
               NetSpec("critic", "critic", lambda seed: Network("critic", (4,), [Dense(16), ReLU(), Dense(1)], seed=seed),
                       target=True, extra_inputs=1)),
-    kernels=(KernelSpec("dense_forward", "PL", "fp32", "fp32", {{"pf": 4}}),
-             KernelSpec("dense_backward", "PL", "fp32", "fp32", {{"pf": 4}}),
-             KernelSpec("weight_gradient", "PL", "fp32", "fp32", {{"pf": 4}}),
-             KernelSpec("weight_update", "PL", "fp32", "fp32", {{"optimizer": "adam"}})),
-    formats={{"storage": "fp32", "acc": "fp32"}}, device="zcu106", clocks_mhz={{"PL": 200.0}}, batch_size=8,
+    kernels=(KernelSpec("dense_forward", "PL", "{st}", "{acc}", {{"pf": 4}}),
+             KernelSpec("dense_backward", "PL", "{st}", "{acc}", {{"pf": 4}}),
+             KernelSpec("weight_gradient", "PL", "{st}", "{acc}", {{"pf": 4}}),
+             KernelSpec("weight_update", "PL", "fp32", "fp32", {{"optimizer": "adam"}})),  # the float masters
+    formats={{"storage": "{st}", "acc": "{acc}"}}, device="zcu106", clocks_mhz={{"PL": 200.0}}, batch_size=8,
     hyperparams={{"learning_rate": 1e-3, "buffer_size": 1000, "learning_starts": 30, "policy_frequency": 1,
                   "optimizer": "adam"}})
 '''
@@ -551,7 +576,7 @@ def test_imported_actors_train(tmp_path, stem, clean_registries):
     for f in CORPUS.glob(f"{stem}.onnx*"):
         shutil.copy(f, tmp_path / f.name)
     design = tmp_path / "design.py"
-    design.write_text(DESIGN.format(onnx=f"{stem}.onnx", name=f"imported-{stem.replace('_', '-')}"))
+    design.write_text(DESIGN.format(onnx=f"{stem}.onnx", name=f"imported-{stem.replace('_', '-')}", **FP32))
     out = tmp_path / "run"
     assert main(["train", str(design), "--steps", "60", "--out", str(out), "--quiet", "--json",
                  "--set", "steps_per_update=20"]) == 0
@@ -560,9 +585,11 @@ def test_imported_actors_train(tmp_path, stem, clean_registries):
     assert len(read_metrics(out / "metrics.csv")) >= 1 and json.loads((out / "config.json").read_text())
 
 
-def test_imported_actor_csim_equals_emu(tmp_path, csim_calls, clean_registries):
-    """DDPG with the imported LeakyReLU / Softplus / LayerNorm / Clip actor, every layer node on the PL:
-    --backend csim (the compiled kernels) gives emu's metrics."""
+@pytest.mark.parametrize("actor", ["acts", "brevitas"])
+def test_imported_actor_csim_equals_emu(tmp_path, csim_calls, clean_registries, actor):
+    """DDPG with an imported actor, every layer node on the PL: the torch export with LeakyReLU / Softplus /
+    LayerNorm / Clip (fp32), and the Brevitas QAT actor in fixed point (its 4-bit weights and 8-bit
+    activations in training); --backend csim (the compiled kernels) gives emu's metrics."""
     from rlhls.designs.graph import build_graph
     from rlhls.designs.registry import load_design_file
     from rlhls.host.algorithms import get_algorithm
@@ -570,10 +597,15 @@ def test_imported_actor_csim_equals_emu(tmp_path, csim_calls, clean_registries):
     from rlhls.host.train import train_design
     import shutil
 
-    for f in CORPUS.glob("acts_actor_legacy.onnx*"):
-        shutil.copy(f, tmp_path / f.name)
+    if actor == "acts":
+        for f in CORPUS.glob("acts_actor_legacy.onnx*"):
+            shutil.copy(f, tmp_path / f.name)
+        onnx_file, formats = "acts_actor_legacy.onnx", FP32
+    else:
+        onnx.save(brevitas_actor(), tmp_path / "qat.onnx")
+        onnx_file, formats = "qat.onnx", FIXED
     path = tmp_path / "design.py"
-    path.write_text(DESIGN.format(onnx="acts_actor_legacy.onnx", name="imported-acts-csim"))
+    path.write_text(DESIGN.format(onnx=onnx_file, name=f"imported-{actor}-csim", **formats))
     design = load_design_file(str(path))
     hp = {"learning_starts": 30, "batch_size": 8, "steps_per_update": 30}
     alg = get_algorithm(design.algorithm)
@@ -588,3 +620,21 @@ def test_imported_actor_csim_equals_emu(tmp_path, csim_calls, clean_registries):
                          for r in read_metrics(run.folder / "metrics.csv")]
     assert len(runs["emu"]) >= 2 and runs["emu"] == runs["csim"]
     assert {"dense_forward", "dense_backward", "weight_gradient"} <= set(csim_calls)
+
+
+def test_brevitas_design_builds_in_its_widths(tmp_path, clean_registries):
+    """rlhls build --csim of a design with the QONNX actor: the actor's hls4ml component has the 4-bit weight
+    types and passes its C simulation, its Quant layers folded into it (none left to the host)."""
+    import json
+
+    onnx.save(brevitas_actor(), tmp_path / "qat.onnx")
+    path = tmp_path / "design.py"
+    path.write_text(DESIGN.format(onnx="qat.onnx", name="imported-qat-build", **FIXED))
+    assert main(["build", str(path), "--out", str(tmp_path / "b"), "--csim", "--quiet"]) == 0
+    m = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    comp = next(c for c in m["components"] if c["name"] == "actor_fwd")
+    assert comp["kind"] == "hls4ml" and {"actor.quant.fwd", "actor.fc1_relu_quant.fwd"} <= set(comp["folded"])
+    assert not [n for n in m["unmapped"] if "quant" in n]
+    defines = (tmp_path / "b" / "pl" / "actor_fwd" / "firmware" / "defines.h").read_text()
+    assert "ap_fixed<4,1,AP_RND_CONV,AP_SAT_SYM,0>" in defines and "ap_ufixed<8,4,AP_RND_CONV,AP_SAT,0>" in defines
+    assert all(c["csim"]["passed"] for c in m["components"]) and "bit-exact" in comp["csim"]["detail"]
