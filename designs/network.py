@@ -1,4 +1,5 @@
-"""The network language: Dense, Conv2d, Flatten and activations, with shapes, seeded
+"""The network language: Dense, Conv2d, Flatten, activations (ReLU, Tanh, Sigmoid, Softmax,
+Identity, LeakyReLU, Clip, Softplus), LayerNorm and Quant (fake quantization), with shapes, seeded
 initialisation, forward and backward in any (storage, accumulator) format pair, FLOP counts
 and ONNX export.
 
@@ -61,6 +62,9 @@ for bit for fixed-point and fp32 storage:
   ``dy * (1 - tanh(x)**2)``, ``dy * s(x) (1 - s(x))``, softmax's Jacobian at ``softmax(x)``,
   all float64, the result stored in ``storage`` -- not the (piecewise constant, zero almost
   everywhere) derivative of the table, so training works with table activations.
+- Softplus (hls4ml's ``softplus``): Sigmoid's index over [-8, 8); entry i =
+  ``table(float(log(double(expf(in_i)) + 1.)))`` (the C library's expf and log); backward
+  ``dy * sigmoid(x)``.
 - Inputs outside the table range take the end entries (tanh(+-4 - ...), sigmoid(+-8 ...)),
   as in hls4ml. Other activations ignore the tables.
 
@@ -75,6 +79,8 @@ Activations count a fixed number of FLOPs per element (``ACT_FLOPS``, forward / 
 
     Identity 0/0   Flatten 0/0   ReLU 1/1 (compare / select)
     Tanh 4/3       Sigmoid 4/3   Softmax 4/4   (exp ~1, add, divide, ...; see ACT_FLOPS)
+    LeakyReLU 2/2  Clip 2/2      Softplus 4/4  Quant 3/2   LayerNorm 8/10 (+ 3 per feature and
+    sample for its gamma / beta gradients)
 
 Initialisation
 --------------
