@@ -638,3 +638,22 @@ def test_brevitas_design_builds_in_its_widths(tmp_path, clean_registries):
     defines = (tmp_path / "b" / "pl" / "actor_fwd" / "firmware" / "defines.h").read_text()
     assert "ap_fixed<4,1,AP_RND_CONV,AP_SAT_SYM,0>" in defines and "ap_ufixed<8,4,AP_RND_CONV,AP_SAT,0>" in defines
     assert all(c["csim"]["passed"] for c in m["components"]) and "bit-exact" in comp["csim"]["detail"]
+
+
+# --------------------------------------------------------------------------------------- hostile files
+
+def test_folding_is_sized_before_it_runs(tmp_path):
+    # two vectors whose broadcast product would be 2**30 floats (4 GiB): refused before qonnx folds it
+    big = [_t("a", np.ones((1 << 15, 1))), _t("b", np.ones((1, 1 << 15)))]
+    g, i = _gemm("l1", "input", "h", 3, 2, 1)
+    m = _model([helper.make_node("Mul", ["a", "b"], ["c"], name="/blowup"), g], big + i, out_dims=[1, 2])
+    path = tmp_path / "big.onnx"
+    path.write_bytes(m.SerializeToString())
+    with pytest.raises(RlhlsError) as e:
+        import_onnx(path)
+    assert str(e.value) == (f"ONNX file '{path}': node '/blowup' (Mul): its output 'c' of shape [32768, 32768] brings "
+                            "the constants past the 268435456 elements a model may have")
+    nodes = [helper.make_node("Identity", [f"x{k}"], [f"x{k + 1}"]) for k in range(5000)]
+    nodes[0].input[0] = "input"
+    with pytest.raises(RlhlsError, match="5000 nodes, more than the 4096 a model may have"):
+        import_onnx(_model(nodes, []))
