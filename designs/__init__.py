@@ -7,13 +7,14 @@ from .devices import DEVICES, get_device
 from .errors import RlhlsError
 from .formats import BF16, FP16, FP32, FixedFormat, FloatFormat, NumericFormat, UniformFormat, parse_format
 from .graph import TrainingGraph, build_graph
-from .network import (Conv2d, Dense, Flatten, Identity, Network, Precision, ReLU, Sigmoid, Softmax, Tanh)
+from .network import (Clip, Conv2d, Dense, Flatten, Identity, LayerNorm, LeakyReLU, Network, Precision, Quant, ReLU,
+                      Sigmoid, Softmax, Softplus, Tanh)
 from .onnx_import import import_onnx
 from .registry import design_names, get_design, register_design
 
 __all__ = [
-    "BF16", "FP16", "FP32", "Conv2d", "DEVICES", "Dense", "Design", "FixedFormat", "Flatten", "FloatFormat",
-    "Identity", "KernelSpec", "NetSpec", "Network", "NumericFormat", "Precision", "ReLU", "RlhlsError", "Sigmoid",
-    "Softmax", "Tanh", "TrainingGraph", "UniformFormat", "build_graph", "design_names", "get_design", "get_device",
+    "BF16", "FP16", "FP32", "Clip", "Conv2d", "DEVICES", "Dense", "Design", "FixedFormat", "Flatten", "FloatFormat",
+    "Identity", "KernelSpec", "LayerNorm", "LeakyReLU", "NetSpec", "Network", "NumericFormat", "Precision", "Quant",
+    "ReLU", "RlhlsError", "Sigmoid", "Softmax", "Softplus", "Tanh", "TrainingGraph", "UniformFormat", "build_graph", "design_names", "get_design", "get_device",
     "import_onnx", "parse_format", "register_design",
 ]

@@ -1,4 +1,4 @@
-"""hls4ml's activation lookup tables, emulated bit for bit (tanh, sigmoid, 'stable' softmax).
+"""hls4ml's activation lookup tables, emulated bit for bit (tanh, sigmoid, softplus, 'stable' softmax).
 
 The hardware computes these activations with hls4ml's tables; a `Precision` with a table
 format / size (designs/network.py) makes the emulator do the same. Table entries are computed
@@ -82,20 +82,44 @@ def _c_float_fn(name: str, x: np.ndarray) -> np.ndarray:
     return np.array([f(float(v)) for v in x.ravel()], dtype=np.float32).reshape(x.shape)
 
 
+@functools.lru_cache(maxsize=None)
+def _libm_log():
+    """The C library's double log, or None."""
+    try:
+        import ctypes
+        import ctypes.util
+
+        f = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6").log
+        f.restype, f.argtypes = ctypes.c_double, [ctypes.c_double]
+        return f
+    except (OSError, AttributeError):
+        return None
+
+
+def _c_log(x: np.ndarray) -> np.ndarray:
+    """float64 log of x by the C library if loadable (numpy's own may differ in the last bit)."""
+    f = _libm_log()
+    if f is None or _libm() is None:
+        return np.log(x)
+    return np.array([f(float(v)) for v in np.ravel(x)], dtype=np.float64).reshape(np.shape(x))
+
+
 @functools.lru_cache(maxsize=64)
 def lut_tables(kind: str, table_size: int, table, n: int = 0) -> tuple:
     """hls4ml's table contents as float64 values of their types (read-only arrays):
-    ('Tanh'|'Sigmoid', N, table) -> (table,); ('Softmax', N, table, n) -> (exp_table, inv_table)."""
+    ('Tanh'|'Sigmoid'|'Softplus', N, table) -> (table,); ('Softmax', N, table, n) -> (exp_table, inv_table)."""
     N = int(table_size)
     i = np.arange(N, dtype=np.float64)
-    if kind in ("Tanh", "Sigmoid"):
+    if kind in ("Tanh", "Sigmoid", "Softplus"):
         half = 4.0 if kind == "Tanh" else 8.0
         x = (2 * half * (i - N / 2.0) / N).astype(np.float32)  # float in_val
         if kind == "Tanh":
             v = _c_float_fn("tanhf", x)
-        else:  # 1.0 / (1 + std::exp(-x)): float add, double divide, returned as float
+        elif kind == "Sigmoid":  # 1.0 / (1 + std::exp(-x)): float add, double divide, returned as float
             s = np.float32(1) + _c_float_fn("expf", -x)
             v = (1.0 / s.astype(np.float64)).astype(np.float32)
+        else:  # std::log(std::exp(x) + 1.): float exp, double add and log, returned as float
+            v = _c_log(_c_float_fn("expf", x).astype(np.float64) + 1.0).astype(np.float32)
         out = (np.asarray(table.quantize(v.astype(np.float64)), dtype=np.float64),)
     elif kind == "Softmax":
         f = softmax_table_formats(n, N, _softmax_width(table))

@@ -1,4 +1,5 @@
-"""The network language: Dense, Conv2d, Flatten and activations, with shapes, seeded
+"""The network language: Dense, Conv2d, Flatten, activations (ReLU, Tanh, Sigmoid, Softmax,
+Identity, LeakyReLU, Clip, Softplus), LayerNorm and Quant (fake quantization), with shapes, seeded
 initialisation, forward and backward in any (storage, accumulator) format pair, FLOP counts
 and ONNX export.
 
@@ -61,6 +62,9 @@ for bit for fixed-point and fp32 storage:
   ``dy * (1 - tanh(x)**2)``, ``dy * s(x) (1 - s(x))``, softmax's Jacobian at ``softmax(x)``,
   all float64, the result stored in ``storage`` -- not the (piecewise constant, zero almost
   everywhere) derivative of the table, so training works with table activations.
+- Softplus (hls4ml's ``softplus``): Sigmoid's index over [-8, 8); entry i =
+  ``table(float(log(double(expf(in_i)) + 1.)))`` (the C library's expf and log); backward
+  ``dy * sigmoid(x)``.
 - Inputs outside the table range take the end entries (tanh(+-4 - ...), sigmoid(+-8 ...)),
   as in hls4ml. Other activations ignore the tables.
 
@@ -75,6 +79,8 @@ Activations count a fixed number of FLOPs per element (``ACT_FLOPS``, forward / 
 
     Identity 0/0   Flatten 0/0   ReLU 1/1 (compare / select)
     Tanh 4/3       Sigmoid 4/3   Softmax 4/4   (exp ~1, add, divide, ...; see ACT_FLOPS)
+    LeakyReLU 2/2  Clip 2/2      Softplus 4/4  Quant 3/2   LayerNorm 8/10 (+ 3 per feature and
+    sample for its gamma / beta gradients)
 
 Initialisation
 --------------
@@ -100,7 +106,8 @@ from .formats import FP32, NumericFormat, parse_format, round_to
 from .lut import _lut_index, _lut_softmax, lut_tables, softmax_table_formats
 
 __all__ = ["Precision", "TABLE_SIZE", "softmax_table_formats", "lut_tables", "Layer", "Dense", "Conv2d", "Flatten", "ReLU", "Tanh", "Sigmoid", "Softmax",
-           "Identity", "Network", "ACT_FLOPS", "INITS", "MAX_LAYER_PARAMS", "im2col", "col2im"]
+           "Identity", "LeakyReLU", "Clip", "Softplus", "Quant", "LayerNorm", "Network", "ACT_FLOPS",
+           "ELEMENTWISE_KINDS", "INITS", "MAX_LAYER_PARAMS", "im2col", "col2im"]
 
 INITS = ("orthogonal", "uniform")
 MAX_LAYER_PARAMS = 1 << 28  # weights of one layer, checked before they are allocated: a 16384 x 16384 layer
@@ -114,7 +121,15 @@ ACT_FLOPS = {
     "Tanh": (4, 3),       # exp, add, sub, div; dy * (1 - y*y)
     "Sigmoid": (4, 3),    # exp, add, div, neg; dy * y * (1 - y)
     "Softmax": (4, 4),    # sub max, exp, sum, div; y * (dy - sum(dy * y))
+    "LeakyReLU": (2, 2),  # compare, multiply (select); dy or alpha * dy
+    "Clip": (2, 2),       # max, min; dy * (lo < x < hi)
+    "Softplus": (4, 4),   # exp, add, log (compare with the threshold); dy * sigmoid(x)
+    "Quant": (3, 2),      # scale, round, saturate; dy * (x in range)
+    "LayerNorm": (8, 10),  # mean, sub, square, mean, rsqrt, mul, gamma, beta; dx (+ dgamma, dbeta)
 }
+# the layers that compute elementwise (per sample for Softmax and LayerNorm): what profiles and
+# kernels cost per element
+ELEMENTWISE_KINDS = tuple(k for k in ACT_FLOPS if k != "Flatten")
 
 
 TABLE_SIZE = 1024  # hls4ml's default activation table size
@@ -310,15 +325,28 @@ def _init_matrix(rng, init: str, rows: int, cols: int, gain: float) -> np.ndarra
 
 
 class _MMLayer(Layer):
-    """Shared parameter handling of Dense and Conv2d."""
+    """Shared parameter handling of Dense and Conv2d.
+
+    ``param_formats`` ({'W': fmt, 'b': fmt}, either optional): the layer *uses* its weight / bias
+    fake-quantized to that format (a quantization-aware network's, e.g. a QONNX ``Quant`` on the
+    weights) before the Precision's storage cast; the float64 masters stay what the optimizer
+    steps and their gradients pass through the rounding unchanged (straight-through, as QAT)."""
 
     is_mm = True
 
-    def __init__(self, bias: bool, init: str | None, gain: float | None):
+    def __init__(self, bias: bool, init: str | None, gain: float | None, param_formats: dict | None = None):
         super().__init__()
         self.bias = bias
         self.init = init
         self.gain = gain
+        self.param_formats = dict(param_formats or {})
+
+    def param(self, key: str) -> np.ndarray:
+        """The parameter as the layer computes with it: fake-quantized to its param_format, else the
+        master itself (the same array)."""
+        v = self.params[key]
+        f = self.param_formats.get(key)
+        return v if f is None else np.asarray(f.quantize(v), dtype=np.float64)
 
     def _fan(self) -> tuple[int, int]:
         raise NotImplementedError
@@ -359,10 +387,12 @@ class _MMLayer(Layer):
         d = super().describe()
         d.update(bias=self.bias, init=getattr(self, "_init_used", self.init),
                  gain=getattr(self, "_gain_used", self.gain))
+        if self.param_formats:
+            d["param_formats"] = {k: str(f) for k, f in self.param_formats.items()}
         return d
 
     def _b(self, p: Precision | None):
-        b = self.params.get("b")
+        b = self.param("b") if "b" in self.params else None
         return b if (b is None or p is None) else _q(p.storage, b)
 
 
@@ -371,8 +401,9 @@ class Dense(_MMLayer):
 
     kind = "Dense"
 
-    def __init__(self, units: int, bias: bool = True, init: str | None = None, gain: float | None = None):
-        super().__init__(bias, init, gain)
+    def __init__(self, units: int, bias: bool = True, init: str | None = None, gain: float | None = None,
+                 param_formats: dict | None = None):
+        super().__init__(bias, init, gain, param_formats)
         self.units = units
 
     def _build(self, in_shape):
@@ -399,7 +430,7 @@ class Dense(_MMLayer):
 
     def forward(self, x, precision=None, *, stored=False):
         x = self._check_input(x, stored)  # stored float32 x: float32 out on the FP32-sum path
-        W, b, p = self.params["W"], self._b(precision), precision
+        W, b, p = self.param("W"), self._b(precision), precision
         if p is None:
             y = x @ W
             if b is not None:
@@ -417,7 +448,7 @@ class Dense(_MMLayer):
 
     def backward(self, dy, precision=None, need_input_grad=True, *, stored=False, need_param_grads=True):
         dy = self._check_dy(dy, stored)  # stored float32 dy: float32 dx and dW on the FP32-sum path
-        x, W, p = self._cache, self.params["W"], precision
+        x, W, p = self._cache, self.param("W"), precision
         self.grads = {}
         if p is None:
             if need_param_grads:
@@ -451,8 +482,8 @@ class Conv2d(_MMLayer):
     _cols = None
 
     def __init__(self, out_channels: int, kernel_size, stride: int = 1, bias: bool = True,
-                 init: str | None = None, gain: float | None = None):
-        super().__init__(bias, init, gain)
+                 init: str | None = None, gain: float | None = None, param_formats: dict | None = None):
+        super().__init__(bias, init, gain, param_formats)
         self.out_channels = out_channels
         self.kernel_size = kernel_size
         self.stride = stride
@@ -494,7 +525,7 @@ class Conv2d(_MMLayer):
 
     def _w2(self) -> np.ndarray:
         """W as an im2col weight matrix (C*KH*KW, O)."""
-        return self.params["W"].reshape(self.out_channels, -1).T
+        return self.param("W").reshape(self.out_channels, -1).T
 
     def forward(self, x, precision=None, *, stored=False):
         x = self._check_input(x)
@@ -509,7 +540,7 @@ class Conv2d(_MMLayer):
             y = np.ascontiguousarray(y)
         else:
             x = _q(p.storage, x)
-            y = conv2d(x, self.params["W"], b, self.stride,
+            y = conv2d(x, self.param("W"), b, self.stride,
                                 in_fmt=p.storage, w_fmt=p.storage, acc_fmt=p.acc, out_fmt=p.storage)
         self._cache, self._batch = x, x.shape[0]
         self._cols = cols  # the float64 path's patches: backward needs them again
@@ -583,9 +614,13 @@ class _Activation(Layer):
         y = self._lut(x, precision) if precision is not None and precision.lut else None
         table = y is not None
         if y is None:
-            y = self._f(x) if self._closed else _q(s, self._f(x))
+            y = self._f(x) if self._closed else self._stored_f(x, precision)
         self._cache, self._batch = (x, y, table), x.shape[0]
         return y
+
+    def _stored_f(self, x, p):
+        """f of stored x, rounded once to p's storage (float64 f where p is None)."""
+        return _q(None if p is None else p.storage, self._f(x))
 
     def backward(self, dy, precision=None, need_input_grad=True, *, stored=False, need_param_grads=True):
         dy = self._check_dy(dy, stored and self._closed)
@@ -678,6 +713,217 @@ class Softmax(_Activation):
 
     def _df(self, dy, x, y):
         return y * (dy - (dy * y).sum(axis=-1, keepdims=True))
+
+
+def _number(layer, name: str, v, *, none_ok: bool = False):
+    """A finite float parameter of a layer (None where none_ok)."""
+    if v is None and none_ok:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not math.isfinite(v):
+        raise layer._error(f"{name} {v!r}, expected a finite number")
+    return float(v)
+
+
+class LeakyReLU(_Activation):
+    """x for x > 0, alpha * x otherwise (ONNX LeakyRelu, torch nn.LeakyReLU; alpha 0.01 by default).
+
+    With a Precision, alpha is held in the storage format (as hls4ml's ``param_t``, which rlhls sets
+    to the storage format) and alpha * x is formed exactly before its one rounding to storage (an
+    ap_fixed product, or an IEEE product of two float values)."""
+
+    kind = "LeakyReLU"
+
+    def __init__(self, alpha: float = 0.01):
+        super().__init__()
+        self.alpha = alpha
+
+    def _build(self, in_shape):
+        self.alpha = _number(self, "alpha", self.alpha)
+        return in_shape
+
+    def describe(self):
+        return super().describe() | {"alpha": self.alpha}
+
+    def _slope(self, p) -> float:
+        return self.alpha if p is None else float(np.asarray(p.storage.quantize(np.float64(self.alpha))))
+
+    def _f(self, x):
+        return np.where(x > 0, x, self.alpha * x)
+
+    def _stored_f(self, x, p):
+        if p is None:
+            return self._f(x)
+        s, a = p.storage, self._slope(p)
+        if s.kind != "fixed":  # alpha * x exact in float64 (both at most 26 significant bits), one rounding
+            return _q(s, np.where(x > 0, x, a * x))
+        mx, ma = s.to_mantissa(x), int(s.to_mantissa(np.float64(a)))
+        m = mx * ma if 2 * s.width <= 62 else mx.astype(object) * ma
+        neg, _ = s.cast_mantissa(m, 2 * s.frac_bits)
+        return np.where(x > 0, x, s.from_mantissa(neg))
+
+    def forward(self, x, precision=None, *, stored=False):
+        self._a_used = self._slope(precision)
+        return super().forward(x, precision, stored=stored)
+
+    def _df(self, dy, x, y):
+        return np.where(x > 0, dy, getattr(self, "_a_used", self.alpha) * dy)
+
+
+class Clip(_Activation):
+    """min(max(x, lo), hi) (ONNX Clip; torch clamp, ReLU6 = Clip(0, 6), Hardtanh = Clip(-1, 1)); lo or
+    hi None: unbounded on that side. The gradient passes where lo < x < hi (torch's hardtanh / relu6
+    backward; 0 at the bounds, as ReLU's at 0)."""
+
+    kind = "Clip"
+
+    def __init__(self, lo: float | None = None, hi: float | None = None):
+        super().__init__()
+        self.lo, self.hi = lo, hi
+
+    def _build(self, in_shape):
+        self.lo = _number(self, "lo", self.lo, none_ok=True)
+        self.hi = _number(self, "hi", self.hi, none_ok=True)
+        if self.lo is not None and self.hi is not None and self.lo > self.hi:
+            raise self._error(f"lo {self.lo} > hi {self.hi}")
+        return in_shape
+
+    def describe(self):
+        return super().describe() | {"lo": self.lo, "hi": self.hi}
+
+    def _f(self, x):
+        return np.clip(x, -np.inf if self.lo is None else self.lo, np.inf if self.hi is None else self.hi)
+
+    def _df(self, dy, x, y):
+        inside = np.ones(np.shape(x), dtype=bool)
+        if self.lo is not None:
+            inside &= x > self.lo
+        if self.hi is not None:
+            inside &= x < self.hi
+        return np.where(inside, dy, 0.0)
+
+
+class Softplus(_Activation):
+    """log(1 + exp(x)) (ONNX Softplus); ``threshold`` t: x itself where x > t (torch's nn.Softplus,
+    t = 20, which torch's exporter writes as Where(x > 20, x, Softplus(x))). Table mode (hls4ml's
+    ``softplus``): the Sigmoid's index over [-8, 8) (``index = trunc(x * N / 16) + N/2``), entry i =
+    ``table(float(log(double(expf(in_i)) + 1.)))``, the C library's expf and log."""
+
+    kind = "Softplus"
+
+    def __init__(self, threshold: float | None = None):
+        super().__init__()
+        self.threshold = threshold
+
+    def _build(self, in_shape):
+        self.threshold = _number(self, "threshold", self.threshold, none_ok=True)
+        return in_shape
+
+    def describe(self):
+        return super().describe() | {"threshold": self.threshold}
+
+    def _f(self, x):
+        y = np.logaddexp(0.0, x)  # log(1 + exp(x)) without overflow
+        return y if self.threshold is None else np.where(x > self.threshold, x, y)
+
+    def _lut(self, x, p):
+        (t,) = lut_tables("Softplus", p.lut_size, p.lut_table)
+        return _q(p.storage, t[_lut_index(x, 8.0, p.lut_size)])
+
+    def _df(self, dy, x, y):
+        s = 0.5 * (1.0 + np.tanh(0.5 * x))  # the logistic function: softplus' derivative
+        if self.threshold is not None:
+            s = np.where(x > self.threshold, 1.0, s)
+        return dy * s
+
+
+class Quant(_Activation):
+    """Fake quantization to a fixed-point format (a quantization-aware network's activation
+    quantizer: QONNX ``Quant`` with a power-of-two scale and zero point 0, Brevitas' QuantReLU /
+    QuantIdentity): y = fmt(x), exactly the ap_fixed assignment; then the storage cast (a no-op
+    where the storage format holds fmt's values). Backward: the straight-through estimator, dy where
+    x lies in fmt's range [min, max] (the clamp's gradient), 0 outside."""
+
+    kind = "Quant"
+
+    def __init__(self, fmt):
+        super().__init__()
+        self.fmt = fmt
+
+    def _build(self, in_shape):
+        if isinstance(self.fmt, str):
+            self.fmt = parse_format(self.fmt)
+        if getattr(self.fmt, "kind", None) != "fixed":
+            raise self._error(f"format {self.fmt!r}, expected a fixed<W,I,...> format")
+        return in_shape
+
+    def describe(self):
+        return super().describe() | {"format": str(self.fmt)}
+
+    def _f(self, x):
+        return np.asarray(self.fmt.quantize(x), dtype=np.float64)
+
+    def _df(self, dy, x, y):
+        return np.where((x >= self.fmt.min_value) & (x <= self.fmt.max_value), dy, 0.0)
+
+
+class LayerNorm(Layer):
+    """Layer normalisation over the features of a 1-D input (ONNX LayerNormalization, axis -1; torch
+    nn.LayerNorm): y = gamma * (x - mean) / sqrt(var + eps) + beta, var the biased variance;
+    parameters 'gamma' (1s) and 'beta' (0s). With a Precision it computes as the activations do:
+    float64 on stored x, gamma and beta, each result (y, dx, dgamma, dbeta) rounded once to storage."""
+
+    kind = "LayerNorm"
+
+    def __init__(self, eps: float = 1e-5):
+        super().__init__()
+        self.eps = eps
+
+    def _build(self, in_shape):
+        self.eps = _number(self, "eps", self.eps)
+        if not self.eps > 0:
+            raise self._error(f"eps {self.eps}, expected a number > 0")
+        if len(in_shape) != 1:
+            raise self._error(f"LayerNorm needs a 1-D input, got ({_dims(in_shape)}): add a Flatten before it")
+        return in_shape
+
+    def _init(self, rng, default_init):
+        n = self.in_shape[0]
+        self.params = {"gamma": np.ones(n), "beta": np.zeros(n)}
+        self.grads = {}
+
+    def describe(self):
+        return super().describe() | {"eps": self.eps}
+
+    def flops(self, batch: int) -> dict:
+        f = super().flops(batch)
+        f["backward_weight"] = 3 * int(batch) * self.in_shape[0]  # dgamma (mul, add), dbeta (add)
+        return f
+
+    def forward(self, x, precision=None, *, stored=False):
+        x = self._check_input(x)
+        s = precision.storage if precision is not None else None
+        x = x if stored else _q(s, x)
+        g, b = _q(s, self.params["gamma"]), _q(s, self.params["beta"])
+        mu = x.mean(axis=-1, keepdims=True)
+        d = x - mu
+        r = 1.0 / np.sqrt((d * d).mean(axis=-1, keepdims=True) + self.eps)
+        xhat = d * r
+        self._cache, self._batch = (xhat, r, g), x.shape[0]
+        return _q(s, g * xhat + b)
+
+    def backward(self, dy, precision=None, need_input_grad=True, *, stored=False, need_param_grads=True):
+        dy = self._check_dy(dy)
+        s = precision.storage if precision is not None else None
+        dy = dy if stored else _q(s, dy)
+        xhat, r, g = self._cache
+        self.grads = {}
+        if need_param_grads:
+            self.grads = {"gamma": _q(s, (dy * xhat).sum(axis=0)), "beta": _q(s, dy.sum(axis=0))}
+        if not need_input_grad:
+            return None
+        dxhat = dy * g
+        dx = r * (dxhat - dxhat.mean(axis=-1, keepdims=True) - xhat * (dxhat * xhat).mean(axis=-1, keepdims=True))
+        return _q(s, dx)
 
 
 # ---------------------------------------------------------------------------- network
@@ -866,7 +1112,7 @@ class Network:
         param_grads=False computes the input gradient alone (DDPG's dQ/da through the critic):
         every layer's grads are left empty."""
         precisions = self._precision_of(precision)
-        mm = [i for i, layer in enumerate(self.layers) if layer.is_mm]
+        mm = [i for i, layer in enumerate(self.layers) if layer.is_mm or layer.params]  # layers with weights
         stop = 0 if (need_input_grad or not mm) else mm[0]
         for i in range(len(self.layers) - 1, stop - 1, -1):
             with self._where(self.layers[i]):

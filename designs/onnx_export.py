@@ -2,7 +2,11 @@
 
 One node per layer, named after the layer: Dense -> Gemm (MatMul without bias; W stays
 (in, out), so transB=0), Conv2d -> Conv (valid padding), Flatten -> Flatten(axis=1),
-ReLU/Tanh/Sigmoid/Softmax(axis=-1)/Identity -> the op of the same name. Initializers are named
+ReLU/Tanh/Sigmoid/Softmax(axis=-1)/Identity -> the op of the same name, LeakyReLU -> LeakyRelu
+(alpha), Softplus -> Softplus, Clip -> Clip (min/max initializers), LayerNorm -> LayerNormalization
+(axis -1, gamma/beta initializers), Quant -> QONNX's Quant (scale 2**-F, zero point 0; a node of the
+domain qonnx.custom_op.general, which onnxruntime does not run). A Dense / Conv2d with
+``param_formats`` exports the fake-quantized weights it computes with. Initializers are named
 like Network.get_params ('fc1.W', 'fc1.b'). The graph input 'input' and output 'output' have
 a symbolic batch axis 'N'.
 
@@ -30,6 +34,8 @@ def export_onnx(net, *, opset: int = 17, ir_version: int = 10):
     where = f"network '{net.name}'"
     if opset < 13:
         raise RlhlsError(f"{where}: ONNX opset {opset}, expected >= 13 (Softmax over the last axis)")
+    if opset < 17 and any(l.kind == "LayerNorm" for l in net.layers):
+        raise RlhlsError(f"{where}: ONNX opset {opset}, expected >= 17 (LayerNormalization)")
     if ir_version < 7:
         raise RlhlsError(f"{where}: ONNX IR version {ir_version}, expected >= 7")
 
@@ -38,7 +44,8 @@ def export_onnx(net, *, opset: int = 17, ir_version: int = 10):
     for i, layer in enumerate(net.layers):
         y = "output" if i == len(net.layers) - 1 else layer.name
         names = {k: f"{layer.name}.{k}" for k in layer.params}
-        for k, v in layer.params.items():
+        for k, v in layer.params.items():  # the values the layer computes with (fake-quantized weights)
+            v = layer.param(k) if layer.is_mm else v
             inits.append(numpy_helper.from_array(np.asarray(v, dtype=np.float32), names[k]))
         ins = [x] + [names[k] for k in ("W", "b") if k in names]
         if layer.kind == "Dense":
@@ -53,6 +60,35 @@ def export_onnx(net, *, opset: int = 17, ir_version: int = 10):
             nodes.append(helper.make_node("Flatten", [x], [y], name=layer.name, axis=1))
         elif layer.kind == "Softmax":
             nodes.append(helper.make_node("Softmax", [x], [y], name=layer.name, axis=-1))
+        elif layer.kind == "LeakyReLU":
+            nodes.append(helper.make_node("LeakyRelu", [x], [y], name=layer.name, alpha=float(layer.alpha)))
+        elif layer.kind == "Softplus":  # torch's threshold (x > t: x) is below float32's resolution there
+            nodes.append(helper.make_node("Softplus", [x], [y], name=layer.name))
+        elif layer.kind == "Clip":
+            bounds = []
+            for k, v in (("min", layer.lo), ("max", layer.hi)):
+                if v is not None:
+                    inits.append(numpy_helper.from_array(np.asarray(v, dtype=np.float32), f"{layer.name}.{k}"))
+                bounds.append("" if v is None else f"{layer.name}.{k}")
+            while bounds and not bounds[-1]:
+                bounds.pop()
+            nodes.append(helper.make_node("Clip", [x, *bounds], [y], name=layer.name))
+        elif layer.kind == "LayerNorm":
+            nodes.append(helper.make_node("LayerNormalization", [x, names["gamma"], names["beta"]], [y],
+                                          name=layer.name, axis=-1, epsilon=float(layer.eps)))
+        elif layer.kind == "Quant":  # QONNX's Quant: scale 2**-F, zero point 0, W bits
+            f = layer.fmt
+            mode = {"RND_CONV": "ROUND", "TRN": "FLOOR", "TRN_ZERO": "DOWN", "RND_INF": "HALF_UP",
+                    "RND_ZERO": "HALF_DOWN"}.get(f.quant)
+            if mode is None or f.overflow not in ("SAT", "SAT_SYM"):
+                raise RlhlsError(f"{where}: layer {layer.name}: format {f} has no QONNX Quant (rounding "
+                                 "RND_CONV/TRN/TRN_ZERO/RND_INF/RND_ZERO, overflow SAT/SAT_SYM)")
+            for k, v in (("scale", 2.0 ** -f.frac_bits), ("zeropt", 0.0), ("bitwidth", float(f.width))):
+                inits.append(numpy_helper.from_array(np.asarray(v, dtype=np.float32), f"{layer.name}.{k}"))
+            nodes.append(helper.make_node("Quant", [x] + [f"{layer.name}.{k}" for k in ("scale", "zeropt", "bitwidth")],
+                                          [y], name=layer.name, domain="qonnx.custom_op.general",
+                                          signed=int(f.signed), narrow=int(f.overflow == "SAT_SYM"),
+                                          rounding_mode=mode))
         elif layer.kind in _ACT_OPS:
             nodes.append(helper.make_node(_ACT_OPS[layer.kind], [x], [y], name=layer.name))
         else:
@@ -66,7 +102,10 @@ def export_onnx(net, *, opset: int = 17, ir_version: int = 10):
         [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["N", *net.output_shape])],
         initializer=inits,
     )
-    model = helper.make_model(graph, producer_name="rlhls", opset_imports=[helper.make_opsetid("", opset)])
+    opsets = [helper.make_opsetid("", opset)]
+    if any(n.domain == "qonnx.custom_op.general" for n in nodes):
+        opsets.append(helper.make_opsetid("qonnx.custom_op.general", 1))
+    model = helper.make_model(graph, producer_name="rlhls", opset_imports=opsets)
     model.ir_version = ir_version
     model.doc_string = f"rlhls network '{net.name}' (seed {getattr(net, 'seed', '?')})"
     onnx.checker.check_model(model)

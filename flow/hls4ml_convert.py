@@ -78,7 +78,15 @@ __all__ = ["hls4ml_precision_config", "table_precisions", "convert_network", "co
            "error_bound", "softmax_error",
            "hls_format"]
 
-_ACT_ONNX = {"ReLU": "Relu", "Tanh": "Tanh", "Sigmoid": "Sigmoid", "Softmax": "Softmax"}
+_ACT_ONNX = {"ReLU": "Relu", "Tanh": "Tanh", "Sigmoid": "Sigmoid", "Softmax": "Softmax", "LeakyReLU": "LeakyRelu",
+             "Softplus": "Softplus", "Quant": "LeakyRelu"}
+_TABLE_KINDS = ("Tanh", "Sigmoid", "Softplus")  # elementwise lookup tables (hls4ml table_t, table_size)
+# layers hls4ml 1.3's ONNX reader has no layer for (it reads no Clip; LayerNormalization is Keras / PyTorch
+# only there): such a network's forward layers are built as dense_forward kernels instead (flow/mapping.py).
+# A Quant layer goes to hls4ml as a LeakyReLU of alpha 1 whose result type is its format: x, or 1 * x
+# (exact), cast once to that format -- fmt(x), the fake quantization (not hls4ml's own QONNX Quant
+# handling, which makes scaling layers of it)
+_NO_HLS4ML = ("Clip", "LayerNorm")
 DEFAULT_TABLE_SIZE = TABLE_SIZE  # hls4ml's default; error_bound scales with 1/table_size
 
 
@@ -91,6 +99,12 @@ def hls_format(fmt, where: str) -> str:
         return "float"
     raise RlhlsError(f"hls4ml: {where}: format {fmt} is not supported (expected fixed<...>, ufixed<...> or fp32;"
                      " hls4ml's fp16/bf16 need C++23 std::float16_t/bfloat16_t and have no activation tables)")
+
+
+def _holds(storage: FixedFormat, f) -> bool:
+    """Every value of fixed format f is a value of fixed format `storage`."""
+    return (isinstance(f, FixedFormat) and storage.frac_bits >= f.frac_bits
+            and storage.int_bits - storage.signed >= f.int_bits - f.signed and (storage.signed or not f.signed))
 
 
 def _per_layer(net: Network, precision) -> dict:
@@ -148,10 +162,27 @@ def hls4ml_precision_config(net: Network, precision, table_size: int = DEFAULT_T
         where = f"network '{net.name}': layer {layer.name}"
         st = hls_format(p.storage, where + " storage")
         ac = hls_format(p.acc, where + " accumulator")
+        if layer.kind in _NO_HLS4ML:
+            raise RlhlsError(f"hls4ml: {where}: {layer.kind} has no layer in hls4ml's ONNX reader")
         if layer.is_mm:
             out[layer.name] = {"weight": st, "bias": st, "accum": ac, "result": st}
-        elif layer.kind in ("Tanh", "Sigmoid"):
+            for k, key in (("W", "weight"), ("b", "bias")):
+                f = layer.param_formats.get(k)
+                if f is not None:  # a quantization-aware layer's own weight format
+                    if isinstance(p.storage, FixedFormat) and not _holds(p.storage, f):
+                        raise RlhlsError(f"hls4ml: {where}: {key} format {f} does not fit the storage format "
+                                         f"{p.storage}")
+                    out[layer.name][key] = hls_format(f, f"{where} {key}")
+        elif layer.kind in _TABLE_KINDS:
             out[layer.name] = {"result": st, "table": hls_format(p.lut_table, where + " table")}
+        elif layer.kind == "LeakyReLU":
+            out[layer.name] = {"result": st, "param": st}  # alpha in the storage format (as the emulator)
+        elif layer.kind == "Quant":
+            if not isinstance(p.storage, FixedFormat) or not _holds(p.storage, layer.fmt):
+                # the next layer reads the format's values as they are; the emulator casts them to storage
+                raise RlhlsError(f"hls4ml: {where}: Quant to {layer.fmt} needs a fixed-point storage format that holds "
+                                 f"its values (storage {p.storage})")
+            out[layer.name] = {"result": hls_format(layer.fmt, where), "param": "fixed<2,2>"}  # alpha = 1
         elif layer.kind == "Softmax":
             if st == "float":
                 # nnet::softmax switches on the implementation at run time, so g++ instantiates
@@ -176,7 +207,7 @@ def _clean_onnx(net: Network):
     from qonnx.util.cleanup import cleanup_model
     import warnings
 
-    model = net.to_onnx()
+    model = _quant_as_cast(net.to_onnx())
     for v in (model.graph.input[0], model.graph.output[0]):
         v.type.tensor_type.shape.dim[0].dim_value = 1  # hls4ml wants a fixed batch of 1
     w = cleanup_model(ModelWrapper(model))
@@ -198,6 +229,22 @@ def _clean_onnx(net: Network):
             onnx.IR_VERSION = saved
     _rename_nodes(net, w)
     return w
+
+
+def _quant_as_cast(model):
+    """QONNX Quant nodes of Quant layers as LeakyRelu(alpha = 1) (see _NO_HLS4ML), their constants dropped."""
+    from onnx import helper
+
+    g = model.graph
+    drop = set()
+    for i, n in enumerate(g.node):
+        if n.op_type == "Quant":
+            drop.update(n.input[1:])
+            g.node[i].CopyFrom(helper.make_node("LeakyRelu", [n.input[0]], list(n.output), name=n.name, alpha=1.0))
+    keep = [t for t in g.initializer if t.name not in drop]
+    del g.initializer[:]
+    g.initializer.extend(keep)
+    return model
 
 
 def _rename_nodes(net: Network, w) -> None:
@@ -246,7 +293,7 @@ def _match_layout(master: np.ndarray, hls_data: np.ndarray, where: str) -> np.nd
 
 def _flatten_rows(net: Network, layer) -> list[np.ndarray]:
     """Row orders to try for a Dense after Flatten of a (C, H, W) tensor: as is, and (H, W, C)."""
-    W = layer.params["W"]
+    W = layer.param("W")
     idx = net.layers.index(layer)
     if idx >= 1 and net.layers[idx - 1].kind == "Flatten" and len(net.layers[idx - 1].in_shape) == 3:
         c, h, w = net.layers[idx - 1].in_shape
@@ -289,8 +336,8 @@ def _set_params(net: Network, ps: dict, hls_model, table_size: int) -> None:
                     if cand is orders[-1]:
                         raise
         else:
-            data = _match_layout(layer.params["W"], wvar.data, where)
-        b = layer.params.get("b")
+            data = _match_layout(layer.param("W"), wvar.data, where)
+        b = layer.param("b") if "b" in layer.params else None
         bdata = np.zeros(layer.out_shape[0] if layer.kind == "Conv2d" else layer.units) if b is None else b
         bn = _unfused_bias(hls_model, node)
         if bn is not None:  # float: hls4ml keeps the bias Add as its own layer (y = 1 * x + b) after the
@@ -300,10 +347,13 @@ def _set_params(net: Network, ps: dict, hls_model, table_size: int) -> None:
             bn.weights["bias"].update_precision(st)
             bn.weights["bias"].precision_fmt = "{:.17e}"
             bdata = np.zeros_like(bdata)
-        for var, master in ((wvar, data), (node.weights["bias"], bdata)):
+        for var, master, k in ((wvar, data, "W"), (node.weights["bias"], bdata, "b")):
             q = np.asarray(p.storage.quantize(master), dtype=np.float64).reshape(var.data.shape)
             var.data = q
-            var.update_precision(st)
+            f = layer.param_formats.get(k) if bn is None or k == "W" else None
+            # a quantization-aware layer keeps its weights' own width (hls4ml_precision_config checked
+            # that the storage format holds its values)
+            var.update_precision(st if f is None or isinstance(p.storage, FloatFormat) else conv(hls_format(f, where)))
             if isinstance(p.storage, FloatFormat):
                 var.precision_fmt = "{:.17e}"  # hls4ml's '{:.16f}' loses small float weights
         node.get_attr("accum_t").precision = ac
@@ -362,7 +412,7 @@ def convert_network(net: Network, precision, out_dir, *, part: str, clock_ns: fl
                 lcfg[layer.name + "_bias"]["Precision"] = {"result": "auto"}
         else:
             entry["Precision"] = dict(prec)
-            if layer.kind in ("Tanh", "Sigmoid", "Softmax"):
+            if layer.kind in (*_TABLE_KINDS, "Softmax"):
                 n_table = ps[layer.name].lut_size
                 entry["TableSize"] = n_table
                 if layer.kind == "Softmax":
@@ -463,8 +513,11 @@ def compile_csim(hls_model, flags=None) -> float:
 # ----------------------------------------------------------------------------- checking
 
 
-def _table_error(layer, n: int, table) -> float:
-    """max |hls4ml table(x) - f(x)| over x (before the table/result rounding), N = n entries."""
+def _table_error(layer, n: int, table, same_input: bool = False) -> float:
+    """max |hls4ml table(x) - f(x)| over x (before the table/result rounding), N = n entries;
+    same_input: only over the table's range (a Softplus table saturates at 8 where softplus grows)."""
+    if layer.kind == "Softplus":
+        return 16.0 / n if same_input else math.inf
     if layer.kind == "Tanh":
         return max(8.0 / n, 1.0 - math.tanh(4.0 - 8.0 / n))
     if layer.kind == "Sigmoid":
@@ -514,20 +567,22 @@ def error_bound(net: Network, precision, x=None, table_size: int = DEFAULT_TABLE
         p = ps[layer.name]
         st = p.storage
         if layer.is_mm:
-            W = np.asarray(st.quantize(layer.params["W"]), dtype=np.float64)
+            W = np.asarray(st.quantize(layer.param("W")), dtype=np.float64)
             if layer.kind == "Dense":
                 gain, fan = float(np.abs(W).sum(axis=0).max()), W.shape[0]
             else:
                 gain, fan = float(np.abs(W).reshape(W.shape[0], -1).sum(axis=1).max()), W[0].size
             if e > 0 or isinstance(st, FloatFormat):
                 e = gain * e + fan * _lsb(p.acc, gain) + _lsb(st, gain)
-        elif layer.kind in ("Tanh", "Sigmoid", "Softmax"):
+        elif layer.kind in (*_TABLE_KINDS, "Softmax"):
             lip = 0.25 if layer.kind == "Sigmoid" else 1.0
             n = p.table_size or table_size
             if not p.lut:  # hls4ml's table against float64 f
                 e = lip * e + _table_error(layer, n, p.lut_table) + 2 * _lsb(st)
             elif e > 0:  # the same table, but on an input that differs by e: f's change + 2 table errors
-                e = lip * e + 2 * _table_error(layer, n, p.lut_table) + 2 * _lsb(st)
+                e = lip * e + 2 * _table_error(layer, n, p.lut_table, same_input=True) + 2 * _lsb(st)
+        elif layer.kind == "LeakyReLU" and e > 0:  # the same product and rounding on inputs that differ by e
+            e = max(1.0, abs(layer.alpha)) * e + _lsb(st)
     return e
 
 
@@ -557,7 +612,7 @@ def check_hls4ml(net: Network, precision, hls_model, x, *, table_size: int = DEF
     lsb = _lsb(out_fmt, float(np.abs(ref).max(initial=0.0)))
     diff = float(np.abs(got - ref).max(initial=0.0))
     bound = error_bound(net, ps, x, table_size)
-    tables = any(l.kind in ("Tanh", "Sigmoid", "Softmax") for l in net.layers)
+    tables = any(l.kind in (*_TABLE_KINDS, "Softmax") for l in net.layers)
     tol = lsb if (tables and _libm() is None) else 0.0
     return {"max_diff": diff, "lsb": lsb, "max_diff_lsb": diff / lsb, "bound": bound, "bound_lsb": bound / lsb,
             "exact": diff == 0.0, "passed": bool(diff <= max(tol, bound)), "seconds": seconds, "output": got}

@@ -71,7 +71,7 @@ def tb_vectors(net, precision, rows: int = TB_ROWS, seed: int = 0, x=None) -> di
     if xin.ndim == 4:
         xin = xin.transpose(0, 2, 3, 1)  # hls4ml's input is channels-last
     out_fmt = ps[net.layers[-1].name].storage
-    tables = any(l.kind in ("Tanh", "Sigmoid", "Softmax") for l in net.layers)
+    tables = any(l.kind in ("Tanh", "Sigmoid", "Softplus", "Softmax") for l in net.layers)
     # 0 where hls4ml computes what the emulator does (fixed point; float MLPs whose biases are 0: the
     # same float operations in the same order, hls4ml_convert's docstring); else check_hls4ml's bound
     exact = not any(l.kind == "Conv2d" or np.any(np.asarray(l.params.get("b", 0.0)) != 0) for l in net.mm_layers)

@@ -174,13 +174,25 @@ class _Mapper:
     # -- activations
     def _fold(self, node):
         g = self.graph
-        nbrs = g.predecessors(node.name) if node.phase in _FWD else g.successors(node.name)
-        for nb in nbrs:
-            if nb.split(".", 1)[0] == node.instance and g.node(nb).mm and nb in self.node_comp:
-                comp = next(c for c in self.components if c.name == self.node_comp[nb][0])
-                comp.folded.append(node.name)
-                self.node_comp.setdefault(node.name, []).append(comp.name)
-                return
+        # the matrix multiply before it (forward) / after it (backward), through other activations of the
+        # same instance (LayerNorm -> LeakyReLU, ReLU -> Quant); where there is none (an activation at the
+        # network's input), the one on the other side
+        for step in ((g.predecessors, g.successors) if node.phase in _FWD else (g.successors, g.predecessors)):
+            seen, todo, mm = set(), [node.name], []
+            while todo:
+                for nb in step(todo.pop()):
+                    if nb in seen or nb.split(".", 1)[0] != node.instance or g.node(nb).phase != node.phase:
+                        continue
+                    seen.add(nb)
+                    (mm if g.node(nb).mm else todo).append(nb)
+            for nb in mm:
+                if nb in self.node_comp:
+                    comp = next(c for c in self.components if c.name == self.node_comp[nb][0])
+                    comp.folded.append(node.name)
+                    self.node_comp.setdefault(node.name, []).append(comp.name)
+                    return
+            if mm:
+                break
         self.unmapped[node.name] = "activation whose matrix-multiply neighbour is not on the PL"
 
     def run(self) -> Mapping:

@@ -178,6 +178,11 @@ def _f32(a) -> np.ndarray:
         return a.astype(np.float32)
 
 
+# the activations with a float32 implementation here; other layers (LeakyReLU, Clip, Softplus, Quant,
+# LayerNorm) compute their float64 model on the float32 values, rounded once to FP32
+_ACT32 = ("ReLU", "Tanh", "Sigmoid", "Softmax", "Identity")
+
+
 def _act32(kind: str, x: np.ndarray, out: np.ndarray | None) -> np.ndarray:
     """The activation `kind` of float32 x (into `out` when given: x itself, owned by the caller)."""
     with np.errstate(over="ignore", invalid="ignore"):
@@ -227,9 +232,9 @@ def _ps32_forward(layer, x: np.ndarray, owned: bool) -> tuple:
     kind = layer.kind
     layer._wq = None  # no stored weights of a PL / AIE forward (designs.network) for the backward
     if kind == "Dense":
-        w = layer._w32 = _f32(layer.params["W"])
+        w = layer._w32 = _f32(layer.param("W"))
         y = x @ w
-        b = layer.params.get("b")
+        b = layer.param("b") if "b" in layer.params else None
         if b is not None:
             y += _f32(b)
         layer._cache, layer._batch, layer._xfmt, layer._cols = x, x.shape[0], None, None
@@ -237,9 +242,9 @@ def _ps32_forward(layer, x: np.ndarray, owned: bool) -> tuple:
     if kind == "Conv2d":
         kh, kw = layer.kernel
         cols = im2col(x, kh, kw, layer.stride)
-        w2 = layer._w32 = _f32(layer.params["W"]).reshape(layer.out_channels, -1).T
+        w2 = layer._w32 = _f32(layer.param("W")).reshape(layer.out_channels, -1).T
         y = cols @ w2
-        b = layer.params.get("b")
+        b = layer.param("b") if "b" in layer.params else None
         if b is not None:
             y += _f32(b)
         y = np.ascontiguousarray(y.reshape(x.shape[0], *layer.out_shape[1:], layer.out_channels)
@@ -249,6 +254,8 @@ def _ps32_forward(layer, x: np.ndarray, owned: bool) -> tuple:
     if kind == "Flatten":
         layer._cache, layer._batch = True, x.shape[0]
         return x.reshape(x.shape[0], -1), owned
+    if kind not in _ACT32:  # no float32 twin: the layer's float64 model, its result rounded to FP32
+        return _f32(layer.forward(np.asarray(x, dtype=np.float64), None)), True
     y = _act32(kind, x, x if (owned and kind != "Identity") else None)
     # ReLU's backward needs only y > 0; the others read y alone too (x is kept for a PL backward)
     layer._cache, layer._batch = (None if y is x else x, y, False), x.shape[0]
@@ -264,7 +271,7 @@ def _ps32_backward(layer, dy: np.ndarray, owned: bool, need_dx: bool, need_dw: b
         x = _f32(layer._cache)
         w = getattr(layer, "_w32", None)
         if w is None:
-            w = _f32(layer.params["W"])
+            w = _f32(layer.param("W"))
             w = w if kind == "Dense" else w.reshape(layer.out_channels, -1).T
         layer.grads = {}
         if kind == "Dense":
@@ -286,6 +293,10 @@ def _ps32_backward(layer, dy: np.ndarray, owned: bool, need_dx: bool, need_dw: b
         return _f32(col2im(dy2 @ w.T, x.shape, kh, kw, layer.stride))
     if kind == "Flatten":
         return dy.reshape((layer._batch,) + layer.in_shape) if need_dx else None
+    if kind not in _ACT32:  # the float64 model's backward, its results rounded to FP32
+        dx = layer.backward(np.asarray(dy, dtype=np.float64), None, need_input_grad=need_dx, need_param_grads=need_dw)
+        layer.grads = {k: _f32(g) for k, g in layer.grads.items()}
+        return None if dx is None else _f32(dx)
     if not need_dx:
         return None
     x, y, table = layer._cache
@@ -627,7 +638,7 @@ class MixedPrecision:
             y = np.ascontiguousarray(y.reshape(x.shape[0], *layer.out_shape[1:], layer.out_channels)
                                      .transpose(0, 3, 1, 2))
         else:
-            y = self.kernels.op(node, unit, "forward", x=x, w=layer.params["W"], b=b)
+            y = self.kernels.op(node, unit, "forward", x=x, w=layer.param("W"), b=b)
         layer._cache, layer._batch, layer._xfmt, layer._cols = x, x.shape[0], p.storage, None
         return y
 
@@ -644,7 +655,7 @@ class MixedPrecision:
             dy2 = dy.transpose(0, 2, 3, 1).reshape(-1, layer.out_channels)
             w = layer._w2()
         else:
-            dy2, w = dy, layer.params["W"]
+            dy2, w = dy, layer.param("W")
         if need_dw:
             xx = im2col(x, kh, kw, layer.stride) if conv else x
             dw, db = self.kernels.op(node, unit, "weight_grad", x=xx, dy=dy2)
@@ -724,7 +735,7 @@ class MixedPrecision:
         if self.quantized and src != "PS":
             dy = self._stored(dy, src)  # the caller's tensor, once (layers trust it)
         layers = self.net.layers
-        mm = [i for i, l in enumerate(layers) if l.is_mm]
+        mm = [i for i, l in enumerate(layers) if l.is_mm or l.params]  # layers with weights
         stop = 0 if (need_input_grad or not mm) else mm[0]
         owned = False
         for i in range(len(layers) - 1, stop - 1, -1):

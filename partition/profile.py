@@ -51,6 +51,7 @@ from rlhls.designs.errors import RlhlsError
 from rlhls.designs.graph import build_graph
 from rlhls.designs.kernels import KernelContext, kernels_for, unit_formats
 from rlhls.designs.kernels.dense import gemm_points
+from rlhls.designs.network import ELEMENTWISE_KINDS
 from rlhls.designs.kernels.cost import aie_plio_pairs, combine_provenance, pl_elementwise, ps_cost
 
 from .profile_io import RESOURCES, ProfileRow, write_profile
@@ -58,7 +59,7 @@ from .profile_io import RESOURCES, ProfileRow, write_profile
 __all__ = ["Profile", "profile_design", "device_capacity", "device_links", "unit_formats", "PL_EW_POINTS"]
 
 PL_EW_POINTS = (1, 4, 16, 64)
-ACT_KINDS = ("ReLU", "Tanh", "Sigmoid", "Softmax", "Identity")
+ACT_KINDS = ELEMENTWISE_KINDS  # layers costed per element (batch x outputs)
 
 
 def _resolve_design(design):

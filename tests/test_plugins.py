@@ -220,8 +220,8 @@ def test_onnx_import_round_trip_and_refusals(tmp_path):
         assert np.allclose(back.forward(x), net.forward(x), rtol=1e-5, atol=1e-6)
     # a node outside the layer language is named
     model = export_onnx(mlp("a", 5, (8,), 3))
-    model.graph.node[1].op_type = "LeakyRelu"
-    with pytest.raises(RlhlsError, match=r"node 'fc1_relu' \(LeakyRelu\): not in the layer language"):
+    model.graph.node[1].op_type = "Elu"  # (LeakyRelu is a layer now)
+    with pytest.raises(RlhlsError, match=r"node 'fc1_relu' \(Elu\): not in the layer language"):
         import_onnx(model)
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1, 8, 8])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 1, 4, 4])
