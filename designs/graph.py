@@ -10,7 +10,10 @@ Nodes, per layer of every network (Flatten is a reshape and gets none):
   `<net>.<layer>.soft`  Polyak update of the target copy (DDPG)
 plus the algorithm's own nodes: `loss` (or `critic_loss`, `actor_loss`, `value_loss`, `surrogate`),
 `gae` (PPO), `returns` (A2C), and for TRPO the Fisher-vector product passes `fvp_fwd` / `fvp_bwd`
-(CPP's combined forward and Pearlmutter backward), `cg` and `linesearch`.
+(CPP's combined forward and Pearlmutter backward), `cg` and `linesearch`. Each algorithm's graph
+is built by its own module (``host/algorithms/<name>.py``, registered with the algorithm) from
+the builder's parts here (``forward``, ``backward``, ``update``, ``soft``, ``loss``, ``node``,
+``actor_critic``).
 DDPG's actor update runs the critic again on the actor's actions: those nodes are named
 `critic@pi.<layer>.<phase>`.
 
@@ -40,6 +43,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from importlib import import_module
 from typing import Callable
 
 from .errors import RlhlsError
@@ -94,6 +98,10 @@ def unregister_graph_builder(algorithm: str) -> None:
 
 
 def graph_builder(algorithm: str) -> Callable:
+    if algorithm not in GRAPH_BUILDERS:
+        # each algorithm's module (rlhls.host.algorithms, the plug-in layer of the trainers) registers
+        # its builder: loaded by name here, so this layer imports nothing of the host's
+        import_module("rlhls.host.algorithms").algorithm_names()
     if algorithm not in GRAPH_BUILDERS:
         raise RlhlsError(f"algorithm '{algorithm}' has no training-graph builder (registered: "
                          f"{', '.join(GRAPH_BUILDERS)}; register_algorithm(Algorithm(..., graph=fn)) gives one)")
@@ -217,7 +225,7 @@ class TrainingGraph:
                 "max_mm_flops": max((n.flops for n in mm), default=0)}
 
 
-def _size(shape) -> int:
+def elements(shape) -> int:
     return int(math.prod(shape))
 
 
@@ -255,7 +263,7 @@ class _Builder:
         prev, prev_bytes = None, 0
         for i, layer in enumerate(self.compute_layers(net)):
             name = f"{inst}.{layer.name}.{phase}"
-            nin, nout = _size(layer.in_shape), _size(layer.out_shape)
+            nin, nout = elements(layer.in_shape), elements(layer.out_shape)
             self.node(name, f"{net.name}.{layer.name}", phase, layer.flops(b)["forward"],
                       (nin + nout) * b * B + layer.n_params * B, layer.is_mm)
             if i == 0:
@@ -278,7 +286,7 @@ class _Builder:
         for i in range(len(layers) - 1, -1, -1):
             layer = layers[i]
             f = layer.flops(b)
-            nin, nout = _size(layer.in_shape), _size(layer.out_shape)
+            nin, nout = elements(layer.in_shape), elements(layer.out_shape)
             want_dx = i > 0 or first_input_grad
             flops = f["backward_weight"] if weights else 0
             if want_dx:
@@ -338,8 +346,8 @@ class _Builder:
         return node
 
 
-def _out_bytes(bld, net):
-    return _size(net.output_shape) * bld.batch * bld.B
+def out_bytes(bld, net):
+    return elements(net.output_shape) * bld.batch * bld.B
 
 
 def build_graph(design, batch: int | None = None, seed: int = 0) -> TrainingGraph:
@@ -361,41 +369,7 @@ def build_graph(design, batch: int | None = None, seed: int = 0) -> TrainingGrap
     return bld.g
 
 
-def _dqn(bld, design, nets):
-    q = nets["q"]
-    last = bld.forward("q", q, "fwd")
-    tlast = bld.forward("q", q, "tfwd")
-    nb = _out_bytes(bld, q)
-    loss = bld.loss("loss", [(last, nb), (tlast, nb)], design.action_dim)
-    bwd = bld.backward("q", q, "fwd", [(loss, nb)])
-    bld.update("q", q, bwd, design.net("q").optimizer)
-
-
-def _ddpg(bld, design, nets):
-    actor, critic = nets["actor"], nets["critic"]
-    act_bytes = design.action_dim * bld.batch * bld.B
-    # critic update: y = r + gamma Q'(s', mu'(s'))
-    a_t = bld.forward("actor", actor, "tfwd")
-    q_t = bld.forward("critic", critic, "tfwd", [(a_t, act_bytes)])
-    q = bld.forward("critic", critic, "fwd")
-    qb = _out_bytes(bld, critic)
-    closs = bld.loss("critic_loss", [(q, qb), (q_t, qb)], 1)
-    cbwd = bld.backward("critic", critic, "fwd", [(closs, qb)])
-    cupd = bld.update("critic", critic, cbwd, design.net("critic").optimizer)
-    # actor update through the freshly updated critic: maximise Q(s, mu(s))
-    a = bld.forward("actor", actor, "fwd")
-    q_pi = bld.forward("critic@pi", critic, "fwd", [(a, act_bytes)], weight_sources=cupd)
-    aloss = bld.loss("actor_loss", [(q_pi, qb)], 1)
-    cpi = bld.backward("critic@pi", critic, "fwd", [(aloss, qb)], first_input_grad=True, weights=False,
-                       input_grad_cols=design.action_dim)
-    first_critic = bld.compute_layers(critic)[0].name
-    abwd = bld.backward("actor", actor, "fwd", [(cpi[first_critic], act_bytes)])
-    aupd = bld.update("actor", actor, abwd, design.net("actor").optimizer)
-    bld.soft("critic", critic, cupd)
-    bld.soft("actor", actor, aupd)
-
-
-def _actor_critic(bld, design, nets, targets_node, targets_bytes):
+def actor_critic(bld, design, nets, targets_node, targets_bytes):
     """Policy + value networks (optionally on a shared trunk) -> one loss -> backward -> updates."""
     heads = [s for s in design.networks if s.role in ("actor", "critic")]
     trunks = [s for s in design.networks if s.role == "trunk"]
@@ -404,89 +378,19 @@ def _actor_critic(bld, design, nets, targets_node, targets_bytes):
         last[t.name] = bld.forward(t.name, nets[t.name], "fwd")
     outs = []
     for h in heads:
-        src = [(last[h.input_from], _out_bytes(bld, nets[h.input_from]))] if h.input_from else []
+        src = [(last[h.input_from], out_bytes(bld, nets[h.input_from]))] if h.input_from else []
         last[h.name] = bld.forward(h.name, nets[h.name], "fwd", src)
-        outs.append((last[h.name], _out_bytes(bld, nets[h.name])))
+        outs.append((last[h.name], out_bytes(bld, nets[h.name])))
     loss = bld.loss("loss", outs + [(targets_node, targets_bytes)], design.action_dim)
     bwd = {}
     for h in heads:
         net = nets[h.name]
-        bwd[h.name] = bld.backward(h.name, net, "fwd", [(loss, _out_bytes(bld, net))],
+        bwd[h.name] = bld.backward(h.name, net, "fwd", [(loss, out_bytes(bld, net))],
                                    first_input_grad=h.input_from is not None)
     for t in trunks:
         net = nets[t.name]
-        srcs = [(bwd[h.name][bld.compute_layers(nets[h.name])[0].name], _out_bytes(bld, net))
+        srcs = [(bwd[h.name][bld.compute_layers(nets[h.name])[0].name], out_bytes(bld, net))
                 for h in heads if h.input_from == t.name]
         bwd[t.name] = bld.backward(t.name, net, "fwd", srcs)
     for s in design.networks:
         bld.update(s.name, nets[s.name], bwd[s.name], s.optimizer)
-
-
-def _ppo(bld, design, nets):
-    hp = design.hyperparams
-    n = hp.get("num_envs", 1) * hp.get("num_steps", bld.batch)
-    gae = bld.node("gae", "gae", "gae", GAE_FLOPS * n, 5 * n * bld.B)
-    _actor_critic(bld, design, nets, gae, 2 * bld.batch * bld.B)
-
-
-def _a2c(bld, design, nets):
-    ret = bld.node("returns", "returns", "returns", RETURNS_FLOPS * bld.batch, 3 * bld.batch * bld.B)
-    _actor_critic(bld, design, nets, ret, bld.batch * bld.B)
-
-
-def _trpo(bld, design, nets):
-    hp = design.hyperparams
-    iters = int(hp.get("cg_iters", 10))
-    b, B = bld.batch, bld.B
-    policy, value = nets["policy"], nets["value"]
-    # value regression
-    v = bld.forward("value", value, "fwd")
-    vb = _out_bytes(bld, value)
-    vloss = bld.node("value_loss", "value_loss", "loss", 3 * b, 3 * b * B)
-    bld.edge(v, vloss, vb)
-    vbwd = bld.backward("value", value, "fwd", [(vloss, vb)])
-    bld.update("value", value, vbwd, design.net("value").optimizer)
-    # policy gradient of the surrogate
-    p = bld.forward("policy", policy, "fwd")
-    pb = _out_bytes(bld, policy)
-    sur = bld.loss("surrogate", [(p, pb)], design.action_dim)
-    pbwd = bld.backward("policy", policy, "fwd", [(sur, pb)])
-    layers = bld.compute_layers(policy)
-    # conjugate gradient: each iteration is one CPP pass (combined forward + Pearlmutter backward)
-    prev = pbwd[layers[0].name]
-    prev_bytes = policy.n_params * B
-    for i, layer in enumerate(layers):
-        f = layer.flops(b)
-        nin, nout = _size(layer.in_shape), _size(layer.out_shape)
-        name = bld.node(f"policy.{layer.name}.fvp_fwd", f"policy.{layer.name}", "fvp_fwd", 2 * f["forward"] * iters,
-                        (2 * nin + 2 * nout) * b * B * iters + 2 * layer.n_params * B, layer.is_mm)
-        bld.edge(prev, name, prev_bytes)
-        prev, prev_bytes = name, 2 * nout * b * B
-    for i in range(len(layers) - 1, -1, -1):
-        layer = layers[i]
-        f = layer.flops(b)
-        nin, nout = _size(layer.in_shape), _size(layer.out_shape)
-        flops = (f["backward_weight"] + (f["backward_input"] if i > 0 else 0)) * iters
-        name = bld.node(f"policy.{layer.name}.fvp_bwd", f"policy.{layer.name}", "fvp_bwd", flops,
-                        (nout + 2 * nin) * b * B * iters + 2 * layer.n_params * B, layer.is_mm)
-        saved = f"policy.{layer.name}.fvp_fwd"  # its forward kept the layer's inputs
-        if prev == saved:  # the last layer: one edge carries both tensors
-            bld.edge(prev, name, prev_bytes + 2 * nin * b * B)
-        else:
-            bld.edge(prev, name, prev_bytes)
-            bld.edge(saved, name, 2 * nin * b * B)
-        prev, prev_bytes = name, nin * b * B
-    n = policy.n_params
-    cg = bld.node("cg", "cg", "cg", CG_FLOPS_PER_PARAM * n * iters, 6 * n * B * iters)
-    bld.edge(prev, cg, n * B)
-    ls = bld.node("linesearch", "linesearch", "linesearch", sum(l.flops(b)["forward"] for l in layers),
-                  (n + _size(policy.input_shape) * b) * B)
-    bld.edge(cg, ls, n * B)
-    step = {l.name: ls for l in layers}
-    bld.update("policy", policy, step, design.net("policy").optimizer)
-
-
-for _name, _fn, _per in (("dqn", _dqn, lambda n: 2 * n + 8), ("ddpg", _ddpg, lambda n: 8),
-                         ("a2c", _a2c, _policy_loss_flops), ("ppo", _ppo, lambda n: 10 * n + 20),
-                         ("trpo", _trpo, _policy_loss_flops)):
-    register_graph_builder(_name, _fn, loss_flops=_per)

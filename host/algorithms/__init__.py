@@ -9,9 +9,10 @@ dataclass (``host/hyperparams.py``) and its batch rule, and registers them once:
 up here (``get_algorithm(design.algorithm)``) and have no per-algorithm branch. The package's own
 algorithm modules (those of ``rlhls.host.algorithms`` that call ``register_algorithm`` at module level) are
 discovered and imported on first use; installed packages add algorithms through the entry point
-group ``rlhls.algorithms``; a user's algorithm registers from their own code, with its
-training-graph builder (``graph=fn``, see ``rlhls.designs.graph.register_graph_builder``; the
-built-in algorithms' builders are registered there already), so any Design may name it.
+group ``rlhls.algorithms``; a user's algorithm registers from their own code. Every algorithm
+registers its training-graph builder with it (``graph=fn``: ``fn(bld, design, nets)`` adds its
+nodes, see ``rlhls.designs.graph``; ``graph_builder('a2c')`` reuses a built-in one), so any
+Design may name it.
 
 What a trainer must implement to train through ``rlhls train`` (host/runner.py):
 ``Trainer(design, *, env_id=None, seed=0, backend="emu", hyperparams=None, assignment=None)`` with

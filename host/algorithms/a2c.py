@@ -74,6 +74,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlhls.designs.errors import RlhlsError
+from rlhls.designs.graph import actor_critic, RETURNS_FLOPS
 from rlhls.designs.formats import parse_format
 
 from ..phases import timed
@@ -395,6 +396,14 @@ class A2C(TrainerBase):
         self._load_env(s.get("env"))
 
 
+def a2c_graph(bld, design, nets):
+    """Its training graph: the n-step returns, the policy and value heads (on a shared trunk where the design has
+    one), one loss, backward, updates."""
+    ret = bld.node("returns", "returns", "returns", RETURNS_FLOPS * bld.batch, 3 * bld.batch * bld.B)
+    actor_critic(bld, design, nets, ret, bld.batch * bld.B)
+
+
 register_algorithm(Algorithm("a2c", A2C, A2CArgs, batch_size, resolve=resolve_hyperparams,
+                             graph=a2c_graph,
                              grad_steps=lambda hp: 1.0 / (hp["n_steps"] * hp["num_envs"]),
                              summary="A2C (Stable-Baselines3) with AP-DRL's mixed precision"))

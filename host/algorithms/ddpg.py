@@ -70,6 +70,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlhls.designs.errors import RlhlsError
+from rlhls.designs.graph import out_bytes
 from rlhls.designs.formats import parse_format
 
 from .replay import ReplayBuffer
@@ -504,7 +505,34 @@ def node_runs(node, hp: dict) -> float:
     return 1.0 / hp["policy_frequency"] if actor else 1.0
 
 
+def ddpg_graph(bld, design, nets):
+    """Its training graph: the critic's update on the target actor and critic, then the actor's update through
+    the freshly updated critic, and the Polyak updates."""
+    actor, critic = nets["actor"], nets["critic"]
+    act_bytes = design.action_dim * bld.batch * bld.B
+    # critic update: y = r + gamma Q'(s', mu'(s'))
+    a_t = bld.forward("actor", actor, "tfwd")
+    q_t = bld.forward("critic", critic, "tfwd", [(a_t, act_bytes)])
+    q = bld.forward("critic", critic, "fwd")
+    qb = out_bytes(bld, critic)
+    closs = bld.loss("critic_loss", [(q, qb), (q_t, qb)], 1)
+    cbwd = bld.backward("critic", critic, "fwd", [(closs, qb)])
+    cupd = bld.update("critic", critic, cbwd, design.net("critic").optimizer)
+    # actor update through the freshly updated critic: maximise Q(s, mu(s))
+    a = bld.forward("actor", actor, "fwd")
+    q_pi = bld.forward("critic@pi", critic, "fwd", [(a, act_bytes)], weight_sources=cupd)
+    aloss = bld.loss("actor_loss", [(q_pi, qb)], 1)
+    cpi = bld.backward("critic@pi", critic, "fwd", [(aloss, qb)], first_input_grad=True, weights=False,
+                       input_grad_cols=design.action_dim)
+    first_critic = bld.compute_layers(critic)[0].name
+    abwd = bld.backward("actor", actor, "fwd", [(cpi[first_critic], act_bytes)])
+    aupd = bld.update("actor", actor, abwd, design.net("actor").optimizer)
+    bld.soft("critic", critic, cupd)
+    bld.soft("actor", actor, aupd)
+
+
 register_algorithm(Algorithm("ddpg", DDPG, DDPGArgs, batch_size, resolve=resolve_hyperparams,
+                             graph=ddpg_graph, loss_flops=lambda n: 8,
                              # one critic step per vector-env step from learning_starts on
                              grad_steps=lambda hp: 1.0 / hp.get("num_envs", 1), node_runs=node_runs,
                              summary="DDPG (CleanRL ddpg_continuous_action.py) with AP-DRL's mixed precision"))

@@ -65,6 +65,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlhls.designs.errors import RlhlsError
+from rlhls.designs.graph import out_bytes
 from rlhls.designs.formats import parse_format
 
 from ..phases import timed
@@ -341,7 +342,19 @@ class DQN(TrainerBase):
         self._load_env(s.get("env"))
 
 
+def dqn_graph(bld, design, nets):
+    """Its training graph: the Q network forward, its target forward, the TD loss, backward, update."""
+    q = nets["q"]
+    last = bld.forward("q", q, "fwd")
+    tlast = bld.forward("q", q, "tfwd")
+    nb = out_bytes(bld, q)
+    loss = bld.loss("loss", [(last, nb), (tlast, nb)], design.action_dim)
+    bwd = bld.backward("q", q, "fwd", [(loss, nb)])
+    bld.update("q", q, bwd, design.net("q").optimizer)
+
+
 register_algorithm(Algorithm("dqn", DQN, DQNArgs, batch_size, resolve=resolve_hyperparams,
+                             graph=dqn_graph, loss_flops=lambda n: 2 * n + 8,
                              # train_frequency counts vector-env steps (num_envs environment steps each)
                              grad_steps=lambda hp: hp.get("gradient_steps", 1) / (hp["train_frequency"]
                                                                                    * hp.get("num_envs", 1)),

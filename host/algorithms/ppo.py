@@ -59,6 +59,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlhls.designs.errors import RlhlsError
+from rlhls.designs.graph import actor_critic, GAE_FLOPS
 from rlhls.designs.quantizer import RunningStats
 
 from gymnasium.wrappers.utils import RunningMeanStd
@@ -473,7 +474,16 @@ def node_runs(node, hp: dict) -> float:
     return 1.0 / minibatch_steps(hp) if node.phase == "gae" else 1.0
 
 
+def ppo_graph(bld, design, nets):
+    """Its training graph: the GAE unit over the rollout, the policy and value heads, one loss, backward, updates."""
+    hp = design.hyperparams
+    n = hp.get("num_envs", 1) * hp.get("num_steps", bld.batch)
+    gae = bld.node("gae", "gae", "gae", GAE_FLOPS * n, 5 * n * bld.B)
+    actor_critic(bld, design, nets, gae, 2 * bld.batch * bld.B)
+
+
 register_algorithm(Algorithm("ppo", PPO, PPOArgs, batch_size, resolve=resolve_hyperparams,
+                             graph=ppo_graph, loss_flops=lambda n: 10 * n + 20,
                              grad_steps=lambda hp: minibatch_steps(hp) / (hp["num_steps"] * hp["num_envs"]),
                              node_runs=node_runs,
                              summary="PPO (CleanRL) with HEPPO-GAE's standardization, quantization and GAE unit"))

@@ -79,6 +79,7 @@ import numpy as np
 from gymnasium.wrappers.utils import RunningMeanStd
 
 from rlhls.designs.errors import RlhlsError
+from rlhls.designs.graph import CG_FLOPS_PER_PARAM, elements, out_bytes
 from rlhls.designs.formats import FixedFormat, parse_format
 from rlhls.designs.kernels.fvp import host_fvp, layout, pack, unpack
 
@@ -565,7 +566,62 @@ def node_runs(node, hp: dict) -> float:
     return steps * mb / n
 
 
+def trpo_graph(bld, design, nets):
+    """Its training graph: the value regression, the policy gradient of the surrogate, CG's Fisher-vector
+    products (CPP's combined forward and Pearlmutter backward per layer, x cg_iters), CG and the line search."""
+    hp = design.hyperparams
+    iters = int(hp.get("cg_iters", 10))
+    b, B = bld.batch, bld.B
+    policy, value = nets["policy"], nets["value"]
+    # value regression
+    v = bld.forward("value", value, "fwd")
+    vb = out_bytes(bld, value)
+    vloss = bld.node("value_loss", "value_loss", "loss", 3 * b, 3 * b * B)
+    bld.edge(v, vloss, vb)
+    vbwd = bld.backward("value", value, "fwd", [(vloss, vb)])
+    bld.update("value", value, vbwd, design.net("value").optimizer)
+    # policy gradient of the surrogate
+    p = bld.forward("policy", policy, "fwd")
+    pb = out_bytes(bld, policy)
+    sur = bld.loss("surrogate", [(p, pb)], design.action_dim)
+    pbwd = bld.backward("policy", policy, "fwd", [(sur, pb)])
+    layers = bld.compute_layers(policy)
+    # conjugate gradient: each iteration is one CPP pass (combined forward + Pearlmutter backward)
+    prev = pbwd[layers[0].name]
+    prev_bytes = policy.n_params * B
+    for i, layer in enumerate(layers):
+        f = layer.flops(b)
+        nin, nout = elements(layer.in_shape), elements(layer.out_shape)
+        name = bld.node(f"policy.{layer.name}.fvp_fwd", f"policy.{layer.name}", "fvp_fwd", 2 * f["forward"] * iters,
+                        (2 * nin + 2 * nout) * b * B * iters + 2 * layer.n_params * B, layer.is_mm)
+        bld.edge(prev, name, prev_bytes)
+        prev, prev_bytes = name, 2 * nout * b * B
+    for i in range(len(layers) - 1, -1, -1):
+        layer = layers[i]
+        f = layer.flops(b)
+        nin, nout = elements(layer.in_shape), elements(layer.out_shape)
+        flops = (f["backward_weight"] + (f["backward_input"] if i > 0 else 0)) * iters
+        name = bld.node(f"policy.{layer.name}.fvp_bwd", f"policy.{layer.name}", "fvp_bwd", flops,
+                        (nout + 2 * nin) * b * B * iters + 2 * layer.n_params * B, layer.is_mm)
+        saved = f"policy.{layer.name}.fvp_fwd"  # its forward kept the layer's inputs
+        if prev == saved:  # the last layer: one edge carries both tensors
+            bld.edge(prev, name, prev_bytes + 2 * nin * b * B)
+        else:
+            bld.edge(prev, name, prev_bytes)
+            bld.edge(saved, name, 2 * nin * b * B)
+        prev, prev_bytes = name, nin * b * B
+    n = policy.n_params
+    cg = bld.node("cg", "cg", "cg", CG_FLOPS_PER_PARAM * n * iters, 6 * n * B * iters)
+    bld.edge(prev, cg, n * B)
+    ls = bld.node("linesearch", "linesearch", "linesearch", sum(l.flops(b)["forward"] for l in layers),
+                  (n + elements(policy.input_shape) * b) * B)
+    bld.edge(cg, ls, n * B)
+    step = {l.name: ls for l in layers}
+    bld.update("policy", policy, step, design.net("policy").optimizer)
+
+
 register_algorithm(Algorithm("trpo", TRPO, TRPOArgs, batch_size, resolve=resolve_hyperparams,
+                             graph=trpo_graph,
                              grad_steps=lambda hp: 1.0 / batch_size(hp), node_runs=node_runs, actions=("continuous",),
                              summary="TRPO (baselines' trpo_mpi) whose CG takes its Fisher-vector products from "
                                      "CPP's FVP unit (emu / csim), CG and line search on the host"))
