@@ -4,7 +4,7 @@ tools or training loops."""
 
 from .design import Design, KernelSpec, NetSpec
 from .devices import DEVICES, get_device
-from .errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from .formats import BF16, FP16, FP32, FixedFormat, FloatFormat, NumericFormat, UniformFormat, parse_format
 from .graph import TrainingGraph, build_graph
 from .network import (Clip, Conv2d, Dense, Flatten, Identity, LayerNorm, LeakyReLU, Network, Precision, Quant, ReLU,

@@ -23,7 +23,7 @@ import copy
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from .errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from .formats import parse_format
 
 _ACTS_KINDS = ("ReLU", "Tanh", "Sigmoid", "Softmax", "Identity")  # elementwise layers of an MLP

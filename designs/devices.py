@@ -31,7 +31,7 @@ import numbers
 import re
 from dataclasses import dataclass, field
 
-from .errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 
 __all__ = ["Figure", "Unit", "Link", "Device", "DEVICES", "get_device", "UNIT_NAMES"]
 

@@ -70,7 +70,7 @@ from dataclasses import dataclass
 import ml_dtypes as _ml_dtypes
 import numpy as np
 
-from .errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 
 __all__ = [
     "NumericFormat", "FixedFormat", "FloatFormat", "UniformFormat",

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from importlib import import_module
 from typing import Callable
 
-from .errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 
 OPT_FLOPS = {"sgd": 2, "none": 2, "rmsprop": 9, "adam": 12}
 OPT_STATES = {"sgd": 0, "none": 0, "rmsprop": 1, "adam": 2}

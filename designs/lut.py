@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from .formats import FixedFormat
 
 if TYPE_CHECKING:

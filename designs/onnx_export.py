@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 
 _ACT_OPS = {"ReLU": "Relu", "Tanh": "Tanh", "Sigmoid": "Sigmoid", "Softmax": "Softmax", "Identity": "Identity"}
 

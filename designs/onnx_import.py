@@ -54,7 +54,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from .formats import FixedFormat
 from .network import (MAX_LAYER_PARAMS, Clip, Conv2d, Dense, Flatten, LayerNorm, LeakyReLU, Network, Quant, ReLU,
                       Sigmoid, Softmax, Softplus, Tanh)

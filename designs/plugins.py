@@ -15,7 +15,7 @@ from importlib import metadata
 from types import ModuleType
 from typing import Callable
 
-from .errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 
 
 class LazyLoad:

@@ -26,7 +26,7 @@ import types
 from pathlib import Path
 
 from .design import Design
-from .errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from .plugins import LazyLoad
 
 DESIGNS: dict[str, Design] = {}

@@ -67,7 +67,7 @@ silicon may differ in the last bits; the shim defines the reference semantics (d
 vitis/aie_shim/aie_api/aie.hpp). Not compiled here: graph.h (only the AIE compiler reads it).
 
 ``check_aie(out_dir) -> list[dict]`` compiles each node's kernel source with g++ against the shim
-(``rlhls.flow.toolchain.compile_cpp``, content-hash cache) together with a generated harness that
+(``rlhls.core.toolchain.compile_cpp``, content-hash cache) together with a generated harness that
 plays the time-shared data mover (chunking, padding, the tiles' turns on the shared PLIOs, the
 release of each block at its last chunk), feeds random bf16 data and compares the result with
 ``aie_dense_reference`` bit for bit: one dict per product.
@@ -76,7 +76,7 @@ release of each block at its last chunk), feeds random bf16 data and compares th
 runs one product through the same kernel sources (rendered for that shape as ``emit_aie`` renders
 a node) and the same harness, built as a shared library (C ABI ``rlhls_aie_run``) and called
 through ctypes: compiled once per shape (content-hash cache under ``cache_dir``, else
-``flow.paths.cache_dir()/aie``), loaded once per shape per process. The csim backend of AIE nodes.
+``core.toolchain.cache_dir()/aie``), loaded once per shape per process. The csim backend of AIE nodes.
 """
 
 from __future__ import annotations
@@ -91,10 +91,10 @@ from pathlib import Path
 
 import numpy as np
 
-from rlhls.designs.errors import RlhlsError
-from rlhls.partition import procs
+from rlhls.core.errors import RlhlsError
+from rlhls.core import procs
 from rlhls.designs.formats import BF16, FP32, parse_format
-from rlhls.partition.fileio import atomic_write_text, read_json
+from rlhls.core.fileio import atomic_write_text, read_json
 from rlhls.designs.graph import build_graph
 
 __all__ = ["emit_aie", "aie_fit", "check_aie", "aie_gemm", "aie_dense_reference", "plan_chunks", "node_gemms",
@@ -579,7 +579,7 @@ def plio_data(node: dict, rng) -> dict:
 
 def _write_folder(target: Path, files: dict) -> list[Path]:
     """aie/: built beside the target and published whole (fileio.staged_folder)."""
-    from rlhls.partition.fileio import staged_folder
+    from rlhls.core.fileio import staged_folder
 
     with staged_folder(target, command="aie") as tmp:
         for rel, text in files.items():
@@ -691,7 +691,7 @@ def check_aie(out_dir, *, seed: int = 0, cache_dir=None) -> list[dict]:
     'detail'}. Build products go to ``out_dir/aie/shim_test/`` (or ``cache_dir``), cached by
     content hash.
     """
-    from rlhls.flow.toolchain import compile_cpp
+    from rlhls.core.toolchain import compile_cpp
 
     aie = Path(out_dir) / "aie"
     mpath = aie / "manifest.json"
@@ -771,8 +771,8 @@ def _gemm_fn(M, K, N, at, bt, bias, point, cache_dir):
         fn = _GEMM_FNS.get(key)
         if fn is not None:
             return fn
-        from rlhls.flow.paths import cache_dir as default_cache
-        from rlhls.flow.toolchain import compile_cpp
+        from rlhls.core.toolchain import cache_dir as default_cache
+        from rlhls.core.toolchain import compile_cpp
 
         node = _gemm_node(M, K, N, at, bt, bias, point)
         env = _env()
@@ -809,7 +809,7 @@ def aie_gemm(a, b, bias=None, *, a_transposed: bool = False, b_transposed: bool 
     result (float64, M x N, bf16 values) equals ``aie_dense_reference(A, B, bias)`` and
     ``arith.dense(A, B, bias, in_fmt=BF16, acc_fmt=FP32, out_fmt=BF16)`` bit for bit. `point`: the
     node's design point (the result does not depend on it; default t1p1). Compiled once per shape
-    and point (``cache_dir``, else ``flow.paths.cache_dir()/aie``), loaded once per process.
+    and point (``cache_dir``, else ``core.toolchain.cache_dir()/aie``), loaded once per process.
     """
     a, b = np.asarray(a), np.asarray(b)
     if a.ndim != 2 or b.ndim != 2 or a.size == 0 or b.size == 0:

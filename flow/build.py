@@ -22,7 +22,7 @@ designs name an AMD part (the KU15P, the Alveo U250's VU13P-class part: ``BUILD_
 no AMD part that names none is emitted with ``part=PLACEHOLDER_PART`` (a comment and a warning say
 to pass --part; the rule checker reports it); synth/cosim refuse such a build. Clock: ``clock_ns``, else 1000 / the design's PL MHz.
 
-Never clobbers (``partition.fileio``): a non-empty ``out`` rlhls did not write is refused unless
+Never clobbers (``core.fileio``): a non-empty ``out`` rlhls did not write is refused unless
 ``force`` (which deletes nothing of the user's); the folder is built beside ``out`` and published
 when written, its manifest saying ``"complete": false`` until its checks (csim, Vitis, the rules)
 have run and it is rewritten with their results: a build they did not finish (interrupted, killed)
@@ -53,12 +53,12 @@ import numpy as np
 
 from rlhls import __version__
 from rlhls.designs.devices import get_device
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.graph import build_graph
 from rlhls.designs.network import Precision
 from rlhls.designs.registry import get_design
-from rlhls.partition import procs
-from rlhls.partition.fileio import check_out, scratch_dir, staged_folder
+from rlhls.core import procs
+from rlhls.core.fileio import check_out, scratch_dir, staged_folder
 from rlhls.partition.plan import check_plan
 
 from . import project as P
@@ -71,7 +71,8 @@ from .kernels import render_kernel
 from .mapping import Component, jsonable, map_design
 from .rules import check_build
 from .rules import summary as rules_summary
-from .paths import cache_dir, include_dir
+from rlhls.core.toolchain import cache_dir
+from .paths import include_dir
 
 PLACEHOLDER_PART = "PLACEHOLDER_PART"
 _XILINX_PREFIXES = ("xc", "xa", "xq")

@@ -1,7 +1,7 @@
 """C simulation of a rendered kernel: g++ build of top + C ABI wrapper + testbench, then run.
 
 ``run_csim(src, workdir, cache_dir)`` writes the sources and tb data into ``workdir``, builds
-with ``flow.toolchain.compile_cpp`` into ``cache_dir`` (the content-hash cache: unchanged
+with ``core.toolchain.compile_cpp`` into ``cache_dir`` (the content-hash cache: unchanged
 sources are not recompiled; ``CsimResult.cached`` says so), runs the testbench in ``workdir``
 and reports PASS/FAIL with the testbench's line (the first mismatching value on failure).
 A build failure is a failed result whose detail names the first compiler error.
@@ -14,13 +14,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlhls.designs.errors import RlhlsError
-from rlhls.partition import procs
-from rlhls.partition.fileio import atomic_write_bytes
+from rlhls.core.errors import RlhlsError
+from rlhls.core import procs
+from rlhls.core.fileio import atomic_write_bytes
 
 from .kernels import KernelSources
 from .paths import include_dir
-from .toolchain import ap_types_include, compile_cpp
+from rlhls.core.toolchain import ap_types_include, compile_cpp
 
 __all__ = ["CsimResult", "run_csim", "write_sources"]
 

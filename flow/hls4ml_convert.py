@@ -66,13 +66,13 @@ from pathlib import Path
 
 import numpy as np
 
-from rlhls.designs.errors import RlhlsError
-from rlhls.partition import procs
+from rlhls.core.errors import RlhlsError
+from rlhls.core import procs
 from rlhls.designs.formats import FP32, FixedFormat, FloatFormat
 from rlhls.designs.lut import SOFTMAX_NORM_INT, _libm, softmax_table_formats
 from rlhls.designs.network import TABLE_SIZE, Network, Precision
 
-from .toolchain import compiler_env
+from rlhls.core.toolchain import compiler_env
 
 __all__ = ["hls4ml_precision_config", "table_precisions", "convert_network", "compile_csim", "check_hls4ml",
            "error_bound", "softmax_error",

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import jinja2
 import numpy as np
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.kernels import get_kernel
 
 from .paths import templates_dir

@@ -27,7 +27,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.kernels import KernelContext, kernels_for
 from rlhls.designs.network import Precision
 

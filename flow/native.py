@@ -4,11 +4,8 @@ layers, and ``formats.round_half``).
 
 ``arith._seq_sum_f32_numpy`` computes ``acc[n, m] = fl32(acc + fl32(x[n, k] * w[k, m]))`` for
 k in order with numpy; the same sums in C (below, register-blocked) are ~7-15x faster. ``install()`` builds it
-once with the project toolchain (``toolchain.compile_cpp``: g++, content-hash cache) into
-``paths.cache_dir() / 'native'`` with ``-O3 -fno-fast-math -fno-math-errno -ffp-contract=off -march=native``
-(no reassociation, no FMA: the product is rounded before the add, as in numpy; the library
-name carries the CPU's flags, so a cache shared between machines never loads code built for
-another CPU), loads it with ctypes, checks it bit for bit against the numpy path (wide
+once (``rlhls.core.native.build_library``: no reassociation, no FMA, so the product is rounded
+before the add, as in numpy), loads it with ctypes, checks it bit for bit against the numpy path (wide
 magnitudes so every add rounds, overflow to Inf, NaN, subnormals, both orientations) and only
 then registers it with ``arith.set_seq_sum_kernel``. No compiler, a failed build or a failed
 check: the numpy path stays (same results, slower), with one debug log line.
@@ -22,11 +19,6 @@ runs. The self-check covers both paths.
 ``rlhls_update_fp32`` is the weight_update kernel's all-FP32 model (``WeightUpdate._model_fp32``:
 Adam, RMSprop, SGD) in place on one layer's arrays, checked against it and handed out by
 ``update_kernel()`` (the emu backend's PL update nodes, ``PlanKernels.update_inplace``).
-
-``rlhls_adam_f32`` / ``rlhls_rmsprop_f32`` are ``host/optim.py``'s float32 steps (the PS's optimizer,
-torch's formulas) as one pass each instead of ~12 numpy passes (~3x; a converged layer's subnormal
-moments no longer cost 10x), checked against its numpy steps and registered with
-``optim.set_fused_step``; the first float32 step installs them.
 
 ``rlhls_round_float`` is ``FloatFormat._quantize_magic`` written as a C loop (one float64 add and
 subtract of a magic constant per value, the same IEEE operations, so the same bits; the overflow
@@ -49,23 +41,18 @@ unregisters them and returns False).
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import logging
-import os
-import platform
 from pathlib import Path
 
 import numpy as np
 
+from rlhls.core.native import build_library, enabled
 from rlhls.designs import arith, formats
 from rlhls.designs.kernels import gae as gae_kernel
-from rlhls.partition.fileio import atomic_write_text
 
 from . import native_gae
-from .paths import cache_dir
-from .toolchain import compile_cpp
 
-__all__ = ["install", "enabled", "update_kernel", "SOURCE", "FLAGS"]
+__all__ = ["install", "enabled", "update_kernel", "SOURCE"]
 
 log = logging.getLogger(__name__)
 
@@ -310,72 +297,17 @@ extern "C" void rlhls_update_fp32(int opt, double *w, const float *g, double *m,
     for (long i = 0; i < n; ++i) w[i] = (double)((float)w[i] - step * g[i]);
   }
 }
-
-// host/optim.py's float32 Adam and RMSprop step in one pass: every operation in binary32 in that
-// file's order (its in-place numpy sequence), the constants as numpy rounds them to float32; p of
-// type P (float64 holding FP32 values: the difference in float64, as numpy's p -= u; or float32).
-template <typename P>
-static void adam_f32(P *p, const float *g, float *m, float *v, long n, float b1, float c1, float b2, float c2,
-                     float rs, float eps, float lr) {
-  for (long i = 0; i < n; ++i) {
-    const float gi = g[i];
-    const float mi = m[i] * b1 + gi * c1;
-    const float vi = v[i] * b2 + (gi * c2) * gi;
-    const float u = (mi * lr) / (__builtin_sqrtf(vi) / rs + eps);
-    p[i] = p[i] - (P)u;
-    m[i] = mi;
-    v[i] = vi;
-  }
-}
-
-template <typename P>
-static void rmsprop_f32(P *p, const float *g, float *v, long n, float alpha, float c, float eps, float lr) {
-  for (long i = 0; i < n; ++i) {
-    const float gi = g[i];
-    const float vi = v[i] * alpha + (gi * c) * gi;
-    const float u = (gi * lr) / (__builtin_sqrtf(vi) + eps);
-    p[i] = p[i] - (P)u;
-    v[i] = vi;
-  }
-}
-
-extern "C" void rlhls_adam_f32_p64(double *p, const float *g, float *m, float *v, long n, float b1, float c1,
-                                   float b2, float c2, float rs, float eps, float lr) {
-  adam_f32(p, g, m, v, n, b1, c1, b2, c2, rs, eps, lr);
-}
-extern "C" void rlhls_adam_f32_p32(float *p, const float *g, float *m, float *v, long n, float b1, float c1,
-                                   float b2, float c2, float rs, float eps, float lr) {
-  adam_f32(p, g, m, v, n, b1, c1, b2, c2, rs, eps, lr);
-}
-extern "C" void rlhls_rmsprop_f32_p64(double *p, const float *g, float *v, long n, float alpha, float c, float eps,
-                                      float lr) {
-  rmsprop_f32(p, g, v, n, alpha, c, eps, lr);
-}
-extern "C" void rlhls_rmsprop_f32_p32(float *p, const float *g, float *v, long n, float alpha, float c, float eps,
-                                      float lr) {
-  rmsprop_f32(p, g, v, n, alpha, c, eps, lr);
-}
 """
-# -fno-math-errno: sqrtf is then the correctly rounded instruction, as with errno, but vectorises (the
-# Adam and RMSprop loops ~10x, and they keep the pace when their moments turn subnormal)
-FLAGS = ("-O3", "-fno-fast-math", "-fno-math-errno", "-ffp-contract=off", "-Wno-psabi", "-shared", "-fPIC")
 
 _kernel = None  # the checked seq_sum wrapper; False: unavailable in this process
 _round = None  # the checked float-rounding wrapper (loaded with _kernel); False: unavailable
 _update = None  # the checked FP32 weight update (loaded with _kernel); False / None: unavailable
-_optim = None  # the checked host optimizer step (loaded with _kernel); False: unavailable
 _gae = None  # the checked GAE model wrapper (its own library); False: unavailable
-
-
-def enabled() -> bool:
-    return os.environ.get("RLHLS_NATIVE", "1") != "0"
 
 
 def install() -> bool:
     """Register the compiled kernel with ``arith`` (build + self-check on first call)."""
-    global _kernel, _round, _gae, _update, _optim
-    from rlhls.host import optim
-
+    global _kernel, _round, _gae, _update
     if not enabled():
         if _kernel and arith._seq_sum_kernel is _kernel:
             arith.set_seq_sum_kernel(None)
@@ -383,8 +315,6 @@ def install() -> bool:
             formats.set_round_kernel(None)
         if _gae and gae_kernel._model_kernel is _gae:
             gae_kernel.set_model_kernel(None)
-        if _optim and optim._fused is _optim:
-            optim.set_fused_step(None)
         return False
     if _gae is None:
         try:
@@ -396,16 +326,14 @@ def install() -> bool:
         gae_kernel.set_model_kernel(_gae)
     if _kernel is None:
         try:
-            _kernel, _round, _update, _optim = (k or False for k in _load())
+            _kernel, _round, _update = (k or False for k in _load())
         except Exception as e:  # noqa: BLE001 -- any build / load problem: numpy does the same job
             log.debug("native kernels unavailable, using numpy: %s", e)
-            _kernel = _round = _update = _optim = False
+            _kernel = _round = _update = False
     if _kernel:
         arith.set_seq_sum_kernel(_kernel)
     if _round:
         formats.set_round_kernel(_round)
-    if _optim:
-        optim.set_fused_step(_optim)
     return bool(_kernel)
 
 
@@ -416,30 +344,8 @@ def update_kernel():
     return _update or None if enabled() else None
 
 
-def _machine() -> str:
-    """Short tag of the CPU: -march=native code is only valid where it was built."""
-    flags = ""
-    try:
-        flags = next((ln for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                      if ln.startswith(("flags", "Features"))), "")
-    except OSError:
-        pass
-    return hashlib.sha256(f"{platform.machine()}|{flags}".encode()).hexdigest()[:12]
-
-
 def _build(name: str = "seq_sum", source: str = SOURCE) -> Path:
-    folder = cache_dir() / "native"
-    folder.mkdir(parents=True, exist_ok=True)
-    # the source's hash in the names: checkouts with other sources sharing the cache do not rebuild in turns
-    name = f"{name}-{hashlib.sha256(source.encode()).hexdigest()[:12]}"
-    src = folder / f"{name}.cpp"
-    if not src.is_file() or src.read_text() != source:
-        atomic_write_text(src, source)  # a concurrent builder always hashes a whole file
-    try:
-        return compile_cpp([src], folder / f"{name}-{_machine()}.so", flags=(*FLAGS, "-march=native"))
-    except Exception as e:  # noqa: BLE001 -- a compiler without -march=native: portable build
-        log.debug("native %s: -march=native build failed (%s), building without it", name, e)
-        return compile_cpp([src], folder / f"{name}.so", flags=FLAGS)
+    return build_library(name, source)
 
 
 def _build_gae() -> Path:
@@ -593,72 +499,8 @@ def _check_update(upd) -> bool:
     return True
 
 
-def _wrap_optim(lib):
-    fns = {}
-    for kind, nk in (("adam", 7), ("rmsprop", 4)):
-        for dtype, tag in ((np.float64, "p64"), (np.float32, "p32")):
-            f = getattr(lib, f"rlhls_{kind}_f32_{tag}")
-            f.argtypes = [ctypes.c_void_p] * (4 if kind == "adam" else 3) + [ctypes.c_long] + [ctypes.c_float] * nk
-            f.restype = None
-            fns[kind, np.dtype(dtype)] = f
-
-    def fused(kind, p, g, m, v, consts) -> bool:
-        """host/optim.py's float32 step in place: float32 C-contiguous g / m / v and p (float64 or
-        float32) of one shape; False (nothing done) otherwise."""
-        f = fns.get((kind, p.dtype))
-        state = [a for a in (m, v) if a is not None]
-        if (f is None or g.dtype != np.float32 or any(a.dtype != np.float32 for a in state)
-                or any(a.shape != g.shape for a in (p, *state))
-                or not all(a.flags.c_contiguous for a in (p, g, *state))):
-            return False
-        f(p.ctypes.data, g.ctypes.data, *[a.ctypes.data for a in state], g.size, *consts)
-        return True
-
-    return fused
-
-
-def _check_optim(fused) -> bool:
-    """Bit for bit host/optim.py's numpy Adam and RMSprop steps (three steps; gradients from
-    subnormal to near overflow, zeros, Inf, NaN; moments down to subnormals; p float64 and float32)."""
-    from rlhls.host.optim import Adam, RMSprop
-
-    rng = np.random.default_rng(11)
-    n = 1003  # a vector loop's remainder too
-    for make in (lambda: Adam(1e-3), lambda: Adam(3e-4, (0.8, 0.99), 1e-5), lambda: RMSprop(7e-4)):
-        for dtype in (np.float64, np.float32):
-            ours, ref = make(), make()
-            p0 = rng.standard_normal(n).astype(np.float32).astype(dtype)
-            pa, pb = p0.copy(), p0.copy()
-            names = ("m", "v") if ours.kind == "adam" else ("v",)
-            # moments down to FP32's subnormals
-            start = {k: np.abs(rng.standard_normal(n) * np.exp2(rng.integers(-150, 0, n))).astype(np.float32)
-                     for k in names}
-            for opt, p in ((ours, pa), (ref, pb)):
-                for k in names:
-                    opt._slot(k, "w", p, np.float32)[...] = start[k]
-            for step in range(3):
-                g = (rng.standard_normal(n) * np.exp2(rng.integers(-140, 60, n))).astype(np.float32)
-                g[:4] = (0.0, np.inf, -np.inf, np.nan) if step == 2 else 0.0
-                for opt, p in ((ours, pa), (ref, pb)):
-                    opt.t += 1
-                    m, v = opt.slots.get("m", {}).get("w"), opt.slots["v"]["w"]
-                    if opt is ours:
-                        if not fused(opt.kind, p, g, m, v, opt.constants()):
-                            return False
-                    else:
-                        with np.errstate(all="ignore"):
-                            opt._update_numpy(p, g, *([m] if m is not None else []), v)
-            for a, b in [(pa, pb)] + [(ours.slots[k]["w"], ref.slots[k]["w"]) for k in ours.slots]:
-                nan = np.isnan(a)
-                if not (np.array_equal(nan, np.isnan(b)) and np.array_equal(a[~nan].view(np.uint8),
-                                                                              b[~nan].view(np.uint8))):
-                    return False
-    return True
-
-
 def _load():
-    """(seq_sum, round_float, update_fp32, optimizer step): each wrapper, or None, only after its
-    own self-check."""
+    """(seq_sum, round_float, update_fp32): each wrapper, or None, only after its own self-check."""
     lib = ctypes.CDLL(str(_build()))
     rnd = _wrap_round(lib)
     upd = _wrap_update(lib.rlhls_update_fp32)
@@ -668,10 +510,6 @@ def _load():
     if not _check_round(rnd):
         log.debug("native round_float: self-check failed, using numpy's casts")
         rnd = None
-    opt = _wrap_optim(lib)
-    if not _check_optim(opt):
-        log.debug("native optimizer step: self-check failed, using numpy")
-        opt = None
     f, fma = lib.rlhls_seq_sum_f32, lib.rlhls_seq_sum_f32_fma
     f.argtypes = fma.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_long] * 3
     f.restype, fma.restype = None, ctypes.c_int
@@ -703,5 +541,5 @@ def _load():
             if not (np.array_equal(nan, np.isnan(b))
                     and np.array_equal(a[~nan].view(np.int32), b[~nan].view(np.int32))):
                 log.debug("native seq_sum: self-check failed at %s, using numpy", (N, K, M))
-                return None, rnd, upd, opt
-    return kernel, rnd, upd, opt
+                return None, rnd, upd
+    return kernel, rnd, upd

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rlhls.partition import fileio
+from rlhls.core import fileio
 
 
 def write_onnx(net_or_model, path, **kwargs):

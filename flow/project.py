@@ -11,7 +11,7 @@ Config keys follow AMD UG1399/UG1702 ("v++ Mode HLS", "HLS General Options", "Pa
 `flow_target`, `clock`, `syn.file`, `syn.top`, `syn.cflags`, `tb.file`, `tb.cflags`, `csim.O`,
 `cosim.O`, `package.output.format` go under `[hls]`. Link: `[connectivity] nk=<kernel>:<n>:<cu>`
 (UG1702 "--connectivity Options"). The ap_types headers are not named in the cflags: inside
-Vitis the tool provides them; the g++ csim outside Vitis adds them itself (flow/toolchain.py).
+Vitis the tool provides them; the g++ csim outside Vitis adds them itself (core/toolchain.py).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from rlhls.designs.errors import RlhlsError
-from rlhls.partition.fileio import atomic_write_text, owned_file, within
+from rlhls.core.errors import RlhlsError
+from rlhls.core.fileio import atomic_write_text, owned_file, within
 
 MANIFEST = "manifest.json"
 GENERATOR = "rlhls build"

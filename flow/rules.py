@@ -43,7 +43,7 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 
 from . import project as P
 

@@ -20,9 +20,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlhls.designs.errors import RlhlsError
-from rlhls.partition import procs
-from rlhls.partition.fileio import open_owned
+from rlhls.core.errors import RlhlsError
+from rlhls.core import procs
+from rlhls.core.fileio import open_owned
 
 from .project import HLS_CONFIG, RUN_HLS, WORK_DIR
 

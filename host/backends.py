@@ -26,7 +26,7 @@ identical bits for identical inputs. Outputs are float64 holding values of their
 exactly (fixed formats are limited to W <= 53 for this reason).
 
 The csim library of a (kernel, params) pair is built once: the build is cached on disk by
-content hash (``flow.toolchain.compile_cpp``) and the loaded library per process.
+content hash (``core.toolchain.compile_cpp``) and the loaded library per process.
 """
 
 from __future__ import annotations
@@ -42,13 +42,13 @@ from pathlib import Path
 
 import numpy as np
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.kernels import get_kernel
 from rlhls.flow.csim import build_cached, unity_source, write_sources
 from rlhls.flow.kernels import render_kernel
-from rlhls.flow.paths import cache_dir as default_cache_dir
+from rlhls.core.toolchain import cache_dir as default_cache_dir
 from rlhls.flow.paths import include_dir
-from rlhls.flow.toolchain import ap_types_include
+from rlhls.core.toolchain import ap_types_include
 
 __all__ = ["Backend", "EmuBackend", "CsimBackend", "CosimBackend", "get_backend", "check_tools", "BACKENDS"]
 
@@ -253,7 +253,7 @@ def check_tools(name: str) -> None:
     """One line now, before a run writes anything, when the tools backend `name` runs its kernels with
     are missing: g++ and the ap_types headers for ``csim``, Vitis for ``cosim`` (``emu`` needs none)."""
     if name == "csim":
-        from rlhls.flow.toolchain import find_cxx
+        from rlhls.core.toolchain import find_cxx
 
         try:
             find_cxx()

@@ -32,8 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rlhls.designs.errors import RlhlsError
-from rlhls.partition.fileio import atomic_writer, open_owned, os_error
+from rlhls.core.errors import RlhlsError
+from rlhls.core.fileio import atomic_writer, open_owned, os_error
 
 __all__ = ["FORMAT", "save_checkpoint", "load_checkpoint", "write_at", "read_rows"]
 

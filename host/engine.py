@@ -44,8 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from rlhls.designs.errors import RlhlsError
-from rlhls.partition.fileio import atomic_write_text, folder_lock
+from rlhls.core.errors import RlhlsError
+from rlhls.core.fileio import atomic_write_text, folder_lock
 
 from .checkpoint import checkpoint_steps
 from .figures import csv_text
@@ -259,7 +259,7 @@ def _watch_local_ray(ray):
         session = ray._private.worker._global_node.get_session_dir_path()
     except Exception:  # noqa: BLE001 -- Ray's internals moved: no watchdog, Ray's own timeouts remain
         return None
-    from rlhls.partition import procs
+    from rlhls.core import procs
 
     return procs.popen([sys.executable, "-c", _RAY_WATCH, session], on_death=signal.SIGTERM,
                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -274,7 +274,7 @@ def _init_within(ray, deadline: float, **kw) -> None:
     prints meanwhile goes nowhere."""
     import threading
 
-    from rlhls.partition.procs import library_output
+    from rlhls.core.procs import library_output
 
     done, err = threading.Event(), []
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 
 __all__ = ["evaluate", "eval_seed", "Policy", "load", "EVAL_SEED_OFFSET"]
 
@@ -108,7 +108,7 @@ def write_gif(frames: list, path, fps: float | None) -> None:
 
     from PIL import Image
 
-    from rlhls.partition.fileio import GIF_COMMENT, atomic_write_bytes
+    from rlhls.core.fileio import GIF_COMMENT, atomic_write_bytes
 
     if not frames:
         raise RlhlsError(f"--gif '{path}': the environment rendered no frame")
@@ -178,8 +178,8 @@ def load(folder, *, design=None, log=None) -> Policy:
     file by itself; the file must be the one the run recorded (its sha256). `log`: a file that takes
     what the environments' libraries print while it is rebuilt (None: discarded)."""
     from rlhls.designs.registry import recorded_design
-    from rlhls.partition.fileio import owned_file, path_arg, read_json
-    from rlhls.partition.procs import library_output
+    from rlhls.core.fileio import owned_file, path_arg, read_json
+    from rlhls.core.procs import library_output
 
     from .algorithms import get_algorithm
     from .checkpoint import load_checkpoint

@@ -28,7 +28,7 @@ import math
 
 import numpy as np
 
-from rlhls.partition.fileio import _inside, atomic_write_bytes, atomic_write_text
+from rlhls.core.fileio import _inside, atomic_write_bytes, atomic_write_text
 
 __all__ = ["csv_text", "markdown_table", "rolling_window", "reward_figure", "plot_rewards", "phase_totals",
            "phases_figure", "csim_figure", "mean_std_band", "save_png", "register_report_section", "REPORT_SECTIONS",

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.formats import parse_format
 from rlhls.designs.quantizer import EXPERIMENTS, RunningStats, quantize_blocks, quantize_standardized
 

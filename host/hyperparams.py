@@ -19,7 +19,7 @@ import dataclasses
 import math
 from pathlib import Path
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 
 __all__ = ["hp", "HyperParams", "read_config", "load_config", "config_of", "apply_config"]
 
@@ -125,7 +125,7 @@ def load_config(path) -> dict:
     bounded (MAX_YAML_*) before anything is built."""
     import yaml
 
-    from rlhls.partition.fileio import read_limited
+    from rlhls.core.fileio import read_limited
 
     path = Path(path)
     try:

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.formats import FloatFormat
 from rlhls.designs.graph import build_graph
 from rlhls.designs.kernels import KernelContext

@@ -23,7 +23,7 @@ import math
 import os
 import sys
 
-from rlhls.partition.fileio import os_error
+from rlhls.core.fileio import os_error
 
 __all__ = ["TAGS", "RENAMED", "EVAL_COLUMNS", "tag", "upgrade_row", "Board", "check_event_files"]
 
@@ -81,7 +81,7 @@ def check_event_files(out) -> None:
     placed at that name would lead to a file outside the folder."""
     from pathlib import Path
 
-    from rlhls.partition.fileio import owned_file
+    from rlhls.core.fileio import owned_file
 
     try:
         names = sorted(p.name for p in Path(out).glob(EVENT_FILES))

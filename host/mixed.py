@@ -111,7 +111,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlhls.designs import formats
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.formats import parse_format
 from rlhls.designs.arith import col2im, im2col
 from rlhls.designs.network import Precision, _sum_rows

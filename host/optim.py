@@ -7,7 +7,7 @@ kernels); the parameters, float64 arrays, are updated in place by the float32 st
 FP32 values rounded to FP32 is the float32 difference). A slot made in one dtype and stepped in the
 other (a checkpoint of the other path) is converted once. ``clip_grad_norm`` sums float32 arrays
 in float32 (dot products), float64 ones as before. The float32 Adam and RMSprop steps run as one
-compiled pass where ``rlhls.flow.native`` has checked it gives these steps' bits (else numpy).
+compiled pass where ``optim_native`` has checked it gives these steps' bits (else numpy).
 
 ``params`` and ``grads`` are ``{name: ndarray}`` dicts (e.g. ``Network.get_params()`` keys,
 prefixed by the network name when several networks share one optimizer). ``step(params,
@@ -29,13 +29,14 @@ import math
 
 import numpy as np
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
+from rlhls.core.native import enabled
 from rlhls.designs.plugins import LazyLoad
 
 __all__ = ["Optimizer", "Adam", "RMSprop", "SGD", "clip_grad_norm", "make_optimizer", "set_fused_step"]
 
 # A compiled one-pass float32 step, fused(kind, p, g, m, v, constants) -> bool (False: not for these
-# arrays): flow/native.py registers it after checking it bit for bit against the numpy steps below.
+# arrays): optim_native's, checked bit for bit against the numpy steps below (None: numpy's).
 _fused = None
 
 
@@ -45,18 +46,19 @@ def set_fused_step(fn) -> None:
 
 
 def _install() -> None:
-    from rlhls.flow import native
+    from .optim_native import load  # its check runs this module's numpy steps
 
-    native.install()
+    set_fused_step(load())
 
 
 _install_once = LazyLoad(_install)
 
 
 def _fused_step():
-    """The registered fused step, building and checking it once per process on the first float32 step."""
+    """The fused step, built and checked once per process on the first float32 step; None under
+    RLHLS_NATIVE=0."""
     _install_once()
-    return _fused
+    return _fused if enabled() else None
 
 
 def clip_grad_norm(grads: dict, max_norm: float) -> float:

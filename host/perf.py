@@ -54,8 +54,8 @@ from typing import Callable
 
 import numpy as np
 
-from rlhls.designs.errors import RlhlsError
-from rlhls.partition.fileio import read_json
+from rlhls.core.errors import RlhlsError
+from rlhls.core.fileio import read_json
 
 __all__ = ["HostTimes", "Variant", "Perf", "GRAPH_PHASES", "NODE_PHASE", "FIXAR_CLOCK_MHZ", "FIXAR_FORMAT",
            "host_times", "at_design", "read_run", "measure_host", "ps_factor", "schedule", "run_phases", "choose", "model_perf",
@@ -223,7 +223,7 @@ def read_run(folder, design) -> tuple[list, dict, object]:
     folder = Path(folder)
     if (folder / "train" / "metrics.csv").is_file() and not (folder / "metrics.csv").is_file():
         folder = folder / "train"
-    from rlhls.partition.fileio import owned_file
+    from rlhls.core.fileio import owned_file
 
     for name in ("config.json", "metrics.csv"):  # never read through a link out of the run folder
         owned_file(folder, name)
@@ -254,7 +254,7 @@ def measure_host(design, *, seed: int = 0) -> tuple[list, dict]:
     batch) in a scratch folder: (metrics rows, hyperparameters)."""
     import logging
 
-    from rlhls.partition.fileio import scratch_dir
+    from rlhls.core.fileio import scratch_dir
 
     from .algorithms import get_algorithm
     from .train import train_design
@@ -662,7 +662,7 @@ PERF_FILES = ("perf.json", "perf.txt", "perf.png")
 def write_perf(perf: Perf, out_dir, *, force: bool = False) -> Path:
     """perf.json, perf.txt and perf.png into `out_dir` (staged, then published; a folder rlhls did not
     write is refused unless `force`)."""
-    from rlhls.partition.fileio import atomic_write_text, check_out, staged_folder
+    from rlhls.core.fileio import atomic_write_text, check_out, staged_folder
 
     from .figures import save_png
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.registry import get_design, recorded_design
-from rlhls.partition.fileio import owned_file, read_json
+from rlhls.core.fileio import owned_file, read_json
 
 from .checkpoint import load_checkpoint
 from .runfolder import CHECKPOINT, run_dir

@@ -19,7 +19,7 @@ import math
 import numbers
 
 from rlhls.designs.devices import Figure
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 
 __all__ = ["ZU7EV_POWER", "PL_RESOURCES", "ps_power_w", "pl_dynamic_w", "soc_power_w", "energy_j"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from rlhls.partition.fileio import atomic_write_text
+from rlhls.core.fileio import atomic_write_text
 
 from .experiments import experiment_names
 from .figures import REPORT_SECTIONS, markdown_table

@@ -23,7 +23,7 @@ import logging
 import math
 import re
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 
 __all__ = ["Ctx", "RUN_KEYS", "entry", "translate", "schedule", "constant", "whole", "parse_policy_kwargs",
            "train_freq"]

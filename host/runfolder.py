@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rlhls.designs.errors import RlhlsError
-from rlhls.partition.fileio import OWNER, check_out, open_owned, os_error, owned_file, read_json, write_json
+from rlhls.core.errors import RlhlsError
+from rlhls.core.fileio import OWNER, check_out, open_owned, os_error, owned_file, read_json, write_json
 
 from .checkpoint import checkpoint_steps
 from .metrics import EVAL_COLUMNS, check_event_files, upgrade_row

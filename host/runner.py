@@ -56,9 +56,9 @@ import sys
 import time
 from pathlib import Path
 
-from rlhls.designs.errors import RlhlsError
-from rlhls.partition.fileio import atomic_write_text, make_dirs
-from rlhls.partition.procs import inform
+from rlhls.core.errors import RlhlsError
+from rlhls.core.fileio import atomic_write_text, make_dirs
+from rlhls.core.procs import inform
 
 from .checkpoint import load_checkpoint, save_checkpoint, write_at
 from .figures import csv_text, plot_rewards

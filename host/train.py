@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlhls.designs.design import Design
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.graph import build_graph
 from rlhls.designs.registry import design_record, get_design, recorded_design
-from rlhls.partition.fileio import folder_lock, path_arg
-from rlhls.partition.procs import library_output
+from rlhls.core.fileio import folder_lock, path_arg
+from rlhls.core.procs import library_output
 
 from .algorithms import get_algorithm
 from .backends import check_tools

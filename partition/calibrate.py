@@ -47,7 +47,7 @@ import re
 from pathlib import Path
 
 from rlhls.designs.devices import get_device
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 
 from .profile_io import ProfileRow
 from .reports import find_reports, read_aiesim_output, read_cosim, read_csynth
@@ -238,7 +238,7 @@ def _aie_rows(profile, build_dir: Path, manifest: dict, outputs: list, device, n
     data movers' LUT/FF the model's at that point."""
     if not outputs:
         return {}
-    from .fileio import read_json
+    from rlhls.core.fileio import read_json
 
     files = (manifest.get("aie") or {}).get("files") or []
     mpath = next((build_dir / f for f in files if isinstance(f, str) and f.endswith("manifest.json")

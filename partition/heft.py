@@ -20,7 +20,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 
 from .profile_io import MAX_NODES, MAX_PS_CORES, UNITS, ProfileRow, is_carry, topo_order
 

@@ -47,7 +47,7 @@ import fnmatch
 import math
 
 from rlhls.designs.devices import Device, get_device
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.graph import build_graph
 from rlhls.designs.kernels import KernelContext, kernels_for, unit_formats
 from rlhls.designs.kernels.dense import gemm_points

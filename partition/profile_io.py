@@ -58,9 +58,9 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 
-from .fileio import atomic_write_text, read_limited
+from rlhls.core.fileio import atomic_write_text, read_limited
 
 __all__ = [
     "RESOURCES", "UNITS", "SOURCES", "ProfileRow", "read_profile", "write_profile", "read_graph",

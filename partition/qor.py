@@ -51,7 +51,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 
 __all__ = ["CorpusRow", "Qor", "load_corpus", "split_of", "config_key", "no_model", "predict", "assumed_constants", "qor",
            "calibrated_constants", "qor_figure", "write_qor", "check_qor_out", "UNITS", "METRICS", "CONSTANTS",
@@ -702,7 +702,7 @@ def qor_folder(d: Path) -> bool:
 
 
 def check_qor_out(out, force: bool = False) -> None:
-    from .fileio import check_out
+    from rlhls.core.fileio import check_out
 
     check_out(Path(out), command="qor", force=force, ours=qor_folder)
 
@@ -710,7 +710,7 @@ def check_qor_out(out, force: bool = False) -> None:
 def write_qor(q: Qor, out, *, force: bool = False) -> Path:
     """One predicted-vs-measured PNG per unit with points (aie.png, pl.png, ps.png) and points.csv into ``out``
     (staged, then published; a folder rlhls did not write is refused unless ``force``)."""
-    from .fileio import atomic_write_bytes, atomic_write_text, staged_folder
+    from rlhls.core.fileio import atomic_write_bytes, atomic_write_text, staged_folder
 
     out = Path(out)
     check_qor_out(out, force)

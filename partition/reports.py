@@ -65,8 +65,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from rlhls.designs.errors import RlhlsError
-from rlhls.partition.fileio import read_limited, scratch_dir, within
+from rlhls.core.errors import RlhlsError
+from rlhls.core.fileio import read_limited, scratch_dir, within
 
 __all__ = ["SynthReport", "CosimReport", "AieSimOutput", "read_csynth", "read_cosim", "read_aiesim_output",
            "find_reports", "REPORT_RESOURCES"]

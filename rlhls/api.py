@@ -42,12 +42,12 @@ from pathlib import Path
 
 from rlhls.designs.design import Design
 from rlhls.designs.devices import get_device
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.graph import build_graph
 from rlhls.designs.registry import design_record, get_design, recorded_design
-from rlhls.partition.fileio import (OWNER, atomic_write_text, check_name, check_out, folder_command, folder_lock,
+from rlhls.core.fileio import (OWNER, atomic_write_text, check_name, check_out, folder_command, folder_lock,
                                     make_dirs, owned_file, path_arg, read_json, write_json)
-from rlhls.partition.procs import library_output
+from rlhls.core.procs import library_output
 
 _log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Shared helpers for tests that compare numpy models with C++ built by g++.
 
-Programs are built once per content (rlhls.flow.toolchain caches by hash) into tests/.cache/
+Programs are built once per content (rlhls.core.toolchain caches by hash) into tests/.cache/
 (gitignored); generated headers and sources go to a folder named by their own hash, so
 different sessions and xdist workers never overwrite each other's inputs.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from rlhls.designs.formats import FixedFormat
-from rlhls.flow.toolchain import ap_types_include, compile_cpp
+from rlhls.core.toolchain import ap_types_include, compile_cpp
 
 HERE = Path(__file__).resolve().parent
 CPP_DIR = HERE / "cpp"

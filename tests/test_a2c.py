@@ -8,7 +8,7 @@ import pytest
 
 from rlhls.host.checkpoint import load_checkpoint
 from rlhls.cli import main as cli_main
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.network import Dense, Network, Tanh
 from rlhls.designs.registry import get_design
 from rlhls.host.algorithms.a2c import A2C, a2c_loss, resolve_hyperparams

@@ -9,9 +9,9 @@ import re
 import numpy as np
 import pytest
 
-import rlhls.flow.toolchain as toolchain
+import rlhls.core.toolchain as toolchain
 from rlhls.designs.arith import dense
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.formats import BF16, FP32
 from rlhls.designs.graph import build_graph
 from rlhls.designs.registry import get_design

@@ -8,7 +8,7 @@ import pytest
 from rlhls.cli import main
 from rlhls.host.experiments.apdrl import (cartpole_variant, moving_average, parse_sizes, reward_error,
                                           summarize_table3, table4_rows)
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 
 
 def test_moving_average_matches_a_plain_loop():

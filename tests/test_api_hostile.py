@@ -16,7 +16,7 @@ import pytest
 
 import rlhls
 from rlhls.cli import main
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.registry import get_design
 from rlhls.host.train import train_design
 
@@ -90,7 +90,7 @@ BROKEN_PLUGINS = '''
 import sys
 import threading
 from pathlib import Path
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.registry import DESIGNS, design_names
 from rlhls.host.experiments import EXPERIMENTS, experiment_names
 

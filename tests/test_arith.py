@@ -8,7 +8,7 @@ import pytest
 from cpp_util import build, run
 
 from rlhls.designs.arith import col2im, conv2d, dense, im2col
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.formats import FixedFormat, parse_format
 
 # (in, weight, accumulator, output, (N, K, M)). Each row exercises one code path of
@@ -304,7 +304,7 @@ def test_conv2d_bad_input():
 # ----------------------------------------------------------------------------- toolchain
 
 def test_toolchain_cache_and_errors(tmp_path):
-    from rlhls.flow.toolchain import ap_types_include, compile_cpp, find_cxx
+    from rlhls.core.toolchain import ap_types_include, compile_cpp, find_cxx
 
     assert (ap_types_include() / "ap_fixed.h").is_file()
     with pytest.raises(RlhlsError, match="'no-such-cxx' not found on PATH"):

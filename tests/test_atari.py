@@ -8,7 +8,7 @@ import pytest
 
 from rlhls.host.checkpoint import load_checkpoint
 from rlhls.cli import main as cli_main
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.formats import parse_format
 from rlhls.designs.graph import build_graph
 from rlhls.designs.registry import get_design

@@ -5,7 +5,7 @@ import shutil
 import numpy as np
 import pytest
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.kernels import get_kernel
 from rlhls.host.backends import CsimBackend, get_backend
 
@@ -125,7 +125,7 @@ def _cosim_stubs(tmp_path):
     import stat
     import sys
 
-    from rlhls.flow.toolchain import ap_types_include
+    from rlhls.core.toolchain import ap_types_include
 
     bindir, log = tmp_path / "bin", tmp_path / "calls.log"
     bindir.mkdir()

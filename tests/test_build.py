@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.graph import build_graph
 from rlhls.designs.registry import get_design
 from rlhls.flow import build as B
 from rlhls.flow import project as P
 from rlhls.flow.build import PLACEHOLDER_PART, build_design
-from rlhls.partition.fileio import OWNER
+from rlhls.core.fileio import OWNER
 from rlhls.partition.plan import load_plan
 
 # hls4ml=False throughout: forward layers become dense_forward kernels (no hls4ml conversion,

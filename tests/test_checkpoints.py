@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from rlhls.cli import main
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.host.checkpoint import load_checkpoint, save_checkpoint
 from rlhls.host.runfolder import read_metrics
 
@@ -290,7 +290,7 @@ def test_the_ownership_record_names_every_file_the_run_wrote_and_the_checkpoint_
     from rlhls.host.checkpoint import checkpoint_steps
     from rlhls.host.runfolder import finished_steps
     from rlhls.host.runner import train
-    from rlhls.partition.fileio import OWNER
+    from rlhls.core.fileio import OWNER
 
     out = tmp_path / "r"
     hp = dict(LEAN, buffer_size=1000)  # 125-row chunks: several replay files

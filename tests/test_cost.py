@@ -5,7 +5,7 @@ import math
 import pytest
 
 from rlhls.designs.devices import get_device
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.kernels import cost
 from rlhls.designs.kernels.cost import aie_matmul, pl_elementwise, pl_matmul, ps_cost
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from rlhls.cli import main
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.registry import get_design
 from rlhls.host.experiments.cpp import collect_dataset, mape_percent
 from rlhls.host.experiments import experiment_names

@@ -5,7 +5,7 @@ import time
 import numpy as np
 import pytest
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.kernels import get_kernel
 from rlhls.flow.csim import run_csim
 from rlhls.flow.kernels import render_kernel
@@ -118,7 +118,7 @@ def test_ap_types_precompiled_header_builds_the_same_binary(tmp_path, monkeypatc
     import numpy as np
 
     from rlhls.designs.formats import parse_format
-    from rlhls.flow.toolchain import BASE_FLAGS, ap_types_include, compile_cpp
+    from rlhls.core.toolchain import BASE_FLAGS, ap_types_include, compile_cpp
 
     monkeypatch.setenv("RLHLS_CACHE_DIR", str(tmp_path / "cache"))
     src = tmp_path / "p.cpp"

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from rlhls.cli import main as cli_main
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.graph import build_graph
 from rlhls.designs.kernels import KernelContext, get_kernel, kernels_for
 from rlhls.designs.kernels.ddpg_gradient import net_dims, pack, schedule, transfer, unpack

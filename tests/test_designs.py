@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.formats import parse_format
 from rlhls.designs.registry import design_names, get_design
 

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from rlhls.designs.devices import DEVICES, Figure, Link, Unit, get_device, pl_memory_mbit
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 
 IDS = ("zcu106", "zcu102", "vek280", "vck190", "max4-5sgsd8", "ku15p")
 

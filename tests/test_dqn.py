@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from rlhls.host.checkpoint import load_checkpoint, save_checkpoint
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.registry import get_design
 from rlhls.cli import main as cli_main
 

@@ -13,7 +13,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env, data_equivalence
 
 import rlhls.host.envs as envs_pkg
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.registry import design_names, get_design
 from rlhls.host.envs import (ReplayableVecEnv, environment_modules, make_env, make_vec_env,
                              register_environments, register_module)

@@ -185,7 +185,7 @@ def test_load_predict_equals_the_runs_last_policy(tmp_path, monkeypatch, spec, e
         assert np.array_equal(policy._trainer.q_values(obs), last.q_values(obs))
     if get_design(spec[0]).algorithm in ("ddpg", "a2c"):
         assert len(np.unique(act, axis=0)) > 1  # continuous actions of a real policy, not a constant
-    with pytest.raises(rlhls.designs.errors.RlhlsError, match="observation of shape"):
+    with pytest.raises(rlhls.core.errors.RlhlsError, match="observation of shape"):
         policy.predict(np.zeros((2, 3, 5)))
 
 

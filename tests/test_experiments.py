@@ -84,7 +84,7 @@ def test_each_experiment_lists_its_own_options_and_refuses_another_s(tmp_path, c
 
 
 def test_python_callers_are_held_to_the_experiment_s_options(tmp_path):
-    from rlhls.designs.errors import RlhlsError
+    from rlhls.core.errors import RlhlsError
     from rlhls.host.experiments import ExperimentOptions, run_experiment
 
     with pytest.raises(RlhlsError, match="--sizes: not an option of experiment heppo-table3"):

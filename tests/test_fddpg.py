@@ -174,7 +174,7 @@ def test_flow_report_section_writes_the_task_table_and_gif(runs):
 
 
 def test_ddpg_replay_buffer_is_checked_against_this_machines_memory():
-    from rlhls.designs.errors import RlhlsError
+    from rlhls.core.errors import RlhlsError
 
     # 17 + 5 float32 values, DQN's int64 action slot, reward and done: 104 bytes a transition
     with pytest.raises(RlhlsError, match=r"buffer_size = 10000000000000: the replay buffer needs 9\.69e\+05 GiB"):
@@ -187,7 +187,7 @@ def test_ddpg_replay_buffer_is_checked_against_this_machines_memory():
 def test_experiments_declare_and_check_their_params(tmp_path):
     import re
 
-    from rlhls.designs.errors import RlhlsError
+    from rlhls.core.errors import RlhlsError
     from rlhls.host.experiments import EXPERIMENTS, experiment_names
 
     experiment_names()

@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from rlhls.cli import main
-from rlhls.designs.errors import RlhlsError
-from rlhls.partition.fileio import OWNER, atomic_write_text, check_out, owned_files, staged_folder
+from rlhls.core.errors import RlhlsError
+from rlhls.core.fileio import OWNER, atomic_write_text, check_out, owned_files, staged_folder
 
 
 def _partition_inputs(tmp_path):
@@ -130,8 +130,8 @@ def test_full_disk_mid_write_leaves_no_temp_file(tmp_path):
         "import resource, signal, sys\n"
         "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
         "resource.setrlimit(resource.RLIMIT_FSIZE, (1000, 1000))\n"
-        "from rlhls.partition.fileio import atomic_write_bytes\n"
-        "from rlhls.designs.errors import RlhlsError\n"
+        "from rlhls.core.fileio import atomic_write_bytes\n"
+        "from rlhls.core.errors import RlhlsError\n"
         "try:\n"
         f"    atomic_write_bytes({str(tmp_path / 'big.bin')!r}, b'x' * 100000)\n"
         "except RlhlsError as e:\n"
@@ -148,7 +148,7 @@ def test_modes_follow_the_umask(tmp_path):
     try:
         import importlib
 
-        import rlhls.partition.fileio as F
+        import rlhls.core.fileio as F
         importlib.reload(F)
         F.atomic_write_text(tmp_path / "f.txt", "x")
         with F.staged_folder(tmp_path / "d", command="test") as tmp:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import rlhls
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 

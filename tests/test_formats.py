@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from cpp_util import build, format_ref_sources, run, write_doubles
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.formats import (
     BF16, FP16, FP32, OVERFLOW_MODES, QUANT_MODES, FixedFormat, FloatFormat, UniformFormat,
     parse_format)

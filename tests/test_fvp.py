@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.formats import parse_format
 from rlhls.designs.graph import build_graph
 from rlhls.designs.kernels import KernelContext, get_kernel, kernels_for

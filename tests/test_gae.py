@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.formats import parse_format
 from rlhls.designs.kernels.gae import (DONE_TERMINATED, DONE_TRUNCATED, GaeKernel, error_bound,
                                       memory_layout, textbook_gae)

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.graph import build_graph
 from rlhls.designs.registry import design_names, get_design
 

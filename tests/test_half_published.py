@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from rlhls.cli import main
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 
 DQN = ["--set", "learning_starts=500", "--set", "steps_per_update=500", "--quiet"]
 

@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.network import Conv2d, Dense, Flatten, Network, Precision, ReLU, Sigmoid, Softmax, Tanh
 from rlhls.designs.registry import design_names, get_design
 from rlhls.flow.hls4ml_convert import (check_hls4ml, compile_csim, convert_network, error_bound,

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from rlhls.cli import main
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 
 # CartPole DQN, 25-step updates, a 60-transition ring in 8-row chunks: replay files on disk
 DQN_RUN = ["train", "apdrl-dqn-cartpole", "--steps", "100", "--precision", "fp32", "--quiet",
@@ -169,7 +169,7 @@ def test_a_new_run_into_a_folder_of_ours_with_a_linked_csv_is_refused(tmp_path, 
 
 
 def test_an_ownership_record_that_is_a_link_is_refused_not_read(tmp_path, capsys):
-    from rlhls.partition.fileio import OWNER
+    from rlhls.core.fileio import OWNER
 
     out, elsewhere = tmp_path / "out", tmp_path / "elsewhere.json"
     out.mkdir()
@@ -209,7 +209,7 @@ def test_eval_and_weights_read_nothing_through_a_link_out_of_the_run_folder(tmp_
 
 def test_checkpoint_io_opens_no_link(tmp_path):
     from rlhls.host.checkpoint import read_rows, write_at
-    from rlhls.partition.fileio import open_owned, owned_file
+    from rlhls.core.fileio import open_owned, owned_file
 
     folder, outside = tmp_path / "f", tmp_path / "o"
     folder.mkdir()
@@ -232,7 +232,7 @@ def test_checkpoint_io_opens_no_link(tmp_path):
 
 
 def test_library_output_appends_through_no_link(tmp_path):
-    from rlhls.partition.procs import library_output
+    from rlhls.core.procs import library_output
 
     victim = tmp_path / "victim.log"
     victim.write_text("mine\n")
@@ -405,7 +405,7 @@ def test_image_marks():
     from matplotlib.figure import Figure
     from PIL import Image
 
-    from rlhls.partition.fileio import GIF_COMMENT, PNG_METADATA, image_ours
+    from rlhls.core.fileio import GIF_COMMENT, PNG_METADATA, image_ours
 
     def png(**kw):
         buf = io.BytesIO()
@@ -476,7 +476,7 @@ def test_a_fifo_or_a_link_where_a_csv_goes_is_refused_without_blocking(tmp_path)
     through a link, and a FIFO there neither blocks the open nor counts as ours."""
     import os
 
-    from rlhls.partition.fileio import check_file_out
+    from rlhls.core.fileio import check_file_out
 
     fifo = tmp_path / "g.csv"
     os.mkfifo(fifo)

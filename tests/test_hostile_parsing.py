@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from rlhls.cli import main
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 
 DESIGN = "apdrl-dqn-cartpole"
 

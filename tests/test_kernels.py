@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rlhls.designs.arith import dense
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.formats import parse_format
 from rlhls.designs.kernels import KERNELS, adam_alpha, get_kernel, kernel_names
 from rlhls.designs.network import _sum_rows, Precision

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from rlhls.designs.arith import conv2d, im2col
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.graph import build_graph
 from rlhls.designs.kernels import KernelContext, get_kernel, kernels_for
 from rlhls.designs.kernels.mac_array import STAGE_IO, STAGES, fsm_walk, stage_cycles

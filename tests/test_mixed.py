@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from rlhls.designs.arith import dense
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.formats import parse_format
 from rlhls.designs.network import Dense, Network, ReLU
 from rlhls.designs.registry import get_design

@@ -10,7 +10,7 @@ from rlhls.designs import arith, formats
 from rlhls.designs.formats import parse_format
 from rlhls.designs.kernels import gae as gae_kernel
 from rlhls.flow import native, native_gae
-from rlhls.host import optim
+from rlhls.host import optim, optim_native
 
 
 @pytest.fixture
@@ -19,7 +19,6 @@ def fresh(monkeypatch):
     prev, prev_round = arith.set_seq_sum_kernel(None), formats.set_round_kernel(None)
     prev_gae = gae_kernel.set_model_kernel(None)
     monkeypatch.setattr(optim, "_fused", None)
-    monkeypatch.setattr(native, "_optim", None)
     monkeypatch.setattr(native, "_kernel", None)
     monkeypatch.setattr(native, "_round", None)
     monkeypatch.setattr(native, "_gae", None)
@@ -244,10 +243,11 @@ def test_env_unregisters_an_installed_kernel(fresh, monkeypatch):
     assert fresh.install() is True and arith._seq_sum_kernel is fresh._kernel  # idempotent
     assert formats._round_kernel is fresh._round
     assert fresh._gae and gae_kernel._model_kernel is fresh._gae
-    assert fresh._optim and optim._fused is fresh._optim
+    monkeypatch.setattr(optim._install_once, "done", False)
+    assert optim._fused_step() is not None  # the optimizer's own compiled step (host/optim_native.py)
     monkeypatch.setenv("RLHLS_NATIVE", "0")
     assert fresh.install() is False and arith._seq_sum_kernel is None and formats._round_kernel is None
-    assert gae_kernel._model_kernel is None and _gae_runs_numpy(monkeypatch) and optim._fused is None
+    assert gae_kernel._model_kernel is None and _gae_runs_numpy(monkeypatch) and optim._fused_step() is None
 
 
 def test_build_failure_falls_back_silently(fresh, monkeypatch, capsys):
@@ -388,14 +388,15 @@ def test_fused_optimizer_step_equals_the_numpy_steps(make, dtype, monkeypatch):
     """Optimizer.step with float32 gradients takes the compiled one-pass step: the numpy steps' bits
     for the parameters and every moment (a converged layer's subnormal moments and gradients
     whose squares underflow included, p float64 or float32); a broken step fails the self-check."""
-    if not native.install() or not native._optim:
+    compiled = optim_native.load()
+    if compiled is None:
         pytest.skip("no C++ compiler: the numpy steps run")
     rng = np.random.default_rng(5)
     shape = (41, 13)
     p0 = rng.standard_normal(shape).astype(np.float32).astype(dtype)
     monkeypatch.setattr(optim._install_once, "done", True)  # installed above: the step registered here stays
     runs = {}
-    for fused in (native._optim, None):
+    for fused in (compiled, None):
         monkeypatch.setattr(optim, "_fused", fused)
         calls = []
         if fused is not None:
@@ -415,6 +416,6 @@ def test_fused_optimizer_step_equals_the_numpy_steps(make, dtype, monkeypatch):
     assert pa.dtype == pb.dtype == dtype and pa.view(np.uint8).tobytes() == pb.view(np.uint8).tobytes()
     assert sa.keys() == sb.keys() and all(_same_bits(sa[k], sb[k]) for k in sa)
     assert any(((0 < np.abs(s)) & (np.abs(s) < np.finfo(np.float32).tiny)).any() for s in sa.values())
-    assert native._check_optim(native._optim)
-    off = lambda kind, p, g, m, v, c: native._optim(kind, p, g, m, v, (*c[:-1], c[-1] * 1.0000001))  # noqa: E731
-    assert not native._check_optim(off)
+    assert optim_native.check(compiled)
+    off = lambda kind, p, g, m, v, c: compiled(kind, p, g, m, v, (*c[:-1], c[-1] * 1.0000001))  # noqa: E731
+    assert not optim_native.check(off)

@@ -9,7 +9,7 @@ import math
 import numpy as np  # noqa: E402
 import pytest
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.network import (
     Conv2d, Dense, Flatten, Identity, Network, Precision, ReLU, Sigmoid, Softmax, Tanh, col2im, im2col,
 )

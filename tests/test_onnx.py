@@ -10,7 +10,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.network import Conv2d, Dense, Flatten, Identity, Network, ReLU, Sigmoid, Softmax, Tanh
 from rlhls.designs.onnx_export import export_onnx
 from rlhls.flow.onnx_file import write_onnx

@@ -18,7 +18,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from rlhls.cli import main
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.formats import FixedFormat, parse_format
 from rlhls.designs.network import (Clip, Dense, LayerNorm, LeakyReLU, Network, Precision, Quant, ReLU, Sigmoid,
                                    Softplus, Tanh)

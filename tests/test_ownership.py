@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from rlhls.cli import main
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.host.checkpoint import load_checkpoint, save_checkpoint
-from rlhls.partition.fileio import OWNER, check_out, folder_lock, read_record, staged_folder
+from rlhls.core.fileio import OWNER, check_out, folder_lock, read_record, staged_folder
 from procs_util import alive, cmdline, descendants
 from test_fileio import _partition_inputs as _partition_args
 
@@ -435,7 +435,7 @@ def _hard_partition(tmp_path, n: int = 120, seed: int = 0) -> list:
 
 
 def test_a_killed_partition_leaves_no_solver_and_its_model_files_are_swept(tmp_path):
-    from rlhls.partition.fileio import scratch_dir
+    from rlhls.core.fileio import scratch_dir
 
     (tmp_path / "tmp").mkdir()
     env = dict(os.environ, TMPDIR=str(tmp_path / "tmp"))

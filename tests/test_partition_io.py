@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.cli import build_parser
 from rlhls.partition.plan import read_plan
 from rlhls.partition.profile_io import (

@@ -11,7 +11,7 @@ from rlhls.designs.devices import get_device
 from rlhls.designs.formats import FixedFormat, parse_format
 from rlhls.designs.graph import Edge, Node, TrainingGraph, build_graph
 from rlhls.designs.registry import design_names, get_design
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.host.algorithms import get_algorithm
 from rlhls.host.perf import (FIXAR_CLOCK_MHZ, HostTimes, _fixar_design, _graph_steps, _ps_choice, host_times,
                              mm_crossover, model_perf, run_phases, schedule)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from rlhls.cli import main
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.graph import GRAPH_BUILDERS, build_graph
 from rlhls.designs.registry import DESIGNS, design_names, get_design, unregister_design
 from rlhls.host.algorithms import ALGORITHMS, algorithm_names, unregister_algorithm

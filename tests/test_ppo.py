@@ -4,7 +4,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.quantizer import RunningStats
 from rlhls.designs.registry import get_design
 from rlhls.host.distributions import Categorical, DiagGaussian

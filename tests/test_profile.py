@@ -7,7 +7,7 @@ import math
 import pytest
 
 from rlhls.designs.devices import get_device
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.graph import build_graph
 from rlhls.designs.registry import design_names, get_design
 from rlhls.partition.check import check_schedule

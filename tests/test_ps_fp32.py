@@ -4,7 +4,7 @@ BLAS on the PS, the PL / AIE layers' bits untouched, the float32 optimizer, the 
 import numpy as np
 import pytest
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.formats import parse_format
 from rlhls.designs.network import Conv2d, Dense, Flatten, Network, ReLU, Sigmoid, Softmax, Tanh
 from rlhls.designs.registry import get_design

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from rlhls.cli import main
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.partition import qor as Q
 
 SCHEMA = {"unit", "metric", "points", "heldout", "median_abs_error_pct", "p90_abs_error_pct", "sources"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.formats import FP32, UniformFormat
 from rlhls.designs.quantizer import (
     RunningStats, block_stats, dequantize_blocks, quantize_blocks, quantize_standardized,

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from rlhls.cli import main
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.host.engine import Run, map_runs, run_all
 from rlhls.host.runfolder import finished_steps
 from procs_util import alive, descendants

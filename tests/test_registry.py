@@ -13,7 +13,7 @@ import pytest
 import rlhls
 from rlhls.designs.arith import dense
 from rlhls.designs.design import KernelSpec
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.graph import build_graph
 from rlhls.designs.kernels import (Array, Kernel, KernelContext, Param, get_kernel, kernels_for, register_kernel,
                                    unregister_kernel)

@@ -12,7 +12,7 @@ import pytest
 
 from rlhls.cli import main
 from rlhls.designs.devices import get_device
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.graph import build_graph
 from rlhls.designs.registry import get_design
 from rlhls.partition.calibrate import calibrate

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from rlhls.cli import main
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.registry import get_design
 from rlhls.host.algorithms import get_algorithm
 from rlhls.host.hyperparams import apply_config, read_config

@@ -12,7 +12,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import rlhls.envs  # noqa: F401
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.host.envs.robotic_arm import (ATTACH_MM, BOX_MM, DT, EPS_M, G_MM_S2, GROUND_MM, HOME, LIMITS, LINKS_MM,
                                          PUT_MM, STEP_DEG, TASKS, WEIGHTS, RoboticArm, forward_kinematics,
                                          reward_terms)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rlhls.cli import main
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 
 # a small DQN on CartPole as a user writes it; importing it appends a line to MARKER (every import is seen)
 USER_DESIGN = '''
@@ -103,7 +103,7 @@ def test_a_changed_design_file_is_refused_naming_both_hashes(file_run, tmp_path)
 def test_the_python_api_loads_a_design_file_run_only_with_the_file(file_run):
     f, run, marker = file_run
     code = ("import sys, rlhls\n"
-            "from rlhls.designs.errors import RlhlsError\n"
+            "from rlhls.core.errors import RlhlsError\n"
             "try:\n    rlhls.load(sys.argv[1])\nexcept RlhlsError as e:\n    print('refused:', e)\n"
             "p = rlhls.load(sys.argv[1], design=sys.argv[2])\n"
             "print('loaded', p.predict(p.observation_space.sample())[0].shape)\n")

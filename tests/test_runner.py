@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.cli import build_parser
 from rlhls.host.runfolder import read_metrics
-from rlhls.partition.fileio import OWNER
+from rlhls.core.fileio import OWNER
 
 TINY = ["--env", "InvertedPendulum-v5", "--num-envs", "2", "--num-steps", "64",
         "--set", "num_minibatches=4", "--set", "update_epochs=2", "--quiet"]

@@ -9,7 +9,7 @@ import pytest
 
 from rlhls.cli import main
 from rlhls.designs.devices import get_device
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.graph import build_graph
 from rlhls.designs.kernels import KernelContext, get_kernel
 from rlhls.designs.kernels.ddpg_gradient import transfer

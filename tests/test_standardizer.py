@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.formats import parse_format
 from rlhls.designs.kernels import KernelContext, get_kernel, kernels_for
 from rlhls.designs.kernels.gae import GaeKernel

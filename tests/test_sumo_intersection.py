@@ -15,7 +15,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from rlhls.designs import traffic as plan
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.host.envs import make_env
 from rlhls.host.envs import sumo_intersection as si
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from rlhls.designs.arith import im2col
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.graph import build_graph
 from rlhls.designs.kernels import get_kernel
 from rlhls.designs.registry import get_design

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from rlhls.cli import main
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.kernels import get_kernel
 from rlhls.designs.registry import get_design
 from rlhls.host.algorithms import get_algorithm

@@ -97,7 +97,7 @@ def test_aie_data_files_hold_the_streams_the_shim_harness_plays(tmp_path):
     from rlhls.designs.graph import build_graph
     from rlhls.designs.registry import get_design
     from rlhls.flow.aie import _render_harness, emit_aie, shim_dir
-    from rlhls.flow.toolchain import compile_cpp
+    from rlhls.core.toolchain import compile_cpp
 
     d = get_design("apdrl-dqn-cartpole")
     g = build_graph(d, 8)
@@ -362,7 +362,7 @@ def test_partitioner_plans_within_the_routable_stream_budget_and_the_build_refus
     import dataclasses
 
     from rlhls.designs.devices import get_device
-    from rlhls.designs.errors import RlhlsError
+    from rlhls.core.errors import RlhlsError
     from rlhls.designs.kernels import cost
     from rlhls.flow.aie import aie_fit, emit_aie
     from rlhls.partition import profile
@@ -408,7 +408,7 @@ def test_gae_unit_keeps_the_rollout_on_chip_with_the_models_memory(tmp_path, ps,
     from rlhls.designs.kernels.gae import GaeKernel, memory_layout
     from rlhls.flow.kernels import render_kernel
     from rlhls.flow.paths import include_dir
-    from rlhls.flow.toolchain import ap_types_include, compile_cpp
+    from rlhls.core.toolchain import ap_types_include, compile_cpp
 
     k = GaeKernel()
     p = k.resolve(ps)

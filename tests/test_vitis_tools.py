@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.flow.build import build_design
 from rlhls.flow.vitis import find_tools
 

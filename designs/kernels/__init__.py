@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from ..errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from ..plugins import LazyLoad
 from .base import Array, Kernel, Param
 from .context import KernelContext, unit_formats

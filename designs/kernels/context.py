@@ -18,7 +18,7 @@ import math
 import re
 
 from ..devices import get_device
-from ..errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from ..formats import parse_format
 
 __all__ = ["KernelContext", "unit_formats", "layer_dims"]

@@ -61,7 +61,7 @@ from __future__ import annotations
 import math
 import numbers
 
-from ..errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from ..formats import FixedFormat, FloatFormat, UniformFormat, parse_format
 
 __all__ = ["ps_cost", "pl_matmul", "pl_elementwise", "aie_matmul", "RESOURCE_KEYS", "format_key",

@@ -102,7 +102,7 @@ import math
 
 import numpy as np
 
-from ..errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from ..formats import FixedFormat, FloatFormat, UniformFormat, parse_format
 from .base import Array, Kernel, Param
 from .cost import provenance

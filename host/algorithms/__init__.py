@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.graph import GRAPH_BUILDERS, register_graph_builder, unregister_graph_builder
 from rlhls.designs.plugins import LazyLoad
 

@@ -73,7 +73,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.graph import actor_critic, RETURNS_FLOPS
 from rlhls.designs.formats import parse_format
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 
 from ..distributions import env_action
 from ..envs import ReplayableVecEnv

@@ -64,7 +64,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.graph import out_bytes
 from rlhls.designs.formats import parse_format
 

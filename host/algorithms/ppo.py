@@ -58,7 +58,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.graph import actor_critic, GAE_FLOPS
 from rlhls.designs.quantizer import RunningStats
 

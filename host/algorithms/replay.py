@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rlhls.designs.errors import RlhlsError
-from rlhls.partition.fileio import owned_file
+from rlhls.core.errors import RlhlsError
+from rlhls.core.fileio import owned_file
 
 from ..checkpoint import read_rows, write_at
 

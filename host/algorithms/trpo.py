@@ -78,7 +78,7 @@ from dataclasses import dataclass
 import numpy as np
 from gymnasium.wrappers.utils import RunningMeanStd
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.graph import CG_FLOPS_PER_PARAM, elements, out_bytes
 from rlhls.designs.formats import FixedFormat, parse_format
 from rlhls.designs.kernels.fvp import host_fvp, layout, pack, unpack

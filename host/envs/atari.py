@@ -54,7 +54,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 
 __all__ = ["is_atari", "make_atari", "EpisodicLife", "FireReset", "ClipReward", "replay_bytes",
            "max_buffer_size", "ATARI_BUFFER_CAP", "FRAME_STACK", "SCREEN"]

@@ -34,7 +34,7 @@ import threading
 
 import gymnasium as gym
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 
 __all__ = ["PLUMBING", "environment_modules", "register_environments", "register_module"]
 

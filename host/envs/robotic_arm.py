@@ -62,7 +62,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 
 __all__ = ["RoboticArm", "TASKS", "ENVIRONMENTS", "forward_kinematics", "reward_terms", "LINKS_MM", "STEP_DEG",
            "GROUND_MM", "BOX_MM", "ATTACH_MM", "PUT_MM", "NEAR_MM", "EPS_M", "WEIGHTS", "MAX_STEPS", "HOME",

@@ -67,7 +67,7 @@ import gymnasium as gym
 import numpy as np
 
 from rlhls.designs import traffic as plan
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 
 __all__ = ["ENVIRONMENTS", "ENV_ID", "SumoIntersection", "DEMANDS", "DATA", "NET", "LINKS", "signal_state",
            "sumo_home", "build_network", "sample_routes", "APPROACHES", "CELL", "CELLS"]

@@ -47,7 +47,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 
 __all__ = ["make_env", "make_vec_env", "pad_obs", "NextStepFilter", "EpisodeTracker", "ReplayableVecEnv",
            "space_info", "check_env_id", "action_kind", "normalize_obs", "rms_state", "rms_load"]

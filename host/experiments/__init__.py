@@ -49,10 +49,10 @@ from pathlib import Path
 from typing import Callable
 
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 from rlhls.designs.plugins import LazyLoad
-from rlhls.partition import fileio
-from rlhls.partition.procs import inform
+from rlhls.core import fileio
+from rlhls.core.procs import inform
 
 from ..engine import Outcome, Run, failed_lines, map_runs, ray_session, run_all
 

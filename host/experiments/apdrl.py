@@ -54,7 +54,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 
 from ..runfolder import episodes, evaluation, finished_steps
 from . import (RUNS, Experiment, Summary, check_out, count, design_ref, option, read_object, register_experiment,
@@ -121,7 +121,7 @@ def _mean_std(v: list) -> tuple[float, float]:
 def summarize_table3(out, designs: list[str], seeds: int, title: str = "", failed: list | None = None) -> list[dict]:
     """table3.csv / table3.md / fig11.png from the run folders under `out`; returns the rows."""
     from ..figures import markdown_table
-    from rlhls.partition.fileio import atomic_write_text
+    from rlhls.core.fileio import atomic_write_text
     from ..figures import csv_text
 
     out = Path(out)
@@ -383,7 +383,7 @@ def runs_table4(ctx) -> list:
 
 def summary_table4(ctx, outcomes) -> Summary:
     from ..figures import markdown_table
-    from rlhls.partition.fileio import atomic_write_text
+    from rlhls.core.fileio import atomic_write_text
     from ..figures import csv_text
 
     out = ctx.out

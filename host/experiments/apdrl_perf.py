@@ -31,7 +31,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 
 from . import Experiment, Summary, check_out, option, register_experiment, solve_plan
 from .apdrl import BENCHMARKS
@@ -236,7 +236,7 @@ def _fig6(cross, path):
 def summary(ctx, outcomes) -> Summary:
     from ..perf import mm_crossover
     from ..figures import markdown_table
-    from rlhls.partition.fileio import atomic_write_text
+    from rlhls.core.fileio import atomic_write_text
     from ..figures import csv_text
 
     D, out, say = ctx.data, ctx.out, ctx.say

@@ -64,8 +64,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rlhls.designs.errors import RlhlsError
-from rlhls.partition import fileio
+from rlhls.core.errors import RlhlsError
+from rlhls.core import fileio
 
 from . import RUNS, Experiment, Summary, count, design_ref, option, register_experiment
 
@@ -351,7 +351,7 @@ def _part_rows(path) -> list:
 
 def _fig4_outputs(out: Path, rows: list, designs, p: dict, checks: dict) -> None:
     from ..figures import markdown_table, save_png
-    from rlhls.partition.fileio import atomic_write_text
+    from rlhls.core.fileio import atomic_write_text
     from ..figures import csv_text
 
     cols = ["design", "scale", "fraction_bits", "width", "mape_percent", "max_rel_error", "seconds", "note"]
@@ -507,7 +507,7 @@ def table2_rows(out: Path, designs, p: dict, repeats: int = 3, say=lambda m: Non
 
 def _table2_outputs(out: Path, rows: list, p: dict) -> None:
     from ..figures import markdown_table
-    from rlhls.partition.fileio import atomic_write_text
+    from rlhls.core.fileio import atomic_write_text
     from ..figures import csv_text
 
     atomic_write_text(out / "table2.csv", csv_text(rows, list(rows[0])))

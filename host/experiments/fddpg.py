@@ -49,8 +49,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rlhls.designs.errors import RlhlsError
-from rlhls.partition import fileio
+from rlhls.core.errors import RlhlsError
+from rlhls.core import fileio
 
 from . import (RUNS, TRAINS, Experiment, Summary, design_ref, option, param, read_object, register_experiment,
                train_run)
@@ -490,8 +490,8 @@ def c_glue_seconds(design, steps: int = 3000) -> dict | None:
     import hashlib
     import subprocess
 
-    from rlhls.flow.paths import cache_dir
-    from rlhls.flow.toolchain import compile_cpp
+    from rlhls.core.toolchain import cache_dir
+    from rlhls.core.toolchain import compile_cpp
 
     k = design.kernels[0].params
     folder = cache_dir() / "fddpg-glue" / hashlib.sha256(GLUE_CPP.encode()).hexdigest()[:16]

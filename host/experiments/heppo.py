@@ -45,7 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 
 from . import (RUNS, TRAINS, Experiment, Summary, count, design_ref, option, param, read_object, register_experiment,
                train_run)
@@ -83,7 +83,7 @@ def _rolling(y: np.ndarray) -> np.ndarray:
 def summarize(out, configs: list[dict], seeds: int, title: str = "", failed: list | None = None) -> list[dict]:
     """summary.csv, summary.md and comparison.png of the run folders in `out`; returns the rows."""
     from ..figures import markdown_table
-    from rlhls.partition.fileio import atomic_write_text
+    from rlhls.core.fileio import atomic_write_text
     from ..figures import csv_text, rolling_window
 
     out = Path(out)
@@ -289,7 +289,7 @@ def gae_speedup(perf) -> dict:
 
 def summary_table1(ctx, outcomes) -> Summary:
     """table1.md / table1.csv: Table I measured here beside the seed's, the whole-PPO speed-up, GAE el/s."""
-    from rlhls.partition import fileio
+    from rlhls.core import fileio
 
     from ..perf import bind_run, host_times, measure_host, model_perf
     from ..figures import markdown_table

@@ -49,7 +49,7 @@ from pathlib import Path
 import numpy as np
 
 from rlhls.designs import traffic as plan
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 
 from . import RUNS, TRAINS, Experiment, Summary, param, read_object, register_experiment, train_run
 from ..figures import register_report_section
@@ -367,7 +367,7 @@ def summary_energy(ctx, outcomes) -> Summary:
     from matplotlib.figure import Figure
 
     from ..figures import markdown_table, save_png
-    from rlhls.partition.fileio import atomic_write_text
+    from rlhls.core.fileio import atomic_write_text
     from ..figures import csv_text
 
     D, out = ctx.data, ctx.out
@@ -448,7 +448,7 @@ def summarize(rows: list[dict], curves: dict, out: Path, meta: dict) -> list[dic
     from matplotlib.figure import Figure
 
     from ..figures import markdown_table, save_png
-    from rlhls.partition.fileio import atomic_write_text
+    from rlhls.core.fileio import atomic_write_text
     from ..figures import csv_text
 
     demands = list(dict.fromkeys(r["demand"] for r in rows))
@@ -655,7 +655,7 @@ def report_section(flow_dir: Path, episodes: int = 1, eval_seed: int = EVAL_SEED
     check_held_out(seeds, [(int(cfg["seed"]), len(eps) + 1)])
     import hashlib
 
-    from rlhls.partition.fileio import atomic_write_text
+    from rlhls.core.fileio import atomic_write_text
 
     key = {"checkpoint": hashlib.sha256((run / CHECKPOINT).read_bytes()).hexdigest(), "seeds": seeds}
     cache = flow_dir / "traffic.json"  # the evaluation of this checkpoint, kept: the report is written twice
@@ -684,7 +684,7 @@ def summarize_rows(rows) -> dict:
 
 
 def _add_report(flow_dir: Path, episodes: int, eval_seed: int, say) -> int:
-    from rlhls.partition.fileio import atomic_write_text
+    from rlhls.core.fileio import atomic_write_text
 
     report = flow_dir / "report.md"
     if not (flow_dir / "run.json").is_file() or not (flow_dir / "train" / CHECKPOINT).is_file():

@@ -23,7 +23,7 @@ import threading
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from rlhls import __version__  # noqa: E402
-from rlhls.designs.errors import RlhlsError  # noqa: E402
+from rlhls.core.errors import RlhlsError  # noqa: E402
 
 from . import build, catalogue, evaluate, experiment, partition, perf, qor, run, train  # noqa: E402
 from .common import EXIT_BAD_INPUT, Parser, console  # noqa: E402

@@ -65,7 +65,7 @@ def cmd_check(args) -> int:
 def cmd_policy(args) -> int:
     """rlhls build DESIGN --weights RUN_FOLDER."""
     from rlhls.host.policy import export_run_policy
-    from rlhls.partition.procs import library_output
+    from rlhls.core.procs import library_output
 
     from rlhls.designs.registry import get_design
 
@@ -96,12 +96,12 @@ def cmd_policy(args) -> int:
 def cmd_build(args) -> int:
     if args.weights is not None:
         if args.plan or args.synth or args.cosim:
-            from rlhls.designs.errors import RlhlsError
+            from rlhls.core.errors import RlhlsError
 
             raise RlhlsError("--weights exports the trained policy: --plan, --synth and --cosim do not apply to it")
         return cmd_policy(args)
     from rlhls.flow.build import build_design
-    from rlhls.partition.procs import library_output
+    from rlhls.core.procs import library_output
     from rlhls.partition.plan import load_plan
 
     from rlhls.designs.registry import get_design

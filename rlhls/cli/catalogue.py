@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 
 from .common import parse_sets, print_json
 

@@ -10,7 +10,7 @@ import logging
 import os
 import sys
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 
 EXIT_BAD_INPUT = 2
 

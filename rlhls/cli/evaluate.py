@@ -31,10 +31,10 @@ def register(sub) -> None:
 def cmd_eval(args) -> int:
     from pathlib import Path
 
-    from rlhls.designs.errors import RlhlsError
+    from rlhls.core.errors import RlhlsError
     from rlhls.host.evaluation import load, renders_rgb, write_gif
-    from rlhls.partition.fileio import check_file_out, image_ours
-    from rlhls.partition.procs import library_output
+    from rlhls.core.fileio import check_file_out, image_ours
+    from rlhls.core.procs import library_output
 
     gif = Path(args.gif) if args.gif else None
     if gif is not None and (gif.is_dir() or not gif.parent.is_dir()):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 
 from .common import Parser, add_hyperparams
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rlhls.designs.errors import RlhlsError
+from rlhls.core.errors import RlhlsError
 
 from .common import MAX_REPEATS, at_most, positive_int, print_json, say
 
@@ -83,7 +83,7 @@ def _si(x: float) -> str:
 def cmd_graph(args) -> int:
     from rlhls.designs.graph import build_graph
     from rlhls.designs.registry import get_design
-    from rlhls.partition.fileio import atomic_write_text, check_file_out
+    from rlhls.core.fileio import atomic_write_text, check_file_out
 
     if args.csv:
         check_file_out(args.csv, header="src,dst,bytes", force=args.force, what="--csv")
@@ -112,7 +112,7 @@ def cmd_profile(args) -> int:
     from rlhls.designs.devices import get_device
     from rlhls.designs.graph import build_graph
     from rlhls.designs.registry import get_design
-    from rlhls.partition.fileio import check_file_out
+    from rlhls.core.fileio import check_file_out
     from rlhls.partition.profile import profile_design
 
     if args.compare:
@@ -173,7 +173,7 @@ def cmd_compare(args) -> int:
     import io
 
     from rlhls.partition.calibrate import compare, compare_figure
-    from rlhls.partition.fileio import PNG_METADATA, atomic_write_bytes, check_file_out, image_ours
+    from rlhls.core.fileio import PNG_METADATA, atomic_write_bytes, check_file_out, image_ours
     from rlhls.partition.profile_io import read_profile
 
     if args.design or args.reports:
@@ -255,7 +255,7 @@ def cmd_report_read(args) -> int:
 
 def cmd_partition(args) -> int:
     from rlhls.partition.design_plan import device_inputs
-    from rlhls.partition.fileio import check_out
+    from rlhls.core.fileio import check_out
     from rlhls.partition.ilp import solve
     from rlhls.partition.plan import plan_folder, write_plan
     from rlhls.partition.profile_io import check_inputs, read_capacity, read_graph, read_links, read_profile

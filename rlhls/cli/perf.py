@@ -53,7 +53,7 @@ def cmd_perf(args) -> int:
     from rlhls.designs.devices import get_device
     from rlhls.designs.registry import get_design
     from rlhls.host.perf import bind_run, host_times, model_perf, read_run, write_perf
-    from rlhls.partition.fileio import check_out
+    from rlhls.core.fileio import check_out
     from rlhls.partition.plan import load_plan
 
     log = say(args.quiet or args.json)

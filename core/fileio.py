@@ -39,7 +39,7 @@ import threading
 import time
 from pathlib import Path, PurePosixPath
 
-from rlhls.designs.errors import RlhlsError
+from .errors import RlhlsError
 
 __all__ = ["OWNER", "atomic_write_bytes", "atomic_writer", "atomic_write_text", "write_json", "check_out",
            "staged_folder", "owned_files", "read_record", "side_name", "scratch_dir", "process_scratch",

@@ -20,15 +20,17 @@ import fcntl
 import glob
 import hashlib
 import importlib.util
+import logging
 import os
 import re
 import shutil
 import subprocess
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from rlhls.designs.errors import RlhlsError
-from rlhls.partition import fileio, procs
+from .errors import RlhlsError
+from . import fileio, procs
 
 BASE_FLAGS = ("-O2", "-std=c++14", "-ffp-contract=off")
 _HEADER_SUFFIXES = {".h", ".hh", ".hpp", ".hxx", ".inc", ".ipp", ".tpp"}
@@ -139,7 +141,6 @@ _PCH_HEADERS = ("ap_fixed.h", "ap_int.h")  # guarded: a source that includes the
 def _ap_pch(cxx, flags, ap: Path) -> Path | None:
     """The ap_types headers precompiled for these flags (gcc takes a PCH only under the flags it
     was made with, so each flag set has its own), built once into the cache; None if gcc cannot."""
-    from .paths import cache_dir
 
     text = "".join(f'#include "{h}"\n' for h in _PCH_HEADERS)
     h = hashlib.sha256(f"{_cxx_version(cxx)}\0{flags!r}\0{text}".encode())
@@ -188,3 +189,39 @@ def _run(cxx, args, output):
         first = next((ln for ln in res.stderr.splitlines() if "error" in ln), res.stderr[:200])
         raise RlhlsError(f"compile_cpp: g++ failed building {output.name}: {first.strip()} "
                          f"(full log: {log})")
+
+
+def cache_dir() -> Path:
+    """Build cache for csim programs and csim-backend libraries: $RLHLS_CACHE_DIR, else
+    $XDG_CACHE_HOME/rlhls, else ~/.cache/rlhls (created here). One that cannot be written (HOME a
+    file, a read-only folder) is replaced by a scratch folder of this process, said once."""
+    env = os.environ.get("RLHLS_CACHE_DIR")
+    if env:
+        return _usable(Path(env))
+    try:
+        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    except RuntimeError:  # no home folder to be found
+        base = "~/.cache"
+    return _usable(Path(base) / "rlhls")
+
+
+_USABLE: dict = {}  # cache folder asked -> the folder used (itself, or a scratch one), once per process
+
+
+def _usable(path: Path) -> Path:
+    if str(path) not in _USABLE:
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            fd, probe = tempfile.mkstemp(prefix=".rlhls-probe-", dir=path)
+            os.close(fd)
+            os.unlink(probe)
+            _USABLE[str(path)] = path
+        except OSError as e:
+            from .fileio import process_scratch
+
+            scratch = _USABLE[str(path)] = process_scratch() / "cache"
+            scratch.mkdir(exist_ok=True)
+            logging.getLogger("rlhls.flow").warning(
+                f"the build cache '{path}' cannot be written ({e.strerror or e}): compiling into a scratch folder "
+                "for this command (set RLHLS_CACHE_DIR to a writable folder to keep the builds)")
+    return _USABLE[str(path)]
