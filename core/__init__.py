@@ -3,3 +3,5 @@ line), ``fileio`` (safe file writing, folders rlhls owns, bounded readers), ``pr
 processes that never outlive rlhls, what libraries print), ``toolchain`` (g++ with its
 content-hash build cache) and ``native`` (a checked C library loaded with ctypes). It imports
 nothing of rlhls above it."""
+
+__version__ = "0.1.0"

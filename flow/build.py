@@ -51,7 +51,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rlhls import __version__
+from rlhls.core import __version__
 from rlhls.designs.devices import get_device
 from rlhls.core.errors import RlhlsError
 from rlhls.designs.graph import build_graph

@@ -48,7 +48,7 @@ def evaluate(act, env_id: str, *, episodes: int = 10, seed: int = 0, frames: lis
     ``GIF_FRAMES`` (the env is made rendering); `max_steps` bounds the steps (None: until the
     episodes end)."""
     from .envs import EpisodeTracker, ReplayableVecEnv
-    from .train import check_seed
+    from .hyperparams import check_seed
 
     if isinstance(episodes, bool) or not isinstance(episodes, (int, np.integer)) or episodes < 1:
         raise RlhlsError(f"evaluation episodes {episodes!r}: expected an integer >= 1")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from pathlib import Path
 
 from rlhls.core.errors import RlhlsError
@@ -336,3 +337,10 @@ class HyperParams:
 
     def check(self, design) -> None:
         """Checks across fields (subclasses)."""
+
+
+def check_seed(seed) -> int:
+    """`seed` as an int (numpy's integers too), or one line."""
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2 ** 32:
+        raise RlhlsError(f"--seed {seed!r}: expected an integer 0 <= seed < 2**32")
+    return int(seed)

@@ -33,6 +33,8 @@ from rlhls.core.errors import RlhlsError
 from rlhls.core.native import enabled
 from rlhls.designs.plugins import LazyLoad
 
+from . import optim_native
+
 __all__ = ["Optimizer", "Adam", "RMSprop", "SGD", "clip_grad_norm", "make_optimizer", "set_fused_step"]
 
 # A compiled one-pass float32 step, fused(kind, p, g, m, v, constants) -> bool (False: not for these
@@ -46,9 +48,7 @@ def set_fused_step(fn) -> None:
 
 
 def _install() -> None:
-    from .optim_native import load  # its check runs this module's numpy steps
-
-    set_fused_step(load())
+    set_fused_step(optim_native.load(Adam, RMSprop))  # checked against this module's numpy steps
 
 
 _install_once = LazyLoad(_install)

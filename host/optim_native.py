@@ -92,14 +92,12 @@ def _wrap(lib):
     return fused
 
 
-def check(fused) -> bool:
+def check(fused, adam, rmsprop) -> bool:
     """Bit for bit host/optim.py's numpy Adam and RMSprop steps (three steps; gradients from
     subnormal to near overflow, zeros, Inf, NaN; moments down to subnormals; p float64 and float32)."""
-    from .optim import Adam, RMSprop
-
     rng = np.random.default_rng(11)
     n = 1003  # a vector loop's remainder too
-    for make in (lambda: Adam(1e-3), lambda: Adam(3e-4, (0.8, 0.99), 1e-5), lambda: RMSprop(7e-4)):
+    for make in (lambda: adam(1e-3), lambda: adam(3e-4, (0.8, 0.99), 1e-5), lambda: rmsprop(7e-4)):
         for dtype in (np.float64, np.float32):
             ours, ref = make(), make()
             p0 = rng.standard_normal(n).astype(np.float32).astype(dtype)
@@ -131,9 +129,9 @@ def check(fused) -> bool:
     return True
 
 
-def load():
-    """The checked fused step ``fused(kind, p, g, m, v, constants) -> bool``, or None (see the module
-    docstring)."""
+def load(adam, rmsprop):
+    """The fused step ``fused(kind, p, g, m, v, constants) -> bool`` checked against the numpy steps of
+    the optimizer classes `adam` and `rmsprop` (host/optim.py's), or None (see the module docstring)."""
     if not enabled():
         return None
     try:
@@ -141,7 +139,7 @@ def load():
     except Exception as e:  # noqa: BLE001 -- any build / load problem: the numpy steps do the same job
         log.debug("native optimizer step unavailable, using numpy: %s", e)
         return None
-    if not check(fused):
+    if not check(fused, adam, rmsprop):
         log.debug("native optimizer step: self-check failed, using numpy")
         return None
     return fused

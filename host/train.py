@@ -36,11 +36,11 @@ from rlhls.core.procs import library_output
 
 from .algorithms import get_algorithm
 from .backends import check_tools
-from .hyperparams import apply_config
+from .hyperparams import apply_config, check_seed
 from .runfolder import check_folder, read_config
 from .runner import train
 
-__all__ = ["Run", "train_design", "check_seed", "default_out", "check_environment", "check_budget"]
+__all__ = ["Run", "train_design", "default_out", "check_environment", "check_budget"]
 
 log = logging.getLogger(__name__)
 
@@ -71,11 +71,6 @@ class Run:
                 "notes": list(self.notes)}
 
 
-def check_seed(seed) -> int:
-    """`seed` as an int (numpy's integers too), or one line."""
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2 ** 32:
-        raise RlhlsError(f"--seed {seed!r}: expected an integer 0 <= seed < 2**32")
-    return int(seed)
 
 
 def default_out(design, env_id: str, seed: int, hp: dict) -> str:

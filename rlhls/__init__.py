@@ -5,7 +5,7 @@ train and report (rlhls/api.py); ``rlhls.load(RUN_FOLDER)`` gives a run's traine
 Stable-Baselines3's ``predict`` (host/evaluation.py); ``import rlhls.envs`` registers the environments.
 """
 
-__version__ = "0.1.0"
+from rlhls.core import __version__
 __all__ = ["Flow", "load", "__version__"]
 
 

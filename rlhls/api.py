@@ -91,7 +91,7 @@ class Flow:
         from rlhls.host.algorithms import get_algorithm
         from rlhls.host.backends import BACKENDS
         from rlhls.host.hyperparams import apply_config
-        from rlhls.host.train import check_seed
+        from rlhls.host.hyperparams import check_seed
 
         if isinstance(design, str):
             if "\0" in design:

@@ -388,7 +388,7 @@ def test_fused_optimizer_step_equals_the_numpy_steps(make, dtype, monkeypatch):
     """Optimizer.step with float32 gradients takes the compiled one-pass step: the numpy steps' bits
     for the parameters and every moment (a converged layer's subnormal moments and gradients
     whose squares underflow included, p float64 or float32); a broken step fails the self-check."""
-    compiled = optim_native.load()
+    compiled = optim_native.load(optim.Adam, optim.RMSprop)
     if compiled is None:
         pytest.skip("no C++ compiler: the numpy steps run")
     rng = np.random.default_rng(5)
@@ -416,6 +416,6 @@ def test_fused_optimizer_step_equals_the_numpy_steps(make, dtype, monkeypatch):
     assert pa.dtype == pb.dtype == dtype and pa.view(np.uint8).tobytes() == pb.view(np.uint8).tobytes()
     assert sa.keys() == sb.keys() and all(_same_bits(sa[k], sb[k]) for k in sa)
     assert any(((0 < np.abs(s)) & (np.abs(s) < np.finfo(np.float32).tiny)).any() for s in sa.values())
-    assert optim_native.check(compiled)
+    assert optim_native.check(compiled, optim.Adam, optim.RMSprop)
     off = lambda kind, p, g, m, v, c: compiled(kind, p, g, m, v, (*c[:-1], c[-1] * 1.0000001))  # noqa: E731
-    assert not optim_native.check(off)
+    assert not optim_native.check(off, optim.Adam, optim.RMSprop)

@@ -136,7 +136,9 @@ def evaluate(design, net, variant: str, *, gif_task: str | None = None) -> dict:
     """{'tasks': {task: result}, 'states', 'actions', 'frames'} of a policy on tasks A-F."""
     import gymnasium as gym
 
-    import rlhls.envs  # noqa: F401
+    from ..envs import register_environments
+
+    register_environments()  # rlhls/RoboticArm-v0 for gym.make
 
     act = policy_fn(design, net, variant)
     tasks, S, A, frames = {}, [], [], []
