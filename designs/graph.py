@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from graphlib import CycleError, TopologicalSorter
 from importlib import import_module
 from typing import Callable
 
@@ -177,23 +178,17 @@ class TrainingGraph:
         return [e.dst for e in self.edges if e.src == name]
 
     def topological_order(self) -> list:
-        indeg = {n.name: 0 for n in self.nodes}
-        out = {n.name: [] for n in self.nodes}
+        """The nodes in an order every edge respects: ready nodes first-in first-out, in the order
+        of ``nodes`` and ``edges`` (graphlib's); a cycle is one line naming it."""
+        ts = TopologicalSorter()
+        for n in self.nodes:
+            ts.add(n.name)
         for e in self.edges:
-            indeg[e.dst] += 1
-            out[e.src].append(e.dst)
-        ready = [n.name for n in self.nodes if indeg[n.name] == 0]
-        order = []
-        while ready:
-            v = ready.pop(0)
-            order.append(v)
-            for w in out[v]:
-                indeg[w] -= 1
-                if indeg[w] == 0:
-                    ready.append(w)
-        if len(order) != len(self.nodes):
-            raise RlhlsError(f"training graph of '{self.design}' has a cycle")
-        return order
+            ts.add(e.dst, e.src)
+        try:
+            return list(ts.static_order())
+        except CycleError as e:
+            raise RlhlsError(f"training graph of '{self.design}' has a cycle: {' -> '.join(e.args[1])}") from None
 
     def to_json(self) -> dict:
         return {"design": self.design, "batch": self.batch,

@@ -91,11 +91,11 @@ import time
 import warnings
 import pulp
 
+from rlhls.core import procs
 from rlhls.core.errors import RlhlsError
-
-from . import procs
 from rlhls.core.fileio import atomic_write_text, process_scratch, read_json, scratch_dir
 from rlhls.core.procs import library_output
+
 from .heft import EPS, Problem, Schedule, baselines, heft, local_search, semi_active
 from . import energy as energy_rows
 from .lns import LNS_NODES, improve

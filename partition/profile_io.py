@@ -56,6 +56,7 @@ import csv
 import io
 import math
 from dataclasses import dataclass, field
+from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
 from rlhls.core.errors import RlhlsError
@@ -344,32 +345,15 @@ def read_links(path) -> dict[tuple[str, str], tuple[float, float]]:
 
 
 def _find_cycle(nodes, edges) -> list[str] | None:
-    succ = {v: [] for v in nodes}
+    """A cycle of the graph's edges (carry edges left out), as the nodes along it; None for a DAG."""
+    ts = TopologicalSorter({v: () for v in nodes})
     for e in edges:
-        if is_carry(e):
-            continue
-        s, d = e[0], e[1]
-        succ.setdefault(s, []).append(d)
-        succ.setdefault(d, [])
-    color = dict.fromkeys(succ, 0)
-    for root in succ:
-        if color[root]:
-            continue
-        stack, path = [(root, iter(succ[root]))], [root]
-        color[root] = 1
-        while stack:
-            v, it = stack[-1]
-            w = next(it, None)
-            if w is None:
-                color[v] = 2
-                stack.pop()
-                path.pop()
-            elif color[w] == 1:
-                return path[path.index(w):]
-            elif color[w] == 0:
-                color[w] = 1
-                stack.append((w, iter(succ[w])))
-                path.append(w)
+        if not is_carry(e):
+            ts.add(e[1], e[0])
+    try:
+        ts.prepare()
+    except CycleError as e:
+        return list(e.args[1][:-1])  # graphlib repeats the first node at the end
     return None
 
 
