@@ -204,53 +204,6 @@ def ray_session(address: str | None = None, num_cpus: int | None = None):
             watch.wait()
 
 
-# A local Ray instance's processes are the driver's (gcs_server, raylet, ...) and the raylet's
-# (agents, workers); after a SIGKILL of the driver they take a minute to notice. This watchdog
-# is signalled by the driver's death and kills them at once.
-_RAY_WATCH = r"""
-import os, signal, sys, time
-session, me = sys.argv[1], os.getpid()
-def cmd(p):
-    try:
-        return open(f"/proc/{p}/cmdline", "rb").read().decode(errors="replace")
-    except OSError:
-        return ""
-def stat(p):  # (parent, start time): a pid is one process only with its start time
-    try:
-        f = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
-        return int(f[1]), f[19]
-    except (OSError, ValueError, IndexError):
-        return None
-seen = {}  # pid -> start time of every process of the session met so far (agents outlive the raylet)
-def look():
-    st = {int(p): stat(int(p)) for p in os.listdir("/proc") if p.isdigit() and int(p) != me}
-    st = {p: s for p, s in st.items() if s is not None}
-    doomed = {p for p in st if session in cmd(p)} | set(seen)
-    grew = True
-    while grew:
-        more = {p for p, s in st.items() if s[0] in doomed} - doomed
-        doomed |= more
-        grew = bool(more)
-    for p in doomed:
-        if p in st and seen.setdefault(p, st[p][1]) != st[p][1]:
-            seen[p] = st[p][1]
-def stop(*_):
-    look()
-    for p, start in seen.items():
-        s = stat(p)
-        if s is not None and s[1] == start:
-            try:
-                os.kill(p, signal.SIGKILL)
-            except OSError:
-                pass
-    os._exit(0)
-signal.signal(signal.SIGTERM, stop)
-while True:
-    look()
-    time.sleep(0.5)
-"""
-
-
 def _watch_local_ray(ray):
     """The watchdog of this driver's local Ray instance (Linux), or None."""
     if not sys.platform.startswith("linux"):
@@ -261,7 +214,8 @@ def _watch_local_ray(ray):
         return None
     from rlhls.core import procs
 
-    return procs.popen([sys.executable, "-c", _RAY_WATCH, session], on_death=signal.SIGTERM,
+    # host/ray_watch.py: kills the instance's processes at once when this driver dies
+    return procs.popen([sys.executable, "-m", "rlhls.host.ray_watch", session], on_death=signal.SIGTERM,
                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
