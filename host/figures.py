@@ -212,15 +212,32 @@ _CSS = ("body{font:15px/1.45 system-ui,sans-serif;max-width:1100px;margin:2em au
         "code{background:#f3f3f3;padding:0 3px}h1{font-size:1.6em}h2{font-size:1.3em}nav a{margin-right:1em}")
 
 
+# the page: Jinja2 escapes every name and title; the Markdown's HTML and the data URIs go in as they are
+_PAGE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{{ title }}</title><style>{{ css | safe }}</style></head>
+<body>
+<nav>{% for s in sections %}<a href="#{{ s.id }}">{{ s.name }}</a>{% if not loop.last %} {% endif %}{% endfor %}</nav>
+{% for s in sections %}<section id="{{ s.id }}">
+{{ s.body | safe }}
+</section>
+{% endfor %}{% if figures %}<section id="figures"><h2>Figures</h2>
+{% for f in figures %}<figure><img alt="{{ f.name }}" src="data:image/png;base64,{{ f.data }}"><figcaption>{{ f.name }}</figcaption></figure>
+{% endfor %}</section>
+{% endif %}</body></html>
+"""
+
+
 def write_html(folder, title: str | None = None):
     """``<folder>/report.html`` from the Markdown files at the top of `folder` (their order by name)
     and its PNG figures: a figure a Markdown file shows (in `folder` or a folder inside it) is
-    embedded where it stands, the top-level others after the text. Returns the page's path (None when the folder has neither)."""
+    embedded where it stands, the top-level others after the text. Returns the page's path (None when
+    the folder has neither)."""
     import base64
     import html
     import re
     from pathlib import Path
 
+    import jinja2
     import markdown
 
     folder = Path(folder)
@@ -239,21 +256,14 @@ def write_html(folder, title: str | None = None):
         data = base64.b64encode(f.read_bytes()).decode("ascii")
         return f'{m.group(1)}data:image/png;base64,{data}{m.group(3)}'
 
-    parts = []
+    sections = []
     for p in mds:
         body = markdown.markdown(p.read_text(errors="replace"), extensions=["tables", "fenced_code"])
-        parts.append(f'<section id="{html.escape(p.stem)}">\n'
-                     + re.sub(r'(<img[^>]*\ssrc=")([^"]+)(")', embed, body) + "\n</section>")
-    rest = [p for p in pngs if p.resolve() not in shown]
-    if rest:
-        figs = "".join(f'<figure><img alt="{html.escape(p.name)}" src="data:image/png;base64,'
-                       f'{base64.b64encode(p.read_bytes()).decode("ascii")}"><figcaption>{html.escape(p.name)}'
-                       "</figcaption></figure>\n" for p in rest)
-        parts.append(f'<section id="figures"><h2>Figures</h2>\n{figs}</section>')
-    title = title or folder.name
-    nav = " ".join(f'<a href="#{html.escape(p.stem)}">{html.escape(p.name)}</a>' for p in mds)
-    page = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
-            f"<style>{_CSS}</style></head>\n<body>\n<nav>{nav}</nav>\n" + "\n".join(parts) + "\n</body></html>\n")
+        sections.append({"id": p.stem, "name": p.name, "body": re.sub(r'(<img[^>]*\ssrc=")([^"]+)(")', embed, body)})
+    figures = [{"name": p.name, "data": base64.b64encode(p.read_bytes()).decode("ascii")}
+               for p in pngs if p.resolve() not in shown]
+    page = jinja2.Environment(autoescape=True, keep_trailing_newline=True).from_string(_PAGE).render(
+        title=title or folder.name, css=_CSS, sections=sections, figures=figures)
     path = folder / HTML_PAGE
     atomic_write_text(path, page)
     return path
