@@ -221,7 +221,7 @@ def _usable(path: Path) -> Path:
 
             scratch = _USABLE[str(path)] = process_scratch() / "cache"
             scratch.mkdir(exist_ok=True)
-            logging.getLogger("rlhls.flow").warning(
+            logging.getLogger(__name__).warning(
                 f"the build cache '{path}' cannot be written ({e.strerror or e}): compiling into a scratch folder "
                 "for this command (set RLHLS_CACHE_DIR to a writable folder to keep the builds)")
     return _USABLE[str(path)]

@@ -130,12 +130,12 @@ def _one_pl_node(design):
 
 @pytest.mark.parametrize("how", ["home is a file", "cache is a file"])
 def test_an_unwritable_compile_cache_is_said_once_and_a_scratch_one_builds(tmp_path, monkeypatch, caplog, how):
+    from rlhls.core import toolchain
     from rlhls.designs.registry import get_design
-    from rlhls.flow import paths
     from rlhls.flow.build import build_design
     from rlhls.flow.rules import check_build
 
-    monkeypatch.setattr(paths, "_USABLE", {})
+    monkeypatch.setattr(toolchain, "_USABLE", {})
     (tmp_path / "file").write_text("not a folder")
     for var in ("RLHLS_CACHE_DIR", "XDG_CACHE_HOME"):
         monkeypatch.delenv(var, raising=False)

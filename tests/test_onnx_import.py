@@ -580,7 +580,7 @@ def test_imported_actors_train(tmp_path, stem, clean_registries):
     out = tmp_path / "run"
     assert main(["train", str(design), "--steps", "60", "--out", str(out), "--quiet", "--json",
                  "--set", "steps_per_update=20"]) == 0
-    from rlhls.host.runner import read_metrics
+    from rlhls.host.runfolder import read_metrics
 
     assert len(read_metrics(out / "metrics.csv")) >= 1 and json.loads((out / "config.json").read_text())
 
@@ -593,7 +593,7 @@ def test_imported_actor_csim_equals_emu(tmp_path, csim_calls, clean_registries, 
     from rlhls.designs.graph import build_graph
     from rlhls.designs.registry import load_design_file
     from rlhls.host.algorithms import get_algorithm
-    from rlhls.host.runner import read_metrics
+    from rlhls.host.runfolder import read_metrics
     from rlhls.host.train import train_design
     import shutil
 
