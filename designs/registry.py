@@ -1,7 +1,8 @@
 """All registered designs, by name (hls4ml's ``register_*`` style, as the kernels).
 
-The package's own design modules are discovered: every module of this package that defines
-``designs()`` (the seeds' modules; listed in the order of their seeds). Installed packages add
+The package's own design modules are discovered (``rlhls.core.registry``): every module of this
+package is imported on the first look-up, and those that define ``designs()`` (the seeds' modules)
+give their designs, listed in the order of their seeds. Installed packages add
 designs through the entry point group ``rlhls.designs``; a user registers one from any code with
 ``register_design(design)``, or keeps it in a file of their own: a DESIGN argument that names a
 ``.py`` file (``./my_design.py``, or ``./my_design.py:NAME`` where the file has several) imports
@@ -18,8 +19,6 @@ on this command line, with the recorded sha256.
 from __future__ import annotations
 
 import hashlib
-import importlib
-import pkgutil
 import sys
 import traceback
 import types
@@ -27,17 +26,29 @@ from pathlib import Path
 
 from .design import Design
 from rlhls.core.errors import RlhlsError
-from .plugins import LazyLoad
+from rlhls.core.registry import Registry
 
-DESIGNS: dict[str, Design] = {}
-_NOT_DESIGNS = {"arith", "design", "devices", "errors", "formats", "graph", "lut", "nets", "network",
-                "onnx_export", "onnx_import", "plugins", "quantizer", "registry"}  # modules that hold none
+_MODULE_DESIGNS: dict[str, list] = {}  # module -> what its designs() gave (the same objects on a load again)
+
+
+def _module_designs(module) -> list:
+    if module.__name__ not in _MODULE_DESIGNS:
+        fn = getattr(module, "designs", None)
+        _MODULE_DESIGNS[module.__name__] = list(fn()) if callable(fn) else []
+    return _MODULE_DESIGNS[module.__name__]
+
+
+def _seed_order(name: str, design: Design, origin: str) -> tuple:
+    """The package's designs in the order of their seeds, then the others in registration order."""
+    return (0, design.seed_file) if origin.startswith(__package__ + ".") else (1, "")
+
+
+DESIGNS = Registry("design", package=__package__, group="rlhls.designs", collect=_module_designs, order=_seed_order)
 _FILES: dict[Path, list[Design]] = {}  # a user's design files already imported
 
 
 def register_design(design: Design, *, replace: bool = False) -> Design:
     """Add `design` to the registry (its kernels are checked first); returns it."""
-    _load()
     if not isinstance(design, Design):
         raise RlhlsError(f"register_design: {design!r} is not a Design")
     old = DESIGNS.get(design.name)
@@ -49,47 +60,15 @@ def register_design(design: Design, *, replace: bool = False) -> Design:
     return design
 
 
+DESIGNS.add = register_design
+
+
 def unregister_design(name: str) -> None:
     DESIGNS.pop(name, None)
 
 
-def _load_designs() -> None:
-    from .plugins import load_entry_points
-
-    found, package = [], {}
-    for mod in pkgutil.iter_modules(sys.modules[__package__].__path__):
-        if not mod.ispkg and mod.name not in _NOT_DESIGNS:
-            module = importlib.import_module(f"{__package__}.{mod.name}")
-            if callable(getattr(module, "designs", None)):
-                found.append(list(module.designs()))
-    for designs in sorted(found, key=lambda ds: min((d.seed_file for d in ds), default="")):
-        for d in designs:
-            d.check_kernels()
-            if d.name in package:
-                raise RlhlsError(f"design '{d.name}' is defined twice in rlhls.designs")
-            package[d.name] = d
-    for name, d in package.items():
-        if DESIGNS.get(name, d) is not d:
-            raise RlhlsError(f"design '{name}' is defined twice in rlhls.designs")
-    added = [name for name in package if name not in DESIGNS]
-    DESIGNS.update(package)
-    try:
-        load_entry_points("rlhls.designs", register_design,
-                          lambda m: list(m.designs()) if callable(getattr(m, "designs", None)) else [],
-                          registries=(DESIGNS,))
-    except BaseException:  # the load runs again on the next look-up: the package's designs or none
-        for name in added:
-            if DESIGNS.get(name) is package[name]:
-                del DESIGNS[name]
-        raise
-
-
-_load = LazyLoad(_load_designs)  # on first look-up: a plug-in's module may call register_design meanwhile
-
-
 def design_names() -> list[str]:
-    _load()
-    return list(DESIGNS)
+    return DESIGNS.names()
 
 
 def get_design(name: str, *, files: bool = True) -> Design:
@@ -101,7 +80,6 @@ def get_design(name: str, *, files: bool = True) -> Design:
             raise RlhlsError(f"design '{_short(name)}' names a file: a design file is imported only when it is "
                              "given on the command line (a record never makes rlhls run code)")
         return load_design_file(name)
-    _load()
     if not isinstance(name, str) or name not in DESIGNS:
         raise RlhlsError(f"unknown design '{_short(name)}' (known: {', '.join(DESIGNS)}; or a design file ./NAME.py)")
     return DESIGNS[name]
@@ -209,7 +187,7 @@ def load_design_file(spec: str) -> Design:
 def design_file(path_text: str) -> list[Design]:
     """Import a user's design file once and register the designs it registers or defines (at module
     level, or returned by its ``designs()``), in that order."""
-    _load()
+    DESIGNS.load()
     path = Path(path_text)
     where = f"design file '{path_text}'"
     if not path.is_file():
@@ -225,7 +203,7 @@ def design_file(path_text: str) -> list[Design]:
             raise RlhlsError(f"{where}: changed since this process imported it (sha256 "
                              f"{_FILES[key][0].origin.get('sha256')}, now {digest}); start a new process")
         return _FILES[key]
-    before = dict(DESIGNS)
+    before = DESIGNS.snapshot()
     # a module name of its own, in sys.modules (pickling and dataclasses look the module up there)
     modname = f"rlhls_user_{key.stem}_{abs(hash(str(key))):x}"
     folder = str(key.parent)
@@ -235,14 +213,14 @@ def design_file(path_text: str) -> list[Design]:
         module = types.ModuleType(modname)
         module.__file__ = str(key)
         sys.modules[modname] = module
-        exec(compile(source, str(key), "exec"), module.__dict__)
-        defined = list(module.designs()) if callable(getattr(module, "designs", None)) else []
+        with DESIGNS.registering_from(f"design file {key}"):
+            exec(compile(source, str(key), "exec"), module.__dict__)
+            defined = list(module.designs()) if callable(getattr(module, "designs", None)) else []
     except (KeyboardInterrupt, MemoryError):
         raise
     except BaseException as e:
         sys.modules.pop(modname, None)
-        DESIGNS.clear()
-        DESIGNS.update(before)  # nothing half-registered
+        DESIGNS.restore(before)  # nothing half-registered
         line = next((f":{fr.lineno}" for fr in reversed(traceback.extract_tb(e.__traceback__))
                      if Path(fr.filename).resolve() == key), "")
         msg = str(e).splitlines()[0] if str(e) else ""
@@ -251,9 +229,9 @@ def design_file(path_text: str) -> list[Design]:
     finally:
         if folder in sys.path:
             sys.path.remove(folder)
-    found = [d for name, d in DESIGNS.items() if before.get(name) is not d]
+    found = [d for name, d in DESIGNS.items() if before[0].get(name) is not d]
     found += [d for d in (*vars(module).values(), *defined) if isinstance(d, Design)]
-    out, seen = [], {id(d) for d in before.values()}  # a registered design it imports is not its own
+    out, seen = [], {id(d) for d in before[0].values()}  # a registered design it imports is not its own
     for d in found:
         if id(d) not in seen:
             seen.add(id(d))
@@ -263,13 +241,13 @@ def design_file(path_text: str) -> list[Design]:
     for d in out:  # a frozen dataclass: stamped once, here, before anything sees it as the file's
         object.__setattr__(d, "origin", {"file": str(key), "sha256": digest})
     try:
-        for d in out:
-            if DESIGNS.get(d.name) is not d:
-                register_design(d)
+        with DESIGNS.registering_from(f"design file {key}"):
+            for d in out:
+                if DESIGNS.get(d.name) is not d:
+                    register_design(d)
     except RlhlsError as e:
         sys.modules.pop(modname, None)
-        DESIGNS.clear()
-        DESIGNS.update(before)  # all of the file's designs or none
+        DESIGNS.restore(before)  # all of the file's designs or none
         raise RlhlsError(f"{where}: {e}") from None
     _FILES[key] = out
     return out

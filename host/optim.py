@@ -31,7 +31,7 @@ import numpy as np
 
 from rlhls.core.errors import RlhlsError
 from rlhls.core.native import enabled
-from rlhls.designs.plugins import LazyLoad
+from rlhls.core.registry import LazyLoad
 
 from . import optim_native
 

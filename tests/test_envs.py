@@ -195,8 +195,10 @@ def test_broken_environment_modules_are_one_line_errors(extra_dir):
         make_vec_env("CartPole-v1", 1)  # a broken module is not hidden behind another id
     (extra_dir / "test_broken.py").unlink()
     sys.modules.pop("rlhls.host.envs.test_broken", None)
-    (extra_dir / "test_notable.py").write_text("X = 1\n")
-    with pytest.raises(RlhlsError, match="test_notable: expected ENVIRONMENTS") as e:
+    (extra_dir / "test_notable.py").write_text("X = 1\n")  # no table: a module of plumbing, nothing to register
+    assert "rlhls.host.envs.test_notable" not in environment_modules() and register_environments()
+    (extra_dir / "test_badtable.py").write_text("ENVIRONMENTS = []\n")
+    with pytest.raises(RlhlsError, match="test_badtable: expected ENVIRONMENTS") as e:
         register_environments()
     assert "\n" not in str(e.value)
 

@@ -182,8 +182,7 @@ def test_installed_packages_add_experiments_by_entry_points(tmp_path, monkeypatc
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: plugexp\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text("[rlhls.experiments]\nmine = plugexp:plugged\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(X._load, "done", False)
-    monkeypatch.setattr(X, "EXPERIMENTS", {})
+    _fresh(monkeypatch, X.EXPERIMENTS)
     assert X.experiment_names() == ["plugged-exp"]  # the package's own modules are imported already
     assert X.get_experiment("plugged-exp").summary == "from a package"
 
@@ -235,3 +234,10 @@ def test_an_experiment_that_never_reads_config_refuses_it(tmp_path, capsys):
                      "--quiet"]) == 0
     finally:
         unregister_experiment("user-noconfig")
+
+
+def _fresh(monkeypatch, registry):
+    """`registry` empty and not loaded yet, as in a new process (its entries back after the test)."""
+    monkeypatch.setattr(registry, "_items", {})
+    monkeypatch.setattr(registry, "_origins", {})
+    monkeypatch.setattr(registry._lazy, "done", False)

@@ -80,14 +80,12 @@ def clean_registries():
     from rlhls.designs.kernels import KERNELS
 
     design_names(), algorithm_names()  # the package's own first: they stay
-    designs, algs, builders, kernels = dict(DESIGNS), dict(ALGORITHMS), dict(GRAPH_BUILDERS), dict(KERNELS)
+    designs, algs, builders, kernels = DESIGNS.snapshot(), ALGORITHMS.snapshot(), dict(GRAPH_BUILDERS), KERNELS.snapshot()
     mods = set(sys.modules)
     yield
-    KERNELS.clear()
-    KERNELS.update(kernels)
-    for name in set(DESIGNS) - set(designs):
-        unregister_design(name)
-    for name in set(ALGORITHMS) - set(algs):
+    KERNELS.restore(kernels)
+    DESIGNS.restore(designs)
+    for name in set(ALGORITHMS._items) - set(algs[0]):
         unregister_algorithm(name)
     assert GRAPH_BUILDERS == builders
     for m in set(sys.modules) - mods:
@@ -285,9 +283,8 @@ def test_installed_packages_add_designs_and_kernels_by_entry_points(tmp_path, mo
                                            "[rlhls.kernels]\nmine = plugmod:MyDense\nall = plugkernels\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     # loaded lazily: on the registries' first use in a process
-    monkeypatch.setattr(registry._load, "done", False)
-    monkeypatch.setattr(registry, "DESIGNS", {})
-    monkeypatch.setattr(kernels._load_plugins, "done", False)
+    _fresh(monkeypatch, registry.DESIGNS)
+    monkeypatch.setattr(kernels.KERNELS._lazy, "done", False)
     assert "plugged-dqn" in registry.design_names() and "heppo-ppo" in registry.design_names()
     assert registry.get_design("plugged-dqn").algorithm == "dqn"
     assert type(kernels.get_kernel("my_dense_forward")).__name__ == "MyDense"
@@ -295,7 +292,36 @@ def test_installed_packages_add_designs_and_kernels_by_entry_points(tmp_path, mo
     sys.modules.pop("plugmod", None)
     # a broken plug-in is one line naming it
     (tmp_path / "plugmod.py").write_text("raise ImportError('no numpy here')\n")
-    monkeypatch.setattr(registry._load, "done", False)
-    monkeypatch.setattr(registry, "DESIGNS", {})
+    _fresh(monkeypatch, registry.DESIGNS)
     with pytest.raises(RlhlsError, match=r"entry point 'mine' of rlhls.designs \(package plug\): ImportError: no numpy"):
         registry.design_names()
+
+
+def _fresh(monkeypatch, registry):
+    """`registry` empty and not loaded yet, as in a new process (its entries back after the test)."""
+    monkeypatch.setattr(registry, "_items", {})
+    monkeypatch.setattr(registry, "_origins", {})
+    monkeypatch.setattr(registry._lazy, "done", False)
+
+
+def test_plugins_lists_every_registry_with_its_origin(tmp_path, capsys, clean_registries):
+    (tmp_path / "my_algorithm.py").write_text(USER_ALGORITHM)
+    f = tmp_path / "ac_design.py"
+    f.write_text(USER_AC_DESIGN)
+    # the CLI's graph takes the user's algorithm too (its builder registered with it, no run needed)
+    assert main(["graph", str(f)]) == 0
+    assert "my_clip" in capsys.readouterr().out
+    assert main(["plugins", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    by = {(r["kind"], r["name"]): r["origin"] for r in rows}
+    assert {r["kind"] for r in rows} == {"kernel", "design", "algorithm", "environment", "experiment"}
+    assert by[("algorithm", "a2c")] == "rlhls.host.algorithms.a2c"
+    assert by[("algorithm", "my_a2c")] == "my_algorithm"
+    assert by[("design", "user-my-a2c")] == f"design file {f}"
+    assert by[("kernel", "gae")].startswith("rlhls.designs.kernels.")
+    assert all(origin for origin in by.values())
+    assert main(["plugins", "algorithm"]) == 0
+    out = capsys.readouterr().out
+    assert "my_a2c" in out and "dense_forward" not in out
+    assert main(["plugins", "nonsense"]) == 2
+    assert "nonsense" in capsys.readouterr().err

@@ -1,7 +1,8 @@
 """Hardware kernels: one module per kernel, one registry (hls4ml's ``register_*`` style).
 
-The package imports each of its modules and registers every named ``Kernel`` subclass defined
-there, so adding a kernel is one module (and its template in ``vitis/``) with no other edit. A user registers a kernel of their own from any
+On the first look-up the package imports each of its modules and registers every named ``Kernel``
+subclass defined there (``rlhls.core.registry``), so adding a kernel is one module (and its
+template in ``vitis/``) with no other edit. A user registers a kernel of their own from any
 code: ``register_kernel(MyKernel())`` (a ``Kernel`` subclass; ``template_dir`` names the folder
 of its C++ template); an installed package through the entry point group ``rlhls.kernels``.
 
@@ -12,11 +13,9 @@ profiler pick the kernels that implement a training-graph node (see its docstrin
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
 from rlhls.core.errors import RlhlsError
-from ..plugins import LazyLoad
+from rlhls.core.registry import Registry
+
 from .base import Array, Kernel, Param
 from .context import KernelContext, unit_formats
 from .update import adam_alpha
@@ -24,8 +23,15 @@ from .update import adam_alpha
 __all__ = ["KERNELS", "register_kernel", "unregister_kernel", "get_kernel", "kernel_names", "kernels_for",
            "Kernel", "KernelContext", "Param", "Array", "adam_alpha", "unit_formats"]
 
-KERNELS: dict[str, Kernel] = {}
-_NOT_KERNELS = {"base", "context", "cost"}
+
+
+def _kernel_classes(module) -> list:
+    """The named Kernel subclasses that `module` defines (not those it imports)."""
+    return [obj for obj in vars(module).values()
+            if isinstance(obj, type) and issubclass(obj, Kernel) and obj.name and obj.__module__ == module.__name__]
+
+
+KERNELS = Registry("kernel", package=__name__, group="rlhls.kernels", collect=_kernel_classes)
 
 
 def register_kernel(kernel: Kernel, *, replace: bool = False) -> Kernel:
@@ -45,25 +51,17 @@ def unregister_kernel(name: str) -> None:
     KERNELS.pop(name, None)
 
 
-def _entry_point_kernels() -> None:
-    from ..plugins import load_entry_points
-
-    load_entry_points("rlhls.kernels", register_kernel, _kernel_classes, registries=(KERNELS,))
-
-
-_load_plugins = LazyLoad(_entry_point_kernels)  # installed packages' kernels (rlhls.kernels), on first look-up
+KERNELS.add = register_kernel
 
 
 def get_kernel(name: str) -> Kernel:
-    _load_plugins()
     if name not in KERNELS:
         raise RlhlsError(f"kernel {name!r}: unknown (expected one of: {', '.join(KERNELS)})")
     return KERNELS[name]
 
 
 def kernel_names() -> list[str]:
-    _load_plugins()
-    return list(KERNELS)
+    return KERNELS.names()
 
 
 def kernels_for(node, ctx: KernelContext, unit: str = "PL") -> list[tuple[Kernel, dict]]:
@@ -75,7 +73,6 @@ def kernels_for(node, ctx: KernelContext, unit: str = "PL") -> list[tuple[Kernel
     those that give parameters for the node (``Kernel.node_params`` not None). Several kernels may
     share one node (a backward's input gradient and weight gradient); the first one costs the node
     in the profile. An empty list: no kernel implements the node on that unit."""
-    _load_plugins()
     cands = [k for k in KERNELS.values() if node.kind in k.implements and unit in k.units]
     named = [k for k in cands if ctx.spec(k.name, unit) is not None]
     chosen = [(k, p) for k in named if (p := k.node_params(node, ctx)) is not None]
@@ -84,19 +81,3 @@ def kernels_for(node, ctx: KernelContext, unit: str = "PL") -> list[tuple[Kernel
     chosen += [(k, p) for k in cands if k.generic and k not in named and k.name not in replaced
                and (p := k.node_params(node, ctx)) is not None]
     return chosen
-
-
-def _kernel_classes(module) -> list:
-    """The named Kernel subclasses that `module` defines (not those it imports)."""
-    return [obj for obj in vars(module).values()
-            if isinstance(obj, type) and issubclass(obj, Kernel) and obj.name and obj.__module__ == module.__name__]
-
-
-def _load_builtin() -> None:
-    for mod in pkgutil.iter_modules(__path__):
-        if mod.name not in _NOT_KERNELS:
-            for cls in _kernel_classes(importlib.import_module(f"{__name__}.{mod.name}")):
-                register_kernel(cls())
-
-
-_load_builtin()

@@ -6,10 +6,10 @@ dataclass (``host/hyperparams.py``) and its batch rule, and registers them once:
     register_algorithm(Algorithm("dqn", DQN, DQNArgs, batch_size, summary="..."))
 
 ``rlhls train``, ``rlhls run``, ``rlhls.Flow`` and the experiments look the design's algorithm
-up here (``get_algorithm(design.algorithm)``) and have no per-algorithm branch. The package's own
-algorithm modules (those of ``rlhls.host.algorithms`` that call ``register_algorithm`` at module level) are
-discovered and imported on first use; installed packages add algorithms through the entry point
-group ``rlhls.algorithms``; a user's algorithm registers from their own code. Every algorithm
+up here (``get_algorithm(design.algorithm)``) and have no per-algorithm branch. Every module of
+``rlhls.host.algorithms`` is imported on first use (an algorithm's module registers it;
+``rlhls.core.registry``); installed packages add algorithms through the entry point group
+``rlhls.algorithms``; a user's algorithm registers from their own code. Every algorithm
 registers its training-graph builder with it (``graph=fn``: ``fn(bld, design, nets)`` adds its
 nodes, see ``rlhls.designs.graph``; ``graph_builder('a2c')`` reuses a built-in one), so any
 Design may name it.
@@ -27,21 +27,15 @@ and env state, close); the on-policy ones (A2C, PPO, TRPO) collect their rollout
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-import re
 from dataclasses import dataclass
 from typing import Callable
 
 from rlhls.core.errors import RlhlsError
 from rlhls.designs.graph import GRAPH_BUILDERS, register_graph_builder, unregister_graph_builder
-from rlhls.designs.plugins import LazyLoad
+from rlhls.core.registry import Registry
 
 __all__ = ["Algorithm", "ALGORITHMS", "register_algorithm", "unregister_algorithm", "get_algorithm",
            "algorithm_names"]
-
-_REGISTERS = re.compile(rb"^register_algorithm\(", re.M)  # an algorithm module's one registration
-
 
 @dataclass(frozen=True)
 class Algorithm:
@@ -72,7 +66,7 @@ class Algorithm:
         return design.bind(hp, batch=self.batch(hp))
 
 
-ALGORITHMS: dict[str, Algorithm] = {}
+ALGORITHMS = Registry("algorithm", package=__name__, group="rlhls.algorithms", linked=(GRAPH_BUILDERS,))
 
 
 def register_algorithm(alg: Algorithm, *, replace: bool = False) -> Algorithm:
@@ -98,24 +92,10 @@ def unregister_algorithm(name: str) -> None:
         unregister_graph_builder(name)
 
 
-def _load_algorithms() -> None:
-    from rlhls.designs.plugins import load_entry_points
-
-    for mod in pkgutil.iter_modules(__path__):
-        if not mod.ispkg:
-            spec = mod.module_finder.find_spec(mod.name)
-            with open(spec.origin, "rb") as f:
-                registers = _REGISTERS.search(f.read())
-            if registers:
-                importlib.import_module(f"{__name__}.{mod.name}")
-    load_entry_points("rlhls.algorithms", register_algorithm, registries=(ALGORITHMS, GRAPH_BUILDERS))
-
-
-_load = LazyLoad(_load_algorithms)  # on first look-up
+ALGORITHMS.add = register_algorithm
 
 
 def get_algorithm(name: str) -> Algorithm:
-    _load()
     if name not in ALGORITHMS:
         raise RlhlsError(f"algorithm '{name}' has no trainer yet (registered: {', '.join(sorted(ALGORITHMS))})")
     return ALGORITHMS[name]
@@ -124,5 +104,4 @@ def get_algorithm(name: str) -> Algorithm:
 def algorithm_names() -> list[str]:
     """The registered algorithms in alphabetical order (not registration order, which follows
     whichever trainer module was imported first)."""
-    _load()
     return sorted(ALGORITHMS)

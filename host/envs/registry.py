@@ -9,15 +9,15 @@ an ``ENVIRONMENTS`` table, each value the keyword arguments of ``gymnasium.regis
                                 "max_episode_steps": 200},
     }
 
-``register_environments()`` imports every module of this package (pkgutil; not the plumbing
-modules in ``PLUMBING`` nor ``_private`` ones) and registers their tables with gymnasium, so adding
-an environment is adding its module: no list to edit. ``import rlhls.envs`` calls it, and so do
+``register_environments()`` imports every module of this package (``rlhls.core.registry``: the
+modules without a table, the vector-env plumbing and the Atari wrappers, add nothing) and registers
+their tables with gymnasium, so adding an environment is adding its module: no list to edit. ``import rlhls.envs`` calls it, and so do
 ``make_env`` / ``make_vec_env`` (every trainer's environments, in every process, Ray workers
 included), so ``rlhls/...`` ids work in training without an import. ``register_module(module)``
 registers the table of a module from elsewhere (a user's own environments, the tests).
 
-Rules: ids are ``rlhls/<Name>-v<k>``; a module in this package without a table, an id that
-another entry point already holds, or a malformed table is an RlhlsError (nothing of that table
+Rules: ids are ``rlhls/<Name>-v<k>``; an id that another entry point already holds, or a
+malformed table, is an RlhlsError (nothing of that table
 is registered); registering a table again is a no-op. Registration imports every environment
 module, so a module imports its optional dependencies (SUMO's ``traci``, ...) inside the
 environment, not at its top: a module that fails to import is an error naming it.
@@ -26,20 +26,16 @@ environment, not at its top: a module that fails to import is an error naming it
 from __future__ import annotations
 
 import functools
-import importlib
 import inspect
-import pkgutil
 import re
 import threading
 
 import gymnasium as gym
 
 from rlhls.core.errors import RlhlsError
+from rlhls.core.registry import Registry
 
-__all__ = ["PLUMBING", "environment_modules", "register_environments", "register_module"]
-
-# this package's modules that hold no environment (vector-env plumbing, the Atari wrappers)
-PLUMBING = frozenset({"vector", "atari", "registry"})
+__all__ = ["ENVIRONMENT_IDS", "environment_modules", "register_environments", "register_module"]
 _ID = re.compile(r"rlhls/[A-Za-z][A-Za-z0-9]*-v(0|[1-9][0-9]*)")
 _KEYS = frozenset(inspect.signature(gym.register).parameters) - {"id"}
 _LOCK = threading.RLock()
@@ -92,27 +88,30 @@ def register_module(module) -> tuple[str, ...]:
                              f"{_entry_name(held.entry_point)}")
     for env_id, kwargs in todo:
         gym.register(env_id, **kwargs)
+    for env_id, kwargs in table.items():
+        ENVIRONMENT_IDS.put(env_id, kwargs, origin=name)
     return tuple(table)
 
 
+def _tables(module) -> list:
+    """A module of this package gives its ENVIRONMENTS table (none: the plumbing)."""
+    return [module] if hasattr(module, "ENVIRONMENTS") else []
+
+
+# rlhls/<Name>-v<k> -> its gymnasium.register keyword arguments; every module of this package is looked at
+ENVIRONMENT_IDS = Registry("environment", package=__package__, group="rlhls.environments", collect=_tables)
+ENVIRONMENT_IDS.add = register_module
+
+
 def environment_modules() -> list[str]:
-    """Full names of this package's environment modules (every module but PLUMBING and _private)."""
-    package = importlib.import_module(__package__)
-    return sorted(f"{__package__}.{m.name}" for m in pkgutil.iter_modules(package.__path__)
-                  if not m.name.startswith("_") and m.name not in PLUMBING)
+    """Full names of this package's modules that hold environments (imported, not registered)."""
+    return ENVIRONMENT_IDS.modules()
 
 
 @_locked
 def register_environments() -> tuple[str, ...]:
-    """Import every environment module of host/envs/ and register its ids; returns them, sorted."""
-    ids: list[str] = []
-    for name in environment_modules():
-        try:
-            module = importlib.import_module(name)
-        except RlhlsError:
-            raise
-        except Exception as e:
-            first = (str(e).splitlines() or [""])[0]
-            raise RlhlsError(f"environment module {name} failed to import: {type(e).__name__}: {first}") from e
-        ids += register_module(module)
-    return tuple(sorted(ids))
+    """Import every module of host/envs/ (again: a module added since is found) and register its
+    ids with gymnasium; returns the registered ids, sorted."""
+    ENVIRONMENT_IDS.reload()
+    ENVIRONMENT_IDS.load()
+    return tuple(sorted(i for i in ENVIRONMENT_IDS if i in gym.registry))  # one taken out of gymnasium is gone

@@ -39,10 +39,8 @@ settings (then it is continued), else it is refused (``check_out``).
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
-import pkgutil
 import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -50,7 +48,7 @@ from typing import Callable
 
 
 from rlhls.core.errors import RlhlsError
-from rlhls.designs.plugins import LazyLoad
+from rlhls.core.registry import Registry
 from rlhls.core import fileio
 from rlhls.core.procs import inform
 
@@ -201,13 +199,15 @@ class Experiment:
         return {o.dest for o in self.all_options()} - _FIELDS - {"params"}
 
 
-EXPERIMENTS: dict[str, Experiment] = {}
+# every module of this package registers its experiments; installed packages add theirs (rlhls.experiments)
+EXPERIMENTS = Registry("experiment", package=__name__, group="rlhls.experiments")
 
 
 def register_experiment(exp: Experiment, *, replace: bool = False) -> Experiment:
     if not isinstance(exp, Experiment) or not exp.name:
         raise RlhlsError(f"register_experiment: {exp!r} is not a named Experiment")
-    if exp.name in EXPERIMENTS and not replace and EXPERIMENTS[exp.name] is not exp:
+    old = EXPERIMENTS.get(exp.name)
+    if old is not None and not replace and old is not exp:
         raise RlhlsError(f"register_experiment: an experiment named {exp.name!r} is registered already "
                          "(pass replace=True to replace it)")
     exp.all_options()  # its common options exist
@@ -215,28 +215,18 @@ def register_experiment(exp: Experiment, *, replace: bool = False) -> Experiment
     return exp
 
 
+EXPERIMENTS.add = register_experiment
+
+
 def unregister_experiment(name: str) -> None:
     EXPERIMENTS.pop(name, None)
 
 
-def _load_experiments() -> None:
-    from rlhls.designs.plugins import load_entry_points
-
-    for m in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{m.name}")
-    load_entry_points("rlhls.experiments", register_experiment, registries=(EXPERIMENTS,))
-
-
-_load = LazyLoad(_load_experiments)  # on first look-up
-
-
 def experiment_names() -> list[str]:
-    _load()
-    return list(EXPERIMENTS)
+    return EXPERIMENTS.names()
 
 
 def get_experiment(name: str) -> Experiment:
-    _load()
     if name not in EXPERIMENTS:
         raise RlhlsError(f"experiment {name!r}: unknown (expected one of {', '.join(EXPERIMENTS)})")
     return EXPERIMENTS[name]

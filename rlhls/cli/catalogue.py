@@ -1,4 +1,5 @@
-"""What rlhls knows: ``designs``, ``devices``, ``format``, ``kernels``, ``kernel``, ``algorithms``."""
+"""What rlhls knows: ``designs``, ``devices``, ``format``, ``kernels``, ``kernel``, ``algorithms``,
+``plugins``."""
 
 from __future__ import annotations
 
@@ -54,6 +55,15 @@ def register(sub) -> None:
     s.add_argument("names", nargs="*", metavar="ALGORITHM", help="only these algorithms")
     s.add_argument("--json", action="store_true", help="print JSON")
     s.set_defaults(func=cmd_algorithms)
+
+    s = sub.add_parser("plugins", help="list every plug-in (kernels, designs, algorithms, environments, experiments) "
+                                       "and where it came from",
+                       description="Every registry's entries with their origin: a module of rlhls, a user's module "
+                                   "or design file, or an installed package's entry point (rlhls.core.registry).")
+    s.add_argument("kinds", nargs="*", metavar="KIND",
+                   help="only these registries (kernel, design, algorithm, environment, experiment)")
+    s.add_argument("--json", action="store_true", help="print JSON: [{kind, name, origin}, ...]")
+    s.set_defaults(func=cmd_plugins)
 
 
 def cmd_designs(args) -> int:
@@ -219,4 +229,31 @@ def cmd_algorithms(args) -> int:
             ch = f" ({'|'.join(map(str, f['choices']))})" if f.get("choices") else ""
             print(f"    {f['name']:<28} {f['type']:<12} default {f['default']!s:<10} {f['doc']}{rng}{ch}")
         print()
+    return 0
+
+
+def cmd_plugins(args) -> int:
+    from rlhls.designs.kernels import KERNELS
+    from rlhls.designs.registry import DESIGNS
+    from rlhls.host.algorithms import ALGORITHMS
+    from rlhls.host.envs import ENVIRONMENT_IDS, register_environments
+    from rlhls.host.experiments import EXPERIMENTS
+
+    registries = {"kernel": KERNELS, "design": DESIGNS, "algorithm": ALGORITHMS, "environment": ENVIRONMENT_IDS,
+                  "experiment": EXPERIMENTS}
+    unknown = sorted(set(args.kinds) - set(registries))
+    if unknown:
+        raise RlhlsError(f"plugins: unknown kind '{unknown[0]}' (expected one of {', '.join(registries)})")
+    register_environments()
+    rows = [r for kind, reg in registries.items() if not args.kinds or kind in args.kinds for r in reg.describe()]
+    if args.json:
+        print_json(rows)
+        return 0
+    width = max((len(r["name"]) for r in rows), default=0)
+    for kind in registries:
+        mine = [r for r in rows if r["kind"] == kind]
+        if mine:
+            print(f"{kind}s ({len(mine)}):")
+            for r in mine:
+                print(f"  {r['name']:<{width}}  {r['origin']}")
     return 0
