@@ -1,6 +1,9 @@
-"""Reading /proc in the tests that kill rlhls: a process's children, liveness, command line."""
+"""Reading /proc in the tests that kill rlhls: a process's children, liveness, command line; and
+stopping processes (SIGSTOP) so that a test looks at their files and kills them at one moment."""
 
 import os
+import signal
+import time
 
 
 def children(pid: int) -> list:
@@ -34,3 +37,45 @@ def cmdline(pid: int) -> str:
         return open(f"/proc/{pid}/cmdline").read()
     except OSError:
         return ""
+
+
+def _threads_stopped(pid: int) -> bool:
+    """Every thread of pid stopped (or pid gone): it can no longer write a file."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return True
+    for t in tasks:
+        try:
+            state = open(f"/proc/{pid}/task/{t}/stat").read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state not in ("T", "t", "Z", "X"):
+            return False
+    return True
+
+
+def freeze(pids, timeout: float = 120.0) -> list:
+    """SIGSTOP each of pids and wait until all their threads have stopped: what they wrote stays as
+    it is while a test reads it, however loaded the machine. Returns the pids that were there."""
+    got = []
+    for p in pids:
+        try:
+            os.kill(p, signal.SIGSTOP)
+            got.append(p)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + timeout
+    while not all(_threads_stopped(p) for p in got):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"processes {got} did not stop within {timeout} s of SIGSTOP")
+        time.sleep(0.001)
+    return got
+
+
+def thaw(pids) -> None:
+    for p in pids:
+        try:
+            os.kill(p, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
