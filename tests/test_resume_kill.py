@@ -7,15 +7,19 @@ import sys
 import time
 
 from rlhls.host.runner import read_metrics
+from procs_util import freeze, thaw
 
 # Pendulum's 200-step episodes (TimeLimit truncation) span 64-step rollouts: the kill lands mid-episode
 ARGS = ["heppo-ppo", "--steps", "768", "--env", "Pendulum-v1", "--num-envs", "2", "--num-steps", "64",
         "--set", "num_minibatches=4", "--set", "update_epochs=8", "--quiet"]
 
 
+WAIT_S = 600  # a bound against a hang, not a timing: the run takes ~10 s, several times that on a loaded machine
+
+
 def _train(*extra):
     return subprocess.run([sys.executable, "-m", "rlhls", "train", *ARGS, *extra], capture_output=True, text=True,
-                          timeout=120)
+                          timeout=WAIT_S)
 
 
 def _comparable(rows):
@@ -28,14 +32,19 @@ def test_sigkill_mid_update_then_resume(tmp_path):
     p = subprocess.Popen([sys.executable, "-m", "rlhls", "train", *ARGS, "--out", str(cut)],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and p.poll() is None:
+        # the run is stopped (SIGSTOP) while its metrics are read, and killed stopped: it cannot
+        # finish between the look and the kill however slowly this process runs
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            assert p.poll() is None, "the run finished before it could be killed"
+            assert time.monotonic() < deadline, f"the run wrote no 2 updates within {WAIT_S} s"
+            freeze([p.pid])
             if (cut / "metrics.csv").exists() and len(read_metrics(cut / "metrics.csv")) >= 2:
                 break
+            thaw([p.pid])
             time.sleep(0.01)
-        assert p.poll() is None, "the run finished before it could be killed"
         os.kill(p.pid, signal.SIGKILL)  # during update 3 (or while writing update 2's files)
-        p.wait(timeout=10)
+        p.wait(timeout=WAIT_S)
     finally:
         if p.poll() is None:
             p.kill()
