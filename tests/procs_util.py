@@ -1,7 +1,9 @@
 """Reading /proc in the tests that kill rlhls: a process's children, liveness, command line; and
-stopping processes (SIGSTOP) so that a test looks at their files and kills them at one moment."""
+stopping processes (SIGSTOP) so that a test looks at their files and kills them at one moment; the
+CPU time a piece of work took with its child processes."""
 
 import os
+import resource
 import signal
 import time
 
@@ -79,3 +81,10 @@ def thaw(pids) -> None:
             os.kill(p, signal.SIGCONT)
         except ProcessLookupError:
             pass
+
+
+def cpu_seconds() -> float:
+    """CPU seconds of this process and of its children waited for (a solver it ran and killed): a
+    loaded machine stretches the wall time a piece of work takes, not this."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
