@@ -41,36 +41,52 @@ def cmdline(pid: int) -> str:
         return ""
 
 
-def _threads_stopped(pid: int) -> bool:
-    """Every thread of pid stopped (or pid gone): it can no longer write a file."""
+def _running_threads(pid: int) -> list:
+    """(thread, state, wait channel) of each thread of pid not stopped (none when pid is gone)."""
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:
-        return True
+        return []
+    out = []
     for t in tasks:
         try:
             state = open(f"/proc/{pid}/task/{t}/stat").read().rsplit(")", 1)[1].split()[0]
+            wchan = open(f"/proc/{pid}/task/{t}/wchan").read()
         except OSError:
             continue
         if state not in ("T", "t", "Z", "X"):
-            return False
-    return True
+            out.append((int(t), state, wchan))
+    return out
 
 
-def freeze(pids, timeout: float = 120.0) -> list:
+def parent(pid: int) -> int:
+    try:
+        return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def freeze(pids, timeout: float = 10.0):
     """SIGSTOP each of pids and wait until all their threads have stopped: what they wrote stays as
-    it is while a test reads it, however loaded the machine. Returns the pids that were there."""
+    it is while a test reads it, however loaded the machine. Returns the pids stopped, or None (all
+    of them continued again) when one has not stopped within `timeout`: the caller looks again later.
+    A child not yet exec'd (its parent's command line, the parent among pids) is left running: a
+    parent in vfork waits for its exec uninterruptibly and would not stop."""
+    pids = list(pids)
     got = []
     for p in pids:
+        if parent(p) in pids and cmdline(p) == cmdline(parent(p)):
+            continue
         try:
             os.kill(p, signal.SIGSTOP)
             got.append(p)
         except ProcessLookupError:
             pass
     deadline = time.monotonic() + timeout
-    while not all(_threads_stopped(p) for p in got):
+    while any(_running_threads(p) for p in got):
         if time.monotonic() > deadline:
-            raise AssertionError(f"processes {got} did not stop within {timeout} s of SIGSTOP")
+            thaw(got)
+            return None
         time.sleep(0.001)
     return got
 

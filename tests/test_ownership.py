@@ -106,7 +106,9 @@ def test_two_trainings_into_one_folder_one_is_refused(tmp_path, capsys):
     while not (lock.exists() and lock.read_text().split() == [str(first.pid)]):  # its holder writes its pid there
         assert first.poll() is None and time.monotonic() < deadline, "the first training took no lock"
         time.sleep(0.05)
-    freeze([first.pid])  # it holds the lock, and cannot finish before the second has tried, however loaded the machine
+    # it holds the lock, and cannot finish before the second has tried, however loaded the machine
+    while not freeze([first.pid]):
+        assert first.poll() is None and time.monotonic() < deadline, "the first training could not be stopped"
     try:
         assert main(["train", "apdrl-dqn-cartpole", "--out", str(cc), "--seed", "1", *FP32]) == 2
     finally:
@@ -397,7 +399,7 @@ def test_a_killed_build_leaves_no_compiler_running_and_its_temps_are_swept(tmp_p
         if any("cc1plus" in cmdline(k) for k in tree):
             # the compilers stopped (not the sh the build's death signals): none ends by itself
             # however long the kill takes to reach it, only the build's death ends them
-            frozen = freeze([k for k in tree if not cmdline(k).startswith("/bin/sh")])
+            frozen = freeze([k for k in tree if not cmdline(k).startswith("/bin/sh")]) or []
             if any("cc1plus" in cmdline(k) and alive(k) for k in frozen):
                 break
             thaw(frozen)
@@ -474,7 +476,8 @@ def test_a_killed_partition_leaves_no_solver_and_its_model_files_are_swept(tmp_p
         return [int(q) for q in os.listdir("/proc") if q.isdigit() and alive(int(q))
                 and str(tmp_path / "tmp") in cmdline(int(q))]
     # the solvers stopped: none ends by itself however long the kill takes to reach it on a loaded machine
-    frozen = freeze(solvers())
+    while (frozen := freeze(solvers())) is None:
+        assert time.monotonic() < deadline, "the solvers could not be stopped"
     try:
         assert p.poll() is None, "the partition ended before it could be killed"
         p.kill()

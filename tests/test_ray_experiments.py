@@ -22,7 +22,7 @@ from rlhls.host.engine import Run, map_runs, run_all
 from rlhls.host.checkpoint import checkpoint_steps
 from rlhls.host.experiments import finished_steps
 from rlhls.host.runner import CHECKPOINT
-from procs_util import alive, descendants, freeze, thaw
+from procs_util import alive, descendants, freeze, parent, thaw
 
 STEPS = 4096  # 32 updates of 2 x 64 steps: a run takes a few seconds, long enough to be killed mid-run
 TINY = ["heppo-table3", "--steps", str(STEPS), "--seeds", "1", "--env", "InvertedPendulum-v5", "--set", "num_envs=2",
@@ -74,7 +74,8 @@ def _ours(pid: int) -> bool:
 
 def _workers(name: str = "ray::rlhls_run") -> list:
     """pids of this test's Ray workers running a run (their process title names the task): an
-    experiment of the user's running beside the suite is left alone."""
+    experiment of the user's running beside the suite is left alone, and so is a worker's child
+    not yet exec'd (it shows its parent's title)."""
     pids = []
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
@@ -83,7 +84,7 @@ def _workers(name: str = "ray::rlhls_run") -> list:
                     pids.append(int(d.name))
             except (OSError, ValueError):
                 pass
-    return pids
+    return [p for p in pids if parent(p) not in pids]
 
 
 def _partial(out: Path) -> dict:
@@ -102,10 +103,14 @@ def _kill_workers_mid_run(out: Path, running, kill=None) -> dict:
     deadline = time.monotonic() + WAIT_S
     while time.monotonic() < deadline:
         assert running(), f"the experiment in {out} ended before a run could be killed mid-run"
-        stopped = []
+        stopped, partial = [], {}
         try:
             while True:
-                stopped += freeze([p for p in _workers() if p not in stopped])
+                got = freeze([p for p in _workers() if p not in stopped])
+                if got is None:  # one did not stop in time (it continued, as did this round's): look again
+                    partial = {}
+                    break
+                stopped += got
                 partial = _partial(out)
                 # no run started meanwhile by a worker not stopped: every partial run's worker is stopped
                 if all(p in stopped for p in _workers()):

@@ -38,8 +38,7 @@ def test_sigkill_mid_update_then_resume(tmp_path):
         while True:
             assert p.poll() is None, "the run finished before it could be killed"
             assert time.monotonic() < deadline, f"the run wrote no 2 updates within {WAIT_S} s"
-            freeze([p.pid])
-            if (cut / "metrics.csv").exists() and len(read_metrics(cut / "metrics.csv")) >= 2:
+            if freeze([p.pid]) and (cut / "metrics.csv").exists() and len(read_metrics(cut / "metrics.csv")) >= 2:
                 break
             thaw([p.pid])
             time.sleep(0.01)
