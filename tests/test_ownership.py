@@ -410,12 +410,12 @@ def test_a_killed_build_leaves_no_compiler_running_and_its_temps_are_swept(tmp_p
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and any(alive(k) for k in tree):
             time.sleep(0.05)
-        left = [k for k in tree if alive(k)]
+        still = [k for k in tree if alive(k)]
     finally:
         for k in tree:  # should the check below fail: no stopped compiler left behind
             if alive(k):
                 os.kill(k, signal.SIGKILL)
-    assert not left  # g++ and its cc1plus, not only the children
+    assert not still  # g++ and its cc1plus, not only the children
     # what the killed build left is swept by the next one
     stale = [q.name for q in (tmp_path / "cache").rglob("*") if ".tmp" in q.name or ".objs" in q.name]
     subprocess.run([sys.executable, "-m", "rlhls", "build", "apdrl-dqn-cartpole", "--csim", "--out",
