@@ -87,6 +87,14 @@ def _workers(name: str = "ray::rlhls_run") -> list:
     return [p for p in pids if parent(p) not in pids]
 
 
+def _errors(out: Path) -> dict:
+    """The failed runs' errors in runs.csv (what an assertion on an experiment's exit code shows)."""
+    try:
+        return {r["id"]: r["error"] for r in csv.DictReader(open(out / "runs.csv")) if r["status"] == "failed"}
+    except OSError as e:
+        return {"runs.csv": str(e)}
+
+
 def _partial(out: Path) -> dict:
     """{run: steps} of the run folders whose checkpoint is short of STEPS (the checkpoint, not
     metrics.csv: its row is appended before the checkpoint that counts it is written)."""
@@ -152,7 +160,7 @@ def test_a_killed_worker_is_retried_from_its_checkpoint(ray2, reference, tmp_pat
     partial = _kill_workers_mid_run(out, th.is_alive)
     th.join(JOIN_S)
     assert not th.is_alive(), f"the experiment did not end within {JOIN_S} s of the kill"
-    assert res["rc"] == 0
+    assert res["rc"] == 0, _errors(out)
     runs = {r["id"]: r for r in csv.DictReader(open(out / "runs.csv"))}
     assert {r["status"] for r in runs.values()} == {"done"} and all(r["steps"] == str(STEPS) for r in runs.values())
     # each killed run's retry went on from the killed try's checkpoint, not from 0
@@ -179,7 +187,7 @@ def test_past_its_retries_a_run_fails_and_resume_completes_it(ray2, reference, t
     mtimes = {r: (out / r / "metrics.csv").stat().st_mtime_ns for r in RUNS if runs[r]["status"] == "done"}
     capsys.readouterr()
     # --resume takes the recorded options: only the folder (and how to run) on the command line
-    assert main(["experiment", "heppo-table3", "--out", str(out), "--resume", "--jobs", "2"]) == 0
+    assert main(["experiment", "heppo-table3", "--out", str(out), "--resume", "--jobs", "2"]) == 0, _errors(out)
     assert {r["status"] for r in csv.DictReader(open(out / "runs.csv"))} <= {"done", "skipped"}
     assert all((out / r / "metrics.csv").stat().st_mtime_ns == t for r, t in mtimes.items())  # kept, not rerun
     assert _table(out) == reference and "## Failed runs" not in (out / "summary.md").read_text()
@@ -211,7 +219,8 @@ def test_a_killed_driver_leaves_runs_that_resume_completes(ray2, reference, tmp_
                 os.kill(q, signal.SIGKILL)
     assert len(ray_procs) > 3 and not left, left  # the watchdog of the driver's Ray instance killed them
     assert {r: finished_steps(out / r) for r in partial} == partial
-    assert main(["experiment", "heppo-table3", "--out", str(out), "--resume", "--jobs", "2", "--quiet"]) == 0
+    assert main(["experiment", "heppo-table3", "--out", str(out), "--resume", "--jobs", "2", "--quiet"]) == 0, \
+        _errors(out)
     assert _table(out) == reference
 
 

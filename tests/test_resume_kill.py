@@ -57,3 +57,36 @@ def test_sigkill_mid_update_then_resume(tmp_path):
     assert (full / "episodes.csv").read_text() == (cut / "episodes.csv").read_text()
     eps = read_metrics(full / "episodes.csv")  # both envs' first episode: steps 1..200, updates 1-4
     assert [(e["env_step"], e["length"]) for e in eps] == [("400", "200"), ("400", "200")]
+
+
+# a training that dies (SIGKILL) inside the first write of its run folder's record: the record's temp
+# file is all the folder holds
+_KILLED_IN_RECORD = """
+import os, signal, sys, tempfile
+from rlhls.host import runner
+from rlhls.partition.fileio import side_name
+
+def write_json(path, obj, indent=1):
+    fd, _ = tempfile.mkstemp(prefix=side_name(os.path.basename(path), "."), suffix=".tmp", dir=os.path.dirname(path))
+    os.write(fd, b'{"command": "tr')
+    os.kill(os.getpid(), signal.SIGKILL)
+
+runner.write_json = write_json
+from rlhls.cli import main
+main(["train", *sys.argv[1:]])
+"""
+
+
+def test_a_run_killed_writing_its_first_record_trains_again(tmp_path):
+    """An experiment's retry (or --resume) of a run killed that early trains it from the start, as
+    for a folder it had not created yet."""
+    full, cut = tmp_path / "full", tmp_path / "cut"
+    assert _train("--out", str(full)).returncode == 0
+    p = subprocess.run([sys.executable, "-c", _KILLED_IN_RECORD, *ARGS, "--out", str(cut)], capture_output=True,
+                       timeout=WAIT_S)
+    assert p.returncode == -signal.SIGKILL and [q.name.endswith(".tmp") for q in cut.iterdir()] == [True]
+    r = _train("--out", str(cut))
+    assert r.returncode == 0, r.stderr
+    files = lambda d: sorted(q.name for q in d.iterdir() if "tfevents" not in q.name)  # noqa: E731
+    assert files(cut) == files(full)  # the temp file went
+    assert _comparable(read_metrics(full / "metrics.csv")) == _comparable(read_metrics(cut / "metrics.csv"))
