@@ -79,8 +79,9 @@ def check_folder(out, resume: bool) -> None:
         if ckpt_path.exists():
             raise RlhlsError(f"run folder '{out}' already has a checkpoint: pass --resume to continue it "
                              "or choose another --out")
-        check_out(out, command="train", hint="choose another --out",
-                  ours=lambda d: (d / "config.json").is_file() and (d / "metrics.csv").is_file())
+        if not _only_stale_temps(out):  # those of a run killed in its first write: a new folder still
+            check_out(out, command="train", hint="choose another --out",
+                      ours=lambda d: (d / "config.json").is_file() and (d / "metrics.csv").is_file())
     _check_own_files(out, resume)
 
 
@@ -209,9 +210,24 @@ def record_files(out: Path, recorded: list | None) -> list:
     return files
 
 
+def _stale_temp(name: str) -> bool:
+    """`name` is a temp file of one of a run folder's own writes (``.<file>.*.tmp``, the record's too)."""
+    return name.endswith(".tmp") and any(name.startswith(f".{f}.") for f in (OWNER, *RUN_FILES))
+
+
+def _only_stale_temps(out: Path) -> bool:
+    """`out` holds temp files of its own writes and nothing else: a process killed in the first one (the
+    run's record) left it so."""
+    try:
+        names = [p.name for p in out.iterdir()]
+    except OSError:
+        return False
+    return bool(names) and all(_stale_temp(n) for n in names)
+
+
 def remove_stale_temps(out: Path) -> None:
     """Temp files of this folder's own writes that a killed process left (``.<file>.*.tmp``)."""
-    for name in RUN_FILES:
+    for name in (OWNER, *RUN_FILES):
         for p in out.glob(f".{name}.*.tmp"):
             try:
                 p.unlink()

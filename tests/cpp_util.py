@@ -8,6 +8,7 @@ different sessions and xdist workers never overwrite each other's inputs.
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 from pathlib import Path
 
@@ -29,7 +30,7 @@ def build(name: str, sources, generated: dict[str, str]) -> Path:
     for fname, text in generated.items():
         p = gen / fname
         if not p.is_file() or p.read_text() != text:
-            tmp = p.with_name(f"{p.name}.tmp")
+            tmp = p.with_name(f"{p.name}.tmp{os.getpid()}")  # xdist workers may write the same file at once
             tmp.write_text(text)
             tmp.replace(p)
     srcs = [CPP_DIR / s for s in sources] + [gen / f for f in sorted(generated) if f.endswith(".cpp")]

@@ -97,26 +97,29 @@ def test_a_try_waits_for_an_earlier_try_still_writing_its_folder(tmp_path, monke
     for its lock before it reads the folder, and names the folder if the orphan never goes."""
     import subprocess
     import sys
-    import time
 
     from rlhls.host import engine
 
     folder = tmp_path / "exp" / "exp1-s0"
+    # the orphan holds the lock, sleeps, then leaves a mark just before it exits (and its lock goes)
     hold = ("import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); "
-            "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(float(sys.argv[2]))")
+            "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(float(sys.argv[2])); "
+            "open(sys.argv[3], 'w').close()")
     lock = tmp_path / "exp" / ".exp1-s0.lock"
     lock.parent.mkdir()
+    gone = tmp_path / "gone"
     seen = []
-    run = engine.Run("exp1-s0", str(folder), fn=lambda: seen.append(time.monotonic()) or "ran")
-    orphan = subprocess.Popen([sys.executable, "-c", hold, str(lock), "1.5"], stdout=subprocess.PIPE, text=True)
+    run = engine.Run("exp1-s0", str(folder), fn=lambda: seen.append(gone.exists()) or "ran")
+    orphan = subprocess.Popen([sys.executable, "-c", hold, str(lock), "1.5", str(gone)], stdout=subprocess.PIPE,
+                              text=True)
     assert orphan.stdout.readline().strip() == "held"
-    t0 = time.monotonic()
     res = engine.execute(run)
     orphan.wait()
-    assert res["result"] == "ran" and seen[0] - t0 >= 1.0  # it ran once the orphan had gone
+    assert res["result"] == "ran" and seen == [True]  # it ran once the orphan had gone
     # an orphan that never goes: the try fails with one line naming the folder, the lock is left to it
     monkeypatch.setattr(engine, "LOCK_WAIT_S", 0.5)
-    orphan = subprocess.Popen([sys.executable, "-c", hold, str(lock), "30"], stdout=subprocess.PIPE, text=True)
+    orphan = subprocess.Popen([sys.executable, "-c", hold, str(lock), "30", str(gone)], stdout=subprocess.PIPE,
+                              text=True)
     try:
         assert orphan.stdout.readline().strip() == "held"
         res = engine.execute(run)

@@ -19,14 +19,16 @@ import pytest
 from rlhls.cli import main
 from rlhls.core.errors import RlhlsError
 from rlhls.host.engine import Run, map_runs, run_all
-from rlhls.host.runfolder import finished_steps
-from procs_util import alive, descendants
+from rlhls.host.checkpoint import checkpoint_steps
+from rlhls.host.runfolder import CHECKPOINT, finished_steps
+from procs_util import alive, descendants, freeze, parent, thaw
 
 STEPS = 4096  # 32 updates of 2 x 64 steps: a run takes a few seconds, long enough to be killed mid-run
 TINY = ["heppo-table3", "--steps", str(STEPS), "--seeds", "1", "--env", "InvertedPendulum-v5", "--set", "num_envs=2",
         "--set", "num_steps=64", "--set", "num_minibatches=4", "--set", "update_epochs=1", "--quiet"]
 RUNS = [f"exp{k}-s0" for k in range(1, 6)]
 JOIN_S = 900  # a bound on the experiment after a kill, not a timing: a loaded machine restarts workers slowly
+WAIT_S = 600  # the same for a run to write its first checkpoint: Ray starts slowly on a loaded machine
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +73,8 @@ def _ours(pid: int) -> bool:
 
 def _workers(name: str = "ray::rlhls_run") -> list:
     """pids of this test's Ray workers running a run (their process title names the task): an
-    experiment of the user's running beside the suite is left alone."""
+    experiment of the user's running beside the suite is left alone, and so is a worker's child
+    not yet exec'd (it shows its parent's title)."""
     pids = []
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
@@ -80,25 +83,57 @@ def _workers(name: str = "ray::rlhls_run") -> list:
                     pids.append(int(d.name))
             except (OSError, ValueError):
                 pass
-    return pids
+    return [p for p in pids if parent(p) not in pids]
 
 
-def _when_partial(out: Path, timeout: float = 60.0) -> None:
-    """Wait until a run folder holds a checkpoint short of its steps."""
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        if any(0 < finished_steps(out / r) < STEPS for r in RUNS):
-            return
+def _errors(out: Path) -> dict:
+    """The failed runs' errors in runs.csv (what an assertion on an experiment's exit code shows)."""
+    try:
+        return {r["id"]: r["error"] for r in csv.DictReader(open(out / "runs.csv")) if r["status"] == "failed"}
+    except OSError as e:
+        return {"runs.csv": str(e)}
+
+
+def _partial(out: Path) -> dict:
+    """{run: steps} of the run folders whose checkpoint is short of STEPS (the checkpoint, not
+    metrics.csv: its row is appended before the checkpoint that counts it is written)."""
+    held = {r: checkpoint_steps(out / r / CHECKPOINT) or 0 for r in RUNS}
+    return {r: k for r, k in held.items() if 0 < k < STEPS}
+
+
+def _kill_workers_mid_run(out: Path, running, kill=None) -> dict:
+    """SIGKILL this test's workers (or call `kill` with them) at a moment when a run holds a
+    checkpoint short of its steps. The workers are stopped (SIGSTOP) while the run folders are read:
+    none finishes a run, starts one or writes a checkpoint between the look and the kill, however
+    slowly this process runs. `running()`: the experiment has not ended. Returns the partial runs
+    {run: steps of their checkpoint}, each one's worker among those killed."""
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        assert running(), f"the experiment in {out} ended before a run could be killed mid-run"
+        stopped, partial = [], {}
+        try:
+            while True:
+                got = freeze([p for p in _workers() if p not in stopped])
+                if got is None:  # one did not stop in time (it continued, as did this round's): look again
+                    partial = {}
+                    break
+                stopped += got
+                partial = _partial(out)
+                # no run started meanwhile by a worker not stopped: every partial run's worker is stopped
+                if all(p in stopped for p in _workers()):
+                    break
+            if partial:
+                if kill is None:
+                    for p in stopped:
+                        os.kill(p, signal.SIGKILL)
+                else:
+                    kill(stopped)
+                stopped = []
+                return partial
+        finally:
+            thaw(stopped)
         time.sleep(0.05)
-    raise AssertionError(f"no run of {out} became partial in {timeout} s")
-
-
-def _kill_workers_mid_run(out: Path) -> list:
-    _when_partial(out)
-    pids = _workers()
-    for p in pids:
-        os.kill(p, signal.SIGKILL)
-    return pids
+    raise AssertionError(f"no run of {out} held a partial checkpoint within {WAIT_S} s")
 
 
 def test_failures_stay_in_their_run_and_map_keeps_the_order(ray2, tmp_path):
@@ -121,13 +156,14 @@ def test_a_killed_worker_is_retried_from_its_checkpoint(ray2, reference, tmp_pat
     th = threading.Thread(target=lambda: res.setdefault("rc", main(["experiment", *TINY, "--out", str(out),
                                                                     "--jobs", "2"])))
     th.start()
-    killed = _kill_workers_mid_run(out)
+    partial = _kill_workers_mid_run(out, th.is_alive)
     th.join(JOIN_S)
     assert not th.is_alive(), f"the experiment did not end within {JOIN_S} s of the kill"
-    assert killed and res["rc"] == 0
-    runs = list(csv.DictReader(open(out / "runs.csv")))
-    assert {r["status"] for r in runs} == {"done"} and all(r["steps"] == str(STEPS) for r in runs)
-    assert any(0 < int(r["resumed_at"]) < STEPS for r in runs)  # a retry went on from the killed try's checkpoint
+    assert res["rc"] == 0, _errors(out)
+    runs = {r["id"]: r for r in csv.DictReader(open(out / "runs.csv"))}
+    assert {r["status"] for r in runs.values()} == {"done"} and all(r["steps"] == str(STEPS) for r in runs.values())
+    # each killed run's retry went on from the killed try's checkpoint, not from 0
+    assert {r: int(runs[r]["resumed_at"]) for r in partial} == partial
     assert _table(out) == reference  # the retried runs continued bit for bit
 
 
@@ -137,7 +173,7 @@ def test_past_its_retries_a_run_fails_and_resume_completes_it(ray2, reference, t
     th = threading.Thread(target=lambda: res.setdefault("rc", main(["experiment", *TINY, "--out", str(out),
                                                                     "--jobs", "2", "--retries", "0"])))
     th.start()
-    _kill_workers_mid_run(out)
+    partial = _kill_workers_mid_run(out, th.is_alive)
     th.join(JOIN_S)
     assert not th.is_alive(), f"the experiment did not end within {JOIN_S} s of the kill"
     assert res["rc"] == 1
@@ -145,12 +181,12 @@ def test_past_its_retries_a_run_fails_and_resume_completes_it(ray2, reference, t
     failed = [r for r in runs.values() if r["status"] == "failed"]
     assert failed and all("the worker died" in r["error"] for r in failed)
     assert "## Failed runs" in (out / "summary.md").read_text()
-    partial = {r["id"] for r in failed if 0 < int(r["steps"]) < STEPS}
-    assert partial  # a killed run left its checkpoint behind
+    # each run killed mid-run failed and left its checkpoint behind
+    assert {r: int(runs[r]["steps"]) for r in partial} == partial and all(runs[r] in failed for r in partial)
     mtimes = {r: (out / r / "metrics.csv").stat().st_mtime_ns for r in RUNS if runs[r]["status"] == "done"}
     capsys.readouterr()
     # --resume takes the recorded options: only the folder (and how to run) on the command line
-    assert main(["experiment", "heppo-table3", "--out", str(out), "--resume", "--jobs", "2"]) == 0
+    assert main(["experiment", "heppo-table3", "--out", str(out), "--resume", "--jobs", "2"]) == 0, _errors(out)
     assert {r["status"] for r in csv.DictReader(open(out / "runs.csv"))} <= {"done", "skipped"}
     assert all((out / r / "metrics.csv").stat().st_mtime_ns == t for r, t in mtimes.items())  # kept, not rerun
     assert _table(out) == reference and "## Failed runs" not in (out / "summary.md").read_text()
@@ -164,10 +200,12 @@ def test_a_killed_driver_leaves_runs_that_resume_completes(ray2, reference, tmp_
     p = subprocess.Popen([sys.executable, "-m", "rlhls", "experiment", *TINY, "--out", str(out), "--jobs", "2"],
                          env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     ray_procs = []
-    try:
-        _when_partial(out)
-        ray_procs = descendants(p.pid)  # its Ray instance: gcs_server, raylet, agents, workers
+
+    def kill_driver(workers):  # its workers stopped mid-run
+        ray_procs.extend(descendants(p.pid))  # its Ray instance: gcs_server, raylet, agents, workers
         os.kill(p.pid, signal.SIGKILL)  # the driver alone: its Ray instance and workers go with it
+    try:
+        partial = _kill_workers_mid_run(out, lambda: p.poll() is None, kill=kill_driver)
         p.wait()
         deadline = time.monotonic() + 15  # Ray's own timeouts take a minute and more
         while time.monotonic() < deadline and [q for q in ray_procs if alive(q)]:
@@ -175,9 +213,13 @@ def test_a_killed_driver_leaves_runs_that_resume_completes(ray2, reference, tmp_
         left = [q for q in ray_procs if alive(q)]
     finally:
         os.killpg(p.pid, signal.SIGKILL)  # should the check below fail: nothing left to the next tests
+        for q in ray_procs:  # stopped workers included
+            if alive(q):
+                os.kill(q, signal.SIGKILL)
     assert len(ray_procs) > 3 and not left, left  # the watchdog of the driver's Ray instance killed them
-    assert any(0 < finished_steps(out / r) < STEPS for r in RUNS)
-    assert main(["experiment", "heppo-table3", "--out", str(out), "--resume", "--jobs", "2", "--quiet"]) == 0
+    assert {r: finished_steps(out / r) for r in partial} == partial
+    assert main(["experiment", "heppo-table3", "--out", str(out), "--resume", "--jobs", "2", "--quiet"]) == 0, \
+        _errors(out)
     assert _table(out) == reference
 
 
