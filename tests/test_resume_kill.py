@@ -63,7 +63,7 @@ def test_sigkill_mid_update_then_resume(tmp_path):
 # file is all the folder holds
 _KILLED_IN_RECORD = """
 import os, signal, sys, tempfile
-from rlhls.host import runner
+from rlhls.host import runfolder
 from rlhls.core.fileio import side_name
 
 def write_json(path, obj, indent=1):
@@ -71,7 +71,7 @@ def write_json(path, obj, indent=1):
     os.write(fd, b'{"command": "tr')
     os.kill(os.getpid(), signal.SIGKILL)
 
-runner.write_json = write_json
+runfolder.write_json = write_json
 from rlhls.cli import main
 main(["train", *sys.argv[1:]])
 """
