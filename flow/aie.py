@@ -94,7 +94,7 @@ import numpy as np
 from rlhls.core.errors import RlhlsError
 from rlhls.core import procs
 from rlhls.designs.formats import BF16, FP32, parse_format
-from rlhls.core.fileio import atomic_write_text, read_json
+from rlhls.core.fileio import atomic_write_text, read_json, scratch_dir
 from rlhls.designs.graph import build_graph
 
 __all__ = ["emit_aie", "aie_fit", "check_aie", "aie_gemm", "aie_dense_reference", "plan_chunks", "node_gemms",
@@ -688,10 +688,11 @@ def check_aie(out_dir, *, seed: int = 0, cache_dir=None) -> list[dict]:
 
     Returns one dict per product: {'node', 'kernel' (the product's name), 'shape' (M, K, N),
     'chunk', 'grid', 'tiles', 'chunks_per_kernel', 'passed', 'mismatches', 'max_abs_err',
-    'detail'}. Build products go to ``out_dir/aie/shim_test/`` (or ``cache_dir``), cached by
-    content hash.
+    'detail'}. The harnesses compile into the build cache (``cache_dir``, else
+    ``core.toolchain.cache_dir()/aie-check``), one folder per kernel source and harness content: a
+    build of the same kernels again compiles nothing.
     """
-    from rlhls.core.toolchain import compile_cpp
+    from rlhls.core.toolchain import cache_dir as toolchain_cache_dir, compile_cpp
 
     aie = Path(out_dir) / "aie"
     mpath = aie / "manifest.json"
@@ -703,16 +704,24 @@ def check_aie(out_dir, *, seed: int = 0, cache_dir=None) -> list[dict]:
         raise RlhlsError(f"check_aie: {mpath}: cannot be read ({e})") from None
     if not isinstance(manifest, dict) or not isinstance(manifest.get("nodes"), list):
         raise RlhlsError(f"check_aie: {mpath}: not the manifest emit_aie writes (no list of nodes)")
-    work = Path(cache_dir) if cache_dir is not None else aie / "shim_test"
-    work.mkdir(parents=True, exist_ok=True)
+    base = Path(cache_dir) if cache_dir is not None else toolchain_cache_dir() / "aie-check"
     rng = np.random.default_rng(seed)
     results = []
     for node in manifest["nodes"]:
         cname = node["cname"]
-        src = work / f"{cname}_harness.cpp"
-        _write_if_changed(src, _render_harness(node))
-        exe = compile_cpp([aie / "kernels" / f"{cname}.cc", src], work / f"{cname}_harness",
-                          include_dirs=[shim_dir(), aie / "kernels"], flags=("-DRLHLS_AIE_MAIN",))
+        # the node's own files, copied beside its harness: what is compiled is keyed by their content alone
+        names = (f"{cname}.cc", f"{cname}.h", "mm_bf16.h")
+        try:
+            texts = {n: (aie / "kernels" / n).read_text() for n in names}
+        except (OSError, UnicodeDecodeError) as e:
+            raise RlhlsError(f"check_aie: {aie / 'kernels'}: the files of node {cname} cannot be read ({e})") from None
+        texts[f"{cname}_harness.cpp"] = _render_harness(node)
+        key = hashlib.sha256(json.dumps(texts, sort_keys=True).encode()).hexdigest()[:16]
+        work = base / f"{cname}_{key}"
+        for n, text in texts.items():
+            _write_if_changed(work / n, text)
+        exe = compile_cpp([work / f"{cname}.cc", work / f"{cname}_harness.cpp"], work / f"{cname}_harness",
+                          include_dirs=[shim_dir(), work], flags=("-DRLHLS_AIE_MAIN",))
         data, refs = [], []
         for g in node["gemms"]:
             A, B = order_sensitive_operands(rng, g["M"], g["K"], g["N"])
@@ -721,11 +730,11 @@ def check_aie(out_dir, *, seed: int = 0, cache_dir=None) -> list[dict]:
             if bias is not None:
                 data.append(_bf16_bits(bias))
             refs.append(aie_dense_reference(A, B, bias, k_pad=g["grid_k"] * g["kc"] - g["K"]))
-        fin, fout = work / f"{cname}.in.bin", work / f"{cname}.out.bin"
-        fin.write_bytes(np.concatenate(data).astype("<u2").tobytes())
-        fout.unlink(missing_ok=True)
-        run = procs.run([str(exe), str(fin), str(fout)], capture_output=True, text=True)
-        words = np.frombuffer(fout.read_bytes(), dtype="<u2") if run.returncode == 0 and fout.is_file() else None
+        with scratch_dir("aie-check") as tmp:  # the data of this process's run alone (swept if killed)
+            fin, fout = tmp / "in.bin", tmp / "out.bin"
+            fin.write_bytes(np.concatenate(data).astype("<u2").tobytes())
+            run = procs.run([str(exe), str(fin), str(fout)], capture_output=True, text=True)
+            words = np.frombuffer(fout.read_bytes(), dtype="<u2") if run.returncode == 0 and fout.is_file() else None
         pos = 0
         for g, ref in zip(node["gemms"], refs):
             r = {"node": node["name"], "kernel": g["fn"], "shape": (g["M"], g["K"], g["N"]),

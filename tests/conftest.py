@@ -22,3 +22,21 @@ def csim_calls(monkeypatch):
 
     monkeypatch.setattr(backends.CsimBackend, "call", counting)
     return calls
+
+
+@pytest.fixture(autouse=True)
+def _one_evaluation_episode(request):
+    """Tests train budgets of a few hundred steps; the end-of-run evaluation they get is one episode
+    (Ant's or MountainCar's ten take 10,000 env steps, most of such a test's time). A test of the
+    default's ten marks itself ``default_evaluation``; a run in a subprocess keeps the default."""
+    if request.node.get_closest_marker("default_evaluation"):
+        yield
+        return
+    from rlhls.host.hyperparams import HyperParams
+
+    field = HyperParams.__dataclass_fields__["eval_episodes"]
+    default, field.default = field.default, 1
+    try:
+        yield
+    finally:
+        field.default = default
