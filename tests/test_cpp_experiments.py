@@ -69,7 +69,6 @@ def test_fig4_tiny(tmp_path):
 
 
 def test_table2_tiny(tmp_path, monkeypatch):
-    monkeypatch.setenv("RLHLS_CACHE_DIR", str(tmp_path.parent / "csim-cache"))
     out = tmp_path / "t2"
     assert main(["experiment", "cpp-table2", "--out", str(out), "--design", "cpp-trpo-ant", "--param",
                  "csim_samples=8", "--repeats", "1", *TINY]) == 0
