@@ -29,8 +29,8 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from .errors import RlhlsError
 from . import fileio, procs
+from .errors import RlhlsError
 
 BASE_FLAGS = ("-O2", "-std=c++14", "-ffp-contract=off")
 _HEADER_SUFFIXES = {".h", ".hh", ".hpp", ".hxx", ".inc", ".ipp", ".tpp"}

@@ -2,13 +2,29 @@
 the training graph, and one module per seed design with a registry. Knows nothing of files,
 tools or training loops."""
 
+from rlhls.core.errors import RlhlsError
+
 from .design import Design, KernelSpec, NetSpec
 from .devices import DEVICES, get_device
-from rlhls.core.errors import RlhlsError
 from .formats import BF16, FP16, FP32, FixedFormat, FloatFormat, NumericFormat, UniformFormat, parse_format
 from .graph import TrainingGraph, build_graph
-from .network import (Clip, Conv2d, Dense, Flatten, Identity, LayerNorm, LeakyReLU, Network, Precision, Quant, ReLU,
-                      Sigmoid, Softmax, Softplus, Tanh)
+from .network import (
+    Clip,
+    Conv2d,
+    Dense,
+    Flatten,
+    Identity,
+    LayerNorm,
+    LeakyReLU,
+    Network,
+    Precision,
+    Quant,
+    ReLU,
+    Sigmoid,
+    Softmax,
+    Softplus,
+    Tanh,
+)
 from .onnx_import import import_onnx
 from .registry import design_names, get_design, register_design
 

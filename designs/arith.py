@@ -61,6 +61,7 @@ from __future__ import annotations
 import numpy as np
 
 from rlhls.core.errors import RlhlsError
+
 from .formats import _NATIVE, FP32, FixedFormat, FloatFormat, NumericFormat, parse_format, round_to
 
 __all__ = ["dense", "conv2d", "im2col", "col2im", "set_seq_sum_kernel"]

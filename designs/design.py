@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from rlhls.core.errors import RlhlsError
+
 from .formats import parse_format
 
 _ACTS_KINDS = ("ReLU", "Tanh", "Sigmoid", "Softmax", "Identity")  # elementwise layers of an MLP

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from rlhls.core.errors import RlhlsError
+
 from .formats import FixedFormat
 
 if TYPE_CHECKING:

@@ -100,8 +100,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .arith import col2im, conv2d, dense, im2col
 from rlhls.core.errors import RlhlsError
+
+from .arith import col2im, conv2d, dense, im2col
 from .formats import FP32, NumericFormat, parse_format, round_to
 from .lut import _lut_index, _lut_softmax, lut_tables, softmax_table_formats
 

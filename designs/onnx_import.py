@@ -55,9 +55,24 @@ from pathlib import Path
 import numpy as np
 
 from rlhls.core.errors import RlhlsError
+
 from .formats import FixedFormat
-from .network import (MAX_LAYER_PARAMS, Clip, Conv2d, Dense, Flatten, LayerNorm, LeakyReLU, Network, Quant, ReLU,
-                      Sigmoid, Softmax, Softplus, Tanh)
+from .network import (
+    MAX_LAYER_PARAMS,
+    Clip,
+    Conv2d,
+    Dense,
+    Flatten,
+    LayerNorm,
+    LeakyReLU,
+    Network,
+    Quant,
+    ReLU,
+    Sigmoid,
+    Softmax,
+    Softplus,
+    Tanh,
+)
 
 _ACTS = {"Relu": ReLU, "Tanh": Tanh, "Sigmoid": Sigmoid}
 # the operators a chain may have (each a layer, a no-op, or an affine folded into a layer)

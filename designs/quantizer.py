@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlhls.core.errors import RlhlsError
+
 from .formats import UniformFormat, parse_format
 
 __all__ = ["EXPERIMENTS", "RunningStats", "block_stats", "BlockCodes", "quantize_blocks", "dequantize_blocks",

@@ -24,9 +24,10 @@ import traceback
 import types
 from pathlib import Path
 
-from .design import Design
 from rlhls.core.errors import RlhlsError
 from rlhls.core.registry import Registry
+
+from .design import Design
 
 _MODULE_DESIGNS: dict[str, list] = {}  # module -> what its designs() gave (the same objects on a load again)
 

@@ -91,10 +91,10 @@ from pathlib import Path
 
 import numpy as np
 
-from rlhls.core.errors import RlhlsError
 from rlhls.core import procs
-from rlhls.designs.formats import BF16, FP32, parse_format
+from rlhls.core.errors import RlhlsError
 from rlhls.core.fileio import atomic_write_text, read_json, scratch_dir
+from rlhls.designs.formats import BF16, FP32, parse_format
 from rlhls.designs.graph import build_graph
 
 __all__ = ["emit_aie", "aie_fit", "check_aie", "aie_gemm", "aie_dense_reference", "plan_chunks", "node_gemms",
@@ -692,7 +692,8 @@ def check_aie(out_dir, *, seed: int = 0, cache_dir=None) -> list[dict]:
     ``core.toolchain.cache_dir()/aie-check``), one folder per kernel source and harness content: a
     build of the same kernels again compiles nothing.
     """
-    from rlhls.core.toolchain import cache_dir as toolchain_cache_dir, compile_cpp
+    from rlhls.core.toolchain import cache_dir as toolchain_cache_dir
+    from rlhls.core.toolchain import compile_cpp
 
     aie = Path(out_dir) / "aie"
     mpath = aie / "manifest.json"

@@ -51,14 +51,14 @@ from pathlib import Path
 
 import numpy as np
 
-from rlhls.core import __version__
-from rlhls.designs.devices import get_device
+from rlhls.core import __version__, procs
 from rlhls.core.errors import RlhlsError
+from rlhls.core.fileio import check_out, scratch_dir, staged_folder
+from rlhls.core.toolchain import cache_dir
+from rlhls.designs.devices import get_device
 from rlhls.designs.graph import build_graph
 from rlhls.designs.network import Precision
 from rlhls.designs.registry import get_design
-from rlhls.core import procs
-from rlhls.core.fileio import check_out, scratch_dir, staged_folder
 from rlhls.partition.plan import check_plan
 
 from . import project as P
@@ -69,10 +69,9 @@ from .hls4ml_convert import convert_network, csim_flags
 from .hls4ml_kernel import run_wrapper_csim, wrap_network
 from .kernels import render_kernel
 from .mapping import Component, jsonable, map_design
+from .paths import include_dir
 from .rules import check_build
 from .rules import summary as rules_summary
-from rlhls.core.toolchain import cache_dir
-from .paths import include_dir
 
 PLACEHOLDER_PART = "PLACEHOLDER_PART"
 _XILINX_PREFIXES = ("xc", "xa", "xq")

@@ -14,13 +14,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlhls.core.errors import RlhlsError
 from rlhls.core import procs
+from rlhls.core.errors import RlhlsError
 from rlhls.core.fileio import atomic_write_bytes
+from rlhls.core.toolchain import ap_types_include, compile_cpp
 
 from .kernels import KernelSources
 from .paths import include_dir
-from rlhls.core.toolchain import ap_types_include, compile_cpp
 
 __all__ = ["CsimResult", "run_csim", "write_sources"]
 

@@ -66,13 +66,12 @@ from pathlib import Path
 
 import numpy as np
 
-from rlhls.core.errors import RlhlsError
 from rlhls.core import procs
+from rlhls.core.errors import RlhlsError
+from rlhls.core.toolchain import compiler_env
 from rlhls.designs.formats import FP32, FixedFormat, FloatFormat
 from rlhls.designs.lut import SOFTMAX_NORM_INT, _libm, softmax_table_formats
 from rlhls.designs.network import TABLE_SIZE, Network, Precision
-
-from rlhls.core.toolchain import compiler_env
 
 __all__ = ["hls4ml_precision_config", "table_precisions", "convert_network", "compile_csim", "check_hls4ml",
            "error_bound", "softmax_error",
@@ -201,11 +200,12 @@ def hls4ml_precision_config(net: Network, precision, table_size: int = DEFAULT_T
 
 
 def _clean_onnx(net: Network):
+    import warnings
+
     from qonnx.core.modelwrapper import ModelWrapper
     from qonnx.transformation.channels_last import ConvertToChannelsLastAndClean
     from qonnx.transformation.gemm_to_matmul import GemmToMatMul
     from qonnx.util.cleanup import cleanup_model
-    import warnings
 
     model = _quant_as_cast(net.to_onnx())
     for v in (model.graph.input[0], model.graph.output[0]):
@@ -485,7 +485,7 @@ def compile_csim(hls_model, flags=None) -> float:
     script and g++'s first error if the build fails."""
     import ctypes
     import resource
-    
+
     out = Path(hls_model.config.get_output_dir())
     top = hls_model.config.get_project_name()
     stamp = hls_model.config.get_config_value("Stamp")

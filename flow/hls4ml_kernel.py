@@ -27,13 +27,13 @@ from pathlib import Path
 import jinja2
 import numpy as np
 
-from rlhls.core.errors import RlhlsError
 from rlhls.core import procs
+from rlhls.core.errors import RlhlsError
 from rlhls.core.fileio import atomic_write_bytes, atomic_write_text, scratch_dir
+from rlhls.core.toolchain import ap_types_include, compile_cpp
 
 from .hls4ml_convert import _libm, _lsb, error_bound, table_precisions
 from .paths import templates_dir
-from rlhls.core.toolchain import ap_types_include, compile_cpp
 
 __all__ = ["TB_VECTORS", "wrap_network", "run_wrapper_csim", "core_signature"]
 

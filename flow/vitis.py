@@ -20,8 +20,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlhls.core.errors import RlhlsError
 from rlhls.core import procs
+from rlhls.core.errors import RlhlsError
 from rlhls.core.fileio import open_owned
 
 from .project import HLS_CONFIG, RUN_HLS, WORK_DIR

@@ -43,12 +43,12 @@ from pathlib import Path
 import numpy as np
 
 from rlhls.core.errors import RlhlsError
+from rlhls.core.toolchain import ap_types_include
+from rlhls.core.toolchain import cache_dir as default_cache_dir
 from rlhls.designs.kernels import get_kernel
 from rlhls.flow.csim import build_cached, unity_source, write_sources
 from rlhls.flow.kernels import render_kernel
-from rlhls.core.toolchain import cache_dir as default_cache_dir
 from rlhls.flow.paths import include_dir
-from rlhls.core.toolchain import ap_types_include
 
 __all__ = ["Backend", "EmuBackend", "CsimBackend", "CosimBackend", "get_backend", "check_tools", "BACKENDS"]
 

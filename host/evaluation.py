@@ -177,9 +177,9 @@ def load(folder, *, design=None, log=None) -> Policy:
     (``FILE.py[:NAME]``) or Design of a run of a user's design file — a run folder never imports a
     file by itself; the file must be the one the run recorded (its sha256). `log`: a file that takes
     what the environments' libraries print while it is rebuilt (None: discarded)."""
-    from rlhls.designs.registry import recorded_design
     from rlhls.core.fileio import owned_file, path_arg, read_json
     from rlhls.core.procs import library_output
+    from rlhls.designs.registry import recorded_design
 
     from .algorithms import get_algorithm
     from .checkpoint import load_checkpoint

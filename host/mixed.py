@@ -110,10 +110,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rlhls.designs import formats
 from rlhls.core.errors import RlhlsError
-from rlhls.designs.formats import parse_format
+from rlhls.designs import formats
 from rlhls.designs.arith import col2im, im2col
+from rlhls.designs.formats import parse_format
 from rlhls.designs.network import Precision, _sum_rows
 
 from .hyperparams import HyperParams, hp

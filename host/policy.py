@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from rlhls.core.errors import RlhlsError
-from rlhls.designs.registry import get_design, recorded_design
 from rlhls.core.fileio import owned_file, read_json
+from rlhls.designs.registry import get_design, recorded_design
 
 from .checkpoint import load_checkpoint
 from .runfolder import CHECKPOINT, run_dir

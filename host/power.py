@@ -18,8 +18,8 @@ from __future__ import annotations
 import math
 import numbers
 
-from rlhls.designs.devices import Figure
 from rlhls.core.errors import RlhlsError
+from rlhls.designs.devices import Figure
 
 __all__ = ["ZU7EV_POWER", "PL_RESOURCES", "ps_power_w", "pl_dynamic_w", "soc_power_w", "energy_j"]
 

@@ -63,8 +63,20 @@ from rlhls.core.procs import inform
 from .checkpoint import load_checkpoint, save_checkpoint, write_at
 from .figures import csv_text, plot_rewards
 from .metrics import Board
-from .runfolder import (CHECKPOINT, CSVS, EPISODE_COLUMNS, EVAL_CSV, EVAL_FIELDS, LAYOUT, check_checkpoint, check_folder,
-                        read_config, read_record, record_files, remove_stale_temps)
+from .runfolder import (
+    CHECKPOINT,
+    CSVS,
+    EPISODE_COLUMNS,
+    EVAL_CSV,
+    EVAL_FIELDS,
+    LAYOUT,
+    check_checkpoint,
+    check_folder,
+    read_config,
+    read_record,
+    record_files,
+    remove_stale_temps,
+)
 
 __all__ = ["train"]
 

@@ -27,12 +27,12 @@ import reprlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rlhls.designs.design import Design
 from rlhls.core.errors import RlhlsError
-from rlhls.designs.graph import build_graph
-from rlhls.designs.registry import design_record, get_design, recorded_design
 from rlhls.core.fileio import folder_lock, path_arg
 from rlhls.core.procs import library_output
+from rlhls.designs.design import Design
+from rlhls.designs.graph import build_graph
+from rlhls.designs.registry import design_record, get_design, recorded_design
 
 from .algorithms import get_algorithm
 from .backends import check_tools

@@ -46,8 +46,8 @@ import math
 import re
 from pathlib import Path
 
-from rlhls.designs.devices import get_device
 from rlhls.core.errors import RlhlsError
+from rlhls.designs.devices import get_device
 
 from .profile_io import ProfileRow
 from .reports import find_reports, read_aiesim_output, read_cosim, read_csynth

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import numbers
 import time
-
 from collections import defaultdict
 from dataclasses import dataclass
 

@@ -89,6 +89,7 @@ import sys
 import threading
 import time
 import warnings
+
 import pulp
 
 from rlhls.core import procs
@@ -96,11 +97,11 @@ from rlhls.core.errors import RlhlsError
 from rlhls.core.fileio import atomic_write_text, process_scratch, read_json, scratch_dir
 from rlhls.core.procs import library_output
 
-from .heft import EPS, Problem, Schedule, baselines, heft, local_search, semi_active
 from . import energy as energy_rows
+from .heft import EPS, Problem, Schedule, baselines, heft, local_search, semi_active
 from .lns import LNS_NODES, improve
-from .relax import list_schedule, round_options
 from .plan import Plan, utilisation
+from .relax import list_schedule, round_options
 
 __all__ = ["solve", "check_capacity", "SOLVERS"]
 

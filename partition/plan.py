@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlhls.core.errors import RlhlsError
-
 from rlhls.core.fileio import atomic_write_bytes, atomic_write_text, check_out, read_json, staged_folder
+
 from .profile_io import MAX_NODES, MAX_PS_CORES, UNITS
 
 __all__ = ["Plan", "write_plan", "read_plan", "load_plan", "check_plan", "utilisation", "plan_csv", "gantt_figure", "gantt_png"]

@@ -46,13 +46,13 @@ from __future__ import annotations
 import fnmatch
 import math
 
-from rlhls.designs.devices import Device, get_device
 from rlhls.core.errors import RlhlsError
+from rlhls.designs.devices import Device, get_device
 from rlhls.designs.graph import build_graph
 from rlhls.designs.kernels import KernelContext, kernels_for, unit_formats
+from rlhls.designs.kernels.cost import aie_plio_pairs, combine_provenance, pl_elementwise, ps_cost
 from rlhls.designs.kernels.dense import gemm_points
 from rlhls.designs.network import ELEMENTWISE_KINDS
-from rlhls.designs.kernels.cost import aie_plio_pairs, combine_provenance, pl_elementwise, ps_cost
 
 from .profile_io import RESOURCES, ProfileRow, write_profile
 

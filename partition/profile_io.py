@@ -60,7 +60,6 @@ from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
 from rlhls.core.errors import RlhlsError
-
 from rlhls.core.fileio import atomic_write_text, read_limited
 
 __all__ = [

@@ -6,6 +6,7 @@ Stable-Baselines3's ``predict`` (host/evaluation.py); ``import rlhls.envs`` regi
 """
 
 from rlhls.core import __version__
+
 __all__ = ["Flow", "load", "__version__"]
 
 

@@ -40,14 +40,25 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from rlhls.core.errors import RlhlsError
+from rlhls.core.fileio import (
+    OWNER,
+    atomic_write_text,
+    check_name,
+    check_out,
+    folder_command,
+    folder_lock,
+    make_dirs,
+    owned_file,
+    path_arg,
+    read_json,
+    write_json,
+)
+from rlhls.core.procs import library_output
 from rlhls.designs.design import Design
 from rlhls.designs.devices import get_device
-from rlhls.core.errors import RlhlsError
 from rlhls.designs.graph import build_graph
 from rlhls.designs.registry import design_record, get_design, recorded_design
-from rlhls.core.fileio import (OWNER, atomic_write_text, check_name, check_out, folder_command, folder_lock,
-                                    make_dirs, owned_file, path_arg, read_json, write_json)
-from rlhls.core.procs import library_output
 
 _log = logging.getLogger(__name__)
 
@@ -90,8 +101,7 @@ class Flow:
                  quiet: bool = False, solver: str = "cbc", time_limit: float | None = 60.0, reports=None):
         from rlhls.host.algorithms import get_algorithm
         from rlhls.host.backends import BACKENDS
-        from rlhls.host.hyperparams import apply_config
-        from rlhls.host.hyperparams import check_seed
+        from rlhls.host.hyperparams import apply_config, check_seed
 
         if isinstance(design, str):
             if "\0" in design:
@@ -437,8 +447,8 @@ class Flow:
         if isinstance(ps_factor, numbers.Real) and not isinstance(ps_factor, bool):
             ps_factor = float(ps_factor)  # numpy's numbers too; model_perf checks the value
         if self._perf is None:
-            from rlhls.host.perf import host_times, model_perf, perf_figure, write_perf
             from rlhls.host.figures import save_png
+            from rlhls.host.perf import host_times, model_perf, perf_figure, write_perf
 
             graph, rows, plan = self.graph(), self.profile(), self.partition()
 

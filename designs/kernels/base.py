@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlhls.core.errors import RlhlsError
+
 from ..formats import FixedFormat, FloatFormat, NumericFormat, parse_format
 
 __all__ = ["Param", "Array", "Kernel", "FORMAT_NOTE", "check_formats"]

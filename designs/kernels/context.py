@@ -17,8 +17,9 @@ from __future__ import annotations
 import math
 import re
 
-from ..devices import get_device
 from rlhls.core.errors import RlhlsError
+
+from ..devices import get_device
 from ..formats import parse_format
 
 __all__ = ["KernelContext", "unit_formats", "layer_dims"]

@@ -62,6 +62,7 @@ import math
 import numbers
 
 from rlhls.core.errors import RlhlsError
+
 from ..formats import FixedFormat, FloatFormat, UniformFormat, parse_format
 
 __all__ = ["ps_cost", "pl_matmul", "pl_elementwise", "aie_matmul", "RESOURCE_KEYS", "format_key",

@@ -103,6 +103,7 @@ import math
 import numpy as np
 
 from rlhls.core.errors import RlhlsError
+
 from ..formats import FixedFormat, FloatFormat, UniformFormat, parse_format
 from .base import Array, Kernel, Param
 from .cost import provenance
@@ -484,8 +485,8 @@ class GaeKernel(Kernel):
         S, T, N = p["steps"], p["trajectories"], p["pes"]
         mem = memory_layout(p)
         if unit == "PS":
-            from .cost import ps_cost
             from .base import get_dev
+            from .cost import ps_cost
             flops = S * T * (10 + 2 * p["lookahead"])
             c = ps_cost(flops, get_dev(device), nbytes=mem["capacity_bytes"] * 2)
             out = {"cycles": c["cycles"], "latency_us": c["latency_us"],

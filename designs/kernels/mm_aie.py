@@ -15,10 +15,9 @@ the device's pairs), ``t<tiles>p<plios>``.
 
 from __future__ import annotations
 
-
-from ..arith import dense
 import numpy as np
 
+from ..arith import dense
 from .base import Array, Kernel, Param, check_formats, finish_cost, get_dev
 
 __all__ = ["MmAie", "AIE_TILE_POINTS", "AIE_PLIO_POINTS"]

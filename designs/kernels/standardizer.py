@@ -90,6 +90,7 @@ import math
 import numpy as np
 
 from rlhls.core.errors import RlhlsError
+
 from ..formats import FixedFormat, FloatFormat, UniformFormat, parse_format
 from ..quantizer import EXPERIMENTS
 from .base import Array, Kernel, Param, check_formats, get_dev

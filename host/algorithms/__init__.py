@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from rlhls.core.errors import RlhlsError
-from rlhls.designs.graph import GRAPH_BUILDERS, register_graph_builder, unregister_graph_builder
 from rlhls.core.registry import Registry
+from rlhls.designs.graph import GRAPH_BUILDERS, register_graph_builder, unregister_graph_builder
 
 __all__ = ["Algorithm", "ALGORITHMS", "register_algorithm", "unregister_algorithm", "get_algorithm",
            "algorithm_names"]

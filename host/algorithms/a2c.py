@@ -74,18 +74,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlhls.core.errors import RlhlsError
-from rlhls.designs.graph import actor_critic, RETURNS_FLOPS
 from rlhls.designs.formats import parse_format
+from rlhls.designs.graph import RETURNS_FLOPS, actor_critic
 
-from ..phases import timed
 from ..distributions import Categorical, DiagGaussian, policy_distribution
 from ..envs import EpisodeTracker, space_info
-from ..mixed import PRECISIONS, MixedPrecision, MixedPrecisionArgs, count_columns, ps_forward
-from . import Algorithm, register_algorithm
-from ..hyperparams import hp
-from ..rlzoo import schedule
-from ..optim import make_optimizer
 from ..gae import gae_reference
+from ..hyperparams import hp
+from ..mixed import PRECISIONS, MixedPrecision, MixedPrecisionArgs, count_columns, ps_forward
+from ..optim import make_optimizer
+from ..phases import timed
+from ..rlzoo import schedule
+from . import Algorithm, register_algorithm
 from .base import TrainerBase, adapt_network, check_memory, param_views, sample_bytes
 from .rollout import collect_rollout, episode_columns, start_envs
 

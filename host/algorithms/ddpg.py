@@ -70,19 +70,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlhls.core.errors import RlhlsError
-from rlhls.designs.graph import out_bytes
 from rlhls.designs.formats import parse_format
+from rlhls.designs.graph import out_bytes
 
-from .replay import ReplayBuffer
 from ..envs import EpisodeTracker, space_info
-from ..phases import timed
-from . import Algorithm, register_algorithm
 from ..hyperparams import hp
-from ..rlzoo import train_freq, whole
 from ..mixed import PRECISIONS, MixedPrecision, MixedPrecisionArgs, _fp32_inplace, count_columns, ps_forward
 from ..optim import make_optimizer
+from ..phases import timed
+from ..rlzoo import train_freq, whole
+from . import Algorithm, register_algorithm
 from .base import TrainerBase, adapt_network, check_buffer_memory, check_memory, param_views, sample_bytes
-
+from .replay import ReplayBuffer
 
 __all__ = ["DDPGArgs", "batch_size", "PHASES", "NOISES", "resolve_hyperparams", "soft_update", "node_runs", "DDPG"]
 

@@ -65,19 +65,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlhls.core.errors import RlhlsError
-from rlhls.designs.graph import out_bytes
 from rlhls.designs.formats import parse_format
+from rlhls.designs.graph import out_bytes
 
-from ..phases import timed
-from ..envs.atari import ATARI_BUFFER_CAP, is_atari
 from ..envs import EpisodeTracker, space_info
-from ..mixed import PRECISIONS, MixedPrecision, MixedPrecisionArgs, count_columns, ps_forward
-from . import Algorithm, register_algorithm
+from ..envs.atari import ATARI_BUFFER_CAP, is_atari
 from ..hyperparams import hp
-from ..rlzoo import train_freq, whole
+from ..mixed import PRECISIONS, MixedPrecision, MixedPrecisionArgs, count_columns, ps_forward
 from ..optim import make_optimizer
-from .replay import ReplayBuffer
+from ..phases import timed
+from ..rlzoo import train_freq, whole
+from . import Algorithm, register_algorithm
 from .base import TrainerBase, adapt_network, check_buffer_memory, check_memory, param_views, sample_bytes
+from .replay import ReplayBuffer
 
 __all__ = ["DQNArgs", "batch_size", "PHASES", "resolve_hyperparams", "linear_schedule", "DQN"]
 

@@ -57,25 +57,24 @@ import copy
 from dataclasses import dataclass
 
 import numpy as np
-
-from rlhls.core.errors import RlhlsError
-from rlhls.designs.graph import actor_critic, GAE_FLOPS
-from rlhls.designs.quantizer import RunningStats
-
 from gymnasium.wrappers.utils import RunningMeanStd
 
-from ..phases import timed
+from rlhls.core.errors import RlhlsError
+from rlhls.designs.graph import GAE_FLOPS, actor_critic
+from rlhls.designs.quantizer import RunningStats
+
 from ..distributions import DiagGaussian, policy_distribution
 from ..envs import EpisodeTracker, normalize_obs, pad_obs, rms_load, rms_state, space_info
-from . import Algorithm, register_algorithm
 from ..gae import EXPERIMENTS, gae_stage, gae_units
 from ..hyperparams import hp
-from ..rlzoo import schedule, whole
 from ..mixed import MixedPrecisionArgs
+from ..optim import clip_grad_norm, make_optimizer
+from ..phases import timed
+from ..rlzoo import schedule, whole
+from . import Algorithm, register_algorithm
 from .base import TrainerBase, adapt_network, check_memory, sample_bytes
 from .ppo_mixed import MixedPPO
 from .rollout import collect_rollout, episode_columns, start_envs
-from ..optim import clip_grad_norm, make_optimizer
 
 __all__ = ["PPOArgs", "batch_size", "PHASES", "PRECISIONS", "ppo_loss", "resolve_hyperparams", "minibatch_steps",
            "node_runs", "PPO"]

@@ -28,8 +28,8 @@ import numpy as np
 
 from rlhls.designs.formats import parse_format
 
-from ..phases import timed
 from ..mixed import MixedPrecision, count_columns, ps_forward
+from ..phases import timed
 
 __all__ = ["MixedPPO"]
 

@@ -25,7 +25,6 @@ from rlhls.core.errors import RlhlsError
 from rlhls.core.fileio import owned_file
 
 from ..checkpoint import read_rows, write_at
-
 from .base import check_buffer_memory
 
 __all__ = ["ReplayBuffer"]

@@ -79,17 +79,17 @@ import numpy as np
 from gymnasium.wrappers.utils import RunningMeanStd
 
 from rlhls.core.errors import RlhlsError
-from rlhls.designs.graph import CG_FLOPS_PER_PARAM, elements, out_bytes
 from rlhls.designs.formats import FixedFormat, parse_format
+from rlhls.designs.graph import CG_FLOPS_PER_PARAM, elements, out_bytes
 from rlhls.designs.kernels.fvp import host_fvp, layout, pack, unpack
 
-from . import Algorithm, register_algorithm
-from ..phases import timed
 from ..distributions import LOG_2PI
 from ..envs import EpisodeTracker, normalize_obs, pad_obs, rms_load, rms_state, space_info
 from ..gae import gae_reference
 from ..hyperparams import HyperParams, hp
 from ..optim import make_optimizer
+from ..phases import timed
+from . import Algorithm, register_algorithm
 from .base import TrainerBase, adapt_network, check_memory, sample_bytes
 from .rollout import collect_rollout, episode_columns, start_envs
 

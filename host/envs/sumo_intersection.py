@@ -66,8 +66,8 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 
-from rlhls.designs import traffic as plan
 from rlhls.core.errors import RlhlsError
+from rlhls.designs import traffic as plan
 
 __all__ = ["ENVIRONMENTS", "ENV_ID", "SumoIntersection", "DEMANDS", "DATA", "NET", "LINKS", "signal_state",
            "sumo_home", "build_network", "sample_routes", "APPROACHES", "CELL", "CELLS"]

@@ -46,11 +46,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Callable
 
-
-from rlhls.core.errors import RlhlsError
-from rlhls.core.registry import Registry
 from rlhls.core import fileio
+from rlhls.core.errors import RlhlsError
 from rlhls.core.procs import inform
+from rlhls.core.registry import Registry
 
 from ..engine import Outcome, Run, failed_lines, map_runs, ray_session, run_all
 

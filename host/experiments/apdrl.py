@@ -57,8 +57,19 @@ import numpy as np
 from rlhls.core.errors import RlhlsError
 
 from ..runfolder import episodes, evaluation, finished_steps
-from . import (RUNS, Experiment, Summary, check_out, count, design_ref, option, read_object, register_experiment,
-               solve_plan, train_run)
+from . import (
+    RUNS,
+    Experiment,
+    Summary,
+    check_out,
+    count,
+    design_ref,
+    option,
+    read_object,
+    register_experiment,
+    solve_plan,
+    train_run,
+)
 
 __all__ = ["BENCHMARKS", "TABLE4_SIZES", "runs_table3", "summary_table3", "runs_table4", "summary_table4",
            "summarize_table3",
@@ -120,9 +131,9 @@ def _mean_std(v: list) -> tuple[float, float]:
 
 def summarize_table3(out, designs: list[str], seeds: int, title: str = "", failed: list | None = None) -> list[dict]:
     """table3.csv / table3.md / fig11.png from the run folders under `out`; returns the rows."""
-    from ..figures import markdown_table
     from rlhls.core.fileio import atomic_write_text
-    from ..figures import csv_text
+
+    from ..figures import csv_text, markdown_table
 
     out = Path(out)
     rows, curves = [], {}
@@ -382,9 +393,9 @@ def runs_table4(ctx) -> list:
 
 
 def summary_table4(ctx, outcomes) -> Summary:
-    from ..figures import markdown_table
     from rlhls.core.fileio import atomic_write_text
-    from ..figures import csv_text
+
+    from ..figures import csv_text, markdown_table
 
     out = ctx.out
     rows = table4_rows(ctx.opts.sizes, repeats=ctx.opts.repeats, say=ctx.say)

@@ -234,10 +234,10 @@ def _fig6(cross, path):
 
 
 def summary(ctx, outcomes) -> Summary:
-    from ..perf import mm_crossover
-    from ..figures import markdown_table
     from rlhls.core.fileio import atomic_write_text
-    from ..figures import csv_text
+
+    from ..figures import csv_text, markdown_table
+    from ..perf import mm_crossover
 
     D, out, say = ctx.data, ctx.out, ctx.say
     ctx.start(D["settings"])

@@ -64,8 +64,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rlhls.core.errors import RlhlsError
 from rlhls.core import fileio
+from rlhls.core.errors import RlhlsError
 
 from . import RUNS, Experiment, Summary, count, design_ref, option, register_experiment
 
@@ -246,8 +246,8 @@ def _fig4_one(job: dict) -> dict:
     as a one-row list for a resumed sweep."""
     from rlhls.designs.registry import get_design
 
-    from ..backends import EmuBackend
     from ..algorithms.trpo import FvpUnit
+    from ..backends import EmuBackend
 
     design = get_design(job["design"])
     with np.load(job["dataset"]) as z:
@@ -350,9 +350,9 @@ def _part_rows(path) -> list:
 
 
 def _fig4_outputs(out: Path, rows: list, designs, p: dict, checks: dict) -> None:
-    from ..figures import markdown_table, save_png
     from rlhls.core.fileio import atomic_write_text
-    from ..figures import csv_text
+
+    from ..figures import csv_text, markdown_table, save_png
 
     cols = ["design", "scale", "fraction_bits", "width", "mape_percent", "max_rel_error", "seconds", "note"]
     atomic_write_text(out / "fig4.csv", csv_text(rows, cols))
@@ -451,8 +451,8 @@ def perf_fvp_s(design) -> float:
 
 
 def table2_rows(out: Path, designs, p: dict, repeats: int = 3, say=lambda m: None) -> list[dict]:
-    from ..backends import EmuBackend, get_backend
     from ..algorithms.trpo import FvpUnit, GaussianMLP
+    from ..backends import EmuBackend, get_backend
 
     rows = []
     csim = get_backend("csim") if p["csim_samples"] else None
@@ -506,9 +506,9 @@ def table2_rows(out: Path, designs, p: dict, repeats: int = 3, say=lambda m: Non
 
 
 def _table2_outputs(out: Path, rows: list, p: dict) -> None:
-    from ..figures import markdown_table
     from rlhls.core.fileio import atomic_write_text
-    from ..figures import csv_text
+
+    from ..figures import csv_text, markdown_table
 
     atomic_write_text(out / "table2.csv", csv_text(rows, list(rows[0])))
 

@@ -49,15 +49,13 @@ from pathlib import Path
 
 import numpy as np
 
-from rlhls.core.errors import RlhlsError
 from rlhls.core import fileio
+from rlhls.core.errors import RlhlsError
 
-from . import (RUNS, TRAINS, Experiment, Summary, design_ref, option, param, read_object, register_experiment,
-               train_run)
+from ..figures import csv_text, register_report_section
 from ..policy import POLICY_STATES
-from ..figures import register_report_section
 from ..runfolder import CHECKPOINT, episodes, evaluation, read_metrics
-from ..figures import csv_text
+from . import RUNS, TRAINS, Experiment, Summary, design_ref, option, param, read_object, register_experiment, train_run
 
 __all__ = ["TASKS", "SEED_SNAPSHOTS", "VARIANTS", "seed_plan", "policy_fn", "evaluate", "write_gif",
            "Snapshots", "table7_run", "runs_table7", "summary_table7", "runs_table4", "summary_table4",
@@ -492,8 +490,7 @@ def c_glue_seconds(design, steps: int = 3000) -> dict | None:
     import hashlib
     import subprocess
 
-    from rlhls.core.toolchain import cache_dir
-    from rlhls.core.toolchain import compile_cpp
+    from rlhls.core.toolchain import cache_dir, compile_cpp
 
     k = design.kernels[0].params
     folder = cache_dir() / "fddpg-glue" / hashlib.sha256(GLUE_CPP.encode()).hexdigest()[:16]

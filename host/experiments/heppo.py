@@ -47,9 +47,20 @@ import numpy as np
 
 from rlhls.core.errors import RlhlsError
 
-from . import (RUNS, TRAINS, Experiment, Summary, count, design_ref, option, param, read_object, register_experiment,
-               train_run)
 from ..runfolder import episodes, evaluation
+from . import (
+    RUNS,
+    TRAINS,
+    Experiment,
+    Summary,
+    count,
+    design_ref,
+    option,
+    param,
+    read_object,
+    register_experiment,
+    train_run,
+)
 
 __all__ = ["configurations", "runs", "summarize", "gae_rates", "gae_speedup", "summary_table1"]
 
@@ -82,9 +93,9 @@ def _rolling(y: np.ndarray) -> np.ndarray:
 
 def summarize(out, configs: list[dict], seeds: int, title: str = "", failed: list | None = None) -> list[dict]:
     """summary.csv, summary.md and comparison.png of the run folders in `out`; returns the rows."""
-    from ..figures import markdown_table
     from rlhls.core.fileio import atomic_write_text
-    from ..figures import csv_text, rolling_window
+
+    from ..figures import csv_text, markdown_table, rolling_window
 
     out = Path(out)
     rows, curves = [], {}
@@ -291,9 +302,8 @@ def summary_table1(ctx, outcomes) -> Summary:
     """table1.md / table1.csv: Table I measured here beside the seed's, the whole-PPO speed-up, GAE el/s."""
     from rlhls.core import fileio
 
+    from ..figures import csv_text, markdown_table
     from ..perf import bind_run, host_times, measure_host, model_perf
-    from ..figures import markdown_table
-    from ..figures import csv_text
 
     opts, out = ctx.opts, ctx.out
     design = _table1_design(opts)

@@ -48,12 +48,12 @@ from pathlib import Path
 
 import numpy as np
 
-from rlhls.designs import traffic as plan
 from rlhls.core.errors import RlhlsError
+from rlhls.designs import traffic as plan
 
-from . import RUNS, TRAINS, Experiment, Summary, param, read_object, register_experiment, train_run
 from ..figures import register_report_section
 from ..runfolder import CHECKPOINT, episodes, metrics
+from . import RUNS, TRAINS, Experiment, Summary, param, read_object, register_experiment, train_run
 
 __all__ = ["DESIGN", "DEFAULT_STEPS", "DEFAULT_SEEDS", "POLICIES", "fixed_time_policy", "random_policy",
            "a2c_policy", "evaluate", "training_episode_seed", "check_held_out", "stage_times", "runs", "summary",
@@ -366,9 +366,9 @@ def summary_energy(ctx, outcomes) -> Summary:
     against PS + MAC array, and the MAC counts at which the element would pay."""
     from matplotlib.figure import Figure
 
-    from ..figures import markdown_table, save_png
     from rlhls.core.fileio import atomic_write_text
-    from ..figures import csv_text
+
+    from ..figures import csv_text, markdown_table, save_png
 
     D, out = ctx.data, ctx.out
     t = energy_table(macs=D["macs"], max_macs=D["max_macs"])
@@ -447,9 +447,9 @@ def summarize(rows: list[dict], curves: dict, out: Path, meta: dict) -> list[dic
     learning curves ({training seed: [(env_step, return)]})."""
     from matplotlib.figure import Figure
 
-    from ..figures import markdown_table, save_png
     from rlhls.core.fileio import atomic_write_text
-    from ..figures import csv_text
+
+    from ..figures import csv_text, markdown_table, save_png
 
     demands = list(dict.fromkeys(r["demand"] for r in rows))
     policies = [p for p in POLICIES if any(r["policy"] == p for r in rows)]

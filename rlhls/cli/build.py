@@ -64,10 +64,9 @@ def cmd_check(args) -> int:
 
 def cmd_policy(args) -> int:
     """rlhls build DESIGN --weights RUN_FOLDER."""
-    from rlhls.host.policy import export_run_policy
     from rlhls.core.procs import library_output
-
     from rlhls.designs.registry import get_design
+    from rlhls.host.policy import export_run_policy
 
     out = Path(args.out) if args.out else Path("build") / f"{get_design(args.design).name}-policy"
     progress = say(args.quiet or args.json)  # the console's handler: --quiet and -q hush it
@@ -100,11 +99,10 @@ def cmd_build(args) -> int:
 
             raise RlhlsError("--weights exports the trained policy: --plan, --synth and --cosim do not apply to it")
         return cmd_policy(args)
-    from rlhls.flow.build import build_design
     from rlhls.core.procs import library_output
-    from rlhls.partition.plan import load_plan
-
     from rlhls.designs.registry import get_design
+    from rlhls.flow.build import build_design
+    from rlhls.partition.plan import load_plan
 
     out = Path(args.out) if args.out else Path("build") / get_design(args.design).name
     plan = load_plan(args.plan) if args.plan else None

@@ -32,9 +32,9 @@ def cmd_eval(args) -> int:
     from pathlib import Path
 
     from rlhls.core.errors import RlhlsError
-    from rlhls.host.evaluation import load, renders_rgb, write_gif
     from rlhls.core.fileio import check_file_out, image_ours
     from rlhls.core.procs import library_output
+    from rlhls.host.evaluation import load, renders_rgb, write_gif
 
     gif = Path(args.gif) if args.gif else None
     if gif is not None and (gif.is_dir() or not gif.parent.is_dir()):

@@ -81,9 +81,9 @@ def _si(x: float) -> str:
 
 
 def cmd_graph(args) -> int:
+    from rlhls.core.fileio import atomic_write_text, check_file_out
     from rlhls.designs.graph import build_graph
     from rlhls.designs.registry import get_design
-    from rlhls.core.fileio import atomic_write_text, check_file_out
 
     if args.csv:
         check_file_out(args.csv, header="src,dst,bytes", force=args.force, what="--csv")
@@ -109,10 +109,10 @@ def cmd_graph(args) -> int:
 
 
 def cmd_profile(args) -> int:
+    from rlhls.core.fileio import check_file_out
     from rlhls.designs.devices import get_device
     from rlhls.designs.graph import build_graph
     from rlhls.designs.registry import get_design
-    from rlhls.core.fileio import check_file_out
     from rlhls.partition.profile import profile_design
 
     if args.compare:
@@ -172,8 +172,8 @@ def cmd_profile(args) -> int:
 def cmd_compare(args) -> int:
     import io
 
-    from rlhls.partition.calibrate import compare, compare_figure
     from rlhls.core.fileio import PNG_METADATA, atomic_write_bytes, check_file_out, image_ours
+    from rlhls.partition.calibrate import compare, compare_figure
     from rlhls.partition.profile_io import read_profile
 
     if args.design or args.reports:
@@ -254,8 +254,8 @@ def cmd_report_read(args) -> int:
 
 
 def cmd_partition(args) -> int:
-    from rlhls.partition.design_plan import device_inputs
     from rlhls.core.fileio import check_out
+    from rlhls.partition.design_plan import device_inputs
     from rlhls.partition.ilp import solve
     from rlhls.partition.plan import plan_folder, write_plan
     from rlhls.partition.profile_io import check_inputs, read_capacity, read_graph, read_links, read_profile

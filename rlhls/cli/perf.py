@@ -50,10 +50,10 @@ def register(sub) -> None:
 def cmd_perf(args) -> int:
     from pathlib import Path
 
+    from rlhls.core.fileio import check_out
     from rlhls.designs.devices import get_device
     from rlhls.designs.registry import get_design
     from rlhls.host.perf import bind_run, host_times, model_perf, read_run, write_perf
-    from rlhls.core.fileio import check_out
     from rlhls.partition.plan import load_plan
 
     log = say(args.quiet or args.json)
