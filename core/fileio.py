@@ -590,8 +590,8 @@ def check_out(out, *, command: str, force: bool = False, ours=None, what: str = 
         _no_linked_folders(out)  # a merge would write through it: refused now, before the work
         return
     if owner is not None:
-        raise RlhlsError(f"{what} '{out}' is a folder of 'rlhls {owner}', not of 'rlhls {command}' "
-                         f"({hint or 'choose another --out, or pass --force: only files rlhls wrote there are replaced'})")
+        hint = hint or "choose another --out, or pass --force: only files rlhls wrote there are replaced"
+        raise RlhlsError(f"{what} '{out}' is a folder of 'rlhls {owner}', not of 'rlhls {command}' ({hint})")
     raise RlhlsError(f"{what} '{out}' is not empty and was not written by rlhls "
                      f"({hint or 'pass --force to write into it; no file of yours is deleted'})")
 

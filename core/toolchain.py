@@ -7,7 +7,8 @@ the hash covers the compiler, the flags, the sources and every header in the inc
 folders, is stored beside the output as ``<output>.sha256``, and a matching hash skips the
 build. A build against the ap_types headers includes them precompiled (``-include`` of a gcc PCH
 in the cache, one per compiler, flags and header content; parsing them was ~0.8 of a csim
-compile's 1 s): the same code, so the same binary, and a build without it where it cannot be made. The output path (and so the cache folder) is the caller's choice; concurrent callers
+compile's 1 s): the same code, so the same binary, and a build without it where it cannot be made.
+The output path (and so the cache folder) is the caller's choice; concurrent callers
 (pytest-xdist workers) are serialised with a lock file. g++ runs with TMPDIR a scratch folder of
 rlhls (``compiler_env``): what a killed compile leaves there is swept. The vendor headers are
 used in place from the installed hls4ml package, never copied.

@@ -31,6 +31,6 @@ from .registry import design_names, get_design, register_design
 __all__ = [
     "BF16", "FP16", "FP32", "Clip", "Conv2d", "DEVICES", "Dense", "Design", "FixedFormat", "Flatten", "FloatFormat",
     "Identity", "KernelSpec", "LayerNorm", "LeakyReLU", "NetSpec", "Network", "NumericFormat", "Precision", "Quant",
-    "ReLU", "RlhlsError", "Sigmoid", "Softmax", "Softplus", "Tanh", "TrainingGraph", "UniformFormat", "build_graph", "design_names", "get_design", "get_device",
-    "import_onnx", "parse_format", "register_design",
+    "ReLU", "RlhlsError", "Sigmoid", "Softmax", "Softplus", "Tanh", "TrainingGraph", "UniformFormat", "build_graph",
+    "design_names", "get_design", "get_device", "import_onnx", "parse_format", "register_design",
 ]

@@ -55,7 +55,8 @@ def _design(case: str, c: dict) -> Design:
         kernels=(
             KernelSpec("fvp", "PL", "fixed<27,4,RND,SAT>", FVP_ACC,
                        {"layers": [obs, *hidden, act], "parallelism": c["parallelism"]},
-                       "§III-E Fig. 2: odd layers Type A forward / Type B backward, even layers the reverse; Table I parallelism",
+                       "§III-E Fig. 2: odd layers Type A forward / Type B backward, even layers the reverse; "
+                       "Table I parallelism",
                        notes={"blocks": "A-B-A-B"}),
         ),
         formats={"storage": "fixed<27,4,RND,SAT>", "acc": "fixed<48,16,RND,SAT>"},
@@ -79,7 +80,8 @@ def _design(case: str, c: dict) -> Design:
             "fraction_bits": 23, "integer_bits": 4, "mape_percent": c["mape_percent"],
         },
         choices=(
-            "fixed<27,4>: rounding and overflow modes are not given; RND and SAT are used (27x27 fits one Stratix-V DSP)",
+            "fixed<27,4>: rounding and overflow modes are not given; RND and SAT are used "
+            "(27x27 fits one Stratix-V DSP)",
             f"FVP accumulator {FVP_ACC}: the seed does not give its width; the 5SGSD8's 27x27 DSP mode "
             "accumulates in 64 bits, and 21 integer bits hold the sum of 65,536 samples (fixed<48,16> saturated "
             "at the seed's 50,000: host/algorithms/trpo.py fvp_scale)",
@@ -87,9 +89,10 @@ def _design(case: str, c: dict) -> Design:
             "(gamma 0.99, lambda 0.97 as the TRPO paper's locomotion runs)",
             f"observations zero-padded from Gymnasium v5's {c['env_obs']} to the seed's {obs} inputs",
             _params_choice(obs, hidden, act, c["env_obs"]),
-            "TRPO as OpenAI baselines' trpo_mpi runs it where the seed is silent (host/algorithms/trpo.py): observations "
-            "normalized and clipped to +-5 (inside fixed<27,4>), GAE advantages standardized, one extra FVP call "
-            "for the step length (x.Ax), backtracking line search accepting KL <= 1.5 max_kl with a surrogate gain; "
+            "TRPO as OpenAI baselines' trpo_mpi runs it where the seed is silent (host/algorithms/trpo.py): "
+            "observations normalized and clipped to +-5 (inside fixed<27,4>), GAE advantages standardized, "
+            "one extra FVP call for the step length (x.Ax), backtracking line search accepting KL <= 1.5 max_kl "
+            "with a surrogate gain; "
             "the CG direction is scaled by a power of two before the FVP unit (exact; hyperparameter fvp_scale)",
             f"build part {BUILD_PART} (device '{BUILD_DEVICE}': Kintex UltraScale+ KU15P, 1,968 DSP48E2 against the "
             "5SGSD8's 1,963 DSP blocks, a PCIe-card FPGA like the MAX4; the Stratix V has no AMD part). A DSP48E2 "

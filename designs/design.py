@@ -249,7 +249,8 @@ class Design:
         for n in self.networks:
             if n.name == name:
                 return n
-        raise RlhlsError(f"design '{self.name}' has no network '{name}' (it has {', '.join(n.name for n in self.networks)})")
+        names = ", ".join(n.name for n in self.networks)
+        raise RlhlsError(f"design '{self.name}' has no network '{name}' (it has {names})")
 
     def build_networks(self, seed: int = 0) -> dict:
         """Fresh networks (callers train them in place); initialisation runs once per seed."""

@@ -271,11 +271,15 @@ AM009_PL = "AMD AM009 Versal AI Engine Architecture Manual, 'AI Engine to Progra
 AM020_PROC = "AMD AM020 Versal AIE-ML Architecture Manual, 'AIE-ML Processor'"
 AM020_SUMMARY = "AMD AM020 Versal AIE-ML Architecture Manual, 'Summary' table (AIE vs AIE-ML)"
 AM020_PL = "AMD AM020 Versal AIE-ML Architecture Manual, 'AIE-ML to Programmable Logic Interface'"
-UG1603_PL = "AMD UG1603 AI Engine-ML Kernel and Graph Programming Guide, 'Performance Comparison Between AI Engine/PL and AI Engine/NoC Interfaces'"
+UG1603_PL = ("AMD UG1603 AI Engine-ML Kernel and Graph Programming Guide, "
+             "'Performance Comparison Between AI Engine/PL and AI Engine/NoC Interfaces'")
 UG1603_FP = "AMD UG1603 AI Engine-ML Kernel and Graph Programming Guide, Table 'Floating-Point Accuracy'"
-UG1273_PL = "AMD UG1273 Versal Adaptive SoC Design Guide, 'Programmable Logic' (CLB: 32 LUT + 64 FF; DSP58 27x24, single-precision FP)"
-UG1702_VCK190 = "AMD UG1702 Vitis Reference Guide, 'Platform info for xilinx_vck190_base' (400 AI Engines, 1968 DSP engines, dual A72 + dual R5)"
-MLIR_AIE = "Xilinx mlir-aie AIETargetModel.h (VC1902: 50 columns x 8 core rows; VE2802: 38 columns x 8 core rows + 2 memory-tile rows)"
+UG1273_PL = ("AMD UG1273 Versal Adaptive SoC Design Guide, 'Programmable Logic' "
+             "(CLB: 32 LUT + 64 FF; DSP58 27x24, single-precision FP)")
+UG1702_VCK190 = ("AMD UG1702 Vitis Reference Guide, 'Platform info for xilinx_vck190_base' "
+                 "(400 AI Engines, 1968 DSP engines, dual A72 + dual R5)")
+MLIR_AIE = ("Xilinx mlir-aie AIETargetModel.h "
+            "(VC1902: 50 columns x 8 core rows; VE2802: 38 columns x 8 core rows + 2 memory-tile rows)")
 INTEL_SV = "Intel Stratix V Device Overview (683258), Stratix V GS device-features table"
 INTEL_SV_DSP = "Intel Stratix V Device Overview (683258), Table 11 'Variable Precision DSP Block Configurations'"
 PCIE2 = "PCI-SIG PCI Express Base Specification 2.0 (5 GT/s per lane, 8b/10b)"
@@ -350,7 +354,8 @@ def _ultrascale_pl_perf() -> dict:
         ),
         "dsp_per_mac_fp32": _fig(
             5, "DSP48E2/MAC",
-            "assumed: Vitis HLS default binding of fmul (3 DSP48E2) + fadd (2 DSP48E2), AMD PG060 Floating-Point LogiCORE",
+            "assumed: Vitis HLS default binding of fmul (3 DSP48E2) + fadd (2 DSP48E2), "
+            "AMD PG060 Floating-Point LogiCORE",
             NOT_RETRIEVED,
         ),
         "dsp_per_mac_fp16": _fig(
@@ -399,9 +404,11 @@ def _zcu106() -> Device:
         ),
         resources={
             "lut": _fig(ZU7EV["lut"], "CLB LUTs", f"{DS891}, ZU7EV",
-                        f"{NOT_RETRIEVED}; consistent with third-party Vivado utilization excerpts (230,400 CLB LUTs available)"),
+                        f"{NOT_RETRIEVED}; consistent with third-party Vivado utilization excerpts "
+                        "(230,400 CLB LUTs available)"),
             "ff": _fig(ZU7EV["ff"], "CLB flip-flops", f"{DS891}, ZU7EV",
-                       f"{NOT_RETRIEVED}; consistent with third-party Vivado utilization excerpts (460,800 CLB registers available)"),
+                       f"{NOT_RETRIEVED}; consistent with third-party Vivado utilization excerpts "
+                       "(460,800 CLB registers available)"),
             "dsp": _fig(ZU7EV["dsp"], "DSP48E2 slices", f"{DS891}, ZU7EV", NOT_RETRIEVED),
             "bram36": _fig(ZU7EV["bram36"], "36 Kb block RAMs", f"{DS891}, ZU7EV",
                            f"{NOT_RETRIEVED}; corroborated by {SEED_HEPPO} §V-D (29 blocks ~ 9%, 32 blocks ~ 10%)"),
@@ -457,9 +464,11 @@ def _zcu102() -> Device:
             "ff": _fig(ZU9EG["ff"], "CLB flip-flops", f"{DS891}, ZU9EG",
                        f"{NOT_RETRIEVED}; equals {SEED_HEPPO} Table IV 'Available'"),
             "dsp": _fig(ZU9EG["dsp"], "DSP48E2 slices", f"{DS891}, ZU9EG",
-                        f"{NOT_RETRIEVED}; equals {SEED_HEPPO} Table IV 'Available' and stanford-ppl/spatial ZCU.scala (DSPs 2520)"),
+                        f"{NOT_RETRIEVED}; equals {SEED_HEPPO} Table IV 'Available' "
+                        "and stanford-ppl/spatial ZCU.scala (DSPs 2520)"),
             "bram36": _fig(ZU9EG["bram36"], "36 Kb block RAMs", f"{DS891}, ZU9EG",
-                           f"{NOT_RETRIEVED}; equals the ZCU target of Stanford Spatial (stanford-ppl/spatial ZCU.scala: BRAM 912)"),
+                           f"{NOT_RETRIEVED}; equals the ZCU target of Stanford Spatial "
+                           "(stanford-ppl/spatial ZCU.scala: BRAM 912)"),
         },
         perf=_ultrascale_pl_perf(),
     )
@@ -497,7 +506,8 @@ def _versal_ps(platform_source: str, clock_source: str, clock_note: str) -> Unit
         description="dual-core Arm Cortex-A72 APU (the dual-core Cortex-R5F RPU is not scheduled)",
         clock_mhz=_fig(A72_CLOCK_MHZ, "MHz", clock_source, clock_note),
         resources={
-            "cores": _fig(2, "cores", platform_source, "APU cores only; the 2 Cortex-R5F cores are left to control code"),
+            "cores": _fig(2, "cores", platform_source,
+                          "APU cores only; the 2 Cortex-R5F cores are left to control code"),
         },
         perf=_ps_perf(
             A72_CLOCK_MHZ, A72_FLOPS,
@@ -563,7 +573,8 @@ def _aie_interface_perf(tiles: int, tiles_source: str, total_gbs: float, total_s
                            f"derived: 8 PL->AIE streams per PL interface tile ({AM020_PL}) x pl_interface_tiles"),
         "plio_count_out": _fig(6 * tiles, "AIE->PL streams",
                                f"derived: 6 AIE->PL streams per PL interface tile ({AM020_PL}) x pl_interface_tiles"),
-        "pl_to_aie_gbytes_per_s": _fig(total_gbs, "GB/s", total_source, "total PL->AIE interface bandwidth, -2 (0.80 V) grade"),
+        "pl_to_aie_gbytes_per_s": _fig(total_gbs, "GB/s", total_source,
+                                       "total PL->AIE interface bandwidth, -2 (0.80 V) grade"),
         # what a graph may use of plio_count / plio_count_out (designs.kernels.cost.aie_plio_pairs)
         "plio_routable_fraction": _fig(
             PLIO_ROUTABLE_FRACTION, "of the PL<->AIE streams",
@@ -629,10 +640,12 @@ def _vek280() -> Device:
     )
     a = VE2802_AIE
     aie_perf = {
-        "macs_per_cycle_bf16": _fig(128, "MAC/cycle/tile", f"{AM020_PROC} ('128 bfloat16 MAC operations with FP32 accumulation')",
+        "macs_per_cycle_bf16": _fig(128, "MAC/cycle/tile",
+                                    f"{AM020_PROC} ('128 bfloat16 MAC operations with FP32 accumulation')",
                                     "native BF16 with FP32 accumulation; AM020 Summary: 256 bf16 ops/tile"),
         "macs_per_cycle_fp32": _fig(21, "MAC/cycle/tile", f"{AM020_SUMMARY} (FP32: 42 ops/tile, emulated)",
-                                    f"no native FP32 vector unit: emulated with bf16 passes ({UG1603_FP}: 6 for 'fast', 9 'safe', 3 'low')"),
+                                    f"no native FP32 vector unit: emulated with bf16 passes "
+                                    f"({UG1603_FP}: 6 for 'fast', 9 'safe', 3 'low')"),
         "macs_per_cycle_int8": _fig(256, "MAC/cycle/tile", f"{AM020_PROC}; {AM020_SUMMARY} (512 ops/tile)"),
         "macs_per_cycle_int16": _fig(64, "MAC/cycle/tile", f"{AM020_SUMMARY} (128 ops/tile)"),
         **_aie_interface_perf(
@@ -649,8 +662,10 @@ def _vek280() -> Device:
         resources={
             "aie_tiles": _fig(a["tiles"], "AIE-ML tiles", f"{MLIR_AIE}; {SEED_APDRL} §V-A",
                               "also 'VE2802 ... contains 304 AI Engine tiles' (AMD Vitis AI Engine tutorials)"),
-            "aie_mem_tiles": _fig(a["mem_tiles"], "512 KB memory tiles", f"derived: {MLIR_AIE} (2 memory-tile rows x 38 columns)"),
-            "aie_data_memory_kb": _fig(a["tiles"] * 64, "KB", f"derived: aie_tiles x 64 KB data memory per tile ({AM020_SUMMARY})"),
+            "aie_mem_tiles": _fig(a["mem_tiles"], "512 KB memory tiles",
+                                  f"derived: {MLIR_AIE} (2 memory-tile rows x 38 columns)"),
+            "aie_data_memory_kb": _fig(a["tiles"] * 64, "KB",
+                                       f"derived: aie_tiles x 64 KB data memory per tile ({AM020_SUMMARY})"),
             "aie_mem_tile_kb": _fig(a["mem_tiles"] * 512, "KB", f"derived: aie_mem_tiles x 512 KB ({AM020_SUMMARY})"),
         },
         perf=aie_perf,
@@ -696,7 +711,8 @@ def _vck190() -> Device:
         name="PL",
         description="Versal fabric of the XCVC1902 (CLB LUT/FF, DSP58, 36 Kb BRAM, 288 Kb UltraRAM)",
         clock_mhz=_fig(pl_clock, "MHz", "assumed: 300 MHz kernel clock (no seed targets the VCK190)",
-                       f"AM009 pairs a 1 GHz AIE with a 500 MHz PL; AIE-PL interface up to 625 MHz at -2 (M) ({DS957_AIE})"),
+                       f"AM009 pairs a 1 GHz AIE with a 500 MHz PL; AIE-PL interface up to 625 MHz at -2 (M) "
+                       f"({DS957_AIE})"),
         resources={
             "lut": _fig(VC1902["lut"], "CLB LUTs", f"{DS950}, VC1902", NOT_RETRIEVED),
             "ff": _fig(VC1902["ff"], "CLB flip-flops", f"derived: 2 flip-flops per LUT ({UG1273_PL}) x lut",
@@ -718,7 +734,8 @@ def _vck190() -> Device:
         "macs_per_cycle_int16": _fig(32, "MAC/cycle/tile", f"{AM009_VPU} (16 real x 16 real: 32)"),
         **_aie_interface_perf(
             a["pl_tiles"],
-            f"{AM009_PL} ('In the VC1902 device, there are 50 columns ... only 39 array interface tiles are available to the PL interface')",
+            f"{AM009_PL} ('In the VC1902 device, there are 50 columns ... "
+            "only 39 array interface tiles are available to the PL interface')",
             1560.0, f"{DS957_AIE}, VC1902 PL-to-AIE total bandwidth, -2 (M)",
         ),
     }
@@ -726,10 +743,12 @@ def _vck190() -> Device:
         name="AIE",
         description="AI Engine (AIE1) array of the XCVC1902: 50 columns x 8 rows, 32 KB data memory per tile",
         clock_mhz=_fig(aie_clock, "MHz", f"{DS957_AIE} (FMAX, -2 at 0.80 V (M) = the VCK190's -2MP part)",
-                       "AMD's Vitis libraries benchmark the -1 part at 1 GHz and note 1.25 GHz for xcvc1902-vsva2197-2MP-e-S"),
+                       "AMD's Vitis libraries benchmark the -1 part at 1 GHz and note 1.25 GHz "
+                       "for xcvc1902-vsva2197-2MP-e-S"),
         resources={
             "aie_tiles": _fig(a["tiles"], "AI Engine tiles", f"{UG1702_VCK190}; {MLIR_AIE}"),
-            "aie_data_memory_kb": _fig(a["tiles"] * 32, "KB", f"derived: aie_tiles x 32 KB data memory per tile ({AM020_SUMMARY})"),
+            "aie_data_memory_kb": _fig(a["tiles"] * 32, "KB",
+                                       f"derived: aie_tiles x 32 KB data memory per tile ({AM020_SUMMARY})"),
         },
         perf=aie_perf,
     )
@@ -737,7 +756,8 @@ def _vck190() -> Device:
         "No seed runs on the VCK190; it is the AI Core (first-generation AI Engine) counterpart of the VEK280.",
         "The AI Engine (AIE1) has no bfloat16 datapath: BF16 nodes are costed at the FP32 rate of 8 MAC/cycle/tile "
         "(assumption), so AP-DRL's BF16-on-AIE choice buys no compute here, only bandwidth.",
-        "The VC1902 has no AIE memory tiles (the AIE-ML's 512 KB shared memories), so there is no 'aie_mem_tiles' resource.",
+        "The VC1902 has no AIE memory tiles (the AIE-ML's 512 KB shared memories), "
+        "so there is no 'aie_mem_tiles' resource.",
         "Assumptions, not data-sheet numbers: PL clock 300 MHz, PS sustained rate, fp16 DSPs per MAC, kernel launch "
         "overheads, all link latencies, and the PS<->PL and PS<->AIE bandwidths.",
     )
@@ -781,27 +801,39 @@ def _max4() -> Device:
     table1 = f"{SEED_CPP} Table I 'FPGA Total'; {SEED_FDDPG} Tables I/II 'Available'"
     pl = Unit(
         name="PL",
-        description="Intel (Altera) Stratix V GS 5SGSD8 on a Maxeler MAX4 dataflow engine (ALMs, variable-precision DSP blocks, M20K)",
+        description="Intel (Altera) Stratix V GS 5SGSD8 on a Maxeler MAX4 dataflow engine "
+                    "(ALMs, variable-precision DSP blocks, M20K)",
         clock_mhz=_fig(200.0, "MHz", f"{SEED_CPP} §IV-C ('FPGA clock frequency is 200MHz'); {SEED_FDDPG} §V-A"),
         resources={
             "alm": _fig(s["alm"], "ALMs", f"{table1} ('Logic')",
-                        f"{INTEL_SV} lists 262,400 ALMs for the 5SGSD8 ({NOT_RETRIEVED}); an ALM is two adaptive LUTs, not a 6-LUT"),
+                        f"{INTEL_SV} lists 262,400 ALMs for the 5SGSD8 ({NOT_RETRIEVED}); "
+                        "an ALM is two adaptive LUTs, not a 6-LUT"),
             "ff": _fig(s["ff"], "primary registers", f"{table1} ('Primary FF')",
                        f"{INTEL_SV} lists 1,049,600 registers = 4 per ALM, i.e. primary + secondary ({NOT_RETRIEVED})"),
-            "ff_secondary": _fig(s["ff_secondary"], "secondary registers", f"{SEED_FDDPG} Tables I/II ('Secondary FFs' Available)"),
-            "dsp": _fig(s["dsp"], "variable-precision DSP blocks", f"{table1} ('DSP')", f"{INTEL_SV} ({NOT_RETRIEVED})"),
-            "mult18x18": _fig(s["mult18x18"], "18x18 multipliers", f"{SEED_FDDPG} Tables I/II ('Multipliers (18x18)' Available)",
+            "ff_secondary": _fig(s["ff_secondary"], "secondary registers",
+                                 f"{SEED_FDDPG} Tables I/II ('Secondary FFs' Available)"),
+            "dsp": _fig(s["dsp"], "variable-precision DSP blocks", f"{table1} ('DSP')",
+                        f"{INTEL_SV} ({NOT_RETRIEVED})"),
+            "mult18x18": _fig(s["mult18x18"], "18x18 multipliers",
+                              f"{SEED_FDDPG} Tables I/II ('Multipliers (18x18)' Available)",
                               f"two per DSP block ({INTEL_SV_DSP}: 18x18 uses 1/2 block)"),
-            "m20k": _fig(s["m20k"], "M20K blocks (20 Kb)", f"{table1} ('BRAM', 'Block memory (M20k)')", f"{INTEL_SV} ({NOT_RETRIEVED})"),
+            "m20k": _fig(s["m20k"], "M20K blocks (20 Kb)", f"{table1} ('BRAM', 'Block memory (M20k)')",
+                         f"{INTEL_SV} ({NOT_RETRIEVED})"),
         },
         perf={
-            "dsp_per_mac_fixed18": _fig(0.5, "DSP blocks/MAC", INTEL_SV_DSP, "18x18: 1/2 of a variable-precision DSP block"),
-            "dsp_per_mac_fixed27": _fig(1, "DSP blocks/MAC", f"{INTEL_SV_DSP}; {SEED_CPP} §IV-B ('a 27bit x 27bit multiplication can be carried out by one DSP')"),
-            "dsp_per_mac_fixed36": _fig(2, "DSP blocks/MAC", f"{INTEL_SV_DSP}; {SEED_CPP} §IV-B ('for 28bit two DSPs are needed')",
+            "dsp_per_mac_fixed18": _fig(0.5, "DSP blocks/MAC", INTEL_SV_DSP,
+                                        "18x18: 1/2 of a variable-precision DSP block"),
+            "dsp_per_mac_fixed27": _fig(1, "DSP blocks/MAC",
+                                        f"{INTEL_SV_DSP}; {SEED_CPP} §IV-B "
+                                        "('a 27bit x 27bit multiplication can be carried out by one DSP')"),
+            "dsp_per_mac_fixed36": _fig(2, "DSP blocks/MAC",
+                                        f"{INTEL_SV_DSP}; {SEED_CPP} §IV-B ('for 28bit two DSPs are needed')",
                                         "any operand of 28..36 bits"),
-            "dsp_per_mac_fp32": _fig(1, "DSP blocks/MAC", f"derived: {INTEL_SV_DSP} (27x27: 'single precision floating point')",
+            "dsp_per_mac_fp32": _fig(1, "DSP blocks/MAC",
+                                     f"derived: {INTEL_SV_DSP} (27x27: 'single precision floating point')",
                                      "the multiplier's 24-bit mantissa product; the adder is built in ALMs"),
-            "dsp_per_mac_fp16": _fig(0.5, "DSP blocks/MAC", "assumed: an 11-bit mantissa product fits an 18x18 half block",
+            "dsp_per_mac_fp16": _fig(0.5, "DSP blocks/MAC",
+                                     "assumed: an 11-bit mantissa product fits an 18x18 half block",
                                      "adder in ALMs"),
             "launch_overhead_us": _fig(10.0, "us", "assumed: Maxeler SLiC action start over PCIe",
                                        "replace with a measured value"),

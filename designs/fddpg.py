@@ -46,7 +46,8 @@ MODELS = {
     "m3": dict(hidden=(108, 108), out_pad=None, fpgas=2, cycles=17000, time_ms=0.085, table_iii_ms=2.311,
                table_v_ms=None, table_iv=None, speedups={"iii": 1.33, "vi": 35},
                normalized={"iii": 2.66, "vi": 71},
-               note="model 1 with a second hidden layer of 108 nodes (the kernel pads the outputs to 24 as in model 2); "
+               note="model 1 with a second hidden layer of 108 nodes "
+                    "(the kernel pads the outputs to 24 as in model 2); "
                     "actor and critic learning on two FPGAs (Table III: over Infiniband)"),
 }
 

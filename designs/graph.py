@@ -327,7 +327,8 @@ class _Builder:
             if layer.n_params == 0:
                 continue
             n = layer.n_params
-            name = self.node(f"{inst}.{layer.name}.soft", f"{net.name}.{layer.name}", "soft", POLYAK_FLOPS * n, 3 * n * B)
+            name = self.node(f"{inst}.{layer.name}.soft", f"{net.name}.{layer.name}", "soft",
+                             POLYAK_FLOPS * n, 3 * n * B)
             self.edge(upd_nodes[layer.name], name, n * B)
             self.carry(name, f"{inst}.{layer.name}.tfwd", n * B)  # next step's target forward
 

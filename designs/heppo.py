@@ -26,7 +26,8 @@ def designs():
             action_dim=ACT,
             action_space="continuous",
             networks=(
-                NetSpec("policy", "actor", lambda s: mlp("policy", OBS, (64, 64), ACT, act="tanh", out_gain=0.01, seed=s)),
+                NetSpec("policy", "actor",
+                        lambda s: mlp("policy", OBS, (64, 64), ACT, act="tanh", out_gain=0.01, seed=s)),
                 NetSpec("value", "critic", lambda s: mlp("value", OBS, (64, 64), 1, act="tanh", out_gain=1.0, seed=s)),
             ),
             kernels=(
@@ -45,7 +46,8 @@ def designs():
                            "§V-D: DNN inference on the systolic array of Meng et al. (FCCM 2020) at 285 MHz",
                            notes={"array": "systolic", "clock_mhz": 285}),
             ),
-            formats={"storage": "fp32", "acc": "fp32", "reward_code": "uq<8>", "value_code": "uq<8>", "gae_datapath": "fp32"},
+            formats={"storage": "fp32", "acc": "fp32", "reward_code": "uq<8>", "value_code": "uq<8>",
+                     "gae_datapath": "fp32"},
             device="zcu106",
             clocks_mhz={"PL": 300.0},
             batch_size=2048,

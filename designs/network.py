@@ -106,8 +106,9 @@ from .arith import col2im, conv2d, dense, im2col
 from .formats import FP32, NumericFormat, parse_format, round_to
 from .lut import _lut_index, _lut_softmax, lut_tables, softmax_table_formats
 
-__all__ = ["Precision", "TABLE_SIZE", "softmax_table_formats", "lut_tables", "Layer", "Dense", "Conv2d", "Flatten", "ReLU", "Tanh", "Sigmoid", "Softmax",
-           "Identity", "LeakyReLU", "Clip", "Softplus", "Quant", "LayerNorm", "Network", "ACT_FLOPS",
+__all__ = ["Precision", "TABLE_SIZE", "softmax_table_formats", "lut_tables", "Layer", "Dense", "Conv2d", "Flatten",
+           "ReLU", "Tanh", "Sigmoid", "Softmax", "Identity", "LeakyReLU", "Clip", "Softplus", "Quant", "LayerNorm",
+           "Network", "ACT_FLOPS",
            "ELEMENTWISE_KINDS", "INITS", "MAX_LAYER_PARAMS", "im2col", "col2im"]
 
 INITS = ("orthogonal", "uniform")

@@ -132,8 +132,8 @@ def _read_model(source, where: str):
     try:
         return onnx.load_model_from_string(data)
     except Exception as e:
-        raise RlhlsError(f"{where}: not an ONNX model ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") \
-            from None
+        first = str(e).splitlines()[0] if str(e) else ""
+        raise RlhlsError(f"{where}: not an ONNX model ({type(e).__name__}: {first})") from None
 
 
 def _load_external(model, folder: Path, where: str) -> None:
@@ -840,9 +840,10 @@ def _fold_affines(ops: list, where: str) -> list:
         target = after if after is not None and after.kind == "linear" else (ops[i + 2] if flat else None)
         if before is not None and before.kind == "linear" and _foldable(before, op, op.s):
             s, t = op.s, op.t
-            if before.layer == "dense" and s.size != before.W.shape[1] or before.layer == "conv" and s.size != before.W.shape[0]:
-                raise RlhlsError(f"{op.at}: {s.size} values for the {before.W.shape[1 if before.layer == 'dense' else 0]} "
-                                 "outputs of the layer before it")
+            if (before.layer == "dense" and s.size != before.W.shape[1]
+                    or before.layer == "conv" and s.size != before.W.shape[0]):
+                n_out = before.W.shape[1 if before.layer == "dense" else 0]
+                raise RlhlsError(f"{op.at}: {s.size} values for the {n_out} outputs of the layer before it")
             if before.layer == "dense":
                 before.W = before.W * s[None, :]
             else:

@@ -110,7 +110,8 @@ def recorded_design(name, design_file=None, *, given=None, resized=None, where: 
     resized (RL Zoo's ``net_arch``) is the recorded design resized again, its name checked."""
     if resized is not None:
         if not (isinstance(resized, dict) and isinstance(resized.get("from"), str)
-                and isinstance(resized.get("net_arch"), dict) and isinstance(resized.get("activation"), (str, type(None)))
+                and isinstance(resized.get("net_arch"), dict)
+                and isinstance(resized.get("activation"), (str, type(None)))
                 and all(isinstance(v, list) and all(isinstance(n, int) and not isinstance(n, bool) and 0 < n <= 1 << 20
                                                     for n in v) for v in resized["net_arch"].values())):
             raise RlhlsError(f"{where}: its design_resized record is not {{from, net_arch, activation}}")

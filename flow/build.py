@@ -20,7 +20,8 @@ Part: ``part``, else the design's ``part``, else the device catalogue's part. Th
 designs name an AMD part (the KU15P, the Alveo U250's VU13P-class part: ``BUILD_PART`` in
 ``designs/cpp.py`` / ``designs/fddpg.py``) beside their Stratix-V device; a design on a device with
 no AMD part that names none is emitted with ``part=PLACEHOLDER_PART`` (a comment and a warning say
-to pass --part; the rule checker reports it); synth/cosim refuse such a build. Clock: ``clock_ns``, else 1000 / the design's PL MHz.
+to pass --part; the rule checker reports it); synth/cosim refuse such a build. Clock: ``clock_ns``,
+else 1000 / the design's PL MHz.
 
 Never clobbers (``core.fileio``): a non-empty ``out`` rlhls did not write is refused unless
 ``force`` (which deletes nothing of the user's); the folder is built beside ``out`` and published
@@ -29,8 +30,8 @@ have run and it is rewritten with their results: a build they did not finish (in
 is refused by ``rlhls check``, ``--reports`` and a calibration (``project.check_complete``).
 ``csim`` compiles and runs each kernel's testbench with g++ (``flow.csim.run_csim``, cached by
 content hash under ``$RLHLS_CACHE_DIR``, else ``$XDG_CACHE_HOME/rlhls``, else ``~/.cache/rlhls``;
-one that cannot be written is replaced by a scratch folder, said once), each hls4ml project through ``check_hls4ml``, and the AIE kernels under the
-shim (``flow.aie.check_aie``).
+one that cannot be written is replaced by a scratch folder, said once), each hls4ml project through
+``check_hls4ml``, and the AIE kernels under the shim (``flow.aie.check_aie``).
 """
 
 from __future__ import annotations

@@ -431,7 +431,8 @@ def _check_round(kernel) -> bool:
         for r in refs:
             nan = np.isnan(r)
             for g in (got, back.reshape(-1)[::-1]):
-                if not (np.array_equal(nan, np.isnan(g)) and np.array_equal(r[~nan].view(np.int64), g[~nan].view(np.int64))):
+                if not (np.array_equal(nan, np.isnan(g))
+                        and np.array_equal(r[~nan].view(np.int64), g[~nan].view(np.int64))):
                     return False
         if fmt.exp_bits <= 8 and fmt.man_bits <= 23:  # the float32 variants: the same values
             with np.errstate(over="ignore", invalid="ignore"):

@@ -202,7 +202,8 @@ def rule_part_name(out: Path, m: dict) -> list[Violation]:
             if not is_amd_part(val):
                 v.append(Violation("part_name", doc, _rel(out, path), ln, f"part={val} is not an AMD part number"))
             elif val != m.get("part"):
-                v.append(Violation("part_name", doc, _rel(out, path), ln, f"part={val}, the build's is {m.get('part')}"))
+                v.append(Violation("part_name", doc, _rel(out, path), ln,
+                                   f"part={val}, the build's is {m.get('part')}"))
         tcl = P.within(out, out / c["dir"] / P.RUN_HLS)
         for i, line in enumerate(_lines(tcl), 1):
             mm = re.match(r"\s*set_part\s+(\S+)", line)
@@ -236,7 +237,8 @@ def rule_hls_sources(out: Path, m: dict) -> list[Violation]:
             continue
         top, top_ln = tops[0]
         if top != c.get("top"):
-            v.append(Violation("hls_sources", doc, rel, top_ln, f"syn.top={top}, the component's top is {c.get('top')}"))
+            v.append(Violation("hls_sources", doc, rel, top_ln,
+                               f"syn.top={top}, the component's top is {c.get('top')}"))
         for f, ln in syn + tb:
             if not P.within(out, d / f).exists():
                 v.append(Violation("hls_sources", doc, rel, ln, f"{f} does not exist"))
@@ -372,7 +374,8 @@ def rule_testbench(out: Path, m: dict) -> list[Violation]:
             v.append(Violation("testbench", doc, rel, 0, f"component {c['name']}: no testbench source in tb.file"))
             continue
         if not any(Path(f).name.startswith("expected") for f, _ in data):
-            v.append(Violation("testbench", doc, rel, 0, f"component {c['name']}: no expected-output vectors in tb.file"))
+            v.append(Violation("testbench", doc, rel, 0,
+                               f"component {c['name']}: no expected-output vectors in tb.file"))
         for f, ln in data:
             if (d / f).stat().st_size == 0:
                 v.append(Violation("testbench", doc, rel, ln, f"{f} is empty"))
@@ -413,7 +416,8 @@ def rule_system_cfg(out: Path, m: dict) -> list[Violation]:
             seen_k[parts[0]] = ln
             names = parts[2].split(".") if len(parts) == 3 else [f"{parts[0]}_{i + 1}" for i in range(int(parts[1]))]
             if len(names) != int(parts[1]) or len(set(names)) != len(names) or cus & set(names):
-                v.append(Violation("system_cfg", doc, rel, ln, f"nk={val}: expected {parts[1]} unique compute-unit names"))
+                v.append(Violation("system_cfg", doc, rel, ln,
+                                   f"nk={val}: expected {parts[1]} unique compute-unit names"))
             cus |= set(names)
         elif k in ("sc", "sp", "slr"):
             for end in re.split(r"[:]", val)[: 2 if k == "sc" else 1]:
@@ -458,7 +462,8 @@ def rule_aie_graph(out: Path, m: dict) -> list[Violation]:
             kernels.setdefault(mm.group(1), {})["ratio"] = i
             r = float(mm.group(2))
             if not 0 < r <= 1:
-                v.append(Violation("aie_graph", doc, rel, i, f"run-time ratio {r} of {mm.group(1)}: expected in (0, 1]"))
+                v.append(Violation("aie_graph", doc, rel, i,
+                                   f"run-time ratio {r} of {mm.group(1)}: expected in (0, 1]"))
         for mm in re.finditer(r"adf::(input|output)_plio::create\(\"(\w+)\",\s*[\w:]+,\s*\"([^\"]+)\"\)", ln):
             kind, name, f = mm.groups()
             if name in names:

@@ -329,7 +329,8 @@ def run_all(runs: list, *, jobs: int | None = None, address: str | None = None, 
     todo = []
     for r in runs:
         if r.is_finished():
-            outcomes[r.id] = Outcome(r.id, "skipped", steps=_folder_steps(r.folder), start_steps=_folder_steps(r.folder))
+            outcomes[r.id] = Outcome(r.id, "skipped", steps=_folder_steps(r.folder),
+                                     start_steps=_folder_steps(r.folder))
         else:
             todo.append(r)
     bar = _Progress(runs, progress)
@@ -411,7 +412,8 @@ def _write_runs_csv(out: Path, runs: list, outcomes: dict) -> None:
              "partial" if _folder_steps(r.folder) else "not run",
              "folder": "" if r.folder is None else str(r.folder), "steps": outcomes[r.id].steps if r.id in outcomes
              else _folder_steps(r.folder), "seconds": round(outcomes[r.id].seconds, 1) if r.id in outcomes else "",
-             "resumed_at": outcomes[r.id].start_steps if r.id in outcomes and outcomes[r.id].status != "skipped" else "",
+             "resumed_at": (outcomes[r.id].start_steps if r.id in outcomes and outcomes[r.id].status != "skipped"
+                            else ""),
              "error": outcomes[r.id].error if r.id in outcomes else ""} for r in runs]
     atomic_write_text(out / RUNS_CSV, csv_text(rows, ["id", "status", "folder", "steps", "seconds", "resumed_at",
                                                       "error"]))

@@ -79,8 +79,10 @@ def evaluate(act, env_id: str, *, episodes: int = 10, seed: int = 0, frames: lis
         env.close()
     rets, lens = np.array(returns, dtype=np.float64), np.array(lengths, dtype=np.float64)
     nan = float("nan")
-    return {"mean_return": float(rets.mean()) if len(rets) else nan, "std_return": float(rets.std()) if len(rets) else nan,
-            "mean_length": float(lens.mean()) if len(lens) else nan, "std_length": float(lens.std()) if len(lens) else nan,
+    return {"mean_return": float(rets.mean()) if len(rets) else nan,
+            "std_return": float(rets.std()) if len(rets) else nan,
+            "mean_length": float(lens.mean()) if len(lens) else nan,
+            "std_length": float(lens.std()) if len(lens) else nan,
             "episodes": len(rets), "seed": int(seed), "returns": [float(x) for x in rets],
             "lengths": [int(x) for x in lens]}
 

@@ -221,7 +221,8 @@ _PAGE = """<!DOCTYPE html>
 {{ s.body | safe }}
 </section>
 {% endfor %}{% if figures %}<section id="figures"><h2>Figures</h2>
-{% for f in figures %}<figure><img alt="{{ f.name }}" src="data:image/png;base64,{{ f.data }}"><figcaption>{{ f.name }}</figcaption></figure>
+{% for f in figures %}<figure><img alt="{{ f.name }}" src="data:image/png;base64,{{ f.data }}">\
+<figcaption>{{ f.name }}</figcaption></figure>
 {% endfor %}</section>
 {% endif %}</body></html>
 """

@@ -118,8 +118,8 @@ from rlhls.designs.network import Precision, _sum_rows
 
 from .hyperparams import HyperParams, hp
 
-__all__ = ["MixedPrecisionArgs", "PS_MATHS", "COUNTS", "count_columns", "ps_forward", "UNITS", "PRECISIONS", "LossScaler", "MixedPrecision", "unit_precisions",
-           "default_plan"]
+__all__ = ["MixedPrecisionArgs", "PS_MATHS", "COUNTS", "count_columns", "ps_forward", "UNITS", "PRECISIONS",
+           "LossScaler", "MixedPrecision", "unit_precisions", "default_plan"]
 
 UNITS = ("PS", "PL", "AIE")
 PRECISIONS = ("fp32", "mixed")

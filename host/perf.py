@@ -7,7 +7,8 @@ A run is ``steps`` environment steps. Its time is the host loop's phases plus th
   the trainer's metrics.csv that ``GRAPH_PHASES`` does not name) run on the PS. Their seconds per
   environment step are measured here (a short run of the same design at its demonstration's sizes,
   ``at_design`` carrying its graph phases to the design's own; or ``--run``'s metrics, the graph then
-  at that run's sizes: ``bind_run``) and multiplied by the PS factor (how many times slower the device's PS core is than this machine's).
+  at that run's sizes: ``bind_run``) and multiplied by the PS factor (how many times slower the device's PS
+  core is than this machine's).
 * **the training graph** (update forward/backward/optimizer, GAE, returns, CG, ...) runs
   ``graph_steps_per_env_step`` times per environment step (its registration's ``grad_steps``: the
   gradient steps per environment step from its hyperparameters), and each node as often per
@@ -58,8 +59,8 @@ from rlhls.core.errors import RlhlsError
 from rlhls.core.fileio import read_json
 
 __all__ = ["HostTimes", "Variant", "Perf", "GRAPH_PHASES", "NODE_PHASE", "FIXAR_CLOCK_MHZ", "FIXAR_FORMAT",
-           "host_times", "at_design", "read_run", "measure_host", "ps_factor", "schedule", "run_phases", "choose", "model_perf",
-           "perf_figure", "write_perf", "report_lines", "mm_crossover"]
+           "host_times", "at_design", "read_run", "measure_host", "ps_factor", "schedule", "run_phases", "choose",
+           "model_perf", "perf_figure", "write_perf", "report_lines", "mm_crossover"]
 
 # the trainers' phases that the training graph covers (host/algorithms/*: timed(times, ...))
 GRAPH_PHASES = ("update_forward", "target_forward", "backprop", "weight_update", "soft_update", "gae",

@@ -286,7 +286,8 @@ def _heft(problem: Problem, units, share: float) -> Schedule | None:
     cons0 = problem.constrained()
     if share < 1.0:
         for v, os_ in opts.items():
-            ok = [o for o in os_ if all(o.usage(r) <= share * problem.capacity[(u, r)] for (u, r) in cons0 if u == o.unit)]
+            ok = [o for o in os_
+                  if all(o.usage(r) <= share * problem.capacity[(u, r)] for (u, r) in cons0 if u == o.unit)]
             if not ok:  # keep the least-using option per unit
                 ok = [min((o for o in os_ if o.unit == u), key=lambda o: sum(o.resources.values()))
                       for u in dict.fromkeys(o.unit for o in os_)]

@@ -21,9 +21,9 @@ makespan ``T``. With ``z_iu = sum_k on u x_ik`` and ``F_i = S_i + sum_k t_k x_ik
   with period T): T + S_v >= F_u + transfer, linearised as eq. 5.
 * PS cores   PL and AIE are spatial (nodes overlap freely); PS nodes are assigned to C identical
   cores (``w[i,c]``, symmetry broken: the n-th PS-capable node in topological order uses a core
-  < n, and core c only if an earlier node uses core c-1) and two PS nodes on one core do not overlap (ordering binary ``o_ij``, per-pair big-M
-  M_ij = (H - tail_i) - head_j). Pairs already ordered by a path need nothing. With C = 1 the
-  core variables vanish. A valid cut ``C T >= sum of PS latencies`` helps the bound.
+  < n, and core c only if an earlier node uses core c-1) and two PS nodes on one core do not overlap
+  (ordering binary ``o_ij``, per-pair big-M M_ij = (H - tail_i) - head_j). Pairs already ordered by a
+  path need nothing. With C = 1 the core variables vanish. A valid cut ``C T >= sum of PS latencies`` helps the bound.
 
 Two steps: the model is solved first without the PS core and pair rows (the relaxation keeps
 ``C T >= PS work``). Its plan, with PS cores coloured greedily by the solver's start times and
@@ -424,7 +424,8 @@ def solve(rows, edges, capacity=None, links=None, *, ps_cores=None, solver="cbc"
         if start_sched is None:
             if status == "Infeasible":
                 raise RlhlsError(f"{source}: the ILP is infeasible although each capacity alone can be met")
-            raise RlhlsError(f"solver {solver} found no schedule within {time_limit} s and HEFT cannot meet the capacities; raise --time-limit")
+            raise RlhlsError(f"solver {solver} found no schedule within {time_limit} s and HEFT cannot meet "
+                             "the capacities; raise --time-limit")
         sched = start_sched
     if not proven:  # stopped by the time limit: improve the plan it leaves, within the limit
         sched = local_search(problem, sched, max_evals=LS_EVALS, deadline=deadline)
@@ -504,7 +505,8 @@ def _solve_large(problem: Problem, start: Schedule, base, solver, t0, deadline, 
         packed = None if option is None else list_schedule(problem, option)
         if packed is not None and packed.makespan < sched.makespan:
             sched = packed
-    sched = local_search(problem, sched, max_evals=LS_EVALS, deadline=max(t0 + LS_SHARE * limit, time.perf_counter() + 0.05 * limit))
+    sched = local_search(problem, sched, max_evals=LS_EVALS,
+                         deadline=max(t0 + LS_SHARE * limit, time.perf_counter() + 0.05 * limit))
 
     def sub_solver(end):
         if solver == "highs":  # a small model: in process, under HiGHS' own time limit
@@ -839,8 +841,8 @@ def _polish(problem: Problem, sched: Schedule, deadline: float | None = None) ->
             for o in problem.options[v]:
                 if o.unit == cur.unit or o.unit == "PS":
                     continue
-                if any(used[(u, r)] - (cur.usage(r) if cur.unit == u else 0) + o.usage(r) > problem.capacity[(u, r)] + EPS
-                       for (u, r) in cons if u == o.unit):
+                if any(used[(u, r)] - (cur.usage(r) if cur.unit == u else 0) + o.usage(r)
+                       > problem.capacity[(u, r)] + EPS for (u, r) in cons if u == o.unit):
                     continue
                 option = dict(sched.option, **{v: o})
                 gain = base - _xfer_total(problem, option)

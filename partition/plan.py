@@ -28,7 +28,8 @@ from rlhls.core.fileio import atomic_write_bytes, atomic_write_text, check_out, 
 
 from .profile_io import MAX_NODES, MAX_PS_CORES, UNITS
 
-__all__ = ["Plan", "write_plan", "read_plan", "load_plan", "check_plan", "utilisation", "plan_csv", "gantt_figure", "gantt_png"]
+__all__ = ["Plan", "write_plan", "read_plan", "load_plan", "check_plan", "utilisation", "plan_csv", "gantt_figure",
+           "gantt_png"]
 
 
 @dataclass
@@ -193,7 +194,8 @@ def gantt_figure(plan: Plan, edges=()):
         labels.append(f"PS core {c}" if u == "PS" else u)
         y += n
         ax.axhline(y, color="grey", lw=0.5)
-    crossing = [(a, b) for a, b, *r in edges if not (len(r) > 1 and r[1]) and a in centre and b in centre and plan.assignment[a] != plan.assignment[b]]
+    crossing = [(a, b) for a, b, *r in edges if not (len(r) > 1 and r[1])
+                and a in centre and b in centre and plan.assignment[a] != plan.assignment[b]]
     for a, b in crossing if len(crossing) <= 40 else ():  # arrows only while they stay readable
         ax.annotate("", xy=(centre[b][0], centre[b][2]), xytext=(centre[a][1], centre[a][2]),
                     arrowprops=dict(arrowstyle="->", color="grey", lw=0.5, alpha=0.6))

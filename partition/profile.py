@@ -13,7 +13,8 @@
   node at 1..64 elements per cycle, the GAE unit its configured PEs (HEPPO-GAE Table IV), the AIE
   matrix multiply 1..64 tiles x 1..32 PL<->AIE stream pairs (the streams a resource of their own,
   ``plio``). A PL node no kernel implements is costed generically: a matrix multiply as the dense
-  kernels cost one, anything else (losses, returns, Polyak steps, activations, CG) as an elementwise pipeline at ``pf`` = 1, 4, 16, 64 over ``node bytes / (2 x word)``
+  kernels cost one, anything else (losses, returns, Polyak steps, activations, CG) as an elementwise
+  pipeline at ``pf`` = 1, 4, 16, 64 over ``node bytes / (2 x word)``
   elements (activations: batch x layer outputs) with ``ceil(flops / elements)`` chained
   operators; an AIE node no kernel implements gets no row (only matrix multiplies may go there,
   AP-DRL §IV-A).

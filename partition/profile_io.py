@@ -309,7 +309,8 @@ def read_capacity(path) -> dict[tuple[str, str], float]:
         res = rec["resource"].lower()
         if res not in CAPACITY_RESOURCES:
             raise RlhlsError(
-                f"{path}: row {n}: unknown resource '{rec['resource']}'; expected one of {', '.join(CAPACITY_RESOURCES)}"
+                f"{path}: row {n}: unknown resource '{rec['resource']}'; "
+                f"expected one of {', '.join(CAPACITY_RESOURCES)}"
             )
         v = _number(rec["capacity"], path, n, "capacity", required=True)
         if res == "cores" and (v < 1 or not float(v).is_integer() or v > MAX_PS_CORES):

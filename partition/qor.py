@@ -53,8 +53,8 @@ import numpy as np
 
 from rlhls.core.errors import RlhlsError
 
-__all__ = ["CorpusRow", "Qor", "load_corpus", "split_of", "config_key", "no_model", "predict", "assumed_constants", "qor",
-           "calibrated_constants", "qor_figure", "write_qor", "check_qor_out", "UNITS", "METRICS", "CONSTANTS",
+__all__ = ["CorpusRow", "Qor", "load_corpus", "split_of", "config_key", "no_model", "predict", "assumed_constants",
+           "qor", "calibrated_constants", "qor_figure", "write_qor", "check_qor_out", "UNITS", "METRICS", "CONSTANTS",
            "CORPUS_FILES"]
 
 UNITS = ("AIE", "PL", "PS")
@@ -102,7 +102,8 @@ class Constant:
 
 
 CONSTANTS = (
-    Constant("AIE_KERNEL_EFFICIENCY", "AIE", "latency", "designs/kernels/cost.py AIE_KERNEL_EFFICIENCY", (0.05, 1.0, 0.01)),
+    Constant("AIE_KERNEL_EFFICIENCY", "AIE", "latency", "designs/kernels/cost.py AIE_KERNEL_EFFICIENCY",
+             (0.05, 1.0, 0.01)),
     Constant("PLIO_LATENCY_US", "AIE", "latency", "designs/devices.py _versal_links: PL<->AIE link latency_us "
              "(the AIE model adds it twice)", (0.0, 1.5, 0.005)),
     Constant("MUL_DEPTH_FIXED", "PL", "latency", "designs/kernels/cost.py MUL_DEPTH['fixed']", (0, 8, 1), True),
@@ -354,7 +355,8 @@ def _pl_device(clock_mhz: float, dsp_per_mac: float):
         from rlhls.designs.devices import get_device
 
         base = get_device("zcu106")
-        perf = {**base.units["PL"].perf, "dsp_per_mac_fixed18": _fig(dsp_per_mac, "DSP48E2/MAC", "qor: DSP_PER_MAC_FIXED18")}
+        perf = {**base.units["PL"].perf,
+                "dsp_per_mac_fixed18": _fig(dsp_per_mac, "DSP48E2/MAC", "qor: DSP_PER_MAC_FIXED18")}
         pl = replace(base.units["PL"], clock_mhz=_fig(clock_mhz, "MHz", "corpus row: the baseline's clock"), perf=perf)
         _DEVICES[k] = replace(base, units={**base.units, "PL": pl})
     return _DEVICES[k]
@@ -571,7 +573,8 @@ class Qor:
                 for c in CONSTANTS]
 
     def text(self) -> str:
-        L = [f"Reference corpus: {len(self.rows)} rows ({', '.join(f'{u} {sum(r.unit == u for r in self.rows)}' for u in UNITS)}); "
+        per_unit = ", ".join(f"{u} {sum(r.unit == u for r in self.rows)}" for u in UNITS)
+        L = [f"Reference corpus: {len(self.rows)} rows ({per_unit}); "
              "errors on the held-out rows (|model / measured - 1|):", ""]
         L.append(f"{'unit':<4} {'metric':<8} {'points':>6} {'held':>5}  {'assumed median':>14} {'p90':>8}  "
                  f"{'calibrated median':>17} {'p90':>8}")

@@ -42,7 +42,8 @@ def round_options(problem: Problem, opts: dict, share: dict) -> dict | None:
             for k in alts:
                 o = opts[v][k]
                 if all(load[(uu, rr)] - (cur.usage(rr) if cur.unit == uu else 0) + (o.usage(rr) if o.unit == uu else 0)
-                       <= problem.capacity[(uu, rr)] + EPS for (uu, rr) in cons if uu in (o.unit, cur.unit) and (uu, rr) != (u, r)):
+                       <= problem.capacity[(uu, rr)] + EPS
+                       for (uu, rr) in cons if uu in (o.unit, cur.unit) and (uu, rr) != (u, r)):
                     option[v] = o
                     moved = True
                     break

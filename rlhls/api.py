@@ -341,7 +341,8 @@ class Flow:
                     write_plan(plan, self.out / "plan", edges=graph.all_edges())
                 own = {}
                 for node, unit in rows.own.items():
-                    own.setdefault(", ".join(k.name for k, _ in _kernels(self.design, graph, node, unit)), []).append(node)
+                    kernels = ", ".join(k.name for k, _ in _kernels(self.design, graph, node, unit))
+                    own.setdefault(kernels, []).append(node)
                 self.record["plan"] = {"makespan_us": plan.makespan_us, "status": plan.status, "gap": plan.gap,
                                        "solve_seconds": plan.solve_seconds, "units": plan.units,
                                        "baselines": dict(plan.baselines), "own_units": own}

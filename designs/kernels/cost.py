@@ -108,7 +108,8 @@ def _unit(device, name: str, where: str):
 
 def _perf(unit, key: str, where: str) -> float:
     if key not in unit.perf:
-        raise RlhlsError(f"{where}: unit {unit.name} has no perf figure {key!r}; expected one of {', '.join(unit.perf)}")
+        raise RlhlsError(f"{where}: unit {unit.name} has no perf figure {key!r}; "
+                         f"expected one of {', '.join(unit.perf)}")
     return unit.perf[key].value
 
 

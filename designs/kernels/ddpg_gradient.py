@@ -523,7 +523,8 @@ def stream_words(p) -> dict:
             "total": 3 * (pa + pc) + batch}
 
 
-def transfer(p, device=None, *, bytes_per_us=None, latency_us=None, transfers: int = 3, link: str | None = None) -> dict:
+def transfer(p, device=None, *, bytes_per_us=None, latency_us=None, transfers: int = 3,
+             link: str | None = None) -> dict:
     """Time of one gradient step with the parameters and gradients streamed over the link (Tables
     III-IV): compute + ``transfers`` link latencies + bytes / bandwidth; defaults: the device's PS->PL
     link (the MAX4: PCIe 2.0 x4, 2000 B/us, 10 us), or the one called `link` (``"infiniband"``)."""
@@ -738,8 +739,12 @@ class DdpgGradient(Kernel):
         per = p["dsp_per_mult"] or dsp_per_mac(dev, S)
         dsp = math.ceil(mult["per_fpga"] * per - 1e-9)
         cycles = sch["total"]
-        dsp_why = ("fitted to F-DDPG Table I: dsp_per_mult (1913 DSP blocks / 2176 multipliers)" if p["dsp_per_mult"]
-                   else f"{tag(dev.units['PL'].perf['dsp_per_mac_' + format_key(S)]) if 'dsp_per_mac_' + format_key(S) in dev.units['PL'].perf else 'assumed'}: multipliers x dsp_per_mac (catalogue)")
+        if p["dsp_per_mult"]:
+            dsp_why = "fitted to F-DDPG Table I: dsp_per_mult (1913 DSP blocks / 2176 multipliers)"
+        else:
+            pl_perf, dsp_key = dev.units["PL"].perf, "dsp_per_mac_" + format_key(S)
+            dsp_tag = tag(pl_perf[dsp_key]) if dsp_key in pl_perf else "assumed"
+            dsp_why = f"{dsp_tag}: multipliers x dsp_per_mac (catalogue)"
         return {"cycles": cycles, "latency_us": cycles / p["clock_mhz"], "memory_bytes": nbytes,
                 "resources": {"lut": float(hw["lut"]), "ff": float(hw["ff"]), "dsp": float(dsp), "bram36": float(bram),
                               "uram": 0.0, "aie_tiles": 0.0},

@@ -676,6 +676,8 @@ class FvpKernel(Kernel):
         res = {"lut": math.ceil(2 * alm), "ff": math.ceil(ff), "dsp": math.ceil(dsp), "bram36": bram36,
                "uram": 0, "aie_tiles": 0}
         latency_us = cycles / f
+        pl_perf, dsp_key = dev.units["PL"].perf, "dsp_per_mac_" + format_key(S)
+        dsp_tag = tag(pl_perf[dsp_key]) if dsp_key in pl_perf else "assumed"
         return {"cycles": int(cycles), "latency_us": latency_us, "memory_bytes": int(math.ceil(bits / 8)),
                 "resources": res, "throughput_el_per_s": n * p["iterations"] / (latency_us * 1e-6),
                 "cycles_per_call": int(per_call), "ii": sch["ii"], "schedule": sch, "model_s": latency_us * 1e-6,
@@ -686,7 +688,6 @@ class FvpKernel(Kernel):
                     latency_us="derived: cycles / clock",
                     lut="fitted to CPP Table I: ALM_PER_MAC x MACs, two LUTs per ALM",
                     ff="fitted to CPP Table I: FF_PER_MAC x MACs",
-                    dsp=f"{tag(dev.units['PL'].perf['dsp_per_mac_' + format_key(S)]) if 'dsp_per_mac_' + format_key(S) in dev.units['PL'].perf else 'assumed'}: "
-                        "multipliers x dsp_per_mac (catalogue)",
-                    bram36=("fitted to CPP Table I: vector memories + the seed's tanh unit's M20K" if inv["seed_act_m20k"]
-                            else "derived: the vector memories in block RAM"))}
+                    dsp=f"{dsp_tag}: multipliers x dsp_per_mac (catalogue)",
+                    bram36=("fitted to CPP Table I: vector memories + the seed's tanh unit's M20K"
+                            if inv["seed_act_m20k"] else "derived: the vector memories in block RAM"))}

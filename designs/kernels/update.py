@@ -49,7 +49,8 @@ from .base import Array, Kernel, Param, check_formats, finish_cost, get_dev, op
 
 __all__ = ["WeightUpdate", "adam_alpha", "OPTIMIZER_INPUTS"]
 
-OPTIMIZER_INPUTS = {"sgd": ("w", "g", "alpha"), "adam": ("w", "g", "m", "v", "alpha"), "rmsprop": ("w", "g", "v", "alpha")}
+OPTIMIZER_INPUTS = {"sgd": ("w", "g", "alpha"), "adam": ("w", "g", "m", "v", "alpha"),
+                    "rmsprop": ("w", "g", "v", "alpha")}
 OPTIMIZER_OUTPUTS = {"sgd": ("w_new",), "adam": ("w_new", "m_new", "v_new"), "rmsprop": ("w_new", "v_new")}
 OPS_PER_ELEMENT = {"sgd": 2, "adam": 12, "rmsprop": 9}  # multiplies, adds, sqrt, divide as counted above
 

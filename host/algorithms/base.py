@@ -114,7 +114,8 @@ class TrainerBase:
             raise RlhlsError("checkpoint: it was trained under another plan (assignment differs)")
 
     def _env_state(self):
-        """The running envs (replay record, current observations, open episodes' sums), or None before the first reset."""
+        """The running envs (replay record, current observations, open episodes' sums), or None before the
+        first reset."""
         if self.obs is None:
             return None
         return {"replay": self.envs.state(), "obs": np.array(self.obs).copy(),

@@ -299,7 +299,8 @@ class DDPG(TrainerBase):
     # -- acting: PS, FP32 (Fig. 10)
     def policy(self, obs) -> np.ndarray:
         """mu(s) in FP32, scaled to the action box (no noise)."""
-        return self.fp32.quantize(ps_forward(self.actor, obs, self.hp["ps_math"]) * self.action_scale + self.action_bias)
+        mu = ps_forward(self.actor, obs, self.hp["ps_math"])
+        return self.fp32.quantize(mu * self.action_scale + self.action_bias)
 
     def predict(self, obs, deterministic: bool = True, rng=None) -> np.ndarray:
         """mu(s) (SB3's DDPG.predict adds no noise either way)."""

@@ -40,7 +40,8 @@ buffer is capped at ``atari.ATARI_BUFFER_CAP`` (200 000 transitions, 5.6 GB) unl
 Updates and resume: one update = ``steps_per_update`` env steps (default 1000; a multiple of
 ``num_envs``), so the runner checkpoints every 1000 steps. The checkpoint holds online and target
 parameters, Adam, the loss scaler, the numpy Generator state, the global step, the replay buffer
-(its transitions appended to the run folder's ``replay/`` files, host/algorithms/replay.py) and the envs (each sub-env's episode seed and actions since its reset, replayed on
+(its transitions appended to the run folder's ``replay/`` files, host/algorithms/replay.py) and the envs
+(each sub-env's episode seed and actions since its reset, replayed on
 ``load_state_dict``; the running episode return / length): a resumed run equals an
 uninterrupted one bit for bit.
 

@@ -45,7 +45,8 @@ unclipped game score over all lives.
 
 Per-update phase times (Table I; the heppo design's ``seed_figures['phase_shares']`` gives the seed's names, "network
 update" = update_forward + backprop): dnn_inference (policy + value forward and sampling in the
-rollout, V of truncated episodes' final observations), env_run (env.step incl. the normalization wrappers' work), storing_trajectories,
+rollout, V of truncated episodes' final observations), env_run (env.step incl. the normalization
+wrappers' work), storing_trajectories,
 gae_fetch, gae_compute, gae_write, update_forward (minibatch forward + losses), backprop
 (backward + clipping + optimizer step). Seconds, in the metrics row as ``t_<phase>``.
 """
@@ -242,7 +243,8 @@ class PPO(TrainerBase):
         pol, val = nets["policy"], nets["value"]
         if self.image:
             if tuple(pol.input_shape) != obs_shape:
-                raise RlhlsError(f"environment '{self.env_id}' observes {obs_shape}, network 'policy' takes {pol.input_shape}")
+                raise RlhlsError(f"environment '{self.env_id}' observes {obs_shape}, "
+                                 f"network 'policy' takes {pol.input_shape}")
             self.in_dim = None
         elif self.env_id == design.env_id:
             # the design's own env: keep its networks, zero-pad the observation (CPP designs)

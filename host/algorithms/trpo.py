@@ -151,7 +151,8 @@ class TRPOArgs(HyperParams):
 
     def check(self, design):
         n = self.num_envs * self.num_steps
-        check_memory(f"num_envs x num_steps = {self.num_envs} x {self.num_steps}", n * sample_bytes(design), "the rollout at least")
+        check_memory(f"num_envs x num_steps = {self.num_envs} x {self.num_steps}", n * sample_bytes(design),
+                     "the rollout at least")
         if n // self.fvp_subsample < 1:
             raise RlhlsError(f"TRPO hyperparameters: num_envs x num_steps = {n} leaves no sample for the FVP "
                              f"with fvp_subsample = {self.fvp_subsample}")

@@ -20,5 +20,5 @@ from .vector import (
 )
 
 __all__ = ["make_env", "make_vec_env", "pad_obs", "NextStepFilter", "EpisodeTracker", "ReplayableVecEnv",
-           "space_info", "check_env_id", "action_kind", "normalize_obs", "rms_state", "rms_load", "register_environments",
-           "register_module", "environment_modules", "ENVIRONMENT_IDS"]
+           "space_info", "check_env_id", "action_kind", "normalize_obs", "rms_state", "rms_load",
+           "register_environments", "register_module", "environment_modules", "ENVIRONMENT_IDS"]

@@ -169,7 +169,8 @@ def make_atari(env_id: str, *, terminal_on_life_loss: bool = True, clip_rewards:
     try:
         import cv2  # noqa: F401  (AtariPreprocessing resizes with it)
     except ImportError:
-        raise RlhlsError(f"environment '{env_id}': OpenCV is not installed (pip install opencv-python-headless)") from None
+        raise RlhlsError(f"environment '{env_id}': OpenCV is not installed "
+                         "(pip install opencv-python-headless)") from None
     env = gym.make(env_id, **make_kwargs)
     env = gym.wrappers.AtariPreprocessing(env, noop_max=noop_max, frame_skip=frame_skip, screen_size=SCREEN,
                                           grayscale_obs=True, terminal_on_life_loss=False)

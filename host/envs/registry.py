@@ -11,7 +11,8 @@ an ``ENVIRONMENTS`` table, each value the keyword arguments of ``gymnasium.regis
 
 ``register_environments()`` imports every module of this package (``rlhls.core.registry``: the
 modules without a table, the vector-env plumbing and the Atari wrappers, add nothing) and registers
-their tables with gymnasium, so adding an environment is adding its module: no list to edit. ``import rlhls.envs`` calls it, and so do
+their tables with gymnasium, so adding an environment is adding its module: no list to edit.
+``import rlhls.envs`` calls it, and so do
 ``make_env`` / ``make_vec_env`` (every trainer's environments, in every process, Ray workers
 included), so ``rlhls/...`` ids work in training without an import. ``register_module(module)``
 registers the table of a module from elsewhere (a user's own environments, the tests).

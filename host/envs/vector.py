@@ -28,7 +28,8 @@ state a replay could not rebuild without the whole history since the first reset
 records the seed of the current episode and the actions taken since its reset; ``state()``
 returns them (with the current observations) and ``restore(state)`` rebuilds the exact simulator
 state, TimeLimit counter and RNG by resetting each sub-env with its seed and replaying its actions
-(at most max_episode_steps per env; observations and rewards of the replay are discarded). Atari ids get CleanRL's wrapper stack
+(at most max_episode_steps per env; observations and rewards of the replay are discarded). Atari ids
+get CleanRL's wrapper stack
 (host/envs/atari.py); there a lost life ends the *episode* (terminated) but not the game
 (``infos['game_over']`` False): the sub-env keeps its seed and action list and records the
 position in ``life_resets``, and ``restore`` replays the whole game, calling a seedless ``reset()``
@@ -126,7 +127,8 @@ def space_info(vec_env) -> dict:
     obs_space, act_space = vec_env.single_observation_space, vec_env.single_action_space
     if isinstance(act_space, gym.spaces.Box):
         return {"obs_shape": tuple(obs_space.shape), "kind": "continuous", "action_dim": int(np.prod(act_space.shape)),
-                "low": np.asarray(act_space.low, dtype=np.float64), "high": np.asarray(act_space.high, dtype=np.float64)}
+                "low": np.asarray(act_space.low, dtype=np.float64),
+                "high": np.asarray(act_space.high, dtype=np.float64)}
     if isinstance(act_space, gym.spaces.Discrete):
         return {"obs_shape": tuple(obs_space.shape), "kind": "discrete", "action_dim": int(act_space.n),
                 "low": None, "high": None}

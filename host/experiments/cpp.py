@@ -531,8 +531,8 @@ def _table2_outputs(out: Path, rows: list, p: dict) -> None:
                       f"{r['csim_measured_samples']})" for r in rows)
           + f" samples and scaled to {p['scale_to']} (best of the repeats; this machine). Speed-up = float64 CG / "
           "(model FVP + our CG host arithmetic), beside the seed's Acc. (Keras CG / FPGA CG).", "",
-          markdown_table(["benchmark", "model FVP", "whole-run model FVP (rlhls perf)", "seed model", "CG (FVP) emu", "CG (FVP) csim",
-                          "CG (FVP) float64 numpy", "seed CG (FVP) FPGA", "seed CG (FVP) Keras",
+          markdown_table(["benchmark", "model FVP", "whole-run model FVP (rlhls perf)", "seed model", "CG (FVP) emu",
+                          "CG (FVP) csim", "CG (FVP) float64 numpy", "seed CG (FVP) FPGA", "seed CG (FVP) Keras",
                           "speed-up (model vs float64)", "seed Acc."], body)]
     atomic_write_text(out / "table2.md", "\n".join(md))
 

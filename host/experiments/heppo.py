@@ -114,7 +114,8 @@ def summarize(out, configs: list[dict], seeds: int, title: str = "", failed: lis
             evals.append(evaluation(d))
         curves[c["name"]] = (per_seed, max_step)
         v = np.array([f for f in finals if not math.isnan(f)])
-        rows.append({"config": c["name"], "label": c["label"], "settings": " ".join(f"{k}={x}" for k, x in c["set"].items()),
+        rows.append({"config": c["name"], "label": c["label"],
+                     "settings": " ".join(f"{k}={x}" for k, x in c["set"].items()),
                      "seeds": len(finals), "final_return_mean": float(v.mean()) if len(v) else float("nan"),
                      "final_return_std": float(v.std(ddof=1)) if len(v) > 1 else (0.0 if len(v) else float("nan")),
                      "per_seed": " ".join("nan" if math.isnan(f) else f"{f:.2f}" for f in finals)})

@@ -20,7 +20,8 @@ def register(sub) -> None:
     s.set_defaults(func=cmd_designs)
 
     s = sub.add_parser("devices", help="list the device catalogue",
-                       description="Device catalogue: per unit (PS, PL, AIE) resources and clocks, each with its source.")
+                       description="Device catalogue: per unit (PS, PL, AIE) resources and clocks, "
+                                   "each with its source.")
     s.add_argument("names", nargs="*", metavar="DEVICE", help="only these devices (id, board or part)")
     s.add_argument("--json", action="store_true", help="print JSON with the source of every figure")
     s.set_defaults(func=cmd_devices)
@@ -80,7 +81,8 @@ def cmd_designs(args) -> int:
     for d in described:
         print(f"{d['name']}  [{d['algorithm'].upper()}]  seed {d['seed_file']}")
         print(f"  {d['seed_title']}")
-        print(f"  env        {d['env_id']}  obs {tuple(d['obs_shape'])}  actions {d['action_dim']} ({d['action_space']})")
+        print(f"  env        {d['env_id']}  obs {tuple(d['obs_shape'])}  "
+              f"actions {d['action_dim']} ({d['action_space']})")
         clocks = ", ".join(f"{u} {c:g} MHz" for u, c in d["clocks_mhz"].items())
         print(f"  device     {d['device']}  ({clocks})   batch {d['batch_size']}")
         print("  formats    " + ", ".join(f"{k}={v}" for k, v in d["formats"].items()))
@@ -95,9 +97,11 @@ def cmd_designs(args) -> int:
                   f"{net['n_params']:,} params; {'; '.join(extra)}")
             for layer in net["layers"]:
                 shape = f"{tuple(layer['in_shape'])} -> {tuple(layer['out_shape'])}"
-                detail = {k: v for k, v in layer.items() if k not in ("name", "kind", "in_shape", "out_shape", "params")}
+                detail = {k: v for k, v in layer.items()
+                          if k not in ("name", "kind", "in_shape", "out_shape", "params")}
                 detail_s = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in detail.items())
-                print(f"    {layer['name']:<14} {layer['kind']:<8} {shape:<28} {layer['params']:>9,} params  {detail_s}")
+                print(f"    {layer['name']:<14} {layer['kind']:<8} {shape:<28} {layer['params']:>9,} params  "
+                      f"{detail_s}")
         for k in d["kernels"]:
             params = " ".join(f"{p}={v}" for p, v in {**k["params"], **k["notes"]}.items())
             print(f"  kernel     {k['name']} on {k['unit']}: storage {k['storage']}, acc {k['acc']}; {params}")

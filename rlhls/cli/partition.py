@@ -99,7 +99,8 @@ def cmd_graph(args) -> int:
           f"{s['carry_edges']} loop-carried edges (weights to the next step)")
     print(f"{'node':<34} {'kind':<10} {'FLOPs':>12} {'bytes':>12}  mm")
     for n in g.nodes:
-        print(f"{n.name:<34} {n.kind:<10} {_si(n.flops) + 'FLOP':>12} {_si(n.bytes) + 'B':>12}  {'yes' if n.mm else ''}")
+        mm = "yes" if n.mm else ""
+        print(f"{n.name:<34} {n.kind:<10} {_si(n.flops) + 'FLOP':>12} {_si(n.bytes) + 'B':>12}  {mm}")
     print(f"matrix-multiply nodes: {s['mm_nodes']}, {_si(s['mm_flops'])}FLOPs in all "
           f"(smallest {_si(s['min_mm_flops'])}FLOPs, largest {_si(s['max_mm_flops'])}FLOPs); "
           f"all nodes {_si(s['flops'])}FLOPs")
