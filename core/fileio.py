@@ -305,6 +305,7 @@ def open_owned(folder, rel, flags: int = os.O_RDONLY, mode: int = 0o666) -> int:
                 return fd
             os.close(dfd)
             dfd = fd
+        raise ValueError(f"not a path inside a folder: {rel!r}")  # no part at all ('.')
     finally:
         os.close(dfd)
 
@@ -494,6 +495,7 @@ def check_file_out(path, *, header: str | None = None, ours=None, force: bool = 
         elif ours is not None:
             mine = ours(path)
         else:
+            assert header is not None  # neither given was refused above
             try:  # through no link, and no FIFO that would block the open
                 fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
                 with os.fdopen(fd, "rb") as f:
@@ -734,5 +736,10 @@ def process_scratch() -> Path:
         import atexit
 
         d = _PROCESS_SCRATCH[pid] = _new_scratch("process")
-        atexit.register(lambda: os.getpid() == pid and shutil.rmtree(d, ignore_errors=True))
+
+        def remove(folder: Path = d) -> None:
+            if os.getpid() == pid:  # not from a forked child
+                shutil.rmtree(folder, ignore_errors=True)
+
+        atexit.register(remove)
     return d

@@ -26,12 +26,14 @@ import sys
 import threading
 from collections.abc import MutableMapping
 from importlib import metadata
-from types import ModuleType
-from typing import Any, Callable, Iterator
+from types import FrameType, ModuleType
+from typing import Any, Callable, Generic, Iterable, Iterator, TypeVar
 
 from .errors import RlhlsError
 
 __all__ = ["Registry", "LazyLoad", "load_entry_points"]
+
+T = TypeVar("T")  # what a registry holds (a Kernel, a Design, an Algorithm, ...)
 
 
 class LazyLoad:
@@ -40,7 +42,7 @@ class LazyLoad:
     the lock being reentrant. A load that raises is not done: the next call runs it again and meets
     the same error, never a half-filled registry."""
 
-    def __init__(self, load: Callable[[], None]):
+    def __init__(self, load: Callable[[], None]) -> None:
         self._load = load
         self._lock = threading.RLock()
         self._running = False
@@ -60,7 +62,7 @@ class LazyLoad:
                 self._running = False
 
 
-class Registry(MutableMapping):
+class Registry(MutableMapping[str, T], Generic[T]):
     """name -> entry of one kind of plug-in (see the module docstring). A mapping: every read loads
     the registry first. ``add`` is the kind's register function (its checks), used for what the
     package's modules and the entry points bring; ``order`` a sort key ``(name, entry, origin)`` of
@@ -68,11 +70,11 @@ class Registry(MutableMapping):
 
     def __init__(self, kind: str, *, package: str | None = None, group: str | None = None,
                  collect: Callable[[ModuleType], Any] | None = None, order: Callable | None = None,
-                 linked: tuple = ()):
+                 linked: tuple = ()) -> None:
         self.kind, self.package, self.group, self.collect, self.order = kind, package, group, collect, order
         self.linked = linked  # mappings its register function also fills (taken back with it when a plug-in fails)
         self.add: Callable[[Any], Any] | None = None
-        self._items: dict[str, Any] = {}
+        self._items: dict[str, T] = {}
         self._origins: dict[str, str] = {}
         self._context: str | None = None  # where what is registered now comes from, during the load
         self._lazy = LazyLoad(self._load)
@@ -114,6 +116,8 @@ class Registry(MutableMapping):
 
     def modules(self) -> list[str]:
         """The package's modules that give entries by ``collect`` (imported, nothing registered)."""
+        if not self.package:
+            return []
         package = importlib.import_module(self.package)
         found = []
         for m in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
@@ -139,14 +143,14 @@ class Registry(MutableMapping):
         self.add(obj)
 
     # -- the mapping
-    def __getitem__(self, name: str):
+    def __getitem__(self, name: str) -> T:
         self.load()
         return self._items[name]
 
-    def __setitem__(self, name: str, entry) -> None:
+    def __setitem__(self, name: str, entry: T) -> None:
         self.put(name, entry)
 
-    def put(self, name: str, entry, origin: str | None = None) -> None:
+    def put(self, name: str, entry: T, origin: str | None = None) -> None:
         """Register `entry` as `name`, from `origin` (default: the module or entry point being loaded,
         else the module of the code that registers it)."""
         self._items[name] = entry
@@ -156,7 +160,7 @@ class Registry(MutableMapping):
         del self._items[name]
         self._origins.pop(name, None)
 
-    def pop(self, name: str, *default):
+    def pop(self, name: str, *default: Any) -> Any:
         """Take an entry out (no load: what was never loaded needs no removing)."""
         self._origins.pop(name, None)
         return self._items.pop(name, *default)
@@ -168,15 +172,16 @@ class Registry(MutableMapping):
         self.load()
         return len(self._items)
 
-    def __contains__(self, name) -> bool:
+    def __contains__(self, name: object) -> bool:
         self.load()
         return name in self._items
 
     def names(self) -> list[str]:
         self.load()
         names = list(self._items)
-        if self.order is not None:
-            names.sort(key=lambda n: self.order(n, self._items[n], self._origins.get(n, "")))
+        order = self.order
+        if order is not None:
+            names.sort(key=lambda n: order(n, self._items[n], self._origins.get(n, "")))
         return names
 
     def origin(self, name: str) -> str:
@@ -184,16 +189,16 @@ class Registry(MutableMapping):
         self.load()
         return self._origins.get(name, "")
 
-    def snapshot(self) -> tuple:
+    def snapshot(self) -> tuple[dict[str, T], dict[str, str]]:
         """The entries and their origins as they are now (``restore`` puts them back)."""
         self.load()
         return dict(self._items), dict(self._origins)
 
-    def restore(self, snapshot: tuple) -> None:
+    def restore(self, snapshot: tuple[dict[str, T], dict[str, str]]) -> None:
         self._items, self._origins = dict(snapshot[0]), dict(snapshot[1])
 
     @contextlib.contextmanager
-    def registering_from(self, where: str):
+    def registering_from(self, where: str) -> Iterator[None]:
         """What is registered in the block comes from `where` (a user's design file, say)."""
         old, self._context = self._context, where
         try:
@@ -210,7 +215,7 @@ class Registry(MutableMapping):
 
 def _caller() -> str:
     """The module of the code that registered an entry (outside the registries' own modules)."""
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     while frame is not None:
         name = frame.f_globals.get("__name__", "")
         if (name != __name__ and not name.startswith(("_collections_abc", "collections"))
@@ -236,7 +241,7 @@ def load_entry_points(group: str, register: Callable, from_module: Callable | No
         raise RlhlsError(f"entry points of {group}: {e}") from None
     undo: list = [{} for _ in registries]  # per registry: key -> its value before (_ABSENT: none)
 
-    def add(obj):
+    def add(obj: Any) -> None:
         before = [dict(getattr(r, "_items", r)) for r in registries]
         register(obj)
         for reg, old, changed in zip(registries, before, undo):
@@ -259,7 +264,8 @@ def load_entry_points(group: str, register: Callable, from_module: Callable | No
             where(None)
 
 
-def _load_all(group, eps, register, from_module, where) -> None:
+def _load_all(group: str, eps: Iterable[metadata.EntryPoint], register: Callable[[Any], None],
+              from_module: Callable | None, where: Callable[[str | None], None] | None) -> None:
     for ep in eps:
         dist = getattr(getattr(ep, "dist", None), "name", None) or "?"
         text = f"entry point '{ep.name}' of {group} (package {dist})"

@@ -21,11 +21,14 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field, replace
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from rlhls.core.errors import RlhlsError
 
-from .formats import parse_format
+from .formats import NumericFormat, parse_format
+
+if TYPE_CHECKING:
+    from .network import Network
 
 _ACTS_KINDS = ("ReLU", "Tanh", "Sigmoid", "Softmax", "Identity")  # elementwise layers of an MLP
 _PRISTINE: dict = {}  # (design, seed) -> initialised networks; orthogonal init of big layers is slow
@@ -43,13 +46,13 @@ class NetSpec:
 
     name: str
     role: str
-    factory: Callable[[int], object]
+    factory: Callable[[int], Network]  # seed -> a freshly initialised network
     target: bool = False
     input_from: str | None = None
     optimizer: str = "adam"
     extra_inputs: int = 0  # inputs appended to the state, e.g. the action for a DDPG critic
 
-    def build(self, seed: int = 0):
+    def build(self, seed: int = 0) -> Network:
         return self.factory(seed)
 
 
@@ -110,7 +113,7 @@ class Design:
     # "activation": name or None}; runs record it, so the run's policy loads again from its folder
     resized: dict = field(default_factory=dict, compare=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         where = f"design '{self.name}'"
         if (isinstance(self.host_overlap, bool) or not isinstance(self.host_overlap, (int, float))
                 or not 0 <= self.host_overlap <= 1):
@@ -164,7 +167,8 @@ class Design:
         or two KernelSpecs that disagree with one are refused."""
         from .kernels import KERNELS
 
-        out, where = {}, {}
+        out: dict[str, object] = {}
+        where: dict[str, str] = {}
         for spec in self.kernels:
             k = KERNELS.get(spec.name)  # an unknown kernel is check_kernels' to report
             for h, v in ({} if k is None else k.hyperparam_values(spec.params)).items():
@@ -207,6 +211,7 @@ class Design:
         the name says the sizes (a run's name, its networks' cache key); the same design when
         nothing changes."""
         from .nets import _ACTS
+        from .network import Dense
 
         if activation is not None and activation not in ("relu", "tanh"):
             raise RlhlsError(f"design '{self.name}': hidden activation {activation!r}, expected relu or tanh")
@@ -218,7 +223,7 @@ class Design:
         for spec in self.networks:
             net = spec.build(0)
             hidden = tuple(arch.get(spec.role, ()))
-            dense = [l for l in net.layers if l.kind == "Dense"]
+            dense = [l for l in net.layers if isinstance(l, Dense)]
             acts = [l for l in net.layers[:-1] if l.kind in _ACTS_KINDS]
             old = (tuple(int(l.units) for l in dense[:-1]), acts[0].kind.lower() if acts else None)
             new = (hidden if spec.role in arch else old[0], activation or old[1])
@@ -231,7 +236,7 @@ class Design:
             first, out = dense[0], net.layers[net.layers.index(dense[-1]):]
 
             def factory(s, net=net, first=first, out=out, hidden=new[0], act=_ACTS[new[1] or "relu"]):
-                from .network import Dense, Network
+                from .network import Network
 
                 layers = [x for h in hidden for x in (Dense(h, first.bias, first.init, first.gain), act())]
                 return Network(net.name, net.input_shape, layers + out, seed=s, init=net.init)  # out: copied
@@ -252,7 +257,7 @@ class Design:
         names = ", ".join(n.name for n in self.networks)
         raise RlhlsError(f"design '{self.name}' has no network '{name}' (it has {names})")
 
-    def build_networks(self, seed: int = 0) -> dict:
+    def build_networks(self, seed: int = 0) -> dict[str, Network]:
         """Fresh networks (callers train them in place); initialisation runs once per seed."""
         key = (self.name, seed)
         if key not in _PRISTINE:
@@ -260,7 +265,7 @@ class Design:
         return copy.deepcopy(_PRISTINE[key])
 
     @property
-    def storage_format(self):
+    def storage_format(self) -> NumericFormat:
         return parse_format(self.formats.get("storage", "fp32"))
 
     def describe(self, seed: int = 0) -> dict:

@@ -66,6 +66,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import TypeVar
 
 import ml_dtypes as _ml_dtypes
 import numpy as np
@@ -74,7 +75,8 @@ from rlhls.core.errors import RlhlsError
 
 __all__ = [
     "NumericFormat", "FixedFormat", "FloatFormat", "UniformFormat",
-    "FP32", "FP16", "BF16", "parse_format", "QUANT_MODES", "OVERFLOW_MODES", "round_half", "set_round_kernel",
+    "FP32", "FP16", "BF16", "parse_format", "parse_format_as", "QUANT_MODES", "OVERFLOW_MODES", "round_half",
+    "set_round_kernel",
 ]
 
 QUANT_MODES = ("TRN", "TRN_ZERO", "RND", "RND_ZERO", "RND_MIN_INF", "RND_INF", "RND_CONV")
@@ -700,7 +702,7 @@ def _ints(text, args, names):
     return out
 
 
-def parse_format(text: str) -> NumericFormat:
+def parse_format(text: str | NumericFormat) -> NumericFormat:
     """Parse the format grammar of the module docstring; RlhlsError on bad text."""
     if isinstance(text, NumericFormat):
         return text
@@ -725,9 +727,9 @@ def parse_format(text: str) -> NumericFormat:
             raise _err(text, getattr(e, "what", str(e))) from None
     mt = _FLOAT_RE.match(t)
     if mt:
-        e, m = _ints(text, [a.strip() for a in mt.group(1).split(",")], ("E", "M"))
+        ebits, m = _ints(text, [a.strip() for a in mt.group(1).split(",")], ("E", "M"))
         try:
-            return FloatFormat(e, m)
+            return FloatFormat(ebits, m)
         except RlhlsError as ex:
             raise _err(text, getattr(ex, "what", str(ex))) from None
     mt = _UQ_RE.match(t)
@@ -738,3 +740,17 @@ def parse_format(text: str) -> NumericFormat:
         except RlhlsError as ex:
             raise _err(text, getattr(ex, "what", str(ex))) from None
     raise RlhlsError(f"format {text!r}: not recognised (expected {_GRAMMAR})")
+
+
+_F = TypeVar("_F", bound=NumericFormat)
+
+
+def parse_format_as(text: str | NumericFormat, cls: type[_F]) -> _F:
+    """``parse_format`` of a format that must be a `cls` (FixedFormat, FloatFormat, UniformFormat);
+    RlhlsError naming it otherwise."""
+    f = parse_format(text)
+    if not isinstance(f, cls):
+        kinds = {FixedFormat: "fixed-point", FloatFormat: "floating-point", UniformFormat: "uniform"}
+        kind = kinds.get(cls, cls.__name__)
+        raise RlhlsError(f"format {str(f)!r}: expected a {kind} format")
+    return f

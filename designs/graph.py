@@ -180,7 +180,7 @@ class TrainingGraph:
     def topological_order(self) -> list:
         """The nodes in an order every edge respects: ready nodes first-in first-out, in the order
         of ``nodes`` and ``edges`` (graphlib's); a cycle is one line naming it."""
-        ts = TopologicalSorter()
+        ts: TopologicalSorter[str] = TopologicalSorter()
         for n in self.nodes:
             ts.add(n.name)
         for e in self.edges:
@@ -230,7 +230,7 @@ class _Builder:
         self.batch = batch
         self.B = max(1, math.ceil(design.storage_format.bits / 8))
         self.g = TrainingGraph(design.name, batch)
-        self._names = set()
+        self._names: set[str] = set()
 
     # -- primitives
     def node(self, name, layer, phase, flops, nbytes, mm=False):

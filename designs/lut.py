@@ -121,7 +121,7 @@ def lut_tables(kind: str, table_size: int, table, n: int = 0) -> tuple:
             v = (1.0 / s.astype(np.float64)).astype(np.float32)
         else:  # std::log(std::exp(x) + 1.): float exp, double add and log, returned as float
             v = _c_log(_c_float_fn("expf", x).astype(np.float64) + 1.0).astype(np.float32)
-        out = (np.asarray(table.quantize(v.astype(np.float64)), dtype=np.float64),)
+        out: tuple[np.ndarray, ...] = (np.asarray(table.quantize(v.astype(np.float64)), dtype=np.float64),)
     elif kind == "Softmax":
         f = softmax_table_formats(n, N, _softmax_width(table))
         lgn = N.bit_length() - 1
@@ -171,7 +171,7 @@ def _lut_softmax(x: np.ndarray, p: "Precision") -> np.ndarray:
     s = _q(f["inv_inp"], _reduce_add([e[:, k] for k in range(n)], f["accum"]))
     inv = inv_t[_top_bits(f["inv_inp"], s, lgn)][:, None]
     st = p.storage
-    if st.kind != "fixed":
+    if not isinstance(st, FixedFormat):
         return _q(st, e * inv)
     fa, fi = f["accum"].frac_bits, f["inv_table"].frac_bits
     me, mi = f["accum"].to_mantissa(e), f["inv_table"].to_mantissa(np.broadcast_to(inv, e.shape))

@@ -96,15 +96,20 @@ import contextlib
 import copy
 import dataclasses
 import math
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from rlhls.core.errors import RlhlsError
 
 from .arith import col2im, conv2d, dense, im2col
-from .formats import FP32, NumericFormat, parse_format, round_to
+from .formats import FP32, FloatFormat, NumericFormat, parse_format, round_to
 from .lut import _lut_index, _lut_softmax, lut_tables, softmax_table_formats
+
+if TYPE_CHECKING:
+    import onnx
 
 __all__ = ["Precision", "TABLE_SIZE", "softmax_table_formats", "lut_tables", "Layer", "Dense", "Conv2d", "Flatten",
            "ReLU", "Tanh", "Sigmoid", "Softmax", "Identity", "LeakyReLU", "Clip", "Softplus", "Quant", "LayerNorm",
@@ -197,18 +202,25 @@ class Layer:
     kind = "Layer"
     is_mm = False
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.name: str | None = None
         self.in_shape: tuple | None = None
         self.out_shape: tuple | None = None
         self.params: dict[str, np.ndarray] = {}
         self.grads: dict[str, np.ndarray] = {}
         self._net = "?"
-        self._cache = None
+        self._cache: Any = None  # what the forward keeps for the backward
+        self._batch = 0  # the forward's batch size
 
     # -- set up by Network
     def _error(self, what: str) -> RlhlsError:
         return RlhlsError(f"network '{self._net}': layer {self.name}: {what}")
+
+    def _shapes(self) -> tuple[tuple, tuple]:
+        """(in_shape, out_shape), which Network sets."""
+        if self.in_shape is None or self.out_shape is None:
+            raise RlhlsError(f"layer {self.kind}: not part of a Network yet (shapes unknown)")
+        return self.in_shape, self.out_shape
 
     def _build(self, in_shape: tuple) -> tuple:
         """Check the parameters against the input shape; return the output shape."""
@@ -228,7 +240,7 @@ class Layer:
 
     def flops(self, batch: int) -> dict:
         fwd, bwd = ACT_FLOPS.get(self.kind, (0, 0))
-        n = int(batch) * math.prod(self.out_shape)
+        n = int(batch) * math.prod(self._shapes()[1])
         return {"forward": fwd * n, "backward_input": bwd * n, "backward_weight": 0}
 
     def describe(self) -> dict:
@@ -258,7 +270,7 @@ class Layer:
         dy = np.asarray(dy)
         if not (keep32 and dy.dtype == np.float32):
             dy = np.asarray(dy, dtype=np.float64)
-        expected = (self._batch,) + self.out_shape
+        expected = (self._batch,) + self._shapes()[1]
         if dy.shape != expected:
             raise self._error(f"output gradient has shape {dy.shape}, expected {expected}")
         return dy
@@ -267,12 +279,12 @@ class Layer:
         raise NotImplementedError
 
     def backward(self, dy, precision: Precision | None = None, need_input_grad: bool = True, *,
-                 stored: bool = False, need_param_grads: bool = True):
+                 stored: bool = False, need_param_grads: bool = True) -> np.ndarray | None:
         """Gradient of the input (None unless need_input_grad); the parameters' gradients go to
         ``grads`` (emptied instead when not need_param_grads: a pass that only wants dx)."""
         raise NotImplementedError
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"{self.kind}({self.name or ''})"
 
 
@@ -288,7 +300,7 @@ def _w_stored(p: Precision, W: np.ndarray) -> np.ndarray | None:
     """W in p's storage format as float32 where dense reads it so (float storage that fits
     float32, FP32 sums): rounded once per forward, read again by the backward's dx."""
     s = p.storage
-    if s.kind == "float" and s.exp_bits <= 8 and s.man_bits <= 23 and p.acc == FP32:
+    if isinstance(s, FloatFormat) and s.exp_bits <= 8 and s.man_bits <= 23 and p.acc == FP32:
         with np.errstate(over="ignore", invalid="ignore"):
             return round_to(s, np.asarray(W, dtype=np.float64), np.float32)
     return None
@@ -335,6 +347,8 @@ class _MMLayer(Layer):
     steps and their gradients pass through the rounding unchanged (straight-through, as QAT)."""
 
     is_mm = True
+    _init_used: str  # what _init drew the weights with (an imported network's: 'onnx', gain None)
+    _gain_used: float | None
 
     def __init__(self, bias: bool, init: str | None, gain: float | None, param_formats: dict | None = None):
         super().__init__()
@@ -898,7 +912,7 @@ class LayerNorm(Layer):
 
     def flops(self, batch: int) -> dict:
         f = super().flops(batch)
-        f["backward_weight"] = 3 * int(batch) * self.in_shape[0]  # dgamma (mul, add), dbeta (add)
+        f["backward_weight"] = 3 * int(batch) * self._shapes()[0][0]  # dgamma (mul, add), dbeta (add)
         return f
 
     def forward(self, x, precision=None, *, stored=False):
@@ -939,7 +953,8 @@ class Network:
     name of the layer before it plus its kind ('fc1_relu').
     """
 
-    def __init__(self, name: str, input_shape, layers, *, seed: int = 0, init: str = "orthogonal"):
+    def __init__(self, name: str, input_shape: Iterable[int], layers: Iterable[Layer], *, seed: int = 0,
+                 init: str = "orthogonal") -> None:
         if not isinstance(name, str) or not name:
             raise RlhlsError(f"network {name!r}: name must be a non-empty string")
         self.name = name
@@ -971,7 +986,6 @@ class Network:
             shape = layer.out_shape = layer._build(shape)
             layer._init(rng, init)
         self.output_shape = shape
-        self._by_name = {layer.name: layer for layer in self.layers}
 
     def _adopt(self, spec: Layer) -> Layer:
         layer = copy.copy(spec)
@@ -979,8 +993,9 @@ class Network:
         layer._net = self.name
         return layer
 
-    def _name_layers(self):
-        counts, used = {"Dense": 0, "Conv2d": 0}, set()
+    def _name_layers(self) -> None:
+        counts = {"Dense": 0, "Conv2d": 0}
+        self._by_name: dict[str, Layer] = {}
         prev = None
         for layer in self.layers:
             if layer.kind in counts:
@@ -991,9 +1006,9 @@ class Network:
             else:
                 base = f"{prev}_{layer.kind.lower()}" if prev else layer.kind.lower()
             name, k = base, 2
-            while name in used:
+            while name in self._by_name:
                 name, k = f"{base}{k}", k + 1
-            used.add(name)
+            self._by_name[name] = layer
             layer.name = prev = name
 
     # -- structure
@@ -1015,7 +1030,7 @@ class Network:
     def flops(self, batch: int) -> list[tuple[str, dict]]:
         """Per layer and phase. The first layer's backward_input is counted although
         Network.backward skips it unless need_input_grad."""
-        return [(layer.name, layer.flops(batch)) for layer in self.layers]
+        return [(name, layer.flops(batch)) for name, layer in self._by_name.items()]
 
     def describe(self) -> list[dict]:
         return [layer.describe() for layer in self.layers]
@@ -1035,7 +1050,7 @@ class Network:
                          f"  params={d['params']}  {extra}".rstrip())
         return "\n".join(lines)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Network('{self.name}', {self.input_shape} -> {self.output_shape}, {len(self.layers)} layers)"
 
     # -- parameters
@@ -1071,7 +1086,7 @@ class Network:
             layer.grads = {k: np.zeros_like(v) for k, v in layer.params.items()}
 
     # -- compute
-    def _precision_of(self, precision) -> list:
+    def _precision_of(self, precision: Precision | dict | None) -> list[Precision | None]:
         if precision is None or isinstance(precision, Precision):
             return [precision] * len(self.layers)
         if isinstance(precision, dict):
@@ -1084,7 +1099,7 @@ class Network:
                          " or a dict layer name -> Precision")
 
     @contextlib.contextmanager
-    def _where(self, layer):
+    def _where(self, layer: Layer) -> Iterator[None]:
         """Prefix errors from arith / formats (e.g. an unsupported format pair) with the layer."""
         try:
             yield
@@ -1093,7 +1108,7 @@ class Network:
                 raise
             raise RlhlsError(f"network '{self.name}': layer {layer.name}: {e}") from None
 
-    def forward(self, x, precision=None) -> np.ndarray:
+    def forward(self, x, precision: Precision | dict | None = None) -> np.ndarray:
         """x (N, *input_shape) -> y (N, *output_shape). precision: None (float64), a
         Precision for every layer, or a dict layer name -> Precision (missing: float64)."""
         x = np.asarray(x, dtype=np.float64)
@@ -1107,7 +1122,8 @@ class Network:
 
     __call__ = forward
 
-    def backward(self, dy, precision=None, need_input_grad: bool = False, param_grads: bool = True):
+    def backward(self, dy, precision: Precision | dict | None = None, need_input_grad: bool = False,
+                 param_grads: bool = True) -> np.ndarray | None:
         """Back-propagate dy (N, *output_shape) through the last forward; stores every
         layer's grads (summed over the batch, overwriting the previous ones). Returns the
         input gradient if need_input_grad, else None (and stops below the first MM layer).
@@ -1122,7 +1138,7 @@ class Network:
                                              need_param_grads=param_grads)
         return dy if need_input_grad else None
 
-    def to_onnx(self, **kwargs):
+    def to_onnx(self, **kwargs) -> onnx.ModelProto:
         """The forward network as an ONNX model; see rlhls.designs.onnx_export.export_onnx (a file:
         rlhls.flow.onnx_file.write_onnx)."""
         from .onnx_export import export_onnx

@@ -51,6 +51,7 @@ import math
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -63,6 +64,7 @@ from .network import (
     Conv2d,
     Dense,
     Flatten,
+    Layer,
     LayerNorm,
     LeakyReLU,
     Network,
@@ -72,6 +74,7 @@ from .network import (
     Softmax,
     Softplus,
     Tanh,
+    _MMLayer,
 )
 
 _ACTS = {"Relu": ReLU, "Tanh": Tanh, "Sigmoid": Sigmoid}
@@ -291,8 +294,9 @@ def _check_model(model, where: str) -> None:
     dims = [d.dim_value if d.HasField("dim_value") else None for d in inputs[0].type.tensor_type.shape.dim]
     if len(dims) < 2 or any(d is None or d < 1 for d in dims[1:]):
         raise RlhlsError(f"{where}: input '{inputs[0].name}' has shape {dims}, expected (N, features) or (N, C, H, W)")
-    if math.prod(dims[1:]) > MAX_ONNX_ELEMENTS:
-        raise RlhlsError(f"{where}: input '{inputs[0].name}' has shape {dims}: {math.prod(dims[1:])} features, more "
+    features = math.prod(d for d in dims[1:] if d is not None)  # none is None by now
+    if features > MAX_ONNX_ELEMENTS:
+        raise RlhlsError(f"{where}: input '{inputs[0].name}' has shape {dims}: {features} features, more "
                          f"than the {MAX_ONNX_ELEMENTS} a network may take")
 
 
@@ -336,7 +340,7 @@ def _clean(model, where: str):
     saved = onnx.IR_VERSION
     step = "InferShapes"
     try:
-        onnx.IR_VERSION = ir
+        onnx.IR_VERSION = ir  # type: ignore[assignment]  # onnx's stubs type it as its protobuf enum (an int)
         with _quiet():
             w = ModelWrapper(model).transform(InferShapes())
             _check_folds(w, where)
@@ -392,7 +396,20 @@ class _Op:
     weights from the file, or a LayerNorm with its gamma / beta), 'flatten', or 'affine' (y = s x + t,
     s / t per feature or channel, to be folded)."""
 
-    def __init__(self, kind, node, **kw):
+    # set by kind: linear (layer 'dense' / 'conv', W, b, formats, stride), layer (layer: a Layer; params),
+    # affine (s, t, at; names: the affines folded into it)
+    layer: Any
+    W: np.ndarray
+    b: np.ndarray | None
+    formats: dict
+    stride: int
+    params: dict
+    s: np.ndarray
+    t: np.ndarray
+    at: str
+    names: list[_Op]
+
+    def __init__(self, kind: str, node, **kw) -> None:
         self.kind, self.node = kind, node
         self.__dict__.update(kw)
 
@@ -407,7 +424,7 @@ class _Chain:
         self.opset = next((o.version for o in w.model.opset_import if o.domain in ("", "ai.onnx")), 17)
         self.consts = {t.name: numpy_helper.to_array(t) for t in self.g.initializer}
         self.producer = {o: n for n in self.g.node for o in n.output}
-        self.consumers = {}
+        self.consumers: dict[str, list] = {}
         for n in self.g.node:
             for i in dict.fromkeys(n.input):
                 self.consumers.setdefault(i, []).append(n)
@@ -819,7 +836,7 @@ _NAMES = {"BatchNormalization": "BatchNormalization", "Mul": "a constant scale",
 def _fold_affines(ops: list, where: str) -> list:
     """Each affine folded into the Gemm / MatMul / Conv directly before it, else the one directly after it
     (a flatten between), in float64 (module docstring); refused, naming it, when there is none."""
-    out = []
+    out: list[_Op] = []
     for op in ops:  # consecutive affines compose first: s2 (s1 x + t1) + t2
         if op.kind == "affine" and out and out[-1].kind == "affine" and out[-1].s.shape == op.s.shape:
             prev = out[-1]
@@ -870,7 +887,7 @@ def _fold_affines(ops: list, where: str) -> list:
             continue
         first = op.names[0]
         what = _NAMES.get(first.node.op_type, first.node.op_type)
-        prev = before.node.op_type if before is not None else "the input"
+        prev_op = before.node.op_type if before is not None else "the input"
         tail = after is None
         hint = ""
         if tail and before is not None and before.kind == "layer" and before.layer.kind == "Tanh" and \
@@ -879,8 +896,8 @@ def _fold_affines(ops: list, where: str) -> list:
                     "(high - low) / 2): export the actor without it")
         elif first.node.op_type == "BatchNormalization":
             hint = "; put it directly after a Linear / Conv layer (or directly before one)"
-        raise RlhlsError(f"{first.at}: {what} after {prev} with no Gemm / MatMul / Conv directly before or after it to "
-                         f"fold it into{hint}")
+        raise RlhlsError(f"{first.at}: {what} after {prev_op} with no Gemm / MatMul / Conv directly before or after "
+                         f"it to fold it into{hint}")
     return ops
 
 
@@ -905,7 +922,8 @@ def _network(ops: list, shape: tuple, name: str, where: str) -> Network:
                              "(N, C, H, W), or a Flatten first")
     if not ops:
         raise RlhlsError(f"{where}: no layers between the input and the output")
-    layers, weights = [], []
+    layers: list[Layer] = []
+    weights: list[dict] = []
     for op in ops:
         if op.kind == "linear":
             fmts = dict(op.formats)
@@ -933,7 +951,7 @@ def _network(ops: list, shape: tuple, name: str, where: str) -> Network:
             params.update({f"{layer.name}.{k}": v for k, v in wts.items()})
         net.set_params(params)
         for layer in net.layers:  # the weights are the file's, not an initialiser's
-            if layer.is_mm:
+            if isinstance(layer, _MMLayer):
                 layer._init_used, layer._gain_used = "onnx", None
     except RlhlsError as e:
         raise RlhlsError(f"{where}: {e}") from None

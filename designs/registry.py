@@ -32,7 +32,7 @@ from .design import Design
 _MODULE_DESIGNS: dict[str, list] = {}  # module -> what its designs() gave (the same objects on a load again)
 
 
-def _module_designs(module) -> list:
+def _module_designs(module: types.ModuleType) -> list[Design]:
     if module.__name__ not in _MODULE_DESIGNS:
         fn = getattr(module, "designs", None)
         _MODULE_DESIGNS[module.__name__] = list(fn()) if callable(fn) else []
@@ -44,7 +44,8 @@ def _seed_order(name: str, design: Design, origin: str) -> tuple:
     return (0, design.seed_file) if origin.startswith(__package__ + ".") else (1, "")
 
 
-DESIGNS = Registry("design", package=__package__, group="rlhls.designs", collect=_module_designs, order=_seed_order)
+DESIGNS: Registry[Design] = Registry("design", package=__package__, group="rlhls.designs", collect=_module_designs,
+                                     order=_seed_order)
 _FILES: dict[Path, list[Design]] = {}  # a user's design files already imported
 
 
@@ -94,7 +95,7 @@ def _short(v, limit: int = 80) -> str:
 def design_record(design: Design) -> dict:
     """What a run records of its design: ``{"design": name}``, and for a design file's design
     ``"design_file": {"file", "sha256"}`` (``recorded_design`` checks it)."""
-    rec = {"design": design.name}
+    rec: dict[str, object] = {"design": design.name}
     if design.origin.get("file"):
         rec["design_file"] = {"file": design.origin["file"], "sha256": design.origin["sha256"]}
     if design.resized:
@@ -102,7 +103,8 @@ def design_record(design: Design) -> dict:
     return rec
 
 
-def recorded_design(name, design_file=None, *, given=None, resized=None, where: str = "the run") -> Design:
+def recorded_design(name: object, design_file: object = None, *, given: Design | str | None = None,
+                    resized: object = None, where: str = "the run") -> Design:
     """The design a record names (`name`, and `design_file` / `resized` as ``design_record`` wrote
     them), never by importing a file the record names. `given`: the design the user named on this
     command line (a Design, or a name / ``FILE.py[:NAME]`` they typed), which must be the recorded
@@ -127,15 +129,15 @@ def recorded_design(name, design_file=None, *, given=None, resized=None, where: 
         return design
     if not isinstance(name, str) or not name:
         raise RlhlsError(f"{where}: records no design name (expected a string, got {_short(repr(name))})")
-    want = None
+    want = file_name = None
     if design_file is not None:
         if not (isinstance(design_file, dict) and isinstance(design_file.get("file"), str)
                 and isinstance(design_file.get("sha256"), str)):
             raise RlhlsError(f"{where}: its design_file record is not {{file, sha256}}")
-        want = design_file["sha256"]
+        want, file_name = design_file["sha256"], design_file["file"]
     if given is None:
         if want is not None:
-            raise RlhlsError(f"{where} is of design '{_short(name)}' from the file '{_short(design_file['file'])}' "
+            raise RlhlsError(f"{where} is of design '{_short(name)}' from the file '{_short(file_name)}' "
                              f"(sha256 {want[:16]}...): give that file (--design FILE / design=FILE) to load it; "
                              "a run folder never makes rlhls import a file by itself")
         try:
@@ -162,7 +164,7 @@ def design_spec(design: Design) -> str:
     return design.name
 
 
-def is_file_spec(text) -> bool:
+def is_file_spec(text: object) -> bool:
     """Whether a DESIGN argument names a design file (``path.py`` or ``path.py:NAME``)."""
     if not isinstance(text, str):
         return False

@@ -13,6 +13,9 @@ profiler pick the kernels that implement a training-graph node (see its docstrin
 
 from __future__ import annotations
 
+from types import ModuleType
+from typing import TYPE_CHECKING
+
 from rlhls.core.errors import RlhlsError
 from rlhls.core.registry import Registry
 
@@ -20,21 +23,24 @@ from .base import Array, Kernel, Param
 from .context import KernelContext, unit_formats
 from .update import adam_alpha
 
+if TYPE_CHECKING:
+    from ..graph import Node
+
 __all__ = ["KERNELS", "register_kernel", "unregister_kernel", "get_kernel", "kernel_names", "kernels_for",
            "Kernel", "KernelContext", "Param", "Array", "adam_alpha", "unit_formats"]
 
 
 
-def _kernel_classes(module) -> list:
+def _kernel_classes(module: ModuleType) -> list[type[Kernel]]:
     """The named Kernel subclasses that `module` defines (not those it imports)."""
     return [obj for obj in vars(module).values()
             if isinstance(obj, type) and issubclass(obj, Kernel) and obj.name and obj.__module__ == module.__name__]
 
 
-KERNELS = Registry("kernel", package=__name__, group="rlhls.kernels", collect=_kernel_classes)
+KERNELS: Registry[Kernel] = Registry("kernel", package=__name__, group="rlhls.kernels", collect=_kernel_classes)
 
 
-def register_kernel(kernel: Kernel, *, replace: bool = False) -> Kernel:
+def register_kernel(kernel: Kernel | type[Kernel], *, replace: bool = False) -> Kernel:
     """Add `kernel` (an instance of a Kernel subclass) to the registry; returns it."""
     if isinstance(kernel, type):
         kernel = kernel()
@@ -64,7 +70,7 @@ def kernel_names() -> list[str]:
     return KERNELS.names()
 
 
-def kernels_for(node, ctx: KernelContext, unit: str = "PL") -> list[tuple[Kernel, dict]]:
+def kernels_for(node: Node, ctx: KernelContext, unit: str = "PL") -> list[tuple[Kernel, dict]]:
     """``[(kernel, params)]`` that implement `node` on `unit` for ``ctx.design``.
 
     Among the kernels whose ``implements`` holds the node's kind on that unit: the ones the design

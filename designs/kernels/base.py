@@ -15,6 +15,7 @@ then outputs, each an ``Array(name, shape, fmt_key)`` whose element type is the 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -81,7 +82,7 @@ _FALSE = {"0", "false", "no", "off"}
 
 def check_formats(kname: str, p: dict, keys=("storage", "acc")) -> dict[str, NumericFormat]:
     """Parse p[keys]: all fixed (W <= 53) or all fp32/fp16/bf16. Returns {key: format}."""
-    out = {}
+    out: dict[str, NumericFormat] = {}
     for key in keys:
         f = parse_format(p[key])
         if isinstance(f, FixedFormat):
@@ -167,10 +168,11 @@ class Kernel:
             try:
                 if isinstance(items, (str, bytes)) or not len(items):
                     raise ValueError
-                v = [self._convert(Param(q.name, "int", 0, q.doc, min=q.min), t) for t in items]
+                ints = [self._convert(Param(q.name, "int", 0, q.doc, min=q.min), t) for t in items]
             except (ValueError, TypeError):
                 raise self._err(f"{where} is not a list of integers (e.g. 16,8,5,8)") from None
-            return v
+            return ints
+        v: Any  # an int, a float or a string, by the parameter's kind
         if q.kind == "int":
             try:
                 if isinstance(value, bool):

@@ -482,4 +482,6 @@ def aie_matmul(n, k, m, fmt, device, *, tiles: int | None = None, plios: int | N
         if best is None or c["latency_us"] < best["latency_us"] - 1e-12:
             best = c
         t *= 2
+    if best is None:
+        raise RlhlsError(f"{where}: {device.id} has no AIE tiles")
     return best

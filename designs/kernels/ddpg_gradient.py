@@ -110,6 +110,7 @@ import math
 
 import numpy as np
 
+from ..devices import Link
 from ..formats import FixedFormat, parse_format
 from .base import Array, Kernel, Param, check_formats, get_dev
 
@@ -430,7 +431,7 @@ def schedule(p) -> dict:
     dc = _chain(p, [(sw[k[i]], c[i + 1], c[i]) for i in range(n - 1, 0, -1)]) if n > 1 else 0
     wa = max(_wgrad(p, a[i], a[i + 1]) for i in range(n))
     wc = max(_wgrad(p, c[i], c[i + 1]) for i in range(n))
-    ph = {"actor_forward": fwd, "target_forward": fwd, "critic_forward": crit, "loss": hop,
+    ph: dict[str, int | list[int]] = {"actor_forward": fwd, "target_forward": fwd, "critic_forward": crit, "loss": hop,
           "actor_deltas": da, "critic_deltas": dc, "actor_wgrad": wa, "critic_wgrad": wc}
     if p["fpgas"] == 1:
         total = max(2 * fwd, crit) + hop + max(da, dc) + max(wa, wc)
@@ -530,11 +531,11 @@ def transfer(p, device=None, *, bytes_per_us=None, latency_us=None, transfers: i
     link (the MAX4: PCIe 2.0 x4, 2000 B/us, 10 us), or the one called `link` (``"infiniband"``)."""
     dev = get_dev(device)
     if link is not None:
-        link = dev.link("PS", "PL", link)
+        chosen: Link | None = dev.link("PS", "PL", link)
     else:
-        link = next((l for l in dev.links if (l.src, l.dst) == ("PS", "PL")), None)
-    bw = float(bytes_per_us if bytes_per_us is not None else (link.bytes_per_us.value if link else 2000.0))
-    lat = float(latency_us if latency_us is not None else (link.latency_us.value if link else 10.0))
+        chosen = next((l for l in dev.links if (l.src, l.dst) == ("PS", "PL")), None)
+    bw = float(bytes_per_us if bytes_per_us is not None else (chosen.bytes_per_us.value if chosen else 2000.0))
+    lat = float(latency_us if latency_us is not None else (chosen.latency_us.value if chosen else 10.0))
     words = stream_words(p)
     nbytes = words["total"] * _ce(parse_format(p["storage"]).bits, 8)
     compute_us = schedule(p)["total"] / p["clock_mhz"]

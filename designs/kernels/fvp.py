@@ -126,7 +126,7 @@ import math
 
 import numpy as np
 
-from ..formats import FixedFormat, _round_right, parse_format
+from ..formats import FixedFormat, _round_right, parse_format, parse_format_as
 from .base import Array, Kernel, Param, get_dev
 
 __all__ = ["FvpKernel", "layout", "pack", "unpack", "host_fvp", "tanh_table", "tanh_fixed", "schedule", "inventory",
@@ -205,7 +205,7 @@ def _libm_tanh():
 @functools.lru_cache(maxsize=16)
 def tanh_table(storage: str, tanh_bits: int) -> np.ndarray:
     """int64 mantissas of T[k] = S(tanh(k 2^-TB)), k = 0 .. 2^(I-1+TB)+1 (read-only)."""
-    S = parse_format(storage)
+    S = parse_format_as(storage, FixedFormat)
     nt = (1 << (S.int_bits - 1 + tanh_bits)) + 2
     k = np.arange(nt, dtype=np.float64) * 2.0 ** -tanh_bits
     f = _libm_tanh()
@@ -217,7 +217,7 @@ def tanh_table(storage: str, tanh_bits: int) -> np.ndarray:
 
 def tanh_fixed(x, storage: str = "fixed<27,4,RND,SAT>", tanh_bits: int = 10) -> np.ndarray:
     """The unit's tanh of values x (rounded to S first), as float64."""
-    S = parse_format(storage)
+    S = parse_format_as(storage, FixedFormat)
     fx = _Fx(S, S, tanh_bits)
     return S.from_mantissa(fx.tanh(S.quantize_mantissa(np.asarray(x, dtype=np.float64))))
 
@@ -295,6 +295,7 @@ class _Fx:
                 q = self.prod_a(xs[:, :, None], w[None, :, :])
                 prods = q if prods is None else prods + q
                 bound += n_in * self.prod_bound(xs, w)
+            assert prods is not None  # pairs is never empty
             if bound > self.amax and not self.fits(np.abs(init) + np.abs(prods).sum(axis=1, dtype=np.float64)):
                 # a partial sum may leave A: the step recursion decides (blocking matters)
                 pad = np.zeros((prods.shape[0], p * c, n_out), dtype=np.int64)
@@ -329,7 +330,7 @@ class _Fx:
 
 
 def _model_fixed(p, obs, theta, v, inv_var) -> np.ndarray:
-    S, A = parse_format(p["storage"]), parse_format(p["acc"])
+    S, A = parse_format_as(p["storage"], FixedFormat), parse_format_as(p["acc"], FixedFormat)
     fx = _Fx(S, A, p["tanh_bits"])
     dims, par = p["layers"], p["parallelism"]
     L = len(dims) - 1
@@ -468,7 +469,7 @@ def _m20k(depth: int, width: int) -> int:
 def inventory(p: dict) -> dict:
     """Multipliers ``{name: count}`` and memories ``[(name, banks, depth, width bits)]`` of the
     unit (module docstring)."""
-    S, A = parse_format(p["storage"]), parse_format(p["acc"])
+    S, A = parse_format_as(p["storage"], FixedFormat), parse_format_as(p["acc"], FixedFormat)
     ws, wa = S.bits, A.bits
     par, c = p["parallelism"], _steps(p)
     L = len(par) - 1
