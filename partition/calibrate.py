@@ -102,7 +102,7 @@ def _calls(comps, profile, graph, manifest) -> dict:
     for c in comps:
         if c.get("kind") != "hls4ml":
             continue
-        passes = {}
+        passes: dict[tuple[str, str], list[str]] = {}
         for n in c.get("nodes") or []:
             passes.setdefault(where.get(n, (n, "")), []).append(n)
         for nodes in passes.values():
@@ -144,14 +144,14 @@ def calibrate(profile, build_dir, manifest: dict, *, batch: int | None = None, g
 
     synths, cosims = [], []
     for p in found["csynth"]:
-        rep = read_csynth(p)
-        check(p, rep, "synthesis report")
-        synths.append((p, rep))
+        srep = read_csynth(p)
+        check(p, srep, "synthesis report")
+        synths.append((p, srep))
     for p in found["cosim"]:
-        rep = read_cosim(p)
-        check(p, rep, "co-simulation report")
-        cosims.append((p, rep))
-    notes = []
+        crep = read_cosim(p)
+        check(p, crep, "co-simulation report")
+        cosims.append((p, crep))
+    notes: list[str] = []
     synth = _pick(synths, notes, "synthesis")
     cosim = _pick(cosims, notes, "co-simulation")
 
@@ -181,7 +181,8 @@ def calibrate(profile, build_dir, manifest: dict, *, batch: int | None = None, g
         per_comp[c["name"]] = (cycles * s.clock_ns / 1000.0 + launch, float(cycles),
                                {k: float(v) for k, v in res.items() if v}, source)
 
-    by_node, folded = {}, {}
+    by_node: dict[str, list] = {}
+    folded: dict = {}
     for c in comps:
         for n in c.get("nodes") or []:
             by_node.setdefault(n, []).append(c)
@@ -256,11 +257,11 @@ def _aie_rows(profile, build_dir: Path, manifest: dict, outputs: list, device, n
     owner = {plio: n for n in nodes for plio in n.get("plio_outputs") or []}
     sims = {}
     for p in outputs:
-        out = read_aiesim_output(p)
-        if out.plio not in owner:
-            raise RlhlsError(f"{p}: PLIO '{out.plio}' is no output of the build's AIE graph "
+        sim = read_aiesim_output(p)
+        if sim.plio not in owner:
+            raise RlhlsError(f"{p}: PLIO '{sim.plio}' is no output of the build's AIE graph "
                              f"(its outputs: {', '.join(sorted(owner)) or 'none'})")
-        sims[out.plio] = out
+        sims[sim.plio] = sim
     unit = device.units.get("AIE")
     launch = unit.perf["launch_overhead_us"].value if unit is not None and "launch_overhead_us" in unit.perf else 0.0
     model = {(r.node, r.point): r for r in profile if r.unit == "AIE"}
@@ -306,7 +307,7 @@ def compare(model, calibrated) -> list[dict]:
     node and unit: the same design point, else the one nearest in parallelism (``pf``, on a log
     scale), else the first. ``error_pct`` = (model - report) / report x 100, per latency and resource;
     None where the report's figure is 0."""
-    by = {}
+    by: dict[tuple[str, str], list] = {}
     for r in model:
         by.setdefault((r.node, r.unit), []).append(r)
     out = []
@@ -323,7 +324,7 @@ def compare(model, calibrated) -> list[dict]:
         if same:
             m = same[0]
         elif pf is not None and any(_pf(x.point) for x in cands):
-            m = min((x for x in cands if _pf(x.point)), key=lambda x: abs(math.log(_pf(x.point) / pf)))
+            m = min(((x, q) for x in cands if (q := _pf(x.point))), key=lambda t: abs(math.log(t[1] / pf)))[0]
         else:
             m = cands[0]
 

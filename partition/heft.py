@@ -17,7 +17,9 @@ from __future__ import annotations
 import numbers
 import time
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import overload
 
 from rlhls.core.errors import RlhlsError
 
@@ -42,7 +44,8 @@ class Schedule:
 class Problem:
     """Inputs normalised: nodes in topological order, options per node, preds/succs, costs."""
 
-    def __init__(self, rows, edges, capacity=None, links=None, ps_cores: int = 1):
+    def __init__(self, rows: Iterable[ProfileRow], edges: Iterable[tuple], capacity: dict | None = None,
+                 links: dict | None = None, ps_cores: int | None = 1) -> None:
         rows = list(rows)
         if not rows:
             raise RlhlsError("profile: no rows; expected one row per node x unit")
@@ -61,9 +64,9 @@ class Problem:
         self.edges = [(s, d, float(b[0]) if b else 0.0) for s, d, *b in (e for e in edges if not is_carry(e))]
         self.nodes = topo_order(list(self.options), self.edges)
         self.pruned = self._prune()
-        self.index = {v: i for i, v in enumerate(self.nodes)}
-        self.preds = defaultdict(list)  # node -> [(pred, bytes)]
-        self.succs = defaultdict(list)
+        self.index: dict[str, int] = {v: i for i, v in enumerate(self.nodes)}
+        self.preds: defaultdict[str, list[tuple[str, float]]] = defaultdict(list)  # node -> [(pred, bytes)]
+        self.succs: defaultdict[str, list[tuple[str, float]]] = defaultdict(list)
         for s, d, b in self.edges:
             self.preds[d].append((s, b))
             self.succs[s].append((d, b))
@@ -73,9 +76,11 @@ class Problem:
             ps_cores = cores if cores else 1
         if isinstance(ps_cores, bool) or not isinstance(ps_cores, numbers.Real) or not ps_cores <= MAX_PS_CORES:
             raise RlhlsError(f"PS cores {ps_cores!r}: expected a whole number in 1..{MAX_PS_CORES}")
-        self.ps_cores = max(1, int(ps_cores))
-        self.capacity = {k: float(v) for k, v in capacity.items()}
-        self.links = {k: (float(a), float(b)) for k, (a, b) in (links or {}).items()}
+        self.ps_cores: int = max(1, int(float(ps_cores)))  # a Real <= MAX_PS_CORES: float is exact
+        # (unit, resource) -> capacity; (src unit, dst unit) -> (latency us, bytes per us)
+        self.capacity: dict[tuple[str, str], float] = {k: float(v) for k, v in capacity.items()}
+        self.links: dict[tuple[str, str], tuple[float, float]] = {
+            k: (float(a), float(b)) for k, (a, b) in (links or {}).items()}
 
     def _prune(self) -> int:
         """Drop options dominated within their unit (no faster, and no cheaper in any resource):
@@ -137,7 +142,7 @@ class Problem:
                       for a in self.options[s] for c in self.options[d]), default=0.0)
         return total
 
-    def constrained(self):
+    def constrained(self) -> list[tuple[str, str]]:
         """(unit, resource) pairs with a capacity that some option actually uses."""
         return [(u, r) for (u, r) in self.capacity
                 if any(o.unit == u and o.usage(r) > 0 for o in self.rows)]
@@ -163,7 +168,8 @@ def semi_active(problem: Problem, option: dict, core: dict, order_key: dict, cut
         extra[a].append(b)
         indeg[b] += 1
     ready = [v for v in problem.nodes if indeg[v] == 0]
-    start, finish = {}, {}
+    start: dict[str, float] = {}
+    finish: dict[str, float] = {}
     while ready:
         v = ready.pop()
         o = option[v]
@@ -214,7 +220,7 @@ def _min_period(problem: Problem, option: dict, prev_on_core: dict, lo: float):
     for _ in range(10000):
         d = dict.fromkeys(nodes, 0.0)
         cnt = dict.fromkeys(nodes, 0)
-        pred = dict.fromkeys(nodes)
+        pred: dict[str, tuple[str, float, int]] = {}  # node -> the arc that last raised it
         tol = 1e-12 * max(1.0, T)
         last = None
         for _round in range(n + 1):
@@ -251,7 +257,7 @@ def _rank(problem: Problem, units) -> dict:
         ls = [o.latency_us for o in problem.options[v] if units is None or o.unit in units]
         return sum(ls) / len(ls) if ls else 0.0
 
-    rank = {}
+    rank: dict[str, float] = {}
     for v in reversed(problem.nodes):
         best = 0.0
         uv = [u for u in problem.units_of(v) if units is None or u in units]
@@ -296,21 +302,24 @@ def _heft(problem: Problem, units, share: float) -> Schedule | None:
         return None
     rank = _rank(problem, units)
     cons = problem.constrained()
-    used = defaultdict(float)
+    used: defaultdict[tuple[str, str], float] = defaultdict(float)
     # reserve: what nodes with a single unit must still take of each constrained resource
     forced = {}
     for v in problem.nodes:
         us = {o.unit for o in opts[v]}
         forced[v] = {(u, r): (min(o.usage(r) for o in opts[v]) if us == {u} else 0.0) for (u, r) in cons}
-    reserve = defaultdict(float)
+    reserve: defaultdict[tuple[str, str], float] = defaultdict(float)
     for v in problem.nodes:
         for k, a in forced[v].items():
             reserve[k] += a
-    carry_out = defaultdict(list)
+    carry_out: defaultdict[str, list[tuple[str, float]]] = defaultdict(list)
     for u, w, nb in problem.carry:
         carry_out[u].append((w, nb))
-    busy = [[] for _ in range(problem.ps_cores)]  # sorted (start, finish) per core
-    option, start, finish, core = {}, {}, {}, {}
+    busy: list[list[tuple[float, float]]] = [[] for _ in range(problem.ps_cores)]  # sorted (start, finish) per core
+    option: dict[str, ProfileRow] = {}
+    start: dict[str, float] = {}
+    finish: dict[str, float] = {}
+    core: dict[str, int] = {}
     waiting = {v: len(problem.preds[v]) for v in problem.nodes}
     ready = [v for v in problem.nodes if waiting[v] == 0]
     while ready:
@@ -328,11 +337,12 @@ def _heft(problem: Problem, units, share: float) -> Schedule | None:
                 t = max(t, finish[p] + problem.transfer(nb, option[p].unit, o.unit))
             c = None
             if o.unit == "PS":
-                best_c = None
+                best_c: tuple[float, int] | None = None
                 for ci, slots in enumerate(busy):
                     s = _earliest_gap(slots, t, o.latency_us)
                     if best_c is None or s < best_c[0] - EPS:
                         best_c = (s, ci)
+                assert best_c is not None  # ps_cores >= 1
                 t, c = best_c
             load = sum(o.usage(r) / problem.capacity[(o.unit, r)] for (u, r) in cons if u == o.unit)
             end = t + o.latency_us
@@ -353,10 +363,10 @@ def _heft(problem: Problem, units, share: float) -> Schedule | None:
             core[v] = c
             busy[c].append((t, t + o.latency_us))
             busy[c].sort()
-        for s, _ in problem.succs[v]:
-            waiting[s] -= 1
-            if waiting[s] == 0:
-                ready.append(s)
+        for succ, _ in problem.succs[v]:
+            waiting[succ] -= 1
+            if waiting[succ] == 0:
+                ready.append(succ)
     if problem.carry:  # the period the carry edges need, with HEFT's units and core orders
         return semi_active(problem, option, core, start)
     return Schedule(option, start, finish, core, max(finish.values(), default=0.0))
@@ -383,6 +393,11 @@ def baselines(problem: Problem, heft_schedule: Schedule | None = None) -> dict:
     return out
 
 
+@overload
+def local_search(problem: Problem, sched: Schedule, max_evals: int = ..., deadline: float | None = ...) -> Schedule:
+    ...
+@overload
+def local_search(problem: Problem, sched: None, max_evals: int = ..., deadline: float | None = ...) -> None: ...
 def local_search(problem: Problem, sched: Schedule | None, max_evals: int = 20000,
                  deadline: float | None = None) -> Schedule | None:
     """Improve a schedule by moving one node at a time to another option (and PS core), or two
@@ -526,7 +541,7 @@ def _slack(problem: Problem, sched: Schedule) -> dict:
             nxt[a] = b
     # reverse topological order of the precedence + chain graph: by start time descending
     order = sorted(problem.nodes, key=lambda v: (sched.start[v], problem.index[v]), reverse=True)
-    late = {}
+    late: dict[str, float] = {}
     T = sched.makespan
     for v in order:
         lf = T

@@ -89,6 +89,7 @@ import sys
 import threading
 import time
 import warnings
+from typing import Any
 
 import pulp
 
@@ -345,7 +346,7 @@ def check_capacity(problem: Problem, *, source: str = "capacity", solver: str = 
 
 def _reach(problem: Problem):
     """Descendant sets as bit masks over topological indices."""
-    desc = {}
+    desc: dict[str, int] = {}
     for v in reversed(problem.nodes):
         m = 0
         for s, _ in problem.succs[v]:
@@ -633,12 +634,13 @@ def _windows(P: Problem, H: float, opts: dict):
     options that cannot finish within the horizon H and repeats until nothing changes."""
     tol = 1e-9 * max(1.0, H)
     while True:
-        minlat = {v: {} for v in P.nodes}
+        minlat: dict[str, dict[str, float]] = {v: {} for v in P.nodes}
         for v in P.nodes:
             for o in opts[v]:
                 m = minlat[v]
                 m[o.unit] = min(m.get(o.unit, math.inf), o.latency_us)
-        head, tail = {}, {}
+        head: dict[tuple[str, str], float] = {}
+        tail: dict[tuple[str, str], float] = {}
         for v in P.nodes:
             for u in minlat[v]:
                 head[v, u] = max((min(head[p, w] + lp + P.transfer(nb, w, u) for w, lp in minlat[p].items())
@@ -723,7 +725,7 @@ def _build(problem: Problem, H: float, opts: dict | None = None, ps_pairs: bool 
         most = sum(max((o.usage(r) for o in opts[v] if o.unit == u), default=0.0) for v in P.nodes)
         if most <= P.capacity[(u, r)] + EPS:
             continue
-        level = {}  # usage -> the options using exactly that much
+        level: dict[float, list] = {}  # usage -> the options using exactly that much
         for v in P.nodes:
             for k, o in enumerate(opts[v]):
                 if o.unit == u and o.usage(r) > 0:
@@ -739,7 +741,8 @@ def _build(problem: Problem, H: float, opts: dict | None = None, ps_pairs: bool 
     # PS cores
     ps = [v for v in P.nodes if "PS" in units[v]]
     C = P.ps_cores
-    w, o_var = {}, {}
+    w: dict[tuple[str, int], Any] = {}  # (PS node, core) -> its binary
+    o_var: dict[tuple, Any] = {}  # (a, b): a before b on their core; (a, b, 'q'): they share one
     if ps:
         ps_lat = pulp.lpSum(o.latency_us * x[v, k] for v in ps for k, o in enumerate(opts[v]) if o.unit == "PS")
         prob += C * ps_share * T >= ps_lat, "ps_work"
@@ -802,7 +805,7 @@ def _set_start(problem: Problem, var, sched: Schedule) -> None:
         s.setInitialValue(s.lowBound if s.lowBound is not None and sched.start[v] < s.lowBound else sched.start[v])
     var["T"].setInitialValue(sched.makespan)
     # relabel HEFT's cores by first use in topological order (the model's symmetry breaking)
-    relabel = {}
+    relabel: dict[int, int] = {}
     for v in var["ps"]:
         if v in sched.core and sched.core[v] not in relabel:
             relabel[sched.core[v]] = len(relabel)

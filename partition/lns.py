@@ -71,11 +71,12 @@ def _sub_model(problem: Problem, sched: Schedule, window: list, donors: list, or
     x, z, S, lat = {}, {}, {}, {}
     # windows on the free nodes' starts (they keep the ordering rows' big-Ms small)
     minlat = {v: min(o.latency_us for o in cand[v]) for v in free}
-    lo_s, hi_s = {}, {}
-    for v in sorted(free, key=P.index.get):
+    lo_s: dict[str, float] = {}
+    hi_s: dict[str, float] = {}
+    for v in sorted(free, key=P.index.__getitem__):
         lo_s[v] = max([sched.finish[p] for p, _ in P.preds[v] if p not in fset]
                       + [lo_s[p] + minlat[p] for p, _ in P.preds[v] if p in fset] + [0.0])
-    for v in sorted(free, key=P.index.get, reverse=True):
+    for v in sorted(free, key=P.index.__getitem__, reverse=True):
         hi_s[v] = min([H - minlat[v]] + [H - q[s] - minlat[v] for s, _ in P.succs[v] if s not in fset]
                       + [hi_s[s] - minlat[v] for s, _ in P.succs[v] if s in fset])
         hi_s[v] = max(hi_s[v], lo_s[v])
@@ -159,7 +160,7 @@ def _reach_within(problem: Problem, free: list) -> dict:
     fset = set(free)
     lo = min(problem.index[v] for v in free)
     hi = max(problem.index[v] for v in free)
-    desc = {}
+    desc: dict[str, set[str]] = {}
     for v in reversed(problem.nodes[lo:hi + 1]):
         d = set()
         for s, _ in problem.succs[v]:
@@ -210,7 +211,7 @@ def _donors(problem: Problem, sched: Schedule, window: set, rng: random.Random, 
             pool.append(v)
     pool.sort(key=lambda v: (-slack[v], problem.index[v]))
     pool = pool[:3 * k]
-    return sorted(rng.sample(pool, min(len(pool), k // 2)), key=problem.index.get)
+    return sorted(rng.sample(pool, min(len(pool), k // 2)), key=problem.index.__getitem__)
 
 
 def improve(problem: Problem, sched: Schedule, deadline: float, solver_for, *, seed: int = 0,

@@ -59,7 +59,7 @@ class Plan:
         for r in rows:
             if self.assignment.get(r.node) == r.unit and self.point.get(r.node, r.point) == r.point:
                 self.sources[r.node] = getattr(r, "source", "model")
-        count = {}
+        count: dict[str, int] = {}
         for s in self.sources.values():
             count[s] = count.get(s, 0) + 1
         return count
@@ -67,7 +67,7 @@ class Plan:
     @property
     def units(self) -> dict:
         """{unit: number of nodes}."""
-        out = {}
+        out: dict[str, int] = {}
         for u in self.assignment.values():
             out[u] = out.get(u, 0) + 1
         return out
@@ -110,7 +110,7 @@ def utilisation(plan, rows, capacity) -> dict:
             continue
         busy = sum(plan.finish_us[v] - plan.start_us[v] for v in nodes)
         lanes = plan.ps_cores if u == "PS" else 1
-        entry = {"nodes": len(nodes)}
+        entry: dict[str, float] = {"nodes": len(nodes)}
         # PL/AIE run nodes side by side: busy = time some node runs (union of intervals)
         if u != "PS":
             busy = _union([(plan.start_us[v], plan.finish_us[v]) for v in nodes])
@@ -147,7 +147,7 @@ def gantt_figure(plan: Plan, edges=()):
     the makespan as a line. Made with the object API, so a notebook's backend is left alone."""
     from matplotlib.figure import Figure
 
-    lanes = []
+    lanes: list[tuple[str, int | None]] = []
     if any(u == "PS" for u in plan.assignment.values()) or plan.ps_cores:
         used_cores = sorted(set(plan.core.values())) or [0]
         n_ps = max(plan.ps_cores, max(used_cores) + 1) if any(u == "PS" for u in plan.assignment.values()) else 0
@@ -162,7 +162,7 @@ def gantt_figure(plan: Plan, edges=()):
         u, c = lane
         nodes = [v for v, uu in plan.assignment.items() if uu == u and (c is None or plan.core.get(v, 0) == c)]
         nodes.sort(key=lambda v: (plan.start_us[v], v))
-        ends = []
+        ends: list[float] = []
         for v in nodes:
             for i, e in enumerate(ends):
                 if plan.start_us[v] >= e - 1e-12:
@@ -250,7 +250,7 @@ def load_plan(path) -> Plan:
     if path.is_dir():
         path = path / "plan.json"
     d = read_plan(path)
-    fin = d.get("finish_us") if isinstance(d.get("finish_us"), dict) else {}
+    fin = d["finish_us"] if isinstance(d.get("finish_us"), dict) else {}
     return Plan(status=d["status"], makespan_us=float(d["makespan_us"]), gap=float(d["gap"]),
                 assignment=dict(d["assignment"]), start_us=dict(d["start_us"]), point=dict(d["point"]),
                 finish_us={v: float(fin.get(v, d["start_us"][v])) for v in d["assignment"]},

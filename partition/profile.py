@@ -122,7 +122,7 @@ def _in_sequence(parts: list) -> list:
         return parts[0]
     names = [p[0][0] for p in parts]
     costs = [p[0][1] for p in parts]
-    res = {}
+    res: dict[str, float] = {}
     for c in costs:
         for r, v in c["resources"].items():
             res[r] = res.get(r, 0) + (v or 0)
@@ -197,7 +197,7 @@ def device_capacity(device) -> dict:
 def device_links(device) -> dict:
     """``(src_unit, dst_unit) -> (latency_us, bytes_per_us)`` from :attr:`Device.links`."""
     device = device if isinstance(device, Device) else get_device(device)
-    out = {}
+    out: dict[tuple[str, str], tuple[float, float]] = {}
     for l in device.links:  # the first path between two units; a named second one is not the planner's
         out.setdefault((l.src, l.dst), (l.latency_us.value, l.bytes_per_us.value))
     aie = device.units.get("AIE")

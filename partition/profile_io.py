@@ -58,6 +58,7 @@ import math
 from dataclasses import dataclass, field
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
+from typing import Literal, overload
 
 from rlhls.core.errors import RlhlsError
 from rlhls.core.fileio import atomic_write_text, read_limited
@@ -155,6 +156,11 @@ def _cells(line: str, path, row: int) -> list[str]:
         raise RlhlsError(f"{path}: row {row}: {exc}") from None
 
 
+@overload
+def _number(text: str, path, row: int, col: str, *, required: Literal[True], positive: bool = False) -> float: ...
+@overload
+def _number(text: str, path, row: int, col: str, *, required: Literal[False], positive: bool = False) -> float | None:
+    ...
 def _number(text: str, path, row: int, col: str, *, required: bool, positive: bool = False) -> float | None:
     if text == "":
         if required:
@@ -244,7 +250,7 @@ def write_profile(rows, path) -> None:
 class _Edges(list):
     """A list of edges that remembers the CSV row of each (for later error messages)."""
 
-    def __init__(self, *args):
+    def __init__(self, *args) -> None:
         super().__init__(*args)
         self.row_numbers: list[int] = []
 
@@ -259,7 +265,9 @@ def read_graph(path) -> list[tuple]:
 
     DAG edges come back as ``(src, dst, bytes)``, carry edges as ``(src, dst, bytes, True)``.
     """
-    edges, where, nodes = _Edges(), {}, set()
+    edges = _Edges()
+    where: dict[tuple[str, str, bool], int] = {}
+    nodes: set[str] = set()
     for n, rec in _read_rows(path, "graph", ("src", "dst", "bytes"), ("carry",)):
         src, dst = rec["src"], rec["dst"]
         for col, v in (("src", src), ("dst", dst)):
@@ -285,12 +293,11 @@ def read_graph(path) -> list[tuple]:
         edges.append((src, dst, int(round(b)), True) if carry else (src, dst, int(round(b))))
         edges.row_numbers.append(n)
     dag = [e for e in edges if not is_carry(e)]
-    nodes = list(dict.fromkeys([e[0] for e in edges] + [e[1] for e in edges]))
-    where = {(s, d): n for (s, d, c), n in where.items() if not c}
-    cyc = _find_cycle(nodes, dag)
+    cyc = _find_cycle(list(dict.fromkeys([e[0] for e in edges] + [e[1] for e in edges])), dag)
     if cyc:
         loop = " -> ".join(cyc + [cyc[0]])
-        raise RlhlsError(f"{path}: row {where[(cyc[-1], cyc[0])]}: edge closes a cycle {loop}; expected a DAG")
+        row = where[(cyc[-1], cyc[0], False)]
+        raise RlhlsError(f"{path}: row {row}: edge closes a cycle {loop}; expected a DAG")
     return edges
 
 
@@ -302,7 +309,8 @@ class Capacity(dict):
 
 def read_capacity(path) -> dict[tuple[str, str], float]:
     """Read a capacity CSV ``unit,resource,capacity``."""
-    cap, where = Capacity(), {}
+    cap = Capacity()
+    where: dict[tuple[str, str], int] = {}
     cap.rows = where
     for n, rec in _read_rows(path, "capacity", ("unit", "resource", "capacity"), ()):
         unit = _unit(rec["unit"], path, n, "unit")
@@ -324,7 +332,8 @@ def read_capacity(path) -> dict[tuple[str, str], float]:
 
 def read_links(path) -> dict[tuple[str, str], tuple[float, float]]:
     """Read a links CSV ``src_unit,dst_unit,latency_us,bytes_per_us``."""
-    links, where = {}, {}
+    links: dict[tuple[str, str], tuple[float, float]] = {}
+    where: dict[tuple[str, str], int] = {}
     for n, rec in _read_rows(path, "links", ("src_unit", "dst_unit", "latency_us", "bytes_per_us"), ()):
         a = _unit(rec["src_unit"], path, n, "src_unit")
         b = _unit(rec["dst_unit"], path, n, "dst_unit")
@@ -361,7 +370,7 @@ def topo_order(nodes, edges) -> list[str]:
     """Nodes in a topological order (stable: ties keep the order of ``nodes``)."""
     index = {v: i for i, v in enumerate(nodes)}
     indeg = dict.fromkeys(nodes, 0)
-    succ = {v: [] for v in nodes}
+    succ: dict[str, list[str]] = {v: [] for v in nodes}
     for e in edges:
         if is_carry(e):
             continue
@@ -381,7 +390,7 @@ def topo_order(nodes, edges) -> list[str]:
             if indeg[w] == 0:
                 heapq.heappush(ready, (index[w], w))
     if len(out) != len(nodes):
-        cyc = _find_cycle(nodes, edges)
+        cyc = _find_cycle(nodes, edges) or []  # a node left out is on a cycle
         raise RlhlsError(f"graph has a cycle {' -> '.join(cyc + [cyc[0]])}; expected a DAG")
     return out
 

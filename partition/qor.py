@@ -48,6 +48,7 @@ import io
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Literal, overload
 
 import numpy as np
 
@@ -221,6 +222,10 @@ def _corpus_dir() -> Path:
     return Path(str(files("rlhls.designs") / "qor"))
 
 
+@overload
+def _num(text: str, where: str, col: str, *, empty_ok: Literal[False], positive: bool = False) -> float: ...
+@overload
+def _num(text: str, where: str, col: str, *, empty_ok: bool = True, positive: bool = False) -> float | None: ...
 def _num(text: str, where: str, col: str, *, empty_ok: bool = True, positive: bool = False) -> float | None:
     t = (text or "").strip()
     if not t:
@@ -285,7 +290,8 @@ def load_corpus(folder=None) -> list:
     base = Path(folder) if folder is not None else _corpus_dir()
     if folder is not None and not base.is_dir():
         raise RlhlsError(f"--corpus '{base}': not a folder; expected one holding {', '.join(CORPUS_FILES.values())}")
-    rows, seen = [], {}
+    rows: list[CorpusRow] = []
+    seen: dict[str, str] = {}
     present = [u for u, name in CORPUS_FILES.items() if (base / name).exists() or (base / name).is_symlink()]
     if not present:
         raise RlhlsError(f"{base}: holds none of {', '.join(CORPUS_FILES.values())}")
@@ -304,7 +310,7 @@ def load_corpus(folder=None) -> list:
             where = f"{path}:{i}"
             if None in f or any(v is None for v in f.values()):
                 raise RlhlsError(f"{where}: {'more' if None in f else 'fewer'} cells than the header's "
-                                 f"{len(reader.fieldnames)} columns")
+                                 f"{len(reader.fieldnames or ())} columns")
             rid = f["id"].strip()
             if not rid:
                 raise RlhlsError(f"{where}: column 'id' is empty")
@@ -523,6 +529,8 @@ def _fit_group(rows: list, metric: str, names: list, c0: dict) -> dict:
         i = int(np.argmin(s))
         if s[i] < best_score - 1e-12:
             best_score, best = s[i], (g0, *[f[i] for f in flat])
+    if best is None:  # no grid point scores (every prediction NaN)
+        return {}
     return {n: float(v) for n, v in zip(names, best)}
 
 
@@ -649,8 +657,9 @@ def calibrated_constants() -> dict:
 # ---------------------------------------------------------------------------------------------
 
 QOR_FILES = ("aie.png", "pl.png", "ps.png", "points.csv")
-UNIT_LABEL = {"latency": {"AIE": "latency (ns)", "PL": "latency (cycles)", "PS": "latency (ns)"},
-              "dsp": "DSP", "lut": "LUT", "ff": "FF", "bram": "BRAM36", "power": "power (W)"}
+UNIT_LABEL: dict[str, str | dict[str, str]] = {
+    "latency": {"AIE": "latency (ns)", "PL": "latency (cycles)", "PS": "latency (ns)"},
+    "dsp": "DSP", "lut": "LUT", "ff": "FF", "bram": "BRAM36", "power": "power (W)"}
 
 
 def qor_figure(q: Qor, unit: str):
@@ -680,7 +689,8 @@ def qor_figure(q: Qor, unit: str):
                        label=f"calibrated ({split})")
         ax.set_xscale("log")
         ax.set_yscale("log")
-        lab = UNIT_LABEL[metric][unit] if isinstance(UNIT_LABEL[metric], dict) else UNIT_LABEL[metric]
+        label = UNIT_LABEL[metric]
+        lab = label[unit] if isinstance(label, dict) else label
         ax.set_xlabel(f"measured {lab}")
         ax.set_ylabel(f"model {lab}")
         ax.set_title(f"{unit} {metric}: {len(pts)} points")
