@@ -203,7 +203,7 @@ class Layer:
     is_mm = False
 
     def __init__(self) -> None:
-        self.name: str | None = None
+        self.name = ""  # Network names it
         self.in_shape: tuple | None = None
         self.out_shape: tuple | None = None
         self.params: dict[str, np.ndarray] = {}
@@ -216,8 +216,8 @@ class Layer:
     def _error(self, what: str) -> RlhlsError:
         return RlhlsError(f"network '{self._net}': layer {self.name}: {what}")
 
-    def _shapes(self) -> tuple[tuple, tuple]:
-        """(in_shape, out_shape), which Network sets."""
+    def shapes(self) -> tuple[tuple, tuple]:
+        """(in_shape, out_shape) of a layer a Network holds (RlhlsError before)."""
         if self.in_shape is None or self.out_shape is None:
             raise RlhlsError(f"layer {self.kind}: not part of a Network yet (shapes unknown)")
         return self.in_shape, self.out_shape
@@ -240,7 +240,7 @@ class Layer:
 
     def flops(self, batch: int) -> dict:
         fwd, bwd = ACT_FLOPS.get(self.kind, (0, 0))
-        n = int(batch) * math.prod(self._shapes()[1])
+        n = int(batch) * math.prod(self.shapes()[1])
         return {"forward": fwd * n, "backward_input": bwd * n, "backward_weight": 0}
 
     def describe(self) -> dict:
@@ -270,7 +270,7 @@ class Layer:
         dy = np.asarray(dy)
         if not (keep32 and dy.dtype == np.float32):
             dy = np.asarray(dy, dtype=np.float64)
-        expected = (self._batch,) + self._shapes()[1]
+        expected = (self._batch,) + self.shapes()[1]
         if dy.shape != expected:
             raise self._error(f"output gradient has shape {dy.shape}, expected {expected}")
         return dy
@@ -912,7 +912,7 @@ class LayerNorm(Layer):
 
     def flops(self, batch: int) -> dict:
         f = super().flops(batch)
-        f["backward_weight"] = 3 * int(batch) * self._shapes()[0][0]  # dgamma (mul, add), dbeta (add)
+        f["backward_weight"] = 3 * int(batch) * self.shapes()[0][0]  # dgamma (mul, add), dbeta (add)
         return f
 
     def forward(self, x, precision=None, *, stored=False):
@@ -1017,8 +1017,8 @@ class Network:
         return sum(layer.n_params for layer in self.layers)
 
     @property
-    def mm_layers(self) -> list[Layer]:
-        return [layer for layer in self.layers if layer.is_mm]
+    def mm_layers(self) -> list[_MMLayer]:
+        return [layer for layer in self.layers if isinstance(layer, _MMLayer)]  # the layers with is_mm
 
     def __getitem__(self, name: str) -> Layer:
         try:

@@ -531,7 +531,7 @@ def plio_data(node: dict, rng) -> dict:
             bb[:N] = bias
         c = aie_dense_reference(a, b, bb if bias is not None else None)
         ops.append((_bf16_bits(a), _bf16_bits(b), _bf16_bits(bb), _bf16_bits(c), c[:M, :N]))
-    steps = [[] for _ in range(T)]
+    steps: list[list[tuple[int, int, int, int]]] = [[] for _ in range(T)]
     j = 0
     for gi, g in enumerate(gemms):
         for mi in range(g["grid_m"]):
@@ -539,8 +539,8 @@ def plio_data(node: dict, rng) -> dict:
                 steps[j % T] += [(gi, mi, ni, ki) for ki in range(g["grid_k"])]
                 j += 1
     groups = {q: [t for t in range(T) if t * P // T == q] for q in range(P)}
-    sent = {q: [] for q in range(P)}
-    released = {q: [] for q in range(P)}
+    sent: dict[int, list[tuple[int, np.ndarray]]] = {q: [] for q in range(P)}
+    released: dict[int, list[tuple[int, np.ndarray]]] = {q: [] for q in range(P)}
     pos = [0] * T
     more = True
     while more:
@@ -566,7 +566,7 @@ def plio_data(node: dict, rng) -> dict:
                 sent[q].append((pid, pkt))
                 if ki + 1 == g["grid_k"]:
                     released[q].append((pid, c[mi * mc:(mi + 1) * mc, ni * nc:(ni + 1) * nc].ravel()))
-    files = {}
+    files: dict[str, str | bytes] = {}
     for q in range(P):
         split = len(groups[q]) > 1
         files[f"data/{node['plio_inputs'][q]}.txt"] = _plio_text(sent[q], split)

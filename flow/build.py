@@ -57,6 +57,7 @@ from rlhls.core.errors import RlhlsError
 from rlhls.core.fileio import check_out, scratch_dir, staged_folder
 from rlhls.core.toolchain import cache_dir
 from rlhls.designs.devices import get_device
+from rlhls.designs.formats import parse_format
 from rlhls.designs.graph import build_graph
 from rlhls.designs.network import Precision
 from rlhls.designs.registry import get_design
@@ -182,6 +183,7 @@ def resolve_clock(design, clock_ns: float | None) -> float:
 
 
 def _write_kernel(comp: Component, root: Path, design, part, clock_ns, note):
+    assert comp.kernel is not None  # a 'kernel' component names its kernel
     src = render_kernel(comp.kernel, dict(comp.params), seed=0, component=comp.name)
     comp.sources, comp.top = src, src.top
     write_kernel_component(root / comp.dir, src, design.name, part, clock_ns, note)
@@ -219,7 +221,7 @@ def _write_hls4ml(comp: Component, root: Path, nets, design, part, clock_ns, not
     """hls4ml's project of the network (its function: <name>_core) in a Vitis kernel top named after
     the component (flow.hls4ml_kernel), with the testbench and vectors that compare it."""
     d = root / comp.dir
-    prec = Precision(comp.params["storage"], comp.params["acc"])
+    prec = Precision(parse_format(comp.params["storage"]), parse_format(comp.params["acc"]))
     core = f"{comp.name}_core"
     with contextlib.redirect_stdout(sys.stderr):  # hls4ml prints its progress on stdout (breaks --json)
         res = convert_network(nets[comp.network], prec, d, part=part, clock_ns=clock_ns, io_type="io_parallel",
@@ -329,8 +331,9 @@ def build_design(design, out, *, plan=None, graph=None, part=None, clock_ns=None
     # PL components at the plan's design points (its pf), as the AIE graph below
     mapping = map_design(design, graph, assignment, hls4ml=hls4ml, points=plan_points(plan))
     warnings = ([note] if note else []) + mapping.warnings
-    points = ({n: p for n, p in plan_points(plan).items() if n in mapping.aie_nodes}
-              if plan_points(plan) else None)  # the AIE graph follows the plan's design points
+    chosen = plan_points(plan)
+    points = ({n: p for n, p in chosen.items() if n in mapping.aie_nodes}
+              if chosen else None)  # the AIE graph follows the plan's design points
     if mapping.aie_nodes:
         warnings += aie_fit(design, mapping.aie_nodes, graph, points=points)  # refuses what cannot fit
     comps = mapping.components
@@ -389,6 +392,8 @@ def build_design(design, out, *, plan=None, graph=None, part=None, clock_ns=None
 def _check_hls4ml(comp: Component) -> dict:
     """The kernel top + hls4ml's function + testbench under g++ against the emulator's vectors
     (what vitis-run --csim of the component runs)."""
+    if comp._final_dir is None or comp.top is None:
+        raise RlhlsError(f"component {comp.name}: checked before it was written")
     return run_wrapper_csim(comp._final_dir, top=comp.top, core=comp._core, include=include_dir(),
                             flags=csim_flags(comp.hls_model)[:1])
 
@@ -398,6 +403,8 @@ def _csim_one(comp: Component, cache: Path) -> None:
     if comp.kind == "kernel":
         with scratch_dir(f"csim-{comp.name}") as work:
             try:
+                if comp.sources is None:
+                    raise RlhlsError(f"component {comp.name}: checked before it was written")
                 r = run_csim(comp.sources, Path(work), cache)
                 comp.csim = {"passed": bool(r.passed), "detail": str(r.detail), "cached": bool(r.cached),
                              "seconds": round(float(r.seconds), 3)}
@@ -406,8 +413,8 @@ def _csim_one(comp: Component, cache: Path) -> None:
                              "seconds": round(time.perf_counter() - t, 3)}
     else:  # hls4ml
         try:
-            r = _check_hls4ml(comp)
-            comp.csim = {"passed": bool(r["passed"]), "detail": r["detail"], "cached": False,
+            res = _check_hls4ml(comp)
+            comp.csim = {"passed": bool(res["passed"]), "detail": res["detail"], "cached": False,
                          "seconds": round(time.perf_counter() - t, 3)}
         except RlhlsError as e:
             comp.csim = {"passed": False, "detail": str(e), "cached": False,
@@ -540,7 +547,7 @@ def policy_precision(design) -> tuple:
     try:
         hls_format(s, "policy storage")
         hls_format(a, "policy accumulator")
-        return Precision(str(s), str(a)), ""
+        return Precision(parse_format(str(s)), parse_format(str(a))), ""
     except RlhlsError:
         st = design.formats.get("storage", "fp32")
         return Precision(st, design.formats.get("acc", st)), (

@@ -71,7 +71,7 @@ from rlhls.core.errors import RlhlsError
 from rlhls.core.toolchain import compiler_env
 from rlhls.designs.formats import FP32, FixedFormat, FloatFormat
 from rlhls.designs.lut import SOFTMAX_NORM_INT, _libm, softmax_table_formats
-from rlhls.designs.network import TABLE_SIZE, Network, Precision
+from rlhls.designs.network import TABLE_SIZE, Conv2d, Dense, LeakyReLU, Network, Precision, Quant
 
 __all__ = ["hls4ml_precision_config", "table_precisions", "convert_network", "compile_csim", "check_hls4ml",
            "error_bound", "softmax_error",
@@ -163,7 +163,7 @@ def hls4ml_precision_config(net: Network, precision, table_size: int = DEFAULT_T
         ac = hls_format(p.acc, where + " accumulator")
         if layer.kind in _NO_HLS4ML:
             raise RlhlsError(f"hls4ml: {where}: {layer.kind} has no layer in hls4ml's ONNX reader")
-        if layer.is_mm:
+        if isinstance(layer, (Dense, Conv2d)):
             out[layer.name] = {"weight": st, "bias": st, "accum": ac, "result": st}
             for k, key in (("W", "weight"), ("b", "bias")):
                 f = layer.param_formats.get(k)
@@ -176,7 +176,7 @@ def hls4ml_precision_config(net: Network, precision, table_size: int = DEFAULT_T
             out[layer.name] = {"result": st, "table": hls_format(p.lut_table, where + " table")}
         elif layer.kind == "LeakyReLU":
             out[layer.name] = {"result": st, "param": st}  # alpha in the storage format (as the emulator)
-        elif layer.kind == "Quant":
+        elif isinstance(layer, Quant):
             if not isinstance(p.storage, FixedFormat) or not _holds(p.storage, layer.fmt):
                 # the next layer reads the format's values as they are; the emulator casts them to storage
                 raise RlhlsError(f"hls4ml: {where}: Quant to {layer.fmt} needs a fixed-point storage format that holds "
@@ -259,7 +259,7 @@ def _rename_nodes(net: Network, w) -> None:
             continue
         expect = {"Dense": "MatMul", "Conv2d": "Conv", "Flatten": ("Flatten", "Reshape")}.get(
             layer.kind, _ACT_ONNX.get(layer.kind))
-        if i >= len(nodes) or nodes[i].op_type not in ((expect,) if isinstance(expect, str) else expect):
+        if i >= len(nodes) or nodes[i].op_type not in ((expect,) if isinstance(expect, str) else expect or ()):
             got = nodes[i].op_type if i < len(nodes) else "end of graph"
             raise RlhlsError(f"hls4ml: network '{net.name}': layer {layer.name}: cleaned ONNX has {got},"
                              f" expected {expect}")
@@ -295,8 +295,9 @@ def _flatten_rows(net: Network, layer) -> list[np.ndarray]:
     """Row orders to try for a Dense after Flatten of a (C, H, W) tensor: as is, and (H, W, C)."""
     W = layer.param("W")
     idx = net.layers.index(layer)
-    if idx >= 1 and net.layers[idx - 1].kind == "Flatten" and len(net.layers[idx - 1].in_shape) == 3:
-        c, h, w = net.layers[idx - 1].in_shape
+    before = net.layers[idx - 1].in_shape if idx >= 1 and net.layers[idx - 1].kind == "Flatten" else None
+    if before is not None and len(before) == 3:
+        c, h, w = before
         hwc = W.reshape(c, h, w, -1).transpose(1, 2, 0, 3).reshape(c * h * w, -1)
         return [W, hwc]
     return [W]
@@ -338,7 +339,11 @@ def _set_params(net: Network, ps: dict, hls_model, table_size: int) -> None:
         else:
             data = _match_layout(layer.param("W"), wvar.data, where)
         b = layer.param("b") if "b" in layer.params else None
-        bdata = np.zeros(layer.out_shape[0] if layer.kind == "Conv2d" else layer.units) if b is None else b
+        if isinstance(layer, Dense):
+            n_out = layer.units
+        else:  # a Conv2d: its output channels
+            n_out = layer.shapes()[1][0]
+        bdata = np.zeros(n_out) if b is None else b
         bn = _unfused_bias(hls_model, node)
         if bn is not None:  # float: hls4ml keeps the bias Add as its own layer (y = 1 * x + b) after the
             # Dense, whose own bias is 0: put the bias there (else it was added twice)
@@ -362,11 +367,11 @@ def _set_params(net: Network, ps: dict, hls_model, table_size: int) -> None:
             node.get_attr("result_t").precision = st
     # hls4ml ignores some configured activation types (e.g. 'table' stays fixed<18,8>): set all.
     layer_prec = hls4ml_precision_config(net, ps, table_size)
-    for layer in net.layers:
-        if layer.is_mm or layer.name not in hls_model.graph:
+    for other in net.layers:
+        if other.is_mm or other.name not in hls_model.graph:
             continue
-        node = hls_model.graph[layer.name]
-        for key, text in layer_prec[layer.name].items():
+        node = hls_model.graph[other.name]
+        for key, text in layer_prec[other.name].items():
             t = node.get_output_variable().type if key == "result" else node.get_attr(key + "_t")
             if t is not None:
                 t.precision = conv(text)
@@ -566,7 +571,7 @@ def error_bound(net: Network, precision, x=None, table_size: int = DEFAULT_TABLE
     for layer in net.layers:
         p = ps[layer.name]
         st = p.storage
-        if layer.is_mm:
+        if isinstance(layer, (Dense, Conv2d)):
             W = np.asarray(st.quantize(layer.param("W")), dtype=np.float64)
             if layer.kind == "Dense":
                 gain, fan = float(np.abs(W).sum(axis=0).max()), W.shape[0]
@@ -581,7 +586,7 @@ def error_bound(net: Network, precision, x=None, table_size: int = DEFAULT_TABLE
                 e = lip * e + _table_error(layer, n, p.lut_table) + 2 * _lsb(st)
             elif e > 0:  # the same table, but on an input that differs by e: f's change + 2 table errors
                 e = lip * e + 2 * _table_error(layer, n, p.lut_table, same_input=True) + 2 * _lsb(st)
-        elif layer.kind == "LeakyReLU" and e > 0:  # the same product and rounding on inputs that differ by e
+        elif isinstance(layer, LeakyReLU) and e > 0:  # the same product and rounding on inputs that differ by e
             e = max(1.0, abs(layer.alpha)) * e + _lsb(st)
     return e
 

@@ -26,12 +26,16 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from rlhls.core.errors import RlhlsError
+from rlhls.designs.formats import parse_format
 from rlhls.designs.kernels import KernelContext, kernels_for
 from rlhls.designs.network import Precision
 
 from .hls4ml_convert import hls4ml_precision_config, hls_format
+from .kernels import KernelSources
 
 __all__ = ["Component", "Mapping", "map_design", "jsonable"]
 
@@ -65,9 +69,13 @@ class Component:
     dir: str = ""
     csim: dict | None = None
     vitis: list = field(default_factory=list)
-    sources: object = None    # KernelSources (not serialised)
+    sources: KernelSources | None = None  # not serialised
     cu: str = ""              # compute-unit name in system.cfg
-    hls_model: object = None  # hls4ml ModelGraph (not serialised)
+    hls_model: Any = None     # hls4ml ModelGraph (not serialised)
+    # an hls4ml component while the build writes and checks it: its network, hls4ml's function, its folder
+    _net: Any = field(default=None, init=False, repr=False, compare=False)
+    _core: str = field(default="", init=False, repr=False, compare=False)
+    _final_dir: Path | None = field(default=None, init=False, repr=False, compare=False)
 
     def to_json(self) -> dict:
         return {"name": self.name, "kind": self.kind, "kernel": self.kernel, "unit": self.unit,
@@ -132,7 +140,7 @@ class _Mapper:
     # -- forward networks through hls4ml
     def _pl_precision(self) -> Precision:
         s, a = self.ctx.unit_formats("PL")
-        return Precision(str(s), str(a))
+        return Precision(parse_format(str(s)), parse_format(str(a)))
 
     def _hls4ml_networks(self) -> set:
         if not self.hls4ml:

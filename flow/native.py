@@ -418,7 +418,7 @@ def _check_round(kernel) -> bool:
     CHECK_FORMATS, contiguous and through a strided view; for FP16 also numpy's float16 cast."""
     rng = np.random.default_rng(2024)
     for name in CHECK_FORMATS:
-        fmt = formats.parse_format(name)
+        fmt = formats.parse_format_as(name, formats.FloatFormat)
         x = _round_values(rng, fmt)
         ref, n_ref = fmt._quantize_magic(x, True)
         refs = [ref]

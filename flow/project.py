@@ -202,8 +202,8 @@ def check_paths(out, m: dict) -> None:
     RlhlsError (one line naming the entry) otherwise, before anything it names is read."""
     where = Path(out) / MANIFEST
     for key, rel in recorded_paths(m):
-        pure = PurePosixPath(rel) if isinstance(rel, str) else None
-        if pure is None or not rel or "\x00" in rel or pure.is_absolute() or ".." in pure.parts:
+        pure = PurePosixPath(rel) if isinstance(rel, str) and rel and "\x00" not in rel else None
+        if pure is None or pure.is_absolute() or ".." in pure.parts:
             raise RlhlsError(f"'{where}': {key} is {rel!r}, not a path inside the build folder (nothing it names "
                              "was read)")
         try:

@@ -289,7 +289,8 @@ def rule_kernel_interfaces(out: Path, m: dict) -> list[Violation]:
             continue  # hls_sources reports a top that is not defined
         rel = _rel(out, p)
         line, args_text, body, body_line = fn
-        modes, lite_bundles = {}, {}
+        modes: dict[str, list[tuple[str, int]]] = {}  # port -> (mode, line) of its INTERFACE pragmas
+        lite_bundles: dict[str, int] = {}
         for i, ln in enumerate(body.splitlines()):
             mm = re.match(r"\s*#\s*pragma\s+HLS\s+interface\b(.*)", ln, re.I)
             if not mm:
@@ -399,7 +400,8 @@ def rule_system_cfg(out: Path, m: dict) -> list[Violation]:
         return [Violation("system_cfg", doc, rel, 0, "missing")]
     v = []
     tops = {c.get("top"): c for c in m.get("components", [])}
-    seen_k, cus = {}, set()
+    seen_k: dict[str, int] = {}
+    cus: set[str] = set()
     for sec, k, val, ln in _cfg_entries(path):
         if sec != "connectivity":
             v.append(Violation("system_cfg", doc, rel, ln, f"{k}= outside [connectivity]"))
@@ -452,7 +454,8 @@ def rule_aie_graph(out: Path, m: dict) -> list[Violation]:
     if not lines:
         return [Violation("aie_graph", doc, rel, 0, "missing")]
     v = []
-    kernels, names = {}, {}
+    kernels: dict[str, dict[str, int]] = {}
+    names: dict[str, int] = {}
     for i, ln in enumerate(lines, 1):
         for mm in re.finditer(r"adf::source\((\w+(?:\[\d+\])?)\)\s*=\s*\"([^\"]+)\"", ln):
             kernels.setdefault(mm.group(1), {})["source"] = i

@@ -287,7 +287,8 @@ class Kernel:
     def model(self, p: dict, **arrays) -> dict:
         raise NotImplementedError
 
-    def random_inputs(self, p: dict, rng) -> dict:
+    def random_inputs(self, p: dict, rng, rows: int | None = None) -> dict:
+        """Test inputs; `rows`: their row count (kernels with a ``rows_param``, ``tb_rows``)."""
         raise NotImplementedError
 
     def cpp_ints(self, p: dict) -> dict:

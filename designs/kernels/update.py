@@ -199,7 +199,7 @@ class WeightUpdate(Kernel):
             u = (step * g) / (np.sqrt(v1) + k["EPS"])
             return {"w_new": (w - u).astype(np.float64), "v_new": v1.astype(np.float64)}
 
-    def random_inputs(self, p, rng, t: int | None = None, rows: int | None = None):
+    def random_inputs(self, p, rng, rows: int | None = None, *, t: int | None = None):
         fm = self.formats(p)
         S, A = fm["storage"], fm["acc"]
         n = rows or p["n"]
