@@ -39,6 +39,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -49,6 +50,15 @@ from rlhls.designs.kernels import get_kernel
 from rlhls.flow.csim import build_cached, unity_source, write_sources
 from rlhls.flow.kernels import render_kernel
 from rlhls.flow.paths import include_dir
+
+from .optim import Adam, Optimizer, RMSprop
+
+if TYPE_CHECKING:
+    from rlhls.designs.design import Design
+    from rlhls.designs.kernels import Kernel
+    from rlhls.designs.kernels.update import WeightUpdate
+    from rlhls.flow.kernels import KernelSources
+    from rlhls.flow.vitis import VitisTools
 
 __all__ = ["Backend", "EmuBackend", "CsimBackend", "CosimBackend", "get_backend", "check_tools", "BACKENDS"]
 
@@ -68,7 +78,7 @@ class EmuBackend(Backend):
     name = "emu"
     _native = False
 
-    def call(self, kernel_name, params, **arrays):
+    def call(self, kernel_name: str, params: dict, **arrays) -> dict:
         if not EmuBackend._native:  # once per process: the models' compiled twins (same bits, checked)
             EmuBackend._native = True
             from rlhls.flow import native
@@ -83,7 +93,7 @@ _DPTR = ctypes.POINTER(ctypes.c_double)
 
 
 class _Lib:
-    def __init__(self, path: Path, top: str, ins, outs):
+    def __init__(self, path: Path, top: str, ins: list, outs: list) -> None:
         self.cdll = ctypes.CDLL(str(path))
         self.fn = getattr(self.cdll, f"{top}_abi")
         self.fn.restype = ctypes.c_int
@@ -96,7 +106,7 @@ class CsimBackend(Backend):
 
     name = "csim"
 
-    def __init__(self, cache_dir: Path | str | None = None):
+    def __init__(self, cache_dir: Path | str | None = None) -> None:
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir() / "csim-lib"
         self._libs: dict[str, _Lib] = {}
         self.built = 0  # libraries compiled (not taken from the disk cache) by this backend
@@ -119,7 +129,7 @@ class CsimBackend(Backend):
             lib = self._libs[key] = _Lib(so, src.top, ins, outs)
         return lib
 
-    def call(self, kernel_name, params, **arrays):
+    def call(self, kernel_name: str, params: dict, **arrays) -> dict:
         k = get_kernel(kernel_name)
         p = k.resolve(params)
         a = k.check_arrays(p, arrays)
@@ -148,7 +158,7 @@ class CosimBackend(Backend):
     DEFAULT_DEVICE = "zcu106"
 
     def __init__(self, cache_dir: Path | str | None = None, *, part: str | None = None,
-                 clock_ns: float = 4.0, path: str | None = None):
+                 clock_ns: float = 4.0, path: str | None = None) -> None:
         self.tools, self.flow, self.tool = _cosim_tools(path)
         if part is None:
             from rlhls.designs.devices import get_device
@@ -157,7 +167,7 @@ class CosimBackend(Backend):
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir() / "cosim"
         self.runs: list[dict] = []  # every tool step run by this backend (run_step results)
 
-    def component(self, kernel_name: str, p: dict) -> tuple[Path, object]:
+    def component(self, kernel_name: str, p: dict) -> tuple[Path, KernelSources]:
         """The component folder of (kernel, params) (written on first use) and its sources."""
         from rlhls.flow.build import write_kernel_component
 
@@ -177,7 +187,7 @@ class CosimBackend(Backend):
                     raise
         return d, src
 
-    def call(self, kernel_name, params, **arrays):
+    def call(self, kernel_name: str, params: dict, **arrays) -> dict:
         from rlhls.flow.vitis import Step, component_steps, run_step
 
         k = get_kernel(kernel_name)
@@ -228,13 +238,13 @@ class CosimBackend(Backend):
         return res
 
 
-def _tb_names(k, p) -> list[str]:
+def _tb_names(k: Kernel, p: dict) -> list[str]:
     """tb data files of a cosim-backend component (contents written per call)."""
     ins, _ = k.arrays(p)
     return (["n.txt"] if k.rows_param else []) + [f"{a.name}.bin" for a in ins]
 
 
-def _cosim_tools(path: str | None = None):
+def _cosim_tools(path: str | None = None) -> tuple[VitisTools, str, str]:
     """(VitisTools, flow, the co-simulating tool) on PATH (or `path`); one line naming what is missing."""
     from rlhls.flow.vitis import find_tools
 
@@ -266,7 +276,7 @@ def check_tools(name: str) -> None:
         get_backend(name)  # its one line
 
 
-def get_backend(name: str = "emu", **kwargs) -> Backend:
+def get_backend(name: str = "emu", **kwargs: Any) -> Backend:
     if name == "emu":
         return EmuBackend()
     if name == "csim":
@@ -291,18 +301,19 @@ class PlanKernels:
     model is called.
     """
 
-    def __init__(self, design, batch: int, backend: Backend):
+    def __init__(self, design: Design, batch: int, backend: Backend) -> None:
         from rlhls.designs.graph import build_graph
         from rlhls.designs.kernels import KernelContext
 
         self.ctx = KernelContext(design, build_graph(design, batch))
         self.backend = backend
         self.compiled = backend.name != "emu"
-        self._params: dict = {}
-        self._kernels: dict = {}
-        self._upd: dict = {}  # (node, optimizer's constants, n) -> (kernel, parameters, constants)
+        self._params: dict[tuple, dict] = {}
+        self._kernels: dict[tuple[str, str, str], tuple[Kernel, dict]] = {}
+        # (node, optimizer's constants, n) -> (kernel, parameters, constants)
+        self._upd: dict[tuple, tuple[WeightUpdate, dict, dict | None]] = {}
 
-    def _kernel(self, node: str, unit: str, op: str):
+    def _kernel(self, node: str, unit: str, op: str) -> tuple[Kernel, dict]:
         """(kernel, its parameters for the node) computing `op` of `node` on `unit`."""
         key = (node, unit, op)
         if key not in self._kernels:
@@ -313,11 +324,14 @@ class PlanKernels:
             if found is None:  # the unit's generic kernel for it, with the node's forward parameters
                 k = next(k for k in KERNELS.values() if k.generic and unit in k.units and op in k.layer_ops)
                 fwd = next(g for g in KERNELS.values() if g.generic and unit in g.units and "forward" in g.layer_ops)
-                found = (k, fwd.node_params(gnode, self.ctx))
+                params = fwd.node_params(gnode, self.ctx)
+                if params is None:
+                    raise RlhlsError(f"node '{node}': no {unit} kernel gives parameters for its {op}")
+                found = (k, params)
             self._kernels[key] = found
         return self._kernels[key]
 
-    def params(self, kernel, node_params: dict, node: str, **given) -> dict:
+    def params(self, kernel: Kernel, node_params: dict, node: str, **given) -> dict:
         """The kernel's parameters for a node at the sizes of the arrays it gets (``given``: a run on
         another environment resizes the networks), its parallelism within the unrolled dimension."""
         key = (kernel.name, node, tuple(sorted(given.items())))
@@ -332,26 +346,26 @@ class PlanKernels:
             self._params[key] = kernel.resolve(p)
         return self._params[key]
 
-    def op(self, node: str, unit: str, op: str, **arrays):
+    def op(self, node: str, unit: str, op: str, **arrays) -> Any:
         """One layer operation of `node` on `unit` through the backend's kernel."""
         k, node_params = self._kernel(node, unit, op)
         return k.run_op(op, self.backend, self.params(k, node_params, node, **k.op_sizes(op, **arrays)), **arrays)
 
-    def _update_params(self, node: str, opt, n: int):
+    def _update_params(self, node: str, opt: Optimizer, n: int) -> tuple[WeightUpdate, dict, dict | None]:
         # the run's optimizer; its step size comes at run time (alpha): an annealed rate needs no other library
-        extra = {"optimizer": opt.kind}
-        if opt.kind == "adam":
+        extra: dict[str, str | float] = {"optimizer": opt.kind}
+        if isinstance(opt, Adam):
             extra.update(beta1=opt.b1, beta2=opt.b2, eps=opt.eps)
-        elif opt.kind == "rmsprop":
+        elif isinstance(opt, RMSprop):
             extra.update(rho=opt.alpha, eps=opt.eps)
         key = (node, n, tuple(extra.items()))
         if key not in self._upd:  # resolved once per node and optimizer (a call per layer and step)
-            k = get_kernel("weight_update")
+            k = cast("WeightUpdate", get_kernel("weight_update"))  # registered by designs/kernels/update.py
             p = self.params(k, k.node_params(self.ctx.graph.node(node), self.ctx), node, n=n, **extra)
             self._upd[key] = (k, p, k.constants(p) if k.fast_fp32 else None)
         return self._upd[key]
 
-    def update_inplace(self, node: str, opt, ws: list, gs: list, state: dict, alpha: float) -> bool:
+    def update_inplace(self, node: str, opt: Optimizer, ws: list, gs: list, state: dict, alpha: float) -> bool:
         """``update`` on a layer's own arrays, array by array, in place (``ws`` and each state
         list updated; ``gs`` their gradients): the emu backend's all-FP32 model is elementwise
         float32 arithmetic, so this gives the flat call's bits without its concatenations. False
@@ -371,7 +385,7 @@ class PlanKernels:
                 (w if name == "w_new" else state[name[0]][i])[...] = v
         return True
 
-    def update(self, node: str, opt, w, g, state: dict, alpha: float) -> dict:
+    def update(self, node: str, opt: Optimizer, w: np.ndarray, g: np.ndarray, state: dict, alpha: float) -> dict:
         """One optimizer step of a PL update node through ``weight_update``: flat float64 arrays
         ``w``, ``g`` and the state (``m``, ``v``) in; {w_new, m_new, v_new} out."""
         k, p, _ = self._update_params(node, opt, int(w.size))

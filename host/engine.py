@@ -42,7 +42,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from rlhls.core.errors import RlhlsError
 from rlhls.core.fileio import atomic_write_text, folder_lock
@@ -124,13 +124,14 @@ def execute(run: Run) -> dict:
     """One try of a run, in the process that calls it (a Ray worker, or the driver's serial path):
     {'result' | 'error', 'seconds', 'start_steps', 'pid'}."""
     t0 = time.perf_counter()
-    out = {"start_steps": 0, "pid": os.getpid()}
+    out: dict[str, Any] = {"start_steps": 0, "pid": os.getpid()}
     lock = None
     try:
         # first: an earlier try (an orphan of a killed driver or worker, on its way out) may still be
         # writing the folder (reenter: the training the try runs in this thread takes it again)
         lock = None if run.folder is None else folder_lock(run.folder, wait=LOCK_WAIT_S, reenter=True)
         out["start_steps"] = _resume_steps(run.folder)
+        assert run.fn is not None  # a Run without one is refused when made
         out["result"] = run.fn(**run.kwargs)
     except Exception as e:  # the run failed (its own error): recorded, the others go on
         out["error"] = _one_line(e)
@@ -184,7 +185,7 @@ def ray_session(address: str | None = None, num_cpus: int | None = None):
         return
     # Ray's workers get OMP_NUM_THREADS=1 (one CPU a task), which numpy's OpenBLAS follows: no runtime_env
     # (its env_vars cost every worker ~2 s of start-up)
-    kw = dict(include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    kw: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     try:
         if address:
             _init_within(ray, INIT_DEADLINE_S, address=address, **kw)
@@ -259,7 +260,8 @@ def _remote(ray, retries: int):
 
 class _Progress:
     def __init__(self, runs: list, show: bool):
-        self.runs, self.t0, self.base = runs, time.perf_counter(), {}
+        self.runs, self.t0 = runs, time.perf_counter()
+        self.base: dict[str, int] = {}  # run -> the steps its folder held when it started
         self.bar = None
         if show and sys.stderr.isatty():  # a redirected stderr gets the lines of `say`, no carriage returns
             from tqdm import tqdm
@@ -347,7 +349,7 @@ def run_all(runs: list, *, jobs: int | None = None, address: str | None = None, 
 
     if outcomes:
         bar.write(f"{len(outcomes)} run(s) finished already: kept", say)
-    ended = []
+    ended: list[Outcome] = []
     try:
         if todo and (jobs or 0) == 1 and not address:
             for r in todo:
@@ -360,7 +362,8 @@ def run_all(runs: list, *, jobs: int | None = None, address: str | None = None, 
             with ray_session(address) as ray:
                 cap = max(1, int(jobs or ray.cluster_resources().get("CPU", 1)))
                 task = _remote(ray, retries)
-                pending, inflight = list(todo), {}
+                pending = list(todo)
+                inflight: dict[Any, Run] = {}  # Ray object ref -> its run
                 try:
                     while pending or inflight:
                         while pending and len(inflight) < cap:

@@ -21,13 +21,20 @@ trainer's own acting code: the same bits as the run's last policy, in the precis
 
 from __future__ import annotations
 
+import os
 import reprlib
 import zipfile
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from rlhls.core.errors import RlhlsError
+
+if TYPE_CHECKING:
+    from rlhls.designs.design import Design
+
+    from .algorithms.base import TrainerBase
 
 __all__ = ["evaluate", "eval_seed", "Policy", "load", "EVAL_SEED_OFFSET"]
 
@@ -64,7 +71,8 @@ def evaluate(act, env_id: str, *, episodes: int = 10, seed: int = 0, frames: lis
     env = ReplayableVecEnv(env_id, 1, eval_seed(seed), env_kwargs=kwargs)
     try:
         tracker = EpisodeTracker(1)
-        returns, lengths = [], []
+        returns: list[float] = []
+        lengths: list[int] = []
         obs, _ = env.reset()
         steps = 0
         while len(returns) < episodes and (max_steps is None or steps < max_steps):
@@ -128,7 +136,7 @@ class Policy:
     """A run's trained policy with Stable-Baselines3's ``predict``. ``observation_space`` and
     ``action_space`` are the environment's; ``config`` the run's config.json; ``folder`` the run."""
 
-    def __init__(self, trainer, config: dict, folder: Path, seed: int = 0):
+    def __init__(self, trainer: TrainerBase, config: dict, folder: Path, seed: int = 0) -> None:
         self._trainer = trainer
         self.config, self.folder = config, folder
         self.env_id = trainer.env_id
@@ -136,7 +144,8 @@ class Policy:
         self.action_space = trainer.envs.single_action_space
         self._rng = np.random.default_rng(seed)  # deterministic=False draws; never the run's Generator
 
-    def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):
+    def predict(self, observation: Any, state: Any = None, episode_start: Any = None,
+                deterministic: bool = True) -> tuple[np.ndarray, Any]:
         """(action, state) as SB3's ``predict``: one observation gives one action, a batch
         (n, *observation shape) n actions; `state` and `episode_start` are returned / ignored
         (the policies here have no recurrent state). An observation is numbers (any numeric dtype: the
@@ -174,7 +183,8 @@ class Policy:
                         frames=frames)
 
 
-def load(folder, *, design=None, log=None) -> Policy:
+def load(folder: str | os.PathLike[str], *, design: Design | str | None = None,
+         log: str | os.PathLike[str] | None = None) -> Policy:
     """The trained policy of a run folder (see the module docstring). `design`: the design file
     (``FILE.py[:NAME]``) or Design of a run of a user's design file — a run folder never imports a
     file by itself; the file must be the one the run recorded (its sha256). `log`: a file that takes

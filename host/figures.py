@@ -139,7 +139,8 @@ def phases_figure(metrics: list[dict], title: str = "", seed_shares: dict | None
     else:
         import matplotlib
 
-        colors = matplotlib.colormaps["tab10"].colors
+        tab10 = matplotlib.colormaps["tab10"]
+        colors = [tab10(i) for i in range(tab10.N)]  # its colours (RGBA)
         x = np.array([int(_float(r["update"])) for r in metrics])
         bottom = np.zeros(len(metrics))
         for i, p in enumerate(phases):
@@ -182,7 +183,7 @@ def csim_figure(results: list[dict], title: str = "C simulation"):
         ax.set_yticks(y, [f"{r['name']} ({r.get('kernel') or 'hls4ml'})" for r in results], fontsize=8)
         ax.invert_yaxis()
         for yi, r, s in zip(y, results, secs):
-            ax.text(s, yi, f"  {'pass' if r['passed'] else 'FAIL'}{' (cached)' if r.get('cached') else ''}",
+            ax.text(s, float(yi), f"  {'pass' if r['passed'] else 'FAIL'}{' (cached)' if r.get('cached') else ''}",
                     va="center", fontsize=8)
         ax.set_xlabel("seconds (g++ build + testbench; green = pass, red = fail)")
     else:

@@ -51,7 +51,7 @@ from __future__ import annotations
 import numpy as np
 
 from rlhls.core.errors import RlhlsError
-from rlhls.designs.formats import parse_format
+from rlhls.designs.formats import UniformFormat, parse_format_as
 from rlhls.designs.quantizer import EXPERIMENTS, RunningStats, quantize_blocks, quantize_standardized
 
 from .phases import timed
@@ -189,8 +189,8 @@ def gae_stage(backend, rewards, values, dones, bootstrap, *, gamma, lam, mode: d
         raise RlhlsError(f"gae_stage: the GAE unit takes {gp['steps']} x {gp['trajectories']} rollouts at gamma "
                          f"{gp['gamma']}, lambda {gp['lam']}; this one is {T} x {N} at {gamma}, {lam}")
     bits = gp["bits"]
-    fmt = parse_format(f"uq<{bits}>")
-    info = {}
+    fmt = parse_format_as(f"uq<{bits}>", UniformFormat)
+    info: dict[str, float] = {}
     with timed(times, "gae_fetch"):
         r_mode, quant = mode["reward"], mode["quant"]
         r_mu, r_sigma = 0.0, 1.0

@@ -19,6 +19,7 @@ import dataclasses
 import math
 import numbers
 from pathlib import Path
+from typing import Any, ClassVar
 
 from rlhls.core.errors import RlhlsError
 
@@ -90,7 +91,7 @@ def _check_yaml_events(text: str, loader) -> None:
     import yaml
 
     size = {}  # anchor -> its value's expanded size
-    stack = []  # per open collection: [anchor, expanded size so far]
+    stack: list[list] = []  # per open collection: [anchor, expanded size so far]
     total = 0
     for ev in yaml.parse(text, Loader=loader):
         if isinstance(ev, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
@@ -261,8 +262,9 @@ class HyperParams:
     """Base of the algorithms' hyperparameter dataclasses (module docstring)."""
 
     algorithm = ""  # the name errors use (PPO, DQN, ...)
-    aliases = {}  # other names of a field (e.g. A2C's n_steps is the rollout length num_steps)
-    sb3 = {}  # Stable-Baselines3 / RL Zoo names: a field's name, or fn(value, rlzoo.Ctx) -> {field: value}
+    aliases: ClassVar[dict[str, str]] = {}  # other names of a field (e.g. A2C's n_steps is the rollout length num_steps)
+    # Stable-Baselines3 / RL Zoo names: a field's name, or fn(value, rlzoo.Ctx) -> {field: value}
+    sb3: ClassVar[dict[str, Any]] = {}
 
     # every algorithm's evaluation (host/evaluation.py; the runner runs it, training's bits untouched)
     eval_every: int = hp(0, "env steps between evaluations of the deterministic policy (0: at the end of the run "
@@ -341,6 +343,6 @@ class HyperParams:
 
 def check_seed(seed) -> int:
     """`seed` as an int (numpy's integers too), or one line."""
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2 ** 32:
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= int(seed) < 2 ** 32:
         raise RlhlsError(f"--seed {seed!r}: expected an integer 0 <= seed < 2**32")
     return int(seed)

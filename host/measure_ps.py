@@ -68,7 +68,7 @@ def _time(fn, repeats: int, warmup: int) -> Timing:
 
 
 def measure_ps(design, graph=None, *, repeats: int = 15, warmup: int = 2, seed: int = 0,
-               progress=None) -> tuple[dict, list]:
+               progress=None) -> tuple[dict[str, Timing], list[str]]:
     """``({node: Timing}, [skipped nodes])`` (module docstring); `progress(text)` hears of each node."""
     if repeats < 1:
         raise RlhlsError(f"--repeats {repeats}: expected a whole number >= 1")

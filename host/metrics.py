@@ -161,7 +161,8 @@ class _Kept:
     own fsync would raise in its thread)."""
 
     def __init__(self, f, path: str):
-        self.f, self.path, self.error = f, path, None
+        self.f, self.path = f, path
+        self.error: Exception | None = None  # the first write that failed
 
     @classmethod
     def install(cls, writer):

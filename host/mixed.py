@@ -134,7 +134,7 @@ COUNTS = ("skipped_steps", "scale_shrinks", "scale_grows", "grad_overflows", "co
 _ROUNDED: "weakref.WeakValueDictionary[int, np.ndarray]" = weakref.WeakValueDictionary()
 
 
-def _fp32(a) -> np.ndarray:
+def _fp32(a: np.ndarray) -> np.ndarray:
     """FP32(a) as float64 values; arrays in _ROUNDED are returned as they are."""
     if _ROUNDED.get(id(a)) is a:
         return a
@@ -204,7 +204,7 @@ def _act32(kind: str, x: np.ndarray, out: np.ndarray | None) -> np.ndarray:
     raise RlhlsError(f"PS float32 path: no activation {kind!r}")
 
 
-def _dact32(kind: str, dy: np.ndarray, x: np.ndarray, y: np.ndarray, owned: bool) -> np.ndarray:
+def _dact32(kind: str, dy: np.ndarray, x: np.ndarray | None, y: np.ndarray, owned: bool) -> np.ndarray:
     """dL/dx of the activation from float32 dy and its forward's x, y (in place on dy when owned)."""
     out = dy if owned else None
     with np.errstate(over="ignore", invalid="ignore"):
@@ -331,7 +331,8 @@ def unit_precisions(design) -> dict:
     (designs.kernels.unit_formats)."""
     from rlhls.designs.kernels import unit_formats
 
-    return {u: Precision(str(s), str(a)) for u, (s, a) in unit_formats(design).items()}
+    return {u: Precision(parse_format(str(s)), parse_format(str(a)))
+            for u, (s, a) in unit_formats(design).items()}
 
 
 def count_columns(counts: dict) -> dict:
@@ -435,25 +436,26 @@ class MixedPrecision:
         self.fp32 = parse_format("fp32")
         self.layers = [l for l in net.layers]
         self.assignment = dict(assignment) if assignment is not None else None
-        self.nodes = {}  # (layer name, phase) -> unit
+        nodes: dict[tuple[str, str], str | None] = {}  # (layer name, phase) -> unit
         asg = self.assignment
         phases = ("fwd", "tfwd", "bwd") if target else ("fwd", "bwd")
-        prev = {}
+        prev: dict[str, str | None] = {}
         for phase in phases:
             prev[phase] = None
             for l in self.layers:
                 node = f"{inst}.{l.name}.{phase}"
                 if l.kind == "Flatten":  # no graph node: it stays where its input is
-                    self.nodes[(l.name, phase)] = prev[phase]
+                    nodes[(l.name, phase)] = prev[phase]
                     continue
-                self.nodes[(l.name, phase)] = prev[phase] = self._unit(asg, node)
+                nodes[(l.name, phase)] = prev[phase] = self._unit(asg, node)
         for l in self.layers:  # a flatten at the head follows the next layer
             for phase in phases:
-                if self.nodes[(l.name, phase)] is None:
-                    nxt = [self.nodes[(m.name, phase)] for m in self.layers if self.nodes[(m.name, phase)]]
-                    self.nodes[(l.name, phase)] = nxt[0] if nxt else "PS"
+                if nodes[(l.name, phase)] is None:
+                    nxt = [nodes[(m.name, phase)] for m in self.layers if nodes[(m.name, phase)]]
+                    nodes[(l.name, phase)] = nxt[0] if nxt else "PS"
             if l.params and update:
-                self.nodes[(l.name, "upd")] = self._unit(asg, f"{inst}.{l.name}.upd")
+                nodes[(l.name, "upd")] = self._unit(asg, f"{inst}.{l.name}.upd")
+        self.nodes = {k: u or "PS" for k, u in nodes.items()}  # every one has its unit by now
         self.loss_unit = self._unit(asg, loss_node)
         if any(u != "PS" for u in (*self.nodes.values(), self.loss_unit)):
             from rlhls.flow import native
@@ -462,7 +464,7 @@ class MixedPrecision:
         for (name, phase), u in self.nodes.items():
             if phase == "upd" and u == "AIE":
                 raise RlhlsError(f"plan: update node '{inst}.{name}.upd' on the AIE (only matrix multiplies may be)")
-        self.master_fmt = {}
+        self.master_fmt: dict[str, formats.NumericFormat] = {}
         if master_of is not None:
             self.master_fmt = master_of.master_fmt  # the same weights, the same formats
         else:
@@ -477,9 +479,9 @@ class MixedPrecision:
             raise RlhlsError(f"quantization_delay {quantization_delay!r}: expected an integer >= 0")
         self._clock = [0]  # gradient steps taken (skipped ones included); shared by linked instances
         self._group = [self]
-        self.counts = {}
+        self.counts: dict[str, int] = {}
         self.grad_norm = float("nan")  # global norm before clipping of the last applied step
-        self._fp32_state = set()  # see apply
+        self._fp32_state: set[str] = set()  # see apply
 
     @staticmethod
     def link(*mps: "MixedPrecision") -> LossScaler:
@@ -564,8 +566,9 @@ class MixedPrecision:
         if self.f32 and x.dtype == np.float32 and fmt == self.fp32:  # float32 values are FP32 values
             self._count(f"conv_{src}_{dst}")
             return x
-        if self.f32 and self._to32(fmt):  # one pass into float32, overflows counted in it
-            y, ovf = formats._round_kernel(x if x.dtype == np.float32 else np.asarray(x, dtype=np.float64),
+        kernel = formats._round_kernel
+        if self.f32 and kernel is not None and self._to32(fmt):  # one pass into float32, overflows counted in it
+            y, ovf = kernel(x if x.dtype == np.float32 else np.asarray(x, dtype=np.float64),
                                            fmt, np.float32)
             self._count(f"conv_{src}_{dst}")
             if ovf:
@@ -592,8 +595,9 @@ class MixedPrecision:
     def _stored(self, x, unit: str) -> np.ndarray:
         """A caller's tensor from a node on `unit` in that unit's storage format (float32 where it fits)."""
         fmt = self.prec[unit].storage
-        if self.f32 and self._to32(fmt):
-            return formats._round_kernel(np.asarray(x) if np.asarray(x).dtype == np.float32
+        kernel = formats._round_kernel
+        if self.f32 and kernel is not None and self._to32(fmt):
+            return kernel(np.asarray(x) if np.asarray(x).dtype == np.float32
                                          else np.asarray(x, dtype=np.float64), fmt, np.float32)[0]
         return fmt.quantize(x)
 
@@ -812,7 +816,7 @@ class MixedPrecision:
 
     def _pl_updates(self, param_views: dict) -> dict:
         """{update node on the PL: [view keys of its parameters]} (keys '<inst>.<layer>.<param>')."""
-        out = {}
+        out: dict[str, list[str]] = {}
         for key in param_views:
             if key.count(".") < 2:
                 continue  # not a layer's parameter (A2C's and PPO's log-std: the PS's)

@@ -85,7 +85,7 @@ class Optimizer:
         self.lr = float(lr)
         self.t = 0
         self.slots: dict[str, dict[str, np.ndarray]] = {}
-        self._buf = {}  # scratch of _scratch per dtype, not state
+        self._buf: dict[np.dtype, np.ndarray] = {}  # scratch of _scratch per dtype, not state
 
     def _scratch(self, like: np.ndarray, dtype=np.float64):
         """Two work arrays of `dtype` shaped like `like` (views of buffers kept between steps:

@@ -51,12 +51,16 @@ import math
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
 from rlhls.core.errors import RlhlsError
 from rlhls.core.fileio import read_json
+
+if TYPE_CHECKING:
+    from rlhls.designs.design import Design
+    from rlhls.partition.profile_io import ProfileRow
 
 __all__ = ["HostTimes", "Variant", "Perf", "GRAPH_PHASES", "NODE_PHASE", "FIXAR_CLOCK_MHZ", "FIXAR_FORMAT",
            "host_times", "at_design", "read_run", "measure_host", "ps_factor", "schedule", "run_phases", "choose",
@@ -218,7 +222,7 @@ def at_design(host: HostTimes, design, measured_hp: dict, graph) -> HostTimes:
                      f"batch {graph.batch} over the measured one's at {was.batch}, assumed linear)", runs)
 
 
-def read_run(folder, design) -> tuple[list, dict, object]:
+def read_run(folder: str | Path, design: Design) -> tuple[list, dict, Design]:
     """(metrics rows, hyperparameters, the run's design) of a run folder of `design` (``rlhls
     train``, or ``rlhls run``'s ``train/``; the design resized where an RL Zoo net_arch resized the run)."""
     folder = Path(folder)
@@ -319,11 +323,15 @@ def schedule(graph, choice: dict, links: dict, runs: dict | None = None) -> dict
     Returns {'makespan_us' (the loops' makespans weighed by their runs), 'start', 'finish' (within
     the node's loop), 'loops' {runs: makespan of one run of that loop}, 'phase_us' {phase: node us},
     'transfer_us' {phase: edge us into that phase's nodes}}, the last two weighed by runs."""
-    start, finish, ps_free, loops = {}, {}, {}, {}
-    phase_us, transfer_us = {}, {}
+    start: dict[str, float] = {}
+    finish: dict[str, float] = {}
+    ps_free: dict[float, float] = {}  # runs of a loop -> when its PS thread is free
+    loops: dict[float, float] = {}
+    phase_us: dict[str, float] = {}
+    transfer_us: dict[str, float] = {}
     runs = runs or {}
     r_of = {n.name: float(runs.get(n.name, 1.0)) for n in graph.nodes}
-    preds = {}
+    preds: dict[str, list] = {}
     for e in graph.edges:
         preds.setdefault(e.dst, []).append(e)
     for name in graph.topological_order():
@@ -378,7 +386,8 @@ def _overuse(row, capacity: dict) -> float:
 def choose(rows, graph, unit: str, capacity: dict, *, others=None) -> tuple[dict, list]:
     """({node: (unit, latency)}, notes): each node at its fastest `unit` row that fits the unit alone
     (a node with none: its smallest row, noted); nodes without a `unit` row from `others`."""
-    best, small = {}, {}
+    best: dict[str, tuple[str, float]] = {}  # node -> (unit, latency)
+    small: dict[str, ProfileRow] = {}
     for r in rows:
         if r.unit != unit:
             continue
@@ -386,7 +395,8 @@ def choose(rows, graph, unit: str, capacity: dict, *, others=None) -> tuple[dict
             best[r.node] = (unit, r.latency_us)
         if r.node not in small or _overuse(r, capacity) < _overuse(small[r.node], capacity):
             small[r.node] = r
-    out, over = {}, []
+    out: dict[str, tuple[str, float]] = {}
+    over: list[str] = []
     for n in graph.nodes:
         if n.name in best:
             out[n.name] = best[n.name]
@@ -544,14 +554,15 @@ def model_perf(design, *, device=None, plan=None, rows=None, graph=None, host: H
     if factor is None:
         factor, basis = ps_factor(dev)
     steps = steps or int(design.hyperparams.get("total_timesteps", 1_000_000))
-    runs = {}
-    for n in graph.nodes if host.node_runs is not None else ():
-        r = host.node_runs(n)
-        if not math.isfinite(r) or r < 0:
-            raise RlhlsError(f"perf: the {design.algorithm} rule runs node '{n.name}' {r!r} times per gradient step; "
-                             "expected a number >= 0")
-        if r != 1.0:
-            runs[n.name] = r
+    runs: dict[str, float] = {}
+    if host.node_runs is not None:  # None: every node once
+        for n in graph.nodes:
+            r = host.node_runs(n)
+            if not math.isfinite(r) or r < 0:
+                raise RlhlsError(f"perf: the {design.algorithm} rule runs node '{n.name}' {r!r} times per gradient "
+                                 "step; expected a number >= 0")
+            if r != 1.0:
+                runs[n.name] = r
     links = device_links(dev)
     cap = device_capacity(dev)
     assumptions = [
@@ -591,11 +602,11 @@ def model_perf(design, *, device=None, plan=None, rows=None, graph=None, host: H
     else:
         assumptions.append(f"AIE-only: n/a ({dev.id} has no AI Engines)")
 
-    variants = {}
+    variants: dict[str, Variant | None] = {}
     cpu_graph = sum(host.graph.values())
-    variants["cpu"] = Variant("cpu", LABELS["cpu"], None,
-                              {**{p: s * steps for p, s in host.host.items()},
-                               **{p: s * host.graph_steps * steps for p, s in host.graph.items()}})
+    variants["cpu"] = cpu = Variant("cpu", LABELS["cpu"], None,
+                                    {**{p: s * steps for p, s in host.host.items()},
+                                     **{p: s * host.graph_steps * steps for p, s in host.graph.items()}})
 
     def device_run(choice, f):
         sch = schedule(graph, choice, links, runs)
@@ -611,19 +622,20 @@ def model_perf(design, *, device=None, plan=None, rows=None, graph=None, host: H
         if v is not None:
             v.total_s = float(sum(v.phases_s.values()))
     plan_v = variants["plan"]
+    assert plan_v is not None and plan_v.step_us is not None  # the plan is always a modelled device variant
     speedups = {}
     for k, v in variants.items():
         if v is None or k == "plan":
             continue
-        per_step = (cpu_graph * 1e6 / plan_v.step_us if k == "cpu" else v.step_us / plan_v.step_us) \
-            if plan_v.step_us > 0 else math.inf
+        step_us = cpu_graph * 1e6 if v.step_us is None else v.step_us  # None: the cpu's, its measured graph
+        per_step = step_us / plan_v.step_us if plan_v.step_us > 0 else math.inf
         speedups[k] = {"per_step": per_step, "run": v.total_s / plan_v.total_s if plan_v.total_s > 0 else math.inf}
     sensitivity = {}
     for tag, f in (("x0.5", factor / 2), ("x2", factor * 2)):
         _, ph = device_run(planned, f)
         tot = float(sum(ph.values()))
         sensitivity[tag] = {"ps_factor": f, "plan_s": tot,
-                            "speedup_vs_cpu": variants["cpu"].total_s / tot if tot > 0 else math.inf}
+                            "speedup_vs_cpu": cpu.total_s / tot if tot > 0 else math.inf}
     return Perf(design.name, dev.id, steps, float(factor), basis, host, variants, speedups, sensitivity, assumptions,
                 runs)
 
@@ -639,7 +651,8 @@ def perf_figure(perf: Perf):
         phases += [p for p in v.phases_s if p not in phases]
     fig = Figure(figsize=(10, 4.8))
     ax = fig.add_subplot()
-    colors = colormaps["tab20"].colors
+    tab20 = colormaps["tab20"]
+    colors = [tab20(i) for i in range(tab20.N)]  # its colours (RGBA)
     bottom = np.zeros(len(vs))
     x = np.arange(len(vs))
     for i, p in enumerate(phases):
@@ -647,7 +660,7 @@ def perf_figure(perf: Perf):
         ax.bar(x, y, bottom=bottom, color=colors[i % 20], label=p)
         bottom += y
     for xi, v in zip(x, vs):
-        ax.text(xi, v.total_s, f"{_dur(v.total_s)}", ha="center", va="bottom", fontsize=8)
+        ax.text(float(xi), v.total_s, f"{_dur(v.total_s)}", ha="center", va="bottom", fontsize=8)
     ax.set_xticks(x, [v.label for v in vs], fontsize=8, rotation=10)
     ax.set_ylabel(f"seconds for {perf.steps:,} environment steps")
     ax.set_title(f"{perf.design} on {perf.device}: where the time goes (PS factor {perf.ps_factor:.3g})")

@@ -72,14 +72,14 @@ def recorded_states(run: Path, env_id: str) -> tuple:
     env = make_env(env_id)
     env.action_space.seed(0)
     obs, _ = env.reset(seed=0)
-    states = []
+    seen = []
     for i in range(RANDOM_STATES):
-        states.append(np.asarray(obs, dtype=np.float64))
+        seen.append(np.asarray(obs, dtype=np.float64))
         obs, _, term, trunc, _ = env.step(env.action_space.sample())
         if term or trunc:
             obs, _ = env.reset(seed=i + 1)
     env.close()
-    return np.stack(states), None, f"{RANDOM_STATES} states of {env_id} under seeded random actions"
+    return np.stack(seen), None, f"{RANDOM_STATES} states of {env_id} under seeded random actions"
 
 
 def export_run_policy(design, run, out, *, part=None, clock_ns=None, force=False, csim=True,

@@ -37,7 +37,8 @@ def _session_processes(session: str, me: int) -> dict:
 
 
 def main(session: str) -> None:
-    me, seen = os.getpid(), {}
+    me = os.getpid()
+    seen: dict[int, float] = {}  # pid -> its creation time
 
     def look():
         for pid, created in _session_processes(session, me).items():

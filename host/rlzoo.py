@@ -22,8 +22,12 @@ import dataclasses
 import logging
 import math
 import re
+from typing import TYPE_CHECKING, Any
 
 from rlhls.core.errors import RlhlsError
+
+if TYPE_CHECKING:
+    from rlhls.designs.design import Design
 
 __all__ = ["Ctx", "RUN_KEYS", "entry", "translate", "schedule", "constant", "whole", "parse_policy_kwargs",
            "train_freq"]
@@ -43,7 +47,7 @@ class Ctx:
     where: str
     entry: dict
     base: dict
-    design: object
+    design: Design
 
     def error(self, key: str, what: str) -> RlhlsError:
         return RlhlsError(f"{self.where} {key}: {what}")
@@ -79,8 +83,9 @@ def entry(data: dict, path, design, env_id: str) -> tuple[str, dict]:
                      f"(entries: {', '.join(keys[:12])}{', ...' if len(keys) > 12 else ''})")
 
 
-def schedule(ctx: Ctx, key: str, value) -> tuple[float, bool]:
-    """(initial value, annealed linearly to 0) of a number or RL Zoo's ``lin_<value>``."""
+def schedule(ctx: Ctx, key: str, value) -> tuple[float | str, bool]:
+    """(initial value, annealed linearly to 0) of a number or RL Zoo's ``lin_<value>`` (a number as text
+    stays text: the hyperparameter's own check reads it)."""
     if isinstance(value, str) and value.strip().startswith("lin_"):
         try:
             return float(value.strip()[4:]), True
@@ -173,7 +178,8 @@ _ACTIVATIONS = {"ReLU": "relu", "Tanh": "tanh"}
 
 def _policy_kwargs(value, ctx: Ctx) -> dict:
     kw = parse_policy_kwargs(ctx, value)
-    out, fields = {}, set(ctx.base)
+    out: dict[str, Any] = {}
+    fields = set(ctx.base)
     roles = {n.role for n in ctx.design.networks}
     for k, v in kw.items():
         key = f"policy_kwargs {k}"

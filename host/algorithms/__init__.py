@@ -28,11 +28,16 @@ and env state, close); the on-policy ones (A2C, PPO, TRPO) collect their rollout
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from rlhls.core.errors import RlhlsError
 from rlhls.core.registry import Registry
 from rlhls.designs.graph import GRAPH_BUILDERS, register_graph_builder, unregister_graph_builder
+
+if TYPE_CHECKING:
+    from rlhls.designs.design import Design
+
+    from ..hyperparams import HyperParams
 
 __all__ = ["Algorithm", "ALGORITHMS", "register_algorithm", "unregister_algorithm", "get_algorithm",
            "algorithm_names"]
@@ -40,11 +45,12 @@ __all__ = ["Algorithm", "ALGORITHMS", "register_algorithm", "unregister_algorith
 @dataclass(frozen=True)
 class Algorithm:
     name: str                 # the designs' ``algorithm`` it trains
-    trainer: type
-    args: type                # a HyperParams dataclass
-    batch: Callable           # hyperparameters -> the training batch a plan is solved at
+    trainer: type             # its Trainer class (host/algorithms/base.py TrainerBase)
+    args: type[HyperParams]   # its HyperParams dataclass
+    batch: Callable[[dict], int]  # hyperparameters -> the training batch a plan is solved at
     summary: str = ""
-    resolve: Callable | None = None  # (design, overrides, config) -> hyperparameters; default args.resolve
+    # (design, overrides, config) -> hyperparameters; default args.resolve
+    resolve: Callable[[Design, dict | None, dict | None], dict] | None = None
     actions: tuple = ("discrete", "continuous")  # the action spaces its trainer takes
     graph: Callable | None = None  # its training-graph builder fn(bld, design, nets); None: the one registered
     loss_flops: Callable | None = None  # outputs -> FLOPs per sample of its loss (register_graph_builder)
@@ -55,18 +61,19 @@ class Algorithm:
     # (PPO's GAE: once per rollout of update_epochs x num_minibatches steps); None: every node once
     node_runs: Callable | None = None
 
-    def hyperparams(self, design, overrides: dict | None = None, config: dict | None = None) -> dict:
+    def hyperparams(self, design: Design, overrides: dict | None = None, config: dict | None = None) -> dict:
         """The run's hyperparameters, validated (before anything is written)."""
         fn = self.resolve or self.args.resolve
         return fn(design, overrides, config)
 
-    def bind(self, design, hp: dict):
+    def bind(self, design: Design, hp: dict) -> Design:
         """`design` with the run's hyperparameters `hp` in its kernels at this algorithm's batch: the
         one design a run trains, the Flow builds and the performance model schedules."""
         return design.bind(hp, batch=self.batch(hp))
 
 
-ALGORITHMS = Registry("algorithm", package=__name__, group="rlhls.algorithms", linked=(GRAPH_BUILDERS,))
+ALGORITHMS: Registry[Algorithm] = Registry("algorithm", package=__name__, group="rlhls.algorithms",
+                                           linked=(GRAPH_BUILDERS,))
 
 
 def register_algorithm(alg: Algorithm, *, replace: bool = False) -> Algorithm:

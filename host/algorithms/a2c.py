@@ -158,6 +158,7 @@ def a2c_loss(out, values, actions, advantages, returns, *, log_std=None, softmax
     d_log_std (A,) or None), in float64, unscaled."""
     B = out.shape[0]
     adv = np.asarray(advantages, dtype=np.float64)
+    dist: DiagGaussian | Categorical
     if log_std is not None:
         dist = DiagGaussian(out, log_std)
     else:
@@ -171,7 +172,7 @@ def a2c_loss(out, values, actions, advantages, returns, *, log_std=None, softmax
     loss = pg_loss + ent_coef * ent_loss + vf_coef * v_loss
     g_logp = -adv / B
     g_ls = None
-    if log_std is not None:
+    if isinstance(dist, DiagGaussian):
         d_mean, d_ls = dist.d_log_prob(actions)
         g_out = g_logp[:, None] * d_mean
         g_ls = np.sum(g_logp[:, None] * d_ls, axis=0) - ent_coef * dist.d_entropy_log_std()
@@ -331,7 +332,8 @@ class A2C(TrainerBase):
         hp, times = self.hp, {p: 0.0 for p in PHASES}
         T, N = hp["n_steps"], hp["num_envs"]
         start_envs(self, times)
-        episodes, acc, ev, truncs = [], {k: [] for k in ("policy_loss", "value_loss", "entropy", "grad_norm")}, [], 0
+        episodes, ev, truncs = [], [], 0
+        acc: dict[str, list[float]] = {k: [] for k in ("policy_loss", "value_loss", "entropy", "grad_norm")}
         for _ in range(hp["rollouts_per_update"]):
             ro = collect_rollout(self, T, times, self.rollouts * T * N, act=self._rollout_act, value=self._value)
             episodes += ro.episodes

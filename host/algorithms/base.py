@@ -13,7 +13,7 @@ import numpy as np
 from rlhls.core.errors import RlhlsError
 
 from ..distributions import env_action
-from ..envs import ReplayableVecEnv
+from ..envs import EpisodeTracker, ReplayableVecEnv
 from ..mixed import default_plan
 
 __all__ = ["TrainerBase", "param_views", "check_buffer_memory"]
@@ -79,6 +79,8 @@ class TrainerBase:
     algorithm = ""
     networks: tuple = ()
     run_dir = None  # the run folder, set by the runner: a replay buffer keeps its transitions there
+    obs: np.ndarray | None  # the current step's observations (None: the envs not reset yet)
+    tracker: EpisodeTracker  # the open episodes' returns and lengths
 
     def __init__(self, design, *, env_id: str | None = None, seed: int = 0, backend: str = "emu",
                  hyperparams: dict | None = None, assignment: dict | None = None):

@@ -283,9 +283,11 @@ class DDPG(TrainerBase):
             arrays = dict(s=s, a=a, r=r, s2=s2, done=d, actor=pack(self.actor), critic=pack(self.critic),
                           target_actor=pack(self.target_actor), target_critic=pack(self.target_critic))
             # emu: the model with the parameters resolved once (as PlanKernels.update)
-            out = self.backend.call(k.name, p, **arrays) if self.kernels.compiled else k.model(p, **arrays)
-        res = {"qf1_loss": float(np.mean((out["q"] - out["y"]) ** 2)), "qf1_values": float(np.mean(out["q"])),
-               "actor_loss": -float(np.mean(out["qpi"]))}
+            compiled = self.kernels is not None and self.kernels.compiled  # a step kernel is the plan's
+            out = self.backend.call(k.name, p, **arrays) if compiled else k.model(p, **arrays)
+        res: dict[str, float | str] = {"qf1_loss": float(np.mean((out["q"] - out["y"]) ** 2)),
+                                       "qf1_values": float(np.mean(out["q"])),
+                                       "actor_loss": -float(np.mean(out["qpi"]))}
         with timed(times, "weight_update"):
             for mp, opt, views, net, key in ((self.mp_c, self.opt_c, self.views_c, self.critic, "grad_critic"),
                                              (self.mp_a, self.opt_a, self.views_a, self.actor, "grad_actor")):
@@ -442,7 +444,7 @@ class DDPG(TrainerBase):
                     with timed(times, "soft_update"):
                         self.update_targets()
             self.global_step += 1
-        c = {}
+        c: dict[str, int] = {}
         for m in (self.mp_c, self.mp_a, self.mp_pi):
             for k, v in m.take_counts().items():
                 c[k] = c.get(k, 0) + v

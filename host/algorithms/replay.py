@@ -51,9 +51,9 @@ class ReplayBuffer:
         self._saved = 0  # `added` at the last save into a run folder
         self._finals_rows: dict[int, int] = {}  # chunk -> rows of its finals file that count
         self._new_finals: list[int] = []  # global indices whose final observation came since the last save
-        self.num_envs = None  # fixed by the first add
-        self.tail = None  # (num_envs, *obs_shape): next_obs of each sub-env's newest transition
-        self.tail_pos = None  # its position (-1: none yet)
+        self.num_envs: int | None = None  # fixed by the first add
+        self.tail: np.ndarray | None = None  # (num_envs, *obs_shape): next_obs of each sub-env's newest transition
+        self.tail_pos: np.ndarray | None = None  # its position (-1: none yet)
         self.finals: dict[int, np.ndarray] = {}  # position -> next_obs where the following obs differs
 
     def add(self, obs, next_obs, actions, rewards, dones) -> None:
@@ -66,15 +66,18 @@ class ReplayBuffer:
             self.tail_pos = np.full(n, -1, dtype=np.int64)
         elif n != self.num_envs:
             raise RlhlsError(f"replay buffer: {n} transitions added, expected one per sub-env ({self.num_envs})")
+        tail, tail_pos = self.tail, self.tail_pos
+        if tail is None or tail_pos is None:
+            raise RlhlsError(f"replay buffer: {n} sub-envs but no newest transitions of theirs (a damaged state)")
         for i in range(n):
-            p, q = self.pos, self.tail_pos[i]
-            if q >= 0 and not np.array_equal(self.tail[i], obs[i]):
-                self.finals[q] = self.tail[i].copy()  # the episode ended: its follower starts another
+            p, q = self.pos, tail_pos[i]
+            if q >= 0 and not np.array_equal(tail[i], obs[i]):
+                self.finals[q] = tail[i].copy()  # the episode ended: its follower starts another
                 self._new_finals.append(self.added - n)  # sub-env i's previous transition
             self.finals.pop(p, None)  # p's old transition is overwritten
             self.obs[p] = obs[i]
             self.actions[p], self.rewards[p], self.dones[p] = actions[i], rewards[i], dones[i]
-            self.tail[i], self.tail_pos[i] = next_obs[i], p
+            tail[i], tail_pos[i] = next_obs[i], p
             self.pos = (p + 1) % self.capacity
             self.size = min(self.size + 1, self.capacity)
             self.added += 1
@@ -85,13 +88,15 @@ class ReplayBuffer:
         out = self.obs[(idx + (self.num_envs or 1)) % self.capacity]
         tails = {int(q): i for i, q in enumerate(self.tail_pos if self.tail_pos is not None else ())}
         for k, p in enumerate(idx.tolist()):
-            if p in tails:
+            if p in tails and self.tail is not None:
                 out[k] = self.tail[tails[p]]
             elif p in self.finals:
                 out[k] = self.finals[p]
         return out
 
-    def sample(self, rng: np.random.Generator, n: int):
+    def sample(self, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                                                np.ndarray]:
+        """n transitions drawn uniformly: (obs, next_obs, actions, rewards, dones)."""
         idx = rng.integers(0, self.size, size=n)
         return (self.obs[idx].astype(np.float64), self.next_obs_at(idx).astype(np.float64), self.actions[idx],
                 self.rewards[idx].astype(np.float64), self.dones[idx].astype(np.float64))
@@ -165,10 +170,10 @@ class ReplayBuffer:
             if hi <= first or lo >= hi:
                 continue  # all overwritten before this save: never read back
             rec = np.zeros(hi - lo, dtype=tdt)  # rows overwritten already stay zero (dead)
-            g = np.arange(max(lo, first), hi)
-            at, p = g - lo, g % self.capacity
-            rec["obs"][at], rec["action"][at] = self.obs[p], self.actions[p]
-            rec["reward"][at], rec["done"][at] = self.rewards[p], self.dones[p]
+            live = np.arange(max(lo, first), hi)
+            at, pos = live - lo, live % self.capacity
+            rec["obs"][at], rec["action"][at] = self.obs[pos], self.actions[pos]
+            rec["reward"][at], rec["done"][at] = self.rewards[pos], self.dones[pos]
             write_at(d / f"transitions-{k}.bin", (lo - k * self.chunk) * tdt.itemsize, rec.tobytes(), folder=folder)
         by_chunk: dict[int, list] = {}
         for g in self._new_finals:

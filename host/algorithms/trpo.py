@@ -104,9 +104,9 @@ SAMPLE_BOUND = 16
 
 def scale_samples(acc: str) -> int:
     """Samples the accumulator format sums without extra headroom under fvp_scale."""
-    from rlhls.designs.formats import parse_format
+    from rlhls.designs.formats import FixedFormat, parse_format_as
 
-    return max(1, int(2 ** (parse_format(acc).int_bits - 1) // SAMPLE_BOUND))
+    return max(1, int(2 ** (parse_format_as(acc, FixedFormat).int_bits - 1) // SAMPLE_BOUND))
 PHASES = ("dnn_inference", "env_run", "storing_trajectories", "gae", "policy_gradient", "fvp", "cg",
           "line_search", "value_fit")
 

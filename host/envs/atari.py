@@ -176,7 +176,8 @@ def make_atari(env_id: str, *, terminal_on_life_loss: bool = True, clip_rewards:
                                           grayscale_obs=True, terminal_on_life_loss=False)
     if terminal_on_life_loss:
         env = EpisodicLife(env)
-    if "FIRE" in env.unwrapped.get_action_meanings():
+    # gymnasium types `unwrapped` as a plain Env; here it is ale_py's AtariEnv
+    if "FIRE" in env.unwrapped.get_action_meanings():  # type: ignore[attr-defined]
         env = FireReset(env)
     if clip_rewards:
         env = ClipReward(env)

@@ -30,6 +30,8 @@ import functools
 import inspect
 import re
 import threading
+from types import ModuleType
+from typing import Any, Callable, ParamSpec, TypeVar
 
 import gymnasium as gym
 
@@ -42,17 +44,21 @@ _KEYS = frozenset(inspect.signature(gym.register).parameters) - {"id"}
 _LOCK = threading.RLock()
 
 
-def _locked(fn):
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _locked(fn: Callable[_P, _R]) -> Callable[_P, _R]:
     """`fn` one thread at a time (threads making environments at once register each id once, without
     gymnasium's "overriding" warning); reentrant: a module imported meanwhile may register its table."""
     @functools.wraps(fn)
-    def call(*args, **kwargs):
+    def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         with _LOCK:
             return fn(*args, **kwargs)
     return call
 
 
-def _entry_name(entry_point) -> str:
+def _entry_name(entry_point: object) -> str:
     """'module:qualname' of an entry point (a string as it is): a re-imported class is the same one."""
     if isinstance(entry_point, str):
         return entry_point
@@ -60,7 +66,7 @@ def _entry_name(entry_point) -> str:
 
 
 @_locked
-def register_module(module) -> tuple[str, ...]:
+def register_module(module: ModuleType) -> tuple[str, ...]:
     """Register `module`'s ``ENVIRONMENTS`` table with gymnasium; returns its ids."""
     name = getattr(module, "__name__", repr(module))
     table = getattr(module, "ENVIRONMENTS", None)
@@ -94,13 +100,14 @@ def register_module(module) -> tuple[str, ...]:
     return tuple(table)
 
 
-def _tables(module) -> list:
+def _tables(module: ModuleType) -> list[ModuleType]:
     """A module of this package gives its ENVIRONMENTS table (none: the plumbing)."""
     return [module] if hasattr(module, "ENVIRONMENTS") else []
 
 
 # rlhls/<Name>-v<k> -> its gymnasium.register keyword arguments; every module of this package is looked at
-ENVIRONMENT_IDS = Registry("environment", package=__package__, group="rlhls.environments", collect=_tables)
+ENVIRONMENT_IDS: Registry[dict[str, Any]] = Registry("environment", package=__package__, group="rlhls.environments",
+                                                     collect=_tables)
 ENVIRONMENT_IDS.add = register_module
 
 

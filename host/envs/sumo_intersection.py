@@ -62,6 +62,7 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -131,9 +132,9 @@ def build_network(out: Path) -> Path:
          f'    <tlLogic id="{TLS}" type="static" programID="0" offset="0">']
     L += [f'        <phase duration="{sec}" state="{signal_state(i)}"/>' for i, (sec, _) in enumerate(plan.SIGNAL_PLAN)]
     L.append("    </tlLogic>")
-    to = {(edge, lane, turn): None for edge, lane, turn, _ in LINKS}
+    to: dict[tuple[str, int, str], ET.Element] = {}
     for c in ET.parse(DATA / "intersection.con.xml").getroot():
-        frm, lane, dst = c.get("from"), int(c.get("fromLane")), c.get("to")
+        frm, lane, dst = c.attrib["from"], int(c.attrib["fromLane"]), c.attrib["to"]
         turn = "through" if dst[2] == {"N": "S", "S": "N", "E": "W", "W": "E"}[frm[0]] else (
             "left" if lane == 2 else "right")
         to[(frm, lane, turn)] = c
@@ -157,13 +158,13 @@ def build_network(out: Path) -> Path:
 
 def _flows(demand: str) -> list[tuple[str, float, float, float]]:
     """(route, begin, end, vehicles per second) of a route set's flows, in file order."""
-    out = []
+    out: list[tuple[str, float, float, float]] = []
     for f in ET.parse(DATA / f"{demand}.rou.xml").getroot().iter("flow"):
         period = f.get("period", "")
         if not (period.startswith("exp(") and period.endswith(")")):
             raise RlhlsError(f"{DATA / f'{demand}.rou.xml'}: flow '{f.get('id')}' has period {period!r} "
                              "(expected exp(vehicles per second))")
-        out.append((f.get("route"), float(f.get("begin")), float(f.get("end")), float(period[4:-1])))
+        out.append((f.attrib["route"], float(f.attrib["begin"]), float(f.attrib["end"]), float(period[4:-1])))
     return out
 
 
@@ -249,7 +250,9 @@ def _sumo_classes():
 
         def __init__(self, *, libsumo: bool, record: bool, **kw):
             self.libsumo, self.record = libsumo, record
-            self.routes_path, self.lane_len, self.sumo = None, {}, None
+            self.routes_path: str | None = None
+            self.lane_len: dict[str, float] = {}
+            self.sumo: Any = None  # libsumo, or sumo-rl's TraCI connection once started
             start = traci.start  # sumo-rl reads the light's program through traci.start: ours, quiet and quick
             traci.start = lambda cmd, label="default", **_: _traci_start(traci, cmd + ["--no-step-log", "true"],
                                                                             label).getVersion()
@@ -380,7 +383,7 @@ class SumoIntersection(gym.Env):
         if not (isinstance(episode_seconds, (int, np.integer)) and episode_seconds >= 1):
             raise RlhlsError(f"environment '{ENV_ID}': episode_seconds={episode_seconds!r} (expected an integer >= 1)")
         self.demand, self.episode_seconds = demand, int(episode_seconds)
-        self._sim = None
+        self._sim: Any = None  # the Sim of _sumo_classes (None once closed)
         Sim, Occupancy = _sumo_classes()
         libsumo = _use_libsumo(sumo)
         self.backend = "libsumo" if libsumo else "traci"

@@ -221,11 +221,11 @@ class ReplayableVecEnv:
         self.seeds: list[int | None] = [None] * num_envs  # seed of each sub-env's current episode
         self.actions: list[list] = [[] for _ in range(num_envs)]  # actions since that reset
         self.life_resets: list[list[int]] = [[] for _ in range(num_envs)]  # Atari: resets within the game
-        self.obs = None  # the current observations (raw)
+        self.obs: np.ndarray | None = None  # the current observations (raw)
 
     def _new_seeds(self, mask) -> list[int | None]:
-        out = [None] * self.num_envs
-        for i in np.flatnonzero(mask):
+        out: list[int | None] = [None] * self.num_envs
+        for i in map(int, np.flatnonzero(mask)):
             out[i] = int(np.random.SeedSequence([self.seed, int(i), int(self.episodes[i])]).generate_state(1)[0])
             self.episodes[i] += 1
             self.seeds[i] = out[i]
@@ -260,7 +260,7 @@ class ReplayableVecEnv:
         self.obs = obs.copy()
         return obs, rew, term, trunc, info
 
-    def state(self) -> dict:
+    def state(self) -> dict | None:
         if self.obs is None:
             return None
         return {"env_id": self.env_id, "episodes": self.episodes.copy(), "seeds": list(self.seeds),

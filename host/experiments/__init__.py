@@ -171,8 +171,8 @@ class Summary:
 class Experiment:
     name: str
     summary: str
-    runs: Callable                  # (ctx) -> [Run]: its configurations
-    summarize: Callable             # (ctx, outcomes) -> Summary
+    runs: Callable[[Context], list[Run]]  # its configurations
+    summarize: Callable[[Context, list[Outcome]], Summary]
     run: Callable | None = None     # the per-run function (picklable: a module-level function)
     options: tuple = ()             # COMMON names and its own Options
     params: dict = field(default_factory=dict)  # --param KEY -> default (the experiment checks values)
@@ -199,7 +199,7 @@ class Experiment:
 
 
 # every module of this package registers its experiments; installed packages add theirs (rlhls.experiments)
-EXPERIMENTS = Registry("experiment", package=__name__, group="rlhls.experiments")
+EXPERIMENTS: Registry[Experiment] = Registry("experiment", package=__name__, group="rlhls.experiments")
 
 
 def register_experiment(exp: Experiment, *, replace: bool = False) -> Experiment:
@@ -273,6 +273,7 @@ class Context:
         if not self.opts.config:
             return design, None
         c = self.opts.config
+        assert isinstance(c, dict)  # run_experiment read the file: {"data", "file"}
         config = config_of(c["data"], c["file"], design, env)
         self.configs[design.name] = config
         return apply_config(design, config)[0], config
@@ -467,7 +468,8 @@ def _check_design_files(out: Path, rec: dict, given) -> None:
 
 def _resume_options(opts: ExperimentOptions) -> None:
     """--resume: the recorded options; one the command also gives must agree with them."""
-    out = Path(opts.out)  # run_experiment gave it its default
+    assert opts.out is not None  # run_experiment gave it its default
+    out = Path(opts.out)
     try:
         rec = fileio.read_json(out / RECORD)
     except FileNotFoundError:
@@ -607,7 +609,7 @@ def solve_plan(design, *, folder=None, batch: int | None = None, time_limit: flo
     return plan
 
 
-def train_run(design: str, out: str, steps: int, seed: int = 0, env: str | None = None, backend: str = "emu",
+def train_run(design: str, out: str | Path, steps: int, seed: int = 0, env: str | None = None, backend: str = "emu",
               precision: str | None = None, plan=None, overrides: dict | None = None, config: dict | None = None,
               on_update=None) -> dict:
     """One training run in this process (host.train.train_design), resuming the folder's checkpoint
@@ -622,12 +624,12 @@ def train_run(design: str, out: str, steps: int, seed: int = 0, env: str | None 
     from ..runfolder import CHECKPOINT
     from ..train import train_design
 
-    out = Path(out)
+    folder = Path(out)
     t0 = time.perf_counter()
-    run = train_design(get_design(design), out=out, steps=steps, seed=seed, env_id=env, backend=backend,
+    run = train_design(get_design(design), out=folder, steps=steps, seed=seed, env_id=env, backend=backend,
                        precision=precision, plan=load_plan(plan) if isinstance(plan, (str, Path)) else plan,
                        overrides=dict(overrides or {}), config=dict(config) if config else None,
-                       resume=(out / CHECKPOINT).exists(), progress=False,
+                       resume=(folder / CHECKPOINT).exists(), progress=False,
                        on_update=on_update, log=os.devnull)
     return {"env_steps": run.env_steps, "seconds": time.perf_counter() - t0, "seed": seed}
 

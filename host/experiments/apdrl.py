@@ -51,6 +51,7 @@ import dataclasses
 import math
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -138,7 +139,7 @@ def summarize_table3(out, designs: list[str], seeds: int, title: str = "", faile
     out = Path(out)
     rows, curves = [], {}
     for d in designs:
-        r = {"design": d}
+        r: dict[str, Any] = {"design": d}  # a row of the table
         for p in PRECISIONS:
             finals, per_seed, reached, evals = [], [], [], []
             for s in range(seeds):

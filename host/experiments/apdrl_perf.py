@@ -97,7 +97,7 @@ def fig4_rows(designs=FIG4_PAIRS, time_limit: float = TIME_LIMIT, folder=None) -
         best = min(t.values())
         rows.append({"design": name, "batch": d.batch_size, "flops": graph.summary()["flops"],
                      **{f"{u}_us": v for u, v in t.items()}, **{f"{u}_norm": v / best for u, v in t.items()},
-                     "fastest": min(t, key=t.get), "pl_fits": not notes})
+                     "fastest": min(t, key=t.__getitem__), "pl_fits": not notes})
     return rows
 
 

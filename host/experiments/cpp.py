@@ -61,6 +61,7 @@ import json
 import math
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -76,7 +77,7 @@ __all__ = ["collect_dataset", "mape_percent", "runs_fig4", "summary_fig4", "tabl
 DESIGNS = ("cpp-trpo-humanoid", "cpp-trpo-ant")
 INT_BITS = 4
 STORAGE_LIMIT = 31  # the FVP model's storage width limit (designs/kernels/fvp.py)
-PARAMS = {
+PARAMS: dict[str, dict[str, int | str]] = {
     "cpp-fig4": {"samples": 2000, "warmup": 2, "seed": 0, "bits": "12-28", "scale": "on"},
     "cpp-table2": {"samples": 2000, "warmup": 2, "seed": 0, "csim_samples": 200, "scale_to": 50000},
 }
@@ -86,7 +87,7 @@ PARAMS = {
 
 def _params(opts) -> dict:
     """The experiment's --param settings over its defaults, checked (module docstring)."""
-    base = dict(PARAMS[opts.name])
+    base: dict[str, Any] = dict(PARAMS[opts.name])  # the settings, parsed (bits: a list)
     for k, v in (opts.params or {}).items():
         if k not in base:
             raise RlhlsError(f"--param {k}: unknown for {opts.name} (known: {', '.join(base)})")
@@ -292,10 +293,10 @@ def _fvp_acc(design) -> str:
 
 
 def _design_frac_bits(design) -> int:
-    from rlhls.designs.formats import parse_format
+    from rlhls.designs.formats import FixedFormat, parse_format_as
 
     spec = next(k for k in design.kernels if k.name == "fvp")
-    return parse_format(spec.storage).frac_bits
+    return parse_format_as(spec.storage, FixedFormat).frac_bits
 
 
 def runs_fig4(ctx) -> list:
@@ -359,7 +360,7 @@ def _fig4_outputs(out: Path, rows: list, designs, p: dict, checks: dict) -> None
     seed = {d.name: d.seed_figures.get("mape_percent") for d in designs}
     keys = sorted({(r["design"], r["scale"]) for r in rows},
                   key=lambda k: (DESIGNS.index(k[0]) if k[0] in DESIGNS else 9, k[1] != "on"))
-    table = {}
+    table: dict[int, dict[tuple[str, str], dict]] = {}
     for r in rows:
         table.setdefault(r["fraction_bits"], {})[(r["design"], r["scale"])] = r
     head = ["fraction bits", "width"] + [f"{d.split('cpp-trpo-')[-1]} MAPE % (scaling {s})" for d, s in keys]
@@ -477,11 +478,11 @@ def table2_rows(out: Path, designs, p: dict, repeats: int = 3, say=lambda m: Non
                 say(f"{d.name}: compiling the FVP unit's C++ for {n} samples (not timed)")
                 pol = GaussianMLP(layers)
                 unit(sub["obs"], data["theta"][:pol.P], data["g"], np.exp(-2.0 * pol.log_std(data["theta"])))
-            best = None
+            best: dict[str, float] = {}
             for _ in range(max(1, repeats)):
-                t = {}
+                t: dict[str, float] = {}
                 _cg(unit, sub, iters, t)
-                best = t if best is None or t["cg"] < best["cg"] else best
+                best = t if not best or t["cg"] < best["cg"] else best
             f = p["scale_to"] / n
             res[name] = {"samples": n, "cg_s": (best["cg"] - best["fvp"]) + best["fvp"] * f, "fvp_s": best["fvp"] * f,
                          "host_cg_s": best["cg"] - best["fvp"]}

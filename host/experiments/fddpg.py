@@ -46,6 +46,7 @@ from __future__ import annotations
 import io
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -64,7 +65,7 @@ __all__ = ["TASKS", "SEED_SNAPSHOTS", "VARIANTS", "seed_plan", "policy_fn", "eva
 
 TASKS = "ABCDEF"
 SEED_EPISODES, SEED_SNAPSHOTS, GRADIENTS = 1300, (400, 600, 800, 1000, 1200), 300
-DEMO = {"episodes": 400, "snapshots": (100, 200, 300, 400)}
+DEMO: dict[str, Any] = {"episodes": 400, "snapshots": (100, 200, 300, 400)}
 MEASURE = 900  # fddpg-table4: training steps timed per design and precision
 VARIANTS = {"DDPG": "fp32", "F-DDPG": "mixed"}
 LIFT_MM = 10.0
@@ -139,7 +140,8 @@ def evaluate(design, net, variant: str, *, gif_task: str | None = None) -> dict:
     register_environments()  # rlhls/RoboticArm-v0 for gym.make
 
     act = policy_fn(design, net, variant)
-    tasks, S, A, frames = {}, [], [], []
+    tasks, S, A = {}, [], []
+    frames: list[np.ndarray] = []
     for task in TASKS:
         env = gym.make(design.env_id, render_mode="rgb_array" if task == gif_task else None)
         res, st, ac, imgs = _task(env, act, task, task == gif_task)
@@ -227,7 +229,8 @@ def table7_run(design: str, variant: str, seed: int, out: str, steps: int, snaps
     train_run(design, out, steps, seed, backend=backend, precision=VARIANTS[variant], plan=plan,
               overrides=overrides, config=config, on_update=snap)
     snap()
-    res = {"variant": variant, "seed": seed, "train_seconds": round(time.perf_counter() - t0, 1), "snapshots": {}}
+    res: dict[str, Any] = {"variant": variant, "seed": seed, "train_seconds": round(time.perf_counter() - t0, 1),
+                           "snapshots": {}}
     for e in snapshots:
         path = folder / "policies" / f"ep{e}.npz"
         if path.is_file():
@@ -388,7 +391,8 @@ def _host_step_seconds(design, precision: str, measure: int, backend: str = "emu
     t = DDPG(design, seed=0, backend=backend, hyperparams=hp, assignment=plan)
     try:
         t.train_update(1, 2)  # the replay warm-up (uniform actions) and one gradient
-        n, secs, phases = 0, 0.0, {}
+        n, secs = 0, 0.0
+        phases: dict[str, float] = {}
         while n < measure:
             t0 = time.process_time()
             row = t.train_update(2, 3)

@@ -148,7 +148,8 @@ def summarize(out, configs: list[dict], seeds: int, title: str = "", failed: lis
 
     fig = Figure(figsize=(9, 5))
     ax = fig.add_subplot()
-    colors = matplotlib.colormaps["tab10"].colors
+    tab10 = matplotlib.colormaps["tab10"]
+    colors = [tab10(i) for i in range(tab10.N)]  # its colours (RGBA)
     for i, c in enumerate(configs):
         mean_std_band(ax, curves[c["name"]][0], colors[i % 10], c["label"])
     ax.set_xlabel("environment steps")

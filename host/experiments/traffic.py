@@ -45,6 +45,7 @@ import json
 import math
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -54,6 +55,9 @@ from rlhls.designs import traffic as plan
 from ..figures import register_report_section
 from ..runfolder import CHECKPOINT, episodes, metrics
 from . import RUNS, TRAINS, Experiment, Summary, param, read_object, register_experiment, train_run
+
+if TYPE_CHECKING:
+    from rlhls.designs.kernels.mac_array import MacArray
 
 __all__ = ["DESIGN", "DEFAULT_STEPS", "DEFAULT_SEEDS", "POLICIES", "fixed_time_policy", "random_policy",
            "a2c_policy", "evaluate", "training_episode_seed", "check_held_out", "stage_times", "runs", "summary",
@@ -177,7 +181,7 @@ def stage_times(design=None, batch: int | None = None) -> list[dict]:
     design = get_design(DESIGN) if design is None else design
     graph = build_graph(design, batch or design.batch_size)
     ctx = KernelContext(design, graph)
-    K = get_kernel("mac_array")
+    K = cast("MacArray", get_kernel("mac_array"))  # registered by designs/kernels/mac_array.py
     dev = get_device(design.device)
     rows = []
     for node in graph.nodes:
@@ -223,7 +227,7 @@ def element_resources(design, batch: int) -> tuple[dict, float]:
 
     graph = build_graph(design, batch)
     ctx = KernelContext(design, graph)
-    K = get_kernel("mac_array")
+    K = cast("MacArray", get_kernel("mac_array"))  # registered by designs/kernels/mac_array.py
     node = next(n for n in graph.nodes if n.kind in K.implements and K.node_stages(n, ctx))
     p = K.resolve(K.node_params(node, ctx))
     return K.resources(p, get_device(design.device)), float(p["clock_mhz"])
@@ -508,12 +512,12 @@ def summarize(rows: list[dict], curves: dict, out: Path, meta: dict) -> list[dic
     panels = (("wait_s", "mean waiting time (s / vehicle)"), ("queue", "mean queue (vehicles)"))
     for i, (key, label) in enumerate(panels):
         ax = fig.add_subplot(1, 2, i + 1)
-        w = 0.8 / max(1, len(policies))
+        bar_w = 0.8 / max(1, len(policies))
         for j, p in enumerate(policies):
             ys = [by[(d, p)][key] for d in demands]
             es = [by[(d, p)][{"wait_s": "wait_std", "queue": "queue_std"}[key]] for d in demands]
-            ax.bar(np.arange(len(demands)) + j * w, ys, w, yerr=es, label=p, capsize=2)
-        ax.set_xticks(np.arange(len(demands)) + w * (len(policies) - 1) / 2, demands, fontsize=8)
+            ax.bar(np.arange(len(demands)) + j * bar_w, ys, bar_w, yerr=es, label=p, capsize=2)
+        ax.set_xticks(np.arange(len(demands)) + bar_w * (len(policies) - 1) / 2, demands, fontsize=8)
         ax.set_ylabel(label)
         if i == 0:
             ax.legend(fontsize=8)
@@ -676,14 +680,14 @@ def report_section(flow_dir: Path, episodes: int = 1, eval_seed: int = EVAL_SEED
 
 
 def summarize_rows(rows) -> dict:
-    out = {}
+    out: dict[tuple[str, str], list[dict]] = {}
     for r in rows:
         out.setdefault((r["demand"], r["policy"]), []).append(r)
     return {k: {"wait_s": float(np.mean([r["mean_wait"] for r in v])),
                 "queue": float(np.mean([r["mean_queue"] for r in v]))} for k, v in out.items()}
 
 
-def _add_report(flow_dir: Path, episodes: int, eval_seed: int, say) -> int:
+def _add_report(flow_dir: Path, episodes: int, eval_seed: int, say) -> Path:
     from rlhls.core.fileio import atomic_write_text
 
     report = flow_dir / "report.md"
