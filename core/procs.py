@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 
 __all__ = ["die_with_parent", "run", "popen", "halted", "library_output", "inform"]
 
@@ -132,7 +133,7 @@ def inform(log, msg: str) -> None:
 
 
 @contextlib.contextmanager
-def library_output(path=None, *, fds=(1, 2)):
+def library_output(path: str | os.PathLike[str] | None = None, *, fds: tuple[int, ...] = (1, 2)) -> Iterator[None]:
     """Redirect file descriptors `fds` (stdout, stderr: what native code writes too) and Python's
     sys.stdout / sys.stderr to the file `path` (appended; None: discarded) for the block."""
     for stream in (sys.stdout, sys.stderr):

@@ -39,6 +39,7 @@ import os
 import time
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable, ContextManager, TypeVar
 
 from rlhls.core.errors import RlhlsError
 from rlhls.core.fileio import (
@@ -60,7 +61,17 @@ from rlhls.designs.devices import get_device
 from rlhls.designs.graph import build_graph
 from rlhls.designs.registry import design_record, get_design, recorded_design
 
+if TYPE_CHECKING:
+    from rlhls.designs.graph import TrainingGraph
+    from rlhls.flow.build import BuildResult
+    from rlhls.host.algorithms import Algorithm
+    from rlhls.host.perf import Perf
+    from rlhls.host.train import Run
+    from rlhls.partition.plan import Plan
+    from rlhls.partition.profile import Profile
+
 _log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 __all__ = ["Flow", "RECORD"]
 
@@ -95,10 +106,11 @@ class Flow:
     - ``reports``: a build folder with Vitis reports or aiesimulator outputs that calibrate the profile.
     """
 
-    def __init__(self, design, out=None, *, device=None, seed: int = 0, env_id: str | None = None,
-                 backend: str = "emu", precision: str | None = None, overrides: dict | None = None,
-                 config: dict | None = None, demo: bool = True, resume: bool = False, verbose: bool = False,
-                 quiet: bool = False, solver: str = "cbc", time_limit: float | None = 60.0, reports=None):
+    def __init__(self, design: str | Design, out: str | os.PathLike[str] | None = None, *, device: str | None = None,
+                 seed: int = 0, env_id: str | None = None, backend: str = "emu", precision: str | None = None,
+                 overrides: dict | None = None, config: dict | None = None, demo: bool = True, resume: bool = False,
+                 verbose: bool = False, quiet: bool = False, solver: str = "cbc", time_limit: float | None = 60.0,
+                 reports: str | os.PathLike[str] | None = None) -> None:
         from rlhls.host.algorithms import get_algorithm
         from rlhls.host.backends import BACKENDS
         from rlhls.host.hyperparams import apply_config, check_seed
@@ -125,11 +137,11 @@ class Flow:
         time_limit = _check_time_limit(time_limit)
         if out is not None and (not isinstance(out, str) or out):  # "": the default folder
             out = path_arg(out, "Flow", "out")
+        self.reports: tuple[Path, dict] | None = None  # (build folder, its manifest)
         if reports is not None:  # a build's tool reports calibrate the profile
             from rlhls.flow.project import build_manifest
 
-            reports = build_manifest(path_arg(reports, "Flow", "reports"))
-        self.reports = reports
+            self.reports = build_manifest(path_arg(reports, "Flow", "reports"))
         self.backend, self.env_id, self.verbose, self.quiet = backend, env_id, verbose, quiet
         self.solver, self.time_limit = solver, time_limit
         d = self.design.demo if demo else {}
@@ -140,6 +152,7 @@ class Flow:
         self.config = config
         self.default_steps = int(d.get("steps", DEMO_STEPS) if demo else
                                  self.design.hyperparams.get("total_timesteps", FULL_STEPS))
+        self.algorithm: Algorithm | None
         try:
             self.algorithm = get_algorithm(self.design.algorithm)
         except RlhlsError:
@@ -157,7 +170,12 @@ class Flow:
         try:
             self._check_out()  # again, holding it: another process may have started the run meanwhile
             self._console = os.fdopen(os.dup(2), "w", buffering=1)  # progress stays on the console
-            self._graph = self._profile = self._plan = self._build = self._run = self._perf = None
+            self._graph: TrainingGraph | None = None
+            self._profile: Profile | None = None
+            self._plan: Plan | None = None
+            self._build: BuildResult | None = None
+            self._run: Run | None = None
+            self._perf: Perf | None = None
             self.record = {**design_record(self.design), "seed_file": self.design.seed_file,
                            "seed_title": self.design.seed_title, "algorithm": self.design.algorithm,
                            "device": self.device.id, "batch": self.design.batch_size,
@@ -236,10 +254,10 @@ class Flow:
             else:  # no logging set up: the console (fd 2 is the flow.log while libraries run)
                 print(msg, file=self._console, flush=True)
 
-    def _libraries(self):
+    def _libraries(self) -> ContextManager[None]:
         return library_output(None if self.verbose else self.out / "flow.log", fds=() if self.verbose else (1, 2))
 
-    def _stage(self, name: str, output: str, fn):
+    def _stage(self, name: str, output: str, fn: Callable[[], tuple[_T, str]]) -> _T:
         self._ensure_out()
         key = name.split(" --")[0]  # 'build --csim' replaces an earlier 'build'
         rec = self.record
@@ -271,7 +289,7 @@ class Flow:
         self._save()
         return result
 
-    def _check_budget(self, steps) -> None:
+    def _check_budget(self, steps: int | None) -> None:
         """One update within the run's steps, before a stage runs (host.train.check_budget)."""
         from rlhls.host.train import check_budget
 
@@ -283,7 +301,7 @@ class Flow:
         self.record["passed"] = self.record["ok"] and (self.record.get("build") or {}).get("checks", 0) > 0
 
     # -- the steps
-    def graph(self):
+    def graph(self) -> TrainingGraph:
         """The TrainingGraph of one step at the design's batch (``graph.csv``)."""
         if self._graph is None:
             def step():
@@ -295,7 +313,7 @@ class Flow:
             self._graph = self._stage("training graph", "graph.csv", step)
         return self._graph
 
-    def profile(self):
+    def profile(self) -> Profile:
         """Every node on every unit it may run on (a Profile of ProfileRows; ``profile.csv``)."""
         if self._profile is None:
             from rlhls.partition.profile import profile_design
@@ -317,7 +335,7 @@ class Flow:
             self._profile = self._stage("profile", "profile.csv", step)
         return self._profile
 
-    def partition(self, *, solver: str | None = None, time_limit: float | None = None):
+    def partition(self, *, solver: str | None = None, time_limit: float | None = None) -> Plan:
         """The Plan (ILP; ``plan/``): a resumed flow takes the plan it solved. ``solver`` and
         ``time_limit`` (seconds) replace the flow's for this solve."""
         if solver is not None:
@@ -352,7 +370,7 @@ class Flow:
         return self._plan
 
     def build(self, *, csim: bool = True, synth: bool = False, cosim: bool = False, hls4ml: bool = True,
-              part: str | None = None):
+              part: str | None = None) -> BuildResult:
         """The plan's components in ``build/`` with their checks (BuildResult), as ``rlhls build``.
 
         - ``csim``: C-simulate every PL component and AIE kernel against its reference (default True).
@@ -404,7 +422,7 @@ class Flow:
         self._build = self._stage(" ".join(["build", *flags]), "build/", step)
         return self._build
 
-    def train(self, *, steps: int | None = None, backend: str | None = None):
+    def train(self, *, steps: int | None = None, backend: str | None = None) -> Run:
         """Train on the host in ``train/`` (Run); continues its checkpoint when there is one.
 
         - ``steps``: environment steps (default the budget of ``demo``: the design's demonstration
@@ -439,7 +457,7 @@ class Flow:
         self._run = self._stage("train", "train/", step)
         return self._run
 
-    def perf(self, *, steps: int | None = None, ps_factor: float | None = None):
+    def perf(self, *, steps: int | None = None, ps_factor: float | None = None) -> Perf:
         """The whole training run modeled on the device (host.perf.Perf; ``perf/``): host phases from
         this flow's training run when it has one, else from a short run here; the plan's graph.
         ``steps``: the run length modeled (default the design's); ``ps_factor``: how many times
@@ -484,7 +502,7 @@ class Flow:
         write_html(self.out, title=f"rlhls run: {self.design.name}")
         return path
 
-    def run(self, *, steps: int | None = None):
+    def run(self, *, steps: int | None = None) -> dict:
         """Every step (``rlhls run``): build with C simulation, train ``steps`` (as ``train``), perf,
         report; returns the record (run.json)."""
         if self.algorithm is None:
@@ -502,7 +520,7 @@ class Flow:
         return self.record
 
 
-def _check_steps(steps) -> int | None:
+def _check_steps(steps: object) -> int | None:
     """`steps`: None (the default budget) or a positive integer (numpy's too, as an int), checked
     before any stage runs."""
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 1):
@@ -510,22 +528,22 @@ def _check_steps(steps) -> int | None:
     return None if steps is None else int(steps)
 
 
-def _check_solver(solver) -> None:
+def _check_solver(solver: object) -> None:
     from rlhls.partition.ilp import SOLVERS
 
     if not isinstance(solver, str) or solver not in SOLVERS:
         raise RlhlsError(f"--solver {solver!r}: expected one of {', '.join(SOLVERS)}")
 
 
-def _check_time_limit(time_limit) -> float | None:
+def _check_time_limit(time_limit: object) -> float | None:
     """The ILP's time limit in seconds: None or a number > 0 (numpy's too, as a float)."""
     if time_limit is not None and (isinstance(time_limit, bool) or not isinstance(time_limit, numbers.Real)
-                                   or not 0 < time_limit < math.inf):
+                                   or not 0 < float(time_limit) < math.inf):
         raise RlhlsError(f"--time-limit {time_limit!r}: expected a number of seconds > 0 (None: no limit)")
     return None if time_limit is None else float(time_limit)
 
 
-def _change(key: str, was, now) -> str:
+def _change(key: str, was: object, now: object) -> str:
     """'env 'A', now 'B'', or of the overrides the first --set that differs: 'no --set gamma, now --set
     gamma=0.5' (never two whole mappings)."""
     if key == "overrides" and isinstance(was, dict) and isinstance(now, dict):
@@ -537,7 +555,7 @@ def _change(key: str, was, now) -> str:
     return f"{key} {was!r}, now {now!r}"
 
 
-def _check_training(design, algorithm, env_id, backend: str, verbose: bool) -> None:
+def _check_training(design: Design, algorithm: Algorithm, env_id: str | None, backend: str, verbose: bool) -> None:
     """The environment training takes (one made to see its actions where the user named it) and the
     backend's tools, before the first stage writes: graph, profile, plan and build of a run that
     cannot train would hold its --out."""
@@ -549,7 +567,7 @@ def _check_training(design, algorithm, env_id, backend: str, verbose: bool) -> N
     check_tools(backend)
 
 
-def _kernels(design, graph, node: str, unit: str):
+def _kernels(design: Design, graph: TrainingGraph, node: str, unit: str) -> list:
     from rlhls.designs.kernels import KernelContext, kernels_for
 
     return kernels_for(graph.node(node), KernelContext(design, graph), unit)

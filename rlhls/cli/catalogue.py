@@ -3,7 +3,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from rlhls.core.errors import RlhlsError
+
+if TYPE_CHECKING:
+    from rlhls.core.registry import Registry
 
 from .common import parse_sets, print_json
 
@@ -179,12 +184,13 @@ def kernel_report(name: str, sets=(), unit: str | None = None, device: str | Non
         if spec is not None:
             params, source = k.spec_params(spec), f"design {d.name}'s kernel spec"
         else:
-            node = next((n for n in ctx.graph.nodes if n.kind in k.implements
-                         and k.node_params(n, ctx) is not None), None)
-            if node is None:
+            found = next(((n, q) for n in ctx.graph.nodes if n.kind in k.implements
+                          and (q := k.node_params(n, ctx)) is not None), None)
+            if found is None:
                 raise RlhlsError(f"--design {d.name}: kernel '{name}' implements no node of its training graph and "
                                  "the design does not name it")
-            params, source = k.node_params(node, ctx), f"node {node.name} of design {d.name}"
+            node, params = found
+            source = f"node {node.name} of design {d.name}"
         device = device or d.device
     params.update(parse_sets(sets))
     p = k.resolve(params)
@@ -216,8 +222,8 @@ def cmd_algorithms(args) -> int:
     from rlhls.host.algorithms import algorithm_names, get_algorithm
 
     algs = [get_algorithm(n) for n in (args.names or algorithm_names())]
-    desc = [{"name": a.name, "summary": a.summary, "trainer": a.trainer.__name__, "hyperparams": a.args.describe()}
-            for a in algs]
+    desc: list[dict[str, Any]] = [{"name": a.name, "summary": a.summary, "trainer": a.trainer.__name__,
+                                   "hyperparams": a.args.describe()} for a in algs]
     if args.json:
         print_json(desc)
         return 0
@@ -243,8 +249,8 @@ def cmd_plugins(args) -> int:
     from rlhls.host.envs import ENVIRONMENT_IDS, register_environments
     from rlhls.host.experiments import EXPERIMENTS
 
-    registries = {"kernel": KERNELS, "design": DESIGNS, "algorithm": ALGORITHMS, "environment": ENVIRONMENT_IDS,
-                  "experiment": EXPERIMENTS}
+    registries: dict[str, Registry[Any]] = {"kernel": KERNELS, "design": DESIGNS, "algorithm": ALGORITHMS,
+                                            "environment": ENVIRONMENT_IDS, "experiment": EXPERIMENTS}
     unknown = sorted(set(args.kinds) - set(registries))
     if unknown:
         raise RlhlsError(f"plugins: unknown kind '{unknown[0]}' (expected one of {', '.join(registries)})")

@@ -85,7 +85,7 @@ def console(quiet: bool = False, verbose: bool = False):
     not to what ``library_output`` redirects while libraries run."""
     stream, own = sys.stderr, False
     with contextlib.suppress(AttributeError, OSError, ValueError):
-        if sys.stderr is sys.__stderr__ and sys.stderr.fileno() == 2:
+        if sys.__stderr__ is not None and sys.stderr is sys.__stderr__ and sys.stderr.fileno() == 2:
             stream, own = os.fdopen(os.dup(2), "w", buffering=1, errors="replace"), True
     handler = logging.StreamHandler(stream)
     handler.setFormatter(_Format())

@@ -46,9 +46,9 @@ def cmd_eval(args) -> int:
         policy = load(args.run, design=args.design)
         if gif is not None and not renders_rgb(policy.env_id):
             raise RlhlsError(f"--gif: environment '{policy.env_id}' does not render rgb_array frames")
-        frames = [] if gif is not None else None
+        frames: list | None = [] if gif is not None else None
         res = policy.evaluate(episodes=args.episodes, seed=args.seed, frames=frames)
-    if gif is not None:
+    if gif is not None and frames is not None:
         import gymnasium as gym
 
         write_gif(frames, gif, gym.spec(policy.env_id).kwargs.get("render_fps")

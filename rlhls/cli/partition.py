@@ -137,7 +137,7 @@ def cmd_profile(args) -> int:
 
         build, manifest = build_manifest(args.reports)
         rows[:], notes = calibrate(rows, build, manifest, batch=graph.batch, graph=graph)
-    timings = {}
+    timings: dict = {}  # node -> its measured Timing
     if args.measure_ps:
         from rlhls.host.measure_ps import measure_ps, measured_rows
 
@@ -156,7 +156,7 @@ def cmd_profile(args) -> int:
     else:
         nodes = len({r.node for r in rows})
         units = sorted({r.unit for r in rows})
-        src = {}
+        src: dict[str, int] = {}
         for r in rows:
             src[r.source] = src.get(r.source, 0) + 1
         print(f"{design.name} on {device.id}: {len(rows)} rows for {nodes} nodes on {', '.join(units)} "
@@ -224,10 +224,9 @@ def cmd_report_read(args) -> int:
 
     path = Path(args.file)
     if path.suffix == ".txt":
-        rep = read_aiesim_output(path)
+        d = read_aiesim_output(path).to_json()
     else:
-        rep = read_cosim(path) if path.name.endswith(".rpt") else read_csynth(path)
-    d = rep.to_json()
+        d = (read_cosim(path) if path.name.endswith(".rpt") else read_csynth(path)).to_json()
     if args.json:
         print_json(d)
         return 0
