@@ -262,7 +262,8 @@ class HyperParams:
     """Base of the algorithms' hyperparameter dataclasses (module docstring)."""
 
     algorithm = ""  # the name errors use (PPO, DQN, ...)
-    aliases: ClassVar[dict[str, str]] = {}  # other names of a field (e.g. A2C's n_steps is the rollout length num_steps)
+    # other names of a field (e.g. A2C's n_steps is the rollout length num_steps)
+    aliases: ClassVar[dict[str, str]] = {}
     # Stable-Baselines3 / RL Zoo names: a field's name, or fn(value, rlzoo.Ctx) -> {field: value}
     sb3: ClassVar[dict[str, Any]] = {}
 
