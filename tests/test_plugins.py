@@ -3,6 +3,7 @@ graph builder, a network brought as ONNX, entry points; bad files are one line a
 
 import csv
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -325,3 +326,36 @@ def test_plugins_lists_every_registry_with_its_origin(tmp_path, capsys, clean_re
     assert "my_a2c" in out and "dense_forward" not in out
     assert main(["plugins", "nonsense"]) == 2
     assert "nonsense" in capsys.readouterr().err
+
+
+def test_a_users_algorithm_in_one_file_goes_through_every_command(tmp_path, capsys, clean_registries):
+    """REINFORCE with a baseline, written in one file of the user's (tests/data/my_reinforce.py: its
+    trainer, hyperparameters, batch rule and graph builder, and a design naming it), through graph,
+    profile, partition, build --csim, train, run, perf and eval; each command loads the file itself."""
+    f = tmp_path / "my_reinforce.py"
+    shutil.copy(ROOT / "tests" / "data" / "my_reinforce.py", f)
+    F = str(f)
+    assert main(["graph", F, "--csv", str(tmp_path / "g.csv")]) == 0
+    nodes = {line.split(",")[0] for line in (tmp_path / "g.csv").read_text().splitlines()[1:]}
+    assert {"returns", "loss", "policy.fc1.fwd", "value.fc2.bwd", "policy.fc2.upd"} <= nodes
+    assert main(["profile", F, "--out", str(tmp_path / "prof.csv"), "--quiet"]) == 0
+    assert {r["node"] for r in _rows(tmp_path / "prof.csv")} == nodes
+    assert main(["partition", str(tmp_path / "prof.csv"), "--graph", str(tmp_path / "g.csv"), "--device", "zcu106",
+                 "--out", str(tmp_path / "plan"), "--quiet"]) == 0
+    plan = json.loads((tmp_path / "plan" / "plan.json").read_text())
+    assert set(plan["assignment"]) == nodes and "PL" in plan["assignment"].values()
+    assert main(["build", F, "--csim", "--out", str(tmp_path / "build"), "--quiet"]) == 0
+    built = json.loads((tmp_path / "build" / "manifest.json").read_text())
+    assert built["components"] and all(c["csim"]["passed"] for c in built["components"])
+    train = tmp_path / "train"
+    assert main(["train", F, "--steps", "96", "--out", str(train), "--quiet"]) == 0
+    rows = _rows(train / "metrics.csv")
+    assert [int(r["env_steps"]) for r in rows] == [32, 64, 96] and json.loads(
+        (train / "config.json").read_text())["algorithm"] == "reinforce"
+    assert main(["run", F, "--steps", "64", "--out", str(tmp_path / "run"), "--quiet"]) == 0
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["ok"]
+    assert main(["perf", F, "--run", str(train), "--out", str(tmp_path / "perf"), "--quiet"]) == 0
+    assert json.loads((tmp_path / "perf" / "perf.json").read_text())
+    capsys.readouterr()
+    assert main(["eval", str(train), "--design", F, "--episodes", "2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["episodes"] == 2
