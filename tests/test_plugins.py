@@ -356,6 +356,7 @@ def test_a_users_algorithm_in_one_file_goes_through_every_command(tmp_path, caps
     assert json.loads((tmp_path / "run" / "run.json").read_text())["ok"]
     assert main(["perf", F, "--run", str(train), "--out", str(tmp_path / "perf"), "--quiet"]) == 0
     assert json.loads((tmp_path / "perf" / "perf.json").read_text())
+    assert "no gradient-step rule" not in (tmp_path / "perf" / "perf.txt").read_text()  # the file's grad_steps
     capsys.readouterr()
     assert main(["eval", str(train), "--design", F, "--episodes", "2", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["episodes"] == 2

@@ -53,7 +53,8 @@ def reinforce_graph(bld, design, nets):
 
 
 register_algorithm(Algorithm("reinforce", Reinforce, ReinforceArgs, batch, summary="REINFORCE with a baseline",
-                             graph=reinforce_graph))
+                             graph=reinforce_graph,
+                             grad_steps=lambda hp: 1.0 / batch(hp)))  # one gradient step per rollout (perf)
 
 
 def net(name, out):
