@@ -210,29 +210,27 @@ def record_files(out: Path, recorded: list | None) -> list:
     return files
 
 
-def _stale_temp(name: str) -> bool:
-    """`name` is a temp file of one of a run folder's own writes (``.<file>.*.tmp``, the record's too)."""
-    return name.endswith(".tmp") and any(name.startswith(f".{f}.") for f in (OWNER, *RUN_FILES))
+def _stale_temps(out: Path) -> list[Path]:
+    """Temp files of this folder's own writes that a killed process left (``.<file>.*.tmp``, the record's too)."""
+    return [p for name in (OWNER, *RUN_FILES) for p in out.glob(f".{name}.*.tmp")]
 
 
 def _only_stale_temps(out: Path) -> bool:
     """`out` holds temp files of its own writes and nothing else: a process killed in the first one (the
     run's record) left it so."""
     try:
-        names = [p.name for p in out.iterdir()]
+        names = {p.name for p in out.iterdir()}
     except OSError:
         return False
-    return bool(names) and all(_stale_temp(n) for n in names)
+    return bool(names) and names == {p.name for p in _stale_temps(out)}
 
 
 def remove_stale_temps(out: Path) -> None:
-    """Temp files of this folder's own writes that a killed process left (``.<file>.*.tmp``)."""
-    for name in (OWNER, *RUN_FILES):
-        for p in out.glob(f".{name}.*.tmp"):
-            try:
-                p.unlink()
-            except OSError:
-                pass
+    for p in _stale_temps(out):
+        try:
+            p.unlink()
+        except OSError:
+            pass
 
 
 # ----------------------------------------------------------------------------- readers of a finished run
