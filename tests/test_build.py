@@ -155,7 +155,7 @@ GENERIC = {"dense_forward", "dense_backward", "weight_gradient", "weight_update"
 @pytest.mark.parametrize("design,net,layer,kinds", [
     ("fddpg-arm-m1", "critic", "fc2", {"ddpg_gradient", "weight_update"}),
     ("apdrl-dqn-cartpole", "q", "fc2", GENERIC)])
-def test_csim_passes_for_every_kernel(tmp_path, monkeypatch, design, net, layer, kinds):
+def test_csim_passes_for_every_kernel(tmp_path, design, net, layer, kinds):
     plan = _plan(tmp_path / "p.json", design, _one_layer(net, layer))
     res = build_design(design, tmp_path / "o", plan=plan, csim=True, hls4ml=False)
     assert {c.kernel for c in res.components} == kinds

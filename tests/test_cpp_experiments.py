@@ -68,7 +68,7 @@ def test_fig4_tiny(tmp_path):
     assert [r["mape_percent"] for r in csv.DictReader(open(out / "fig4.csv"))] == [r["mape_percent"] for r in rows]
 
 
-def test_table2_tiny(tmp_path, monkeypatch):
+def test_table2_tiny(tmp_path):
     out = tmp_path / "t2"
     assert main(["experiment", "cpp-table2", "--out", str(out), "--design", "cpp-trpo-ant", "--param",
                  "csim_samples=8", "--repeats", "1", *TINY]) == 0

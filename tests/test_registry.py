@@ -95,7 +95,7 @@ def toy(tmp_path):
     unregister_kernel(kernel.name)
 
 
-def test_a_users_kernel_is_profiled_built_and_csimulated(tmp_path, toy, monkeypatch):
+def test_a_users_kernel_is_profiled_built_and_csimulated(tmp_path, toy):
     # a fixed-point design without its whole-step gradient kernel (generic kernels: a 48-bit accumulator)
     base = get_design("fddpg-arm-m1")
     design = dataclasses.replace(base, name="toy-arm", formats={**base.formats, "acc": "fixed<48,16,RND,SAT>"},
@@ -115,7 +115,7 @@ def test_a_users_kernel_is_profiled_built_and_csimulated(tmp_path, toy, monkeypa
     assert (tmp_path / "build" / toys[0].dir / "src" / f"{toys[0].top}.cpp").read_text().count("relu") >= 1
 
 
-def test_a_broken_users_kernel_fails_its_csim(tmp_path, toy, monkeypatch):
+def test_a_broken_users_kernel_fails_its_csim(tmp_path, toy):
     (Path(toy.template_dir) / toy.template).write_text(TEMPLATE.replace("v < storage_t(0) ? storage_t(0) : v", "v"))
     from rlhls.flow.csim import run_csim
     from rlhls.flow.kernels import render_kernel

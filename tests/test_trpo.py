@@ -154,7 +154,7 @@ def test_trpo_smoke_and_a_killed_run_resumes_bit_for_bit(tmp_path):
         train_design(ANT, out=cut, steps=320, overrides={**TINY, "fvp": "float64"}, progress=False, resume=True)
 
 
-def test_emu_and_csim_give_the_same_run(tmp_path, monkeypatch, csim_calls):
+def test_emu_and_csim_give_the_same_run(tmp_path, csim_calls):
     calls = csim_calls
     hp = {**TINY, "num_steps": 48, "cg_iters": 4}
     runs = {b: read_metrics(train_design(ANT, out=tmp_path / b, steps=96, backend=b, overrides=hp,
@@ -210,7 +210,7 @@ def test_trpo_on_another_environment_resizes_the_unit():
         t.close()
 
 
-def test_rlhls_run_cpp_trpo_ant_end_to_end(tmp_path, monkeypatch):
+def test_rlhls_run_cpp_trpo_ant_end_to_end(tmp_path):
     out = tmp_path / "run"
     argv = ["run", "cpp-trpo-ant", "--out", str(out), "--steps", "128", "--quiet"]
     argv += [x for k, v in TINY.items() for x in ("--set", f"{k}={v}")]
