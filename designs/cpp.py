@@ -23,13 +23,13 @@ CASES = {
                 table_ii={"model_s": 0.158, "cg_fpga_s": 0.192, "fvp_fpga_s": 0.182, "cg_keras_s": 3.976,
                           "fvp_keras_s": 3.975, "speedup": 20.70},
                 mape_percent=0.007, ku15p_dsp=1688, total_timesteps=1_000_000,
-                demo={"steps": 40960, "set": {"num_steps": 2048}}),
+                demo={"steps": SAMPLES, "probe": {"num_steps": 2048}}),
     "humanoid": dict(env="Humanoid-v5", env_obs=348, obs=376, hidden=(128, 64), act=17, parallelism=[48, 4, 8, 2],
                      table_i={"logic": 140238, "ff": 269357, "dsp": 1368, "bram_m20k": 1888},
                      table_ii={"model_s": 0.823, "cg_fpga_s": 0.892, "fvp_fpga_s": 0.852, "cg_keras_s": 12.016,
                                "fvp_keras_s": 12.014, "speedup": 13.47},
                      mape_percent=0.028, ku15p_dsp=1732, total_timesteps=1_000_000,
-                     demo={"steps": 8192, "set": {"num_steps": 2048}}),
+                     demo={"steps": SAMPLES, "probe": {"num_steps": 2048}}),
 }
 
 
@@ -99,8 +99,9 @@ def _design(case: str, c: dict) -> Design:
             "multiplies 27x18, so each 27x27 product takes two: with the kernel's table tanh the FVP unit needs "
             f"{c['ku15p_dsp']} of 1,968 DSP48E2 at the seed's parallelism (the seed's fitted tanh would not fit). "
             "Table I/II figures stay on the Stratix V (device max4-5sgsd8)",
-            f"rlhls run demonstration: {c['demo']['steps']} steps of {c['demo']['set']['num_steps']}-sample "
-            "iterations (the seed's 50,000-sample iterations: rlhls run --full)",
+            f"rlhls run demonstration: one iteration of the seed's {SAMPLES:,} samples (rlhls run --full: "
+            f"{c['total_timesteps']:,} steps); rlhls perf times {c['demo']['probe']['num_steps']}-sample iterations "
+            "and scales them to the seed's",
         ),
     )
 

@@ -91,7 +91,9 @@ class Design:
     hyperparams: dict
     seed_figures: dict = field(default_factory=dict)
     choices: tuple[str, ...] = ()
-    # ``rlhls run``'s demonstration budget: {"steps": N, "set": {hyperparameter: value}}; minutes on 2 cores
+    # ``rlhls run``'s demonstration budget: {"steps": N, "set": {hyperparameter: value}}, minutes on 2 cores;
+    # "set" changes how long the run takes, never what is built (host/bound.py). "probe": the smaller sizes
+    # of perf's short timing run (host/perf.py scales its graph phases to the design's)
     demo: dict = field(default_factory=dict)
     # the AMD part a build names where the device's own part is not AMD's (CPP's Stratix V); None: the device's
     part: str | None = None

@@ -301,8 +301,9 @@ def _ours(out: Path) -> bool:
 
 
 def build_design(design, out, *, plan=None, graph=None, part=None, clock_ns=None, csim=False, synth=False,
-                 cosim=False, force=False, progress=None, tools=None, hls4ml=True) -> BuildResult:
+                 cosim=False, force=False, progress=None, tools=None, hls4ml=True, bound=None) -> BuildResult:
     """Write the build folder `out` for `design` (a Design or its name); see the module docstring.
+    `bound`: the record of the run binding it (``BoundRun.record()``), kept in the manifest.
 
     `plan`: a Plan (``partition.plan``), a {node: unit} dict, or None (every node on the PL);
     `graph`: the design's training graph when the caller has it. hls4ml=False maps forward layers
@@ -359,6 +360,8 @@ def build_design(design, out, *, plan=None, graph=None, part=None, clock_ns=None
             [{"name": c.name, "kind": c.kind, "kernel": c.kernel, "top": c.top, "cu": c.cu,
               "nodes": c.nodes} for c in comps], design=design.name, aie_nodes=mapping.aie_nodes, part_note=note))
         manifest = _manifest(tmp, design, graph, assignment, mapping, aie, plan_info, part, note, clock_ns)
+        if bound is not None:
+            manifest["bound"] = bound
         manifest["complete"] = False  # published before its checks run: refused until they finish (below)
         P.write_json(tmp / P.MANIFEST, manifest)
 

@@ -191,9 +191,9 @@ def load(folder: str | os.PathLike[str], *, design: Design | str | None = None,
     what the environments' libraries print while it is rebuilt (None: discarded)."""
     from rlhls.core.fileio import owned_file, path_arg, read_json
     from rlhls.core.procs import library_output
-    from rlhls.designs.registry import recorded_design
 
     from .algorithms import get_algorithm
+    from .bound import bind_recorded
     from .checkpoint import load_checkpoint
     from .runfolder import CHECKPOINT, run_dir
 
@@ -220,11 +220,8 @@ def load(folder: str | os.PathLike[str], *, design: Design | str | None = None,
     if ck.get("design") != cfg["design"] or ck.get("algorithm") != cfg["algorithm"]:
         raise RlhlsError(f"run folder '{run}': the checkpoint is of {ck.get('design')!r} / {ck.get('algorithm')!r}, "
                          f"config.json of {cfg['design']!r} / {cfg['algorithm']!r}")
-    design = recorded_design(cfg["design"], cfg.get("design_file"), given=design, resized=cfg.get("design_resized"),
-                             where=f"run folder '{run}'")
-    alg = get_algorithm(cfg["algorithm"])
-    hp = alg.hyperparams(design, cfg["hyperparams"], None)
-    design = alg.bind(design, hp)  # as host/train.py builds the run's design
+    bound = bind_recorded(cfg, given=design, where=f"run folder '{run}'")  # the run's design, as it trained
+    alg, hp, design = bound.algorithm or get_algorithm(cfg["algorithm"]), bound.hyperparams, bound.design
     if isinstance(cfg.get("plan_points"), dict) and cfg.get("precision", "fp64") != "fp64":
         design = design.at_points(cfg["plan_points"])
     plan = cfg.get("plan") if hp.get("precision") == "mixed" else None

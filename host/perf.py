@@ -255,7 +255,7 @@ def read_run(folder: str | Path, design: Design) -> tuple[list, dict, Design]:
 
 
 def measure_host(design, *, seed: int = 0) -> tuple[list, dict]:
-    """A short run of `design` here (one update of its demonstration budget, learning from the first
+    """A short run of `design` here (one update at its demonstration's probe sizes, learning from the first
     batch) in a scratch folder: (metrics rows, hyperparameters)."""
     import logging
 
@@ -264,7 +264,7 @@ def measure_host(design, *, seed: int = 0) -> tuple[list, dict]:
     from .algorithms import get_algorithm
     from .train import train_design
 
-    sets = dict(design.demo.get("set", {}))
+    sets = {**design.demo.get("set", {}), **design.demo.get("probe", {})}
     hp0 = {**design.hyperparams, **sets}
     if "learning_starts" in hp0:  # off-policy: learn from the first batch so a gradient step is timed
         sets["learning_starts"] = hp0.get("batch_size", design.batch_size)

@@ -80,7 +80,8 @@ from .runfolder import (
 
 __all__ = ["train"]
 
-_IGNORED_ON_RESUME = ("steps", "steps_trained")
+# the budget, and what the hyperparameters derive (batch, kernels: a run from before they were recorded resumes)
+_IGNORED_ON_RESUME = ("steps", "steps_trained", "batch", "kernels")
 _EVAL_HP = ("eval_every", "eval_episodes")  # change nothing the run trains: may differ on --resume (or be absent)
 log = logging.getLogger(__name__)
 PLOT_EVERY_S = 30.0  # reward.png costs ~0.5-1.5 s: redrawn at most this often and after the last update

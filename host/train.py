@@ -32,11 +32,12 @@ from rlhls.core.fileio import folder_lock, path_arg
 from rlhls.core.procs import library_output
 from rlhls.designs.design import Design
 from rlhls.designs.graph import build_graph
-from rlhls.designs.registry import design_record, get_design, recorded_design
+from rlhls.designs.registry import design_record, recorded_design
 
 from .algorithms import get_algorithm
 from .backends import check_tools
-from .hyperparams import apply_config, check_seed
+from .bound import BoundRun, bind
+from .hyperparams import check_seed
 from .runfolder import check_folder, read_config
 from .runner import train
 
@@ -86,30 +87,32 @@ def train_design(design, *, out=None, steps: int | None = None, seed: int = 0, e
                  backend: str = "emu", precision: str | None = None, plan=None, overrides: dict | None = None,
                  config: dict | None = None, resume: bool = False, progress: bool = True, say=None,
                  on_update=None, plan_time_limit: float | None = 60.0, log=None) -> Run:
-    """Train `design` (a Design) into the run folder `out`; see the module docstring. `log`: a file
+    """Train `design` into the run folder `out`; see the module docstring. `design`: a BoundRun
+    (host/bound.py: the run resolved once, as the Flow and the commands hand it down), or a Design
+    or design name bound here with `overrides`, `config`, `env_id` and `precision`. `log`: a file
     that takes what libraries print while the trainer builds its environments (the ALE's banner)."""
     say = say or (lambda msg: None)
-    if isinstance(design, str) and "\0" not in design:
-        design = get_design(design)  # a name, as rlhls.Flow takes it
-    if not isinstance(design, Design):
-        raise RlhlsError(f"train_design(design={reprlib.repr(design)}): expected a Design or a design name")
+    if isinstance(design, BoundRun):
+        if overrides or config or precision is not None or env_id not in (None, design.env_id):
+            raise RlhlsError("train_design: a BoundRun carries its overrides, config, precision and environment "
+                             "already (bind them into it)")
+        bound = design
+    else:
+        if not isinstance(design, (str, Design)) or (isinstance(design, str) and "\0" in design):
+            raise RlhlsError(f"train_design(design={reprlib.repr(design)}): expected a Design or a design name")
+        for name, value in (("overrides", overrides), ("config", config)):
+            if value is not None and not isinstance(value, dict):
+                raise RlhlsError(f"{name}={value!r}: expected a dict of hyperparameters")
+        bound = bind(design, overrides=overrides, config=config, env_id=env_id, precision=precision)
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 1):
         raise RlhlsError(f"steps={steps!r}: expected a positive integer (None: the design's budget)")
     steps = None if steps is None else int(steps)
     if out is not None and (not isinstance(out, str) or out):  # "": the default folder
         out = path_arg(out, "train_design", "out")
-    for name, value in (("overrides", overrides), ("config", config)):
-        if value is not None and not isinstance(value, dict):
-            raise RlhlsError(f"{name}={value!r}: expected a dict of hyperparameters")
-    design, config = apply_config(design, config)  # an RL Zoo entry's budget and hidden layers
-    alg = get_algorithm(design.algorithm)
+    alg = bound.algorithm or get_algorithm(bound.design.algorithm)  # no trainer: one line
     seed = check_seed(seed)
-    overrides = dict(overrides or {})
-    if precision is not None:
-        overrides["precision"] = precision
-    hp = alg.hyperparams(design, overrides, config)
-    env_id = env_id or design.env_id
-    out = Path(out or default_out(design, env_id, seed, hp))
+    hp, env_id = bound.hyperparams, bound.env_id
+    out = Path(out or default_out(bound.given, env_id, seed, hp))
     if resume:
         check_folder(out, resume)  # its checkpoint and config.json first, before a partition or import
         old = read_config(out / "config.json")
@@ -117,17 +120,20 @@ def train_design(design, *, out=None, steps: int | None = None, seed: int = 0, e
         old = {}
     recorded = old.get("hyperparams") if isinstance(old.get("hyperparams"), dict) else None
     if recorded is not None:  # a resume continues with the run's own values; those given must agree
-        hp = alg.hyperparams(design, {**recorded, **(config or {}), **overrides}, None)
-    design = alg.bind(design, hp)  # the run's values in its kernels, as the Flow builds them
+        bound = bound.rebound({**recorded, **(bound.config or {}), **bound.overrides})
+        hp = bound.hyperparams
+    design = bound.design  # the run's values in its kernels, as the Flow builds them
     check_environment(design, alg, env_id, make=False)  # registered, and the backend's tools there:
     check_tools(backend)  # before the lock (it makes --out's parents) and anything written
     # one writer per run folder: a second is refused in one line (an experiment's try holding it is this one)
     with folder_lock(out, reenter=True):
-        return _train(design, alg, hp, out, steps=steps, seed=seed, env_id=env_id, backend=backend, plan=plan,
-                      resume=resume, progress=progress, say=say, on_update=on_update,
-                      plan_time_limit=plan_time_limit, log_file=log, explicit=set(overrides) | set(config or {}),
-                      recorded=_design_keys(design, out, old) if resume else
-                      {k: v for k, v in design_record(design).items() if k != "design"})
+        return _train(design, alg, hp, out, steps=steps or bound.steps, seed=seed, env_id=env_id, backend=backend,
+                      plan=plan, resume=resume, progress=progress, say=say, on_update=on_update,
+                      plan_time_limit=plan_time_limit, log_file=log,
+                      explicit=set(bound.overrides) | set(bound.config or {}),
+                      recorded={**(_design_keys(design, out, old) if resume else
+                                   {k: v for k, v in design_record(design).items() if k != "design"}),
+                                **{k: v for k, v in bound.record().items() if k in ("batch", "kernels")}})
 
 
 def _design_keys(design, out: Path, old: dict) -> dict:

@@ -59,7 +59,7 @@ from rlhls.core.procs import library_output
 from rlhls.designs.design import Design
 from rlhls.designs.devices import get_device
 from rlhls.designs.graph import build_graph
-from rlhls.designs.registry import design_record, get_design, recorded_design
+from rlhls.designs.registry import design_record, recorded_design
 
 if TYPE_CHECKING:
     from rlhls.designs.graph import TrainingGraph
@@ -73,11 +73,9 @@ if TYPE_CHECKING:
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
-__all__ = ["Flow", "RECORD"]
+__all__ = ["Flow", "RECORD", "STAGES"]
 
 RECORD = "run.json"
-DEMO_STEPS = 10_000  # a design without its own demonstration budget
-FULL_STEPS = 1_000_000
 _KEPT = ("stages", "failures", "notes")  # what a resumed flow takes from its run.json and adds to
 
 
@@ -111,28 +109,35 @@ class Flow:
                  overrides: dict | None = None, config: dict | None = None, demo: bool = True, resume: bool = False,
                  verbose: bool = False, quiet: bool = False, solver: str = "cbc", time_limit: float | None = 60.0,
                  reports: str | os.PathLike[str] | None = None) -> None:
-        from rlhls.host.algorithms import get_algorithm
         from rlhls.host.backends import BACKENDS
-        from rlhls.host.hyperparams import apply_config, check_seed
+        from rlhls.host.bound import BoundRun, bind
+        from rlhls.host.hyperparams import check_seed
 
-        if isinstance(design, str):
-            if "\0" in design:
+        if isinstance(design, BoundRun):  # bound already (the command line binds before it builds the Flow)
+            if overrides or config or precision is not None or env_id not in (None, design.env_id):
+                raise RlhlsError("Flow: a BoundRun carries its overrides, config, precision and environment already")
+            bound = design
+        else:
+            for name, value, kind in (("overrides", overrides, dict), ("config", config, dict),
+                                      ("env_id", env_id, str), ("precision", precision, str)):
+                if value is not None and not isinstance(value, kind):
+                    hint = " (read a YAML file with rlhls.host.hyperparams.read_config)" if name == "config" else ""
+                    raise RlhlsError(f"Flow({name}={value!r}): expected a {kind.__name__}{hint}")
+            if isinstance(design, str) and "\0" in design:
                 raise RlhlsError(f"Flow(design={design!r}): a design name or file cannot hold a NUL character")
-            design = get_design(design)
-        if not isinstance(design, Design):
-            raise RlhlsError(f"Flow(design={design!r}): expected a design name (rlhls designs) or a Design")
-        self.design = design
+            if not isinstance(design, (str, Design)):
+                raise RlhlsError(f"Flow(design={design!r}): expected a design name (rlhls designs) or a Design")
+            # every hyperparameter is checked before anything is written
+            bound = bind(design, overrides=overrides, config=config, env_id=env_id, precision=precision, demo=demo)
+        self.bound = bound
         if device is not None and not isinstance(device, str):
             raise RlhlsError(f"Flow(device={device!r}): expected a device name (rlhls devices)")
-        self.device = get_device(device or self.design.device)
+        self.device = get_device(device or bound.design.device)
         self.seed = check_seed(seed)
         if not isinstance(backend, str) or backend not in BACKENDS:
             raise RlhlsError(f"--backend {backend!r}: expected one of {', '.join(BACKENDS)}")
-        for name, value, kind in (("overrides", overrides, dict), ("config", config, dict),
-                                  ("env_id", env_id, str), ("precision", precision, str), ("solver", solver, str)):
-            if value is not None and not isinstance(value, kind):
-                hint = " (read a YAML file with rlhls.host.hyperparams.read_config)" if name == "config" else ""
-                raise RlhlsError(f"Flow({name}={value!r}): expected a {kind.__name__}{hint}")
+        if not isinstance(solver, str):
+            raise RlhlsError(f"Flow(solver={solver!r}): expected a str")
         _check_solver(solver)
         time_limit = _check_time_limit(time_limit)
         if out is not None and (not isinstance(out, str) or out):  # "": the default folder
@@ -142,27 +147,14 @@ class Flow:
             from rlhls.flow.project import build_manifest
 
             self.reports = build_manifest(path_arg(reports, "Flow", "reports"))
-        self.backend, self.env_id, self.verbose, self.quiet = backend, env_id, verbose, quiet
+        self.backend, self.env_id, self.verbose, self.quiet = backend, bound.env_id, verbose, quiet
         self.solver, self.time_limit = solver, time_limit
-        d = self.design.demo if demo else {}
-        self.overrides = {**d.get("set", {}), **(overrides or {})}
-        if precision is not None:
-            self.overrides["precision"] = precision
-        self.design, config = apply_config(self.design, config)  # an RL Zoo entry's budget and hidden layers
-        self.config = config
-        self.default_steps = int(d.get("steps", DEMO_STEPS) if demo else
-                                 self.design.hyperparams.get("total_timesteps", FULL_STEPS))
-        self.algorithm: Algorithm | None
-        try:
-            self.algorithm = get_algorithm(self.design.algorithm)
-        except RlhlsError:
-            self.algorithm = None  # graph, profile, partition and build still work; train says why
-        # every hyperparameter is checked before anything is written
-        self.hyperparams = self.algorithm.hyperparams(self.design, self.overrides, config) if self.algorithm else {}
-        # one value for the build and the training: the run's hyperparameters in the design's kernels
+        # one design for the build and the training: the run's hyperparameters in the design's kernels
+        self.design, self.algorithm, self.hyperparams = bound.design, bound.algorithm, bound.hyperparams
+        self.overrides, self.config, self.default_steps = bound.overrides, bound.config, bound.steps
         if self.algorithm:
-            self.design = self.algorithm.bind(self.design, self.hyperparams)
-            _check_training(self.design, self.algorithm, env_id, backend, verbose)  # before anything is written
+            named = None if bound.env_id == bound.design.env_id else bound.env_id  # one made to see its actions
+            _check_training(self.design, self.algorithm, named, backend, verbose)  # before anything is written
         self.out = Path(out or f"runs/{self.design.name}-{datetime.now().strftime('%Y%m%d-%H%M%S')}").absolute()
         self.resume = resume
         self._check_out()
@@ -179,10 +171,10 @@ class Flow:
             self.record = {**design_record(self.design), "seed_file": self.design.seed_file,
                            "seed_title": self.design.seed_title, "algorithm": self.design.algorithm,
                            "device": self.device.id, "batch": self.design.batch_size,
-                           "env": env_id or self.design.env_id, "backend": backend, "seed": self.seed,
-                           "precision": self.hyperparams.get("precision"), "demo": demo,
+                           "env": bound.env_id, "backend": backend, "seed": self.seed,
+                           "precision": self.hyperparams.get("precision"), "demo": bound.demo,
                            "overrides": {k: str(v) for k, v in self.overrides.items()}, "stages": [], "failures": [],
-                           "notes": [], "ok": True, "passed": False}
+                           "notes": [], "ok": True, "passed": False, "bound": bound.record()}
             if self.hyperparams.get("experiment") is not None and self.design.seed_figures.get("phase_shares"):
                 self.record["experiment_text"] = f"experiment {self.hyperparams['experiment']} of HEPPO-GAE Table III"
             if self.design.seed_figures.get("phase_shares"):
@@ -396,6 +388,7 @@ class Flow:
             rows = self.record["csim"] = []
             with self._libraries():
                 res = build_design(self.design, self.out / "build", plan=plan, graph=graph, csim=csim, synth=synth,
+                                   bound=self.bound.record(),
                                    cosim=cosim, part=part, hls4ml=hls4ml, progress=lambda m: self.say(f"    {m}"))
             b.update(components=[c.name for c in res.components], aie=list(res.aie["nodes"]), host=list(res.host),
                      part=res.part, unmapped=dict(res.unmapped), notes=list(res.warnings), checks=res.checks,
@@ -444,9 +437,8 @@ class Flow:
         run_dir = self.out / "train"
 
         def step():
-            run = train_design(self.design, out=run_dir, steps=steps or self.default_steps, seed=self.seed,
-                               env_id=self.env_id, backend=backend or self.backend, plan=plan,
-                               overrides=self.overrides, config=self.config,
+            run = train_design(self.bound, out=run_dir, steps=steps or self.default_steps, seed=self.seed,
+                               backend=backend or self.backend, plan=plan,
                                resume=(run_dir / CHECKPOINT).is_file(), progress=not self.quiet,
                                say=lambda m: self.say(f"    {m}"),
                                log=None if self.verbose else self.out / "flow.log")
@@ -502,22 +494,38 @@ class Flow:
         write_html(self.out, title=f"rlhls run: {self.design.name}")
         return path
 
-    def run(self, *, steps: int | None = None) -> dict:
-        """Every step (``rlhls run``): build with C simulation, train ``steps`` (as ``train``), perf,
-        report; returns the record (run.json)."""
-        if self.algorithm is None:
+    def run(self, *, steps: int | None = None, until: str = "report") -> dict:
+        """The stages in order (``STAGES``; ``rlhls run``), stopped after `until`: build with C
+        simulation, train ``steps`` (as ``train``), perf, report; returns the record (run.json).
+        ``until='build'`` is ``rlhls build`` over the same bound run, ``'partition'`` the plan only."""
+        if until not in STAGES:
+            raise RlhlsError(f"--until {until!r}: expected one of {', '.join(STAGES)}")
+        order = list(STAGES)[:list(STAGES).index(until) + 1]
+        if self.algorithm is None and "train" in order:
             raise RlhlsError(f"design '{self.design.name}': algorithm '{self.design.algorithm}' has no trainer yet; "
-                             "rlhls graph / profile / partition / build work for it")
+                             "rlhls graph / profile / partition / build work for it (--until build)")
         steps = _check_steps(steps)
-        self._check_budget(steps)
-        self.graph()
-        self.profile()
-        self.partition()
-        self.build(csim=True)
-        self.train(steps=steps)
-        self.perf()
-        self.report()
+        if "train" in order:
+            self._check_budget(steps)
+        run = {"graph": self.graph, "profile": self.profile, "partition": self.partition,
+               "build": lambda: self.build(csim=True), "train": lambda: self.train(steps=steps), "perf": self.perf,
+               "report": self.report}
+        for stage in order:  # each runs what it requires first (STAGES), once
+            run[stage]()
         return self.record
+
+
+# The flow's stages in order and what each requires (as hls4ml's flows): a stage computes its
+# requirements first, once per Flow; every command is this flow over one bound run, stopped at its stage.
+STAGES: dict[str, tuple[str, ...]] = {
+    "graph": (),
+    "profile": ("graph",),
+    "partition": ("graph", "profile"),
+    "build": ("graph", "partition"),
+    "train": (),  # and the partition for a mixed-precision run (its nodes take their unit's formats)
+    "perf": ("graph", "profile", "partition"),  # and this flow's training run when it has one
+    "report": (),  # what ran before it
+}
 
 
 def _check_steps(steps: object) -> int | None:

@@ -20,6 +20,11 @@ from rlhls.partition.plan import Plan, write_plan
 from rlhls.partition.profile import device_links, profile_design
 
 
+def _probe(design) -> dict:
+    """The sizes perf's short timing run takes (the demonstration's, with its probe)."""
+    return {**design.demo.get("set", {}), **design.demo.get("probe", {})}
+
+
 def _tiny_graph():
     g = TrainingGraph("tiny", 4)
     g.nodes = [Node("a.fwd", "a", "fwd", 100, 1000, True), Node("a.bwd", "a", "bwd", 100, 1000, True)]
@@ -89,7 +94,7 @@ def test_rules_count_each_node_as_often_as_the_trainers_run_it():
     # PPO: 10 epochs x 8 minibatches of a 2048-step rollout; a rollout that 8 does not divide keeps the
     # whole minibatches PPO._learn runs (2050 // 256 = 8)
     ppo = get_design("heppo-ppo")
-    hp = {**ppo.hyperparams, **ppo.demo["set"]}
+    hp = {**ppo.hyperparams, **_probe(ppo)}
     runs = {n.name: get_algorithm("ppo").node_runs(n, hp) for n in build_graph(ppo).nodes}
     assert runs["gae"] == pytest.approx(1 / 80) and {r for n, r in runs.items() if n != "gae"} == {1.0}
     assert _graph_steps("ppo", hp) == pytest.approx(80 / 2048)
@@ -147,7 +152,7 @@ def test_ppo_run_costs_gae_once_per_rollout_and_minibatch_nodes_epochs_x_minibat
     d = get_design("heppo-ppo")
     g = build_graph(d)
     rows = profile_design(d, graph=g)
-    hp = {**d.hyperparams, **d.demo["set"]}  # 8 x 256 steps, 10 epochs x 8 minibatches
+    hp = {**d.hyperparams, **_probe(d)}  # 8 x 256 steps, 10 epochs x 8 minibatches
     host = host_times([{"env_steps": "2048", "t_env_run": "0", "t_backprop": "0"}], "ppo", hp, "given")
     ps = {r.node: r for r in rows if r.unit == "PS"}
     unit = next(r for r in rows if r.node == "gae" and r.unit == "PL")  # the GAE unit; the rest on the PS
@@ -170,7 +175,7 @@ def test_ppo_run_costs_gae_once_per_rollout_and_minibatch_nodes_epochs_x_minibat
 
 
 def _given_host(design, env_s=1e-4, graph_s=1e-3):
-    hp = {**design.hyperparams, **design.demo.get("set", {})}
+    hp = {**design.hyperparams, **_probe(design)}
     return HostTimes({"env_run": env_s}, {"update_forward": graph_s}, _graph_steps(design.algorithm, hp), "given")
 
 
@@ -252,7 +257,7 @@ def test_baselines_are_the_plans_they_claim(dqn):
 def _synthetic_run(folder, design):
     """A run folder with given per-update phase times (the measurement is the tests below's own)."""
     folder.mkdir(parents=True)
-    hp = {**design.hyperparams, **design.demo.get("set", {})}
+    hp = {**design.hyperparams, **_probe(design)}
     (folder / "config.json").write_text(json.dumps({"design": design.name, "hyperparams": hp}))
     with open(folder / "metrics.csv", "w", newline="") as f:
         w = csv.writer(f)
@@ -331,7 +336,7 @@ def test_the_model_schedules_the_graph_at_the_measured_runs_sizes():
     from rlhls.host.perf import bind_run
 
     design = get_design("heppo-ppo")
-    hp = design.demo["set"]
+    hp = _probe(design)
     full, run = build_graph(design), build_graph(bind_run(design, hp))
     gae = [n for n in full.nodes if n.phase == "gae"][0]
     gae_run = [n for n in run.nodes if n.phase == "gae"][0]
@@ -349,7 +354,7 @@ def test_a_run_measured_here_at_the_demonstrations_sizes_is_modelled_at_the_desi
 
     design = get_design(name)
     alg = get_algorithm(design.algorithm)
-    demo = alg.hyperparams(design, dict(design.demo["set"]))
+    demo = alg.hyperparams(design, dict(_probe(design)))
     measured = host_times([{"env_steps": str(demo["num_envs"] * demo["num_steps"]), "t_env_run": "2.0",
                             "t_backprop": "1.0"}], design.algorithm, demo, "given")
     graph = build_graph(design)
@@ -377,7 +382,7 @@ def test_perf_without_a_run_models_the_designs_gradient_steps(tmp_path, monkeypa
     import rlhls.host.perf as perf
 
     design = get_design("heppo-ppo")
-    demo = {**design.hyperparams, **design.demo["set"]}
+    demo = {**design.hyperparams, **_probe(design)}
     monkeypatch.setattr(perf, "measure_host", lambda d, seed=0: ([{"env_steps": "2048", "t_env_run": "2.0",
                                                                    "t_backprop": "1.0"}], demo))
     out = tmp_path / "perf"

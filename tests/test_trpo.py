@@ -227,8 +227,9 @@ def test_rlhls_run_cpp_trpo_ant_end_to_end(tmp_path):
 def test_demo_budgets_are_documented_and_valid():
     for name in ("cpp-trpo-ant", "cpp-trpo-humanoid"):
         d = get_design(name)
-        hp = get_algorithm("trpo").hyperparams(d, d.demo["set"])
-        assert d.demo["steps"] % (hp["num_envs"] * hp["num_steps"]) == 0
+        hp = get_algorithm("trpo").hyperparams(d, d.demo.get("set"))
+        assert d.demo["steps"] % (hp["num_envs"] * hp["num_steps"]) == 0  # whole iterations of the seed's size
+        assert get_algorithm("trpo").hyperparams(d, d.demo["probe"])["num_steps"] < hp["num_steps"]
         full = get_algorithm("trpo").hyperparams(d)
         assert (full["cg_iters"], full["cg_damping"], full["max_kl"]) == (10, 0.1, 0.01)  # §IV-A
         assert full["num_envs"] * full["num_steps"] == 50000 == d.batch_size

@@ -26,7 +26,7 @@ runner's rolling-average window) and ``comparison.png`` (per configuration the r
 return against environment steps, mean over seeds with a +-std band; Fig. 8-10 style).
 
 Budget. The defaults are a demonstration that finishes in minutes on 2 cores: the design's
-environment with the demo rollout of ``rlhls run`` (8 envs x 256 steps, 8 minibatches),
+environment with a short rollout (``DEMO_ROLLOUT``: 8 envs x 256 steps, 8 minibatches),
 ``--steps 4096`` and 2 seeds -- far too short to separate the configurations. The seed's
 comparison needs millions of steps with its 64 x 1024 rollout; on a bigger machine:
 
@@ -65,6 +65,7 @@ from . import (
 __all__ = ["configurations", "runs", "summarize", "gae_rates", "gae_speedup", "summary_table1"]
 
 DEMO_STEPS = 4096
+DEMO_ROLLOUT = {"num_envs": 8, "num_steps": 256, "num_minibatches": 8}  # PPO's; --full: the design's own
 DEMO_SEEDS = 2
 
 
@@ -181,7 +182,7 @@ def runs(ctx) -> list:
     design = get_design(args.design[0] if args.design else "heppo-ppo")
     if design.algorithm != "ppo":
         raise RlhlsError(f"design '{design.name}' uses {design.algorithm.upper()}; the HEPPO experiments train PPO")
-    demo = {} if args.full else dict(design.demo.get("set", {}))
+    demo = {} if args.full else {**design.demo.get("set", {}), **DEMO_ROLLOUT}
     env = args.env or design.env_id
     config = {**demo, **(ctx.config(design, env)[1] or {})}  # --config: the design's values, over the demo's
     sized, values = apply_config(design, config)

@@ -6,7 +6,7 @@ import contextlib
 import logging
 from pathlib import Path
 
-from .common import print_json, say
+from .common import add_design, bound, print_json, say
 
 
 def register(sub) -> None:
@@ -15,8 +15,7 @@ def register(sub) -> None:
                                    "system.cfg and manifest.json; --csim checks every component with g++ (and the "
                                    "AIE kernels under the shim); --synth/--cosim run Vitis when it is on PATH. Exit "
                                    "0 built (every check passed), 1 a check failed, 2 bad input.")
-    s.add_argument("design", metavar="DESIGN", help="a registered design (rlhls designs) or a design file "
-                                                    "./FILE.py[:NAME]")
+    add_design(s)
     s.add_argument("--out", metavar="DIR", help="build folder (default: build/<DESIGN>, with --weights "
                                                 "build/<DESIGN>-policy)")
     s.add_argument("--weights", metavar="RUN_FOLDER",
@@ -94,21 +93,23 @@ def cmd_policy(args) -> int:
 
 def cmd_build(args) -> int:
     if args.weights is not None:
-        if args.plan or args.synth or args.cosim:
+        if args.plan or args.synth or args.cosim or args.sets or args.config:
             from rlhls.core.errors import RlhlsError
 
-            raise RlhlsError("--weights exports the trained policy: --plan, --synth and --cosim do not apply to it")
+            raise RlhlsError("--weights exports the trained policy as the run bound it: --plan, --synth, --cosim, "
+                             "--set and --config do not apply to it")
         return cmd_policy(args)
     from rlhls.core.procs import library_output
-    from rlhls.designs.registry import get_design
     from rlhls.flow.build import build_design
     from rlhls.partition.plan import load_plan
 
-    out = Path(args.out) if args.out else Path("build") / get_design(args.design).name
+    run = bound(args)  # the same design and sizes as rlhls train / rlhls run bind
+    out = Path(args.out) if args.out else Path("build") / run.given.name
     plan = load_plan(args.plan) if args.plan else None
     progress = say(args.quiet or args.json)  # the console's handler: --quiet and -q hush it
     with contextlib.nullcontext() if args.verbose else library_output(None):  # hls4ml's banners
-        res = build_design(args.design, out, plan=plan, part=args.part, clock_ns=args.clock, csim=args.csim,
+        res = build_design(run.design, out, plan=plan, bound=run.record(), part=args.part, clock_ns=args.clock,
+                           csim=args.csim,
                            synth=args.synth, cosim=args.cosim, force=args.force, progress=progress)
     if args.json:
         print_json(res.to_json())

@@ -18,9 +18,12 @@ RESOURCE_KEYS = ("lut", "ff", "dsp", "bram36", "uram", "aie_tiles")
 def register(sub) -> None:
     s = sub.add_parser("designs", help="list the registered designs",
                        description="List registered designs: seed, algorithm, environment, networks layer by layer, "
-                                   "kernels, formats, parallelism and target device.")
-    s.add_argument("names", nargs="*", metavar="DESIGN",
-                   help="only these designs (names, or design files ./FILE.py[:NAME]: all the file's designs)")
+                                   "kernels, formats, parallelism and target device. Given run folders (rlhls "
+                                   "run, train or build), what each was bound to: design, hyperparameters, batch, "
+                                   "--set values and every kernel's parameters (read from its record; nothing runs).")
+    s.add_argument("names", nargs="*", metavar="DESIGN|RUN",
+                   help="only these designs (names, or design files ./FILE.py[:NAME]: all the file's designs), or "
+                        "run / build folders")
     s.add_argument("--json", action="store_true", help="print JSON")
     s.set_defaults(func=cmd_designs)
 
@@ -73,8 +76,12 @@ def register(sub) -> None:
 
 
 def cmd_designs(args) -> int:
+    from pathlib import Path
+
     from rlhls.designs.registry import design_file, design_names, get_design
 
+    if args.names and any(Path(n).is_dir() for n in args.names):
+        return _show_bindings(args)
     designs = []
     for n in args.names or design_names():
         # a file without :NAME lists all its designs
@@ -112,6 +119,40 @@ def cmd_designs(args) -> int:
             print(f"  kernel     {k['name']} on {k['unit']}: storage {k['storage']}, acc {k['acc']}; {params}")
         for c in d["choices"]:
             print(f"  choice     {c}")
+        print()
+    return 0
+
+
+def _show_bindings(args) -> int:
+    """rlhls designs RUN...: what each run, flow or build folder was bound to (its record, read only)."""
+    from pathlib import Path
+
+    from rlhls.core.errors import RlhlsError
+    from rlhls.host.bound import folder_binding
+
+    if not all(Path(n).is_dir() for n in args.names):
+        raise RlhlsError("rlhls designs: give design names or run folders, not both")
+    shown = [folder_binding(n) for n in args.names]
+    if args.json:
+        print_json(shown)
+        return 0
+    for b in shown:
+        src = b.get("design_file")
+        print(f"{b['folder']}: design {b['design']}  [{str(b.get('algorithm', '?')).upper()}]  ({b['from']})")
+        if isinstance(src, dict):
+            print(f"  file       {src.get('file')}  sha256 {src.get('sha256')}")
+        if isinstance(b.get("design_resized"), dict):
+            r = b["design_resized"]
+            print(f"  resized    from {r.get('from')}: net_arch {r.get('net_arch')}, activation {r.get('activation')}")
+        print(f"  env        {b.get('env', '?')}   batch {b.get('batch', '?')}"
+              + ("   demonstration budget" if b.get("demo") else ""))
+        if b.get("overrides"):
+            print("  --set      " + " ".join(f"{k}={v}" for k, v in b["overrides"].items()))
+        for k in b.get("kernels") or []:
+            params = " ".join(f"{p}={v}" for p, v in (k.get("params") or {}).items())
+            print(f"  kernel     {k.get('name')} on {k.get('unit')}: {params}")
+        hp = b.get("hyperparams") or {}
+        print("  hyperparameters " + ", ".join(f"{k}={v}" for k, v in sorted(hp.items())))
         print()
     return 0
 

@@ -125,6 +125,27 @@ def add_hyperparams(parser, entry: str = "the entry of the design or its environ
                              "SB3's names); --set wins")
 
 
+DESIGN_HELP = "a registered design (rlhls designs) or a design file ./FILE.py[:NAME]"
+
+
+def add_design(parser, *, required: bool = True, entry: str = "the entry of the design or its environment") -> None:
+    """The design arguments every command takes the same way: DESIGN, --set KEY=VALUE, --config FILE."""
+    parser.add_argument("design", metavar="DESIGN", nargs=None if required else "?", help=DESIGN_HELP)
+    add_hyperparams(parser, entry)
+
+
+def bound(args, *, demo: bool = False, precision: str | None = None, extra: dict | None = None):
+    """The command's run, bound once (``rlhls.host.bound.bind``) from its design arguments: every
+    command binds a design the same way, so each builds, profiles and trains the same components."""
+    from rlhls.designs.registry import get_design
+    from rlhls.host.bound import bind
+
+    design = get_design(args.design)
+    overrides, config = hyperparams(args, design)
+    return bind(design, overrides={**overrides, **(extra or {})}, config=config, env_id=getattr(args, "env", None),
+                precision=precision, demo=demo)
+
+
 def hyperparams(args, design=None) -> tuple[dict, dict | None]:
     """(overrides from --set, config from --config: of `design` on --env, RL Zoo's entries too)."""
     from rlhls.host.hyperparams import read_config

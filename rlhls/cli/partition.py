@@ -6,15 +6,16 @@ from pathlib import Path
 
 from rlhls.core.errors import RlhlsError
 
-from .common import MAX_REPEATS, at_most, positive_int, print_json, say
+from .common import MAX_REPEATS, add_design, at_most, bound, positive_int, print_json, say
 
 
 def register(sub) -> None:
     s = sub.add_parser("graph", help="print the training graph of a design",
                        description="Print the DAG of one training step: per layer forward, target forward, backward "
                                    "and update nodes, plus loss/GAE nodes, with FLOPs and bytes.")
-    s.add_argument("design", metavar="DESIGN")
-    s.add_argument("--batch", type=positive_int, default=None, help="batch size (default: the design's)")
+    add_design(s)
+    s.add_argument("--batch", type=positive_int, default=None,
+                   help="batch size (default: the run's, as its hyperparameters bind it)")
     s.add_argument("--json", action="store_true",
                    help='print {"nodes": [...], "edges": [...]}; loop-carried edges have "carry": true')
     s.add_argument("--csv", metavar="FILE",
@@ -27,9 +28,10 @@ def register(sub) -> None:
                                    "implements it, else the generic models) and write the profile CSV. --reports "
                                    "replaces the rows of the nodes a build's components implement with their Vitis "
                                    "reports; --compare prints a model profile against a calibrated one.")
-    s.add_argument("design", nargs="?", help="registered design name (see `rlhls designs`)")
+    add_design(s, required=False)
     s.add_argument("--device", default=None, help="catalogue device (default: the design's)")
-    s.add_argument("--batch", type=positive_int, default=None, help="batch size (default: the design's)")
+    s.add_argument("--batch", type=positive_int, default=None,
+                   help="batch size (default: the run's, as its hyperparameters bind it)")
     s.add_argument("--reports", metavar="BUILD_DIR",
                    help="a folder of `rlhls build` with Vitis reports (csynth.xml, <top>_cosim.rpt) or aiesimulator "
                         "outputs: the nodes of each reported component take the report's latency and resources")
@@ -83,11 +85,11 @@ def _si(x: float) -> str:
 def cmd_graph(args) -> int:
     from rlhls.core.fileio import atomic_write_text, check_file_out
     from rlhls.designs.graph import build_graph
-    from rlhls.designs.registry import get_design
 
+    design = bound(args).design  # the sizes rlhls build / train / run bind
     if args.csv:
         check_file_out(args.csv, header="src,dst,bytes", force=args.force, what="--csv")
-    g = build_graph(get_design(args.design), args.batch)
+    g = build_graph(design, args.batch)
     if args.csv:
         atomic_write_text(args.csv, g.edges_csv(carry=True))
     if args.json:
@@ -113,7 +115,6 @@ def cmd_profile(args) -> int:
     from rlhls.core.fileio import check_file_out
     from rlhls.designs.devices import get_device
     from rlhls.designs.graph import build_graph
-    from rlhls.designs.registry import get_design
     from rlhls.partition.profile import profile_design
 
     if args.compare:
@@ -122,7 +123,7 @@ def cmd_profile(args) -> int:
         raise RlhlsError("rlhls profile: a DESIGN is required (or --compare MODEL.csv CALIBRATED.csv)")
     if not args.out:
         raise RlhlsError("rlhls profile: --out profile.csv is required")
-    design = get_design(args.design)
+    design = bound(args).design  # the sizes rlhls build / train / run bind
     device = get_device(args.device if args.device else design.device)
     out = Path(args.out)
     if not out.absolute().parent.is_dir():
@@ -177,8 +178,8 @@ def cmd_compare(args) -> int:
     from rlhls.partition.calibrate import compare, compare_figure
     from rlhls.partition.profile_io import read_profile
 
-    if args.design or args.reports:
-        raise RlhlsError("rlhls profile: --compare takes two profile CSVs, no DESIGN or --reports")
+    if args.design or args.reports or args.sets or args.config:
+        raise RlhlsError("rlhls profile: --compare takes two profile CSVs, no DESIGN, --set, --config or --reports")
     fig_out = Path(args.out) if args.out else None
     if fig_out is not None:
         if fig_out.suffix.lower() != ".png":

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from .common import positive_int, print_json, say, seed_int
+from .common import add_design, bound, positive_int, print_json, say, seed_int
 
 
 def positive_float(text: str) -> float:
@@ -26,7 +26,7 @@ def register(sub) -> None:
                                    "plan's units (profile rows, device links); beside this machine's measured "
                                    "time and the baselines all-PS, PL-only (FIXAR-like) and AIE-only "
                                    "(CHARM-like). Writes perf.json, perf.txt and perf.png into --out.")
-    s.add_argument("design", help="design name (rlhls designs) or a design file ./FILE.py[:NAME]")
+    add_design(s)
     s.add_argument("--plan", metavar="PLAN.json", help="a plan of this design (rlhls partition); default: solved now")
     s.add_argument("--device", help="device (rlhls devices; default: the design's)")
     s.add_argument("--steps", type=positive_int,
@@ -50,14 +50,17 @@ def register(sub) -> None:
 def cmd_perf(args) -> int:
     from pathlib import Path
 
+    from rlhls.core.errors import RlhlsError
     from rlhls.core.fileio import check_out
     from rlhls.designs.devices import get_device
-    from rlhls.designs.registry import get_design
     from rlhls.host.perf import bind_run, host_times, model_perf, read_run, write_perf
     from rlhls.partition.plan import load_plan
 
     log = say(args.quiet or args.json)
-    design = get_design(args.design)
+    if args.run and (args.sets or args.config):
+        raise RlhlsError("--run models the run as it was bound: --set and --config do not apply to it")
+    run = bound(args)  # the sizes rlhls build / train / run bind
+    design = run.design
     device = get_device(args.device or design.device)
     out = Path(args.out or f"runs/{design.name}-perf")
     check_out(out, command="perf", force=args.force,
@@ -65,7 +68,7 @@ def cmd_perf(args) -> int:
     plan = load_plan(args.plan) if args.plan else None
     host = None
     if args.run:
-        rows, hp, design = read_run(args.run, design)
+        rows, hp, design = read_run(args.run, run.given)
         host = host_times(rows, design.algorithm, hp, f"run folder {args.run}")
         # the graph at the run's sizes (batch, rollout), as the run's phases were timed
         design = bind_run(design, hp)

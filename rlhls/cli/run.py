@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from .common import add_hyperparams, hyperparams, positive_int, print_json, seed_int
+from .common import add_design, bound, positive_int, print_json, seed_int
 
 
 def register(sub) -> None:
@@ -15,7 +15,7 @@ def register(sub) -> None:
                                    "one run folder. Without --full a demonstration budget that finishes in minutes. "
                                    "Exit 0 when every check passed, 1 when one failed (the report names it), 2 for "
                                    "bad input.")
-    s.add_argument("design", help="design name (rlhls designs) or a design file ./FILE.py[:NAME]")
+    add_design(s)
     s.add_argument("--steps", type=positive_int,
                    help="environment steps (default: the design's demonstration budget; with --full its "
                         "total_timesteps, else 1e6)")
@@ -26,7 +26,9 @@ def register(sub) -> None:
                    help="what runs the plan's PL and AIE nodes in training (default emu)")
     s.add_argument("--full", action="store_true",
                    help="the design's own hyperparameters instead of the demonstration's")
-    add_hyperparams(s)
+    s.add_argument("--until", choices=("graph", "profile", "partition", "build", "train", "perf", "report"),
+                   default="report", help="stop after this stage (default: every stage; build: what rlhls build "
+                                          "makes, over the same bound run)")
     s.add_argument("--time-limit", type=float, default=60.0, help="ILP solver time limit in s (default 60)")
     s.add_argument("--reports", metavar="BUILD_DIR",
                    help="a build folder with Vitis HLS reports (csynth.xml, cosim.rpt) or aiesimulator outputs: "
@@ -41,23 +43,20 @@ def register(sub) -> None:
 
 def cmd_run(args) -> int:
     from rlhls.api import Flow
-    from rlhls.designs.registry import get_design
-
-    design = get_design(args.design)
-    overrides, config = hyperparams(args, design)
     t0 = time.perf_counter()
-    flow = Flow(design, args.out, seed=args.seed, env_id=args.env, backend=args.backend, overrides=overrides,
-                config=config, demo=not args.full, resume=args.resume, verbose=args.verbose,
-                quiet=args.quiet or args.json, time_limit=args.time_limit, reports=args.reports)
+    flow = Flow(bound(args, demo=not args.full), args.out, seed=args.seed, backend=args.backend,
+                resume=args.resume, verbose=args.verbose, quiet=args.quiet or args.json, time_limit=args.time_limit,
+                reports=args.reports)
     try:
-        rec = flow.run(steps=args.steps)
+        rec = flow.run(steps=args.steps, until=args.until)
     finally:
         flow.close()  # the folder is free when the command returns (main() may be called again)
     if args.json:
         print_json(rec)
     else:
-        print(f"{rec['design']}: {'ok' if rec['ok'] else 'FAILED'} in {time.perf_counter() - t0:.0f} s -> "
-              f"{flow.out / 'report.md'} (and report.html)")
+        where = (f"{flow.out / 'report.md'} (and report.html)" if args.until == "report"
+                 else f"{flow.out} (stopped after {args.until})")
+        print(f"{rec['design']}: {'ok' if rec['ok'] else 'FAILED'} in {time.perf_counter() - t0:.0f} s -> {where}")
         for f in rec["failures"]:
             print(f"  {f}")
     return 0 if rec["ok"] else 1

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import add_hyperparams, hyperparams, positive_int, print_json, say, seed_int
+from .common import add_design, bound, positive_int, print_json, say, seed_int
 
 
 def register(sub) -> None:
@@ -10,7 +10,7 @@ def register(sub) -> None:
                        description="Train a design's agent on the host with its registered algorithm; the run "
                                    "folder holds config.json, metrics.csv, episodes.csv, the checkpoint and "
                                    "reward.png. `rlhls algorithms` lists every hyperparameter --set and --config take.")
-    s.add_argument("design", help="design name (rlhls designs) or a design file ./FILE.py[:NAME]")
+    add_design(s)
     s.add_argument("--env", help="gymnasium env id (default: the design's); networks are resized to it")
     s.add_argument("--steps", type=positive_int,
                    help="environment steps, rounded up to whole updates (default: the design's total_timesteps, "
@@ -30,7 +30,6 @@ def register(sub) -> None:
     s.add_argument("--num-envs", type=positive_int, help="= --set num_envs=N")
     s.add_argument("--num-steps", type=positive_int, help="= --set num_steps=T (the rollout length)")
     s.add_argument("--experiment", type=int, help="= --set experiment=K (HEPPO-GAE Table III, PPO)")
-    add_hyperparams(s)
     s.add_argument("--quiet", action="store_true", help="no progress output")
     s.add_argument("--verbose", action="store_true", help="show what the environments' libraries print")
     s.add_argument("--json", action="store_true", help="print a summary of the run as JSON at the end")
@@ -38,18 +37,13 @@ def register(sub) -> None:
 
 
 def cmd_train(args) -> int:
-    from rlhls.designs.registry import get_design
     from rlhls.host.train import train_design
     from rlhls.partition.plan import load_plan
 
-    design = get_design(args.design)
-    overrides, config = hyperparams(args, design)
-    for key, value in (("num_envs", args.num_envs), ("num_steps", args.num_steps), ("experiment", args.experiment)):
-        if value is not None:
-            overrides[key] = value
-    run = train_design(design, out=args.out, steps=args.steps, seed=args.seed, env_id=args.env,
-                       backend=args.backend, precision=args.precision,
-                       plan=load_plan(args.plan) if args.plan else None, overrides=overrides, config=config,
+    extra = {k: v for k, v in (("num_envs", args.num_envs), ("num_steps", args.num_steps),
+                               ("experiment", args.experiment)) if v is not None}
+    run = train_design(bound(args, precision=args.precision, extra=extra), out=args.out, steps=args.steps,
+                       seed=args.seed, backend=args.backend, plan=load_plan(args.plan) if args.plan else None,
                        resume=args.resume, progress=not (args.quiet or args.json), say=say(args.quiet or args.json),
                        log=None if args.verbose else _devnull())
     if args.json:
