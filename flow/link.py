@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlhls.core.errors import RlhlsError
-from rlhls.core.fileio import read_limited
+from rlhls.core.fileio import owned_file, read_limited
 
 from . import project as P
 from . import vitis as V
@@ -419,6 +419,7 @@ def run_link_steps(out: Path, steps: list[LinkStep], tools: V.VitisTools, say) -
     results = []
     for s in steps:
         cwd = out / s.cwd
+        owned_file(out, s.log, write=True)  # link/ of a folder rlhls merged into may be a user's link
         (out / s.log).parent.mkdir(parents=True, exist_ok=True)
         say(f"{s.name}: v++ {s.argv[1]} ... (log {s.log})")
         header = f"# rlhls build --link, in {s.cwd}:\n# {shlex.join(s.argv)}\n"
@@ -541,13 +542,13 @@ def write_board(root: Path, req: LinkRequest, *, design, components: list, aie_n
 def _board_readme(name: str, xclbin: str, argv: list, plat: Platform | None, extra: dict, aie_nodes: list) -> str:
     where = (f"for platform `{plat.name}` ({KINDS[plat.kind]})" if plat is not None
              else "(no --platform given: pass one to get the link and package commands)")
-    copy = ["`board/` (this folder)", f"`link/{xclbin}` (made by the link and package, next to `run.sh`)"]
+    copy = ["`board/` (this folder)", f"`link/{xclbin}` (made by the link and package) next to `run.sh`"]
     boot = ""
     if plat is not None and plat.embedded:
         boot = ("\nThe SD card image `link/package/sd_card.img` boots the board with the platform's Linux and this "
                 "folder on its boot partition (`--package.sd_dir board`): write it to a card "
-                "(`dd if=sd_card.img of=/dev/sdX bs=4M conv=fsync`), boot, then `cd /run/media/*/board` "
-                "(or where the boot partition is mounted).\n")
+                "(`dd if=sd_card.img of=/dev/sdX bs=4M conv=fsync`), boot, copy the xclbin into this folder there "
+                "(`scp`), then `cd` to it (the boot partition is mounted under `/run/media/`).\n")
     elif plat is not None:
         boot = ("\nAn Alveo card runs in a host PC with XRT installed: `xbutil examine` lists the card; the "
                 "xclbin is loaded by the host program.\n")
@@ -576,6 +577,6 @@ PL and AIE nodes in `{xclbin}` through XRT. `board.json` lists the kernels (comp
 xclbin must hold and the nodes each runs.
 
 The board backend (`--backend board`) is the next step of rlhls: this package fixes what it takes
-(the xclbin's name, the kernels, the command); until it exists, `run.sh` stops with rlhls' one-line
-error naming the backend.
+(the xclbin's name, the kernels, the command); until it exists, `run.sh` stops with rlhls' error
+that `board` is not one of its backends.
 """

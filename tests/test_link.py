@@ -348,3 +348,13 @@ def test_platform_by_name_found_where_vpp_looks(tmp_path, monkeypatch):
     with pytest.raises(RlhlsError, match=r"not found in \$PLATFORM_REPO_PATHS"):
         L.resolve_platform(name, need_file=True)
     assert L.resolve_platform(name).file is None  # only written: v++ looks it up where it runs
+
+
+def test_flow_build_link_without_vpp_refused_before_any_stage(world, tmp_path, monkeypatch):
+    import rlhls
+
+    monkeypatch.setenv("PATH", f"{world['root'] / 'nobin'}{os.pathsep}/usr/bin:/bin")
+    flow = rlhls.Flow(DESIGN, out=tmp_path / "flow")
+    with pytest.raises(RlhlsError, match=r"^v\+\+ not found on PATH \(needed for --link"):
+        flow.build(platform=str(world["plat"]), link=True, common_image=world["image"])
+    assert not (tmp_path / "flow").exists()
