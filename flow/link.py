@@ -270,10 +270,10 @@ def link_request(platform=None, *, run: bool = False, target: str = "hw", common
             raise RlhlsError(f"--link for the embedded platform '{plat.name}' needs --common-image DIR (AMD's "
                              f"xilinx-{_image_family(plat)}-common-<version>/ with rootfs.ext4 and Image; or "
                              "$EDGE_COMMON_SW)")
-        for f in ("rootfs.ext4", "Image"):
-            if not (image / f).is_file():
-                raise RlhlsError(f"--common-image '{common_image}': no {f} in it; expected AMD's common image "
-                                 "(rootfs.ext4 and Image)")
+    for f in ("rootfs.ext4", "Image"):
+        if image is not None and not (image / f).is_file():
+            raise RlhlsError(f"--common-image '{common_image}': no {f} in it; expected AMD's common image "
+                             "(rootfs.ext4 and Image)")
     return LinkRequest(plat, run=run, target=target, common_image=image, board=board)
 
 

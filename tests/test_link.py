@@ -250,6 +250,7 @@ def test_a_platform_file_that_is_not_one(world, tmp_path, monkeypatch, capsys, t
     (["--link", "--platform", "{vek280}"], "--link for the embedded platform 'xilinx_vek280_base_202420_1' needs "
                                            "--common-image DIR"),
     (["--platform", "{vek280}", "--common-image", "{missing}"], "--common-image '{missing}': no such folder"),
+    (["--platform", "{vek280}", "--common-image", "{empty}"], "--common-image '{empty}': no rootfs.ext4 in it"),
     (["--target", "hw_emu"], "--target and --common-image apply to a link: pass --platform XPFM"),
 ])
 def test_platform_refusals(world, tmp_path, monkeypatch, capsys, args, start):
@@ -257,7 +258,8 @@ def test_platform_refusals(world, tmp_path, monkeypatch, capsys, args, start):
     monkeypatch.delenv("PLATFORM_REPO_PATHS", raising=False)
     monkeypatch.delenv("XILINX_VITIS", raising=False)
     subs = {"zcu102": str(xpfm(tmp_path / "xilinx_zcu102_base_202420_1.xpfm", "zcu102")),
-            "vek280": str(world["plat"]), "missing": str(tmp_path / "no-image")}
+            "vek280": str(world["plat"]), "missing": str(tmp_path / "no-image"), "empty": str(tmp_path / "empty")}
+    (tmp_path / "empty").mkdir()
     before = snapshot(tmp_path)
     rc, err = _cli(["build", DESIGN, "--out", str(tmp_path / "o"), *[a.format(**subs) for a in args]], monkeypatch,
                    capsys, world["root"] / "bin")
