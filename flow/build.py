@@ -63,6 +63,7 @@ from rlhls.designs.network import Precision
 from rlhls.designs.registry import get_design
 from rlhls.partition.plan import check_plan
 
+from . import link as L
 from . import project as P
 from . import vitis as V
 from .aie import aie_fit, check_aie, emit_aie
@@ -98,6 +99,7 @@ class BuildResult:
     flow: str | None = None
     seconds: float = 0.0
     rules: dict | None = None  # flow.rules.summary of the finished folder
+    link: dict | None = None  # --platform / --link / --board: what the manifest records (flow.link)
 
     @property
     def csim_passed(self) -> bool:
@@ -108,15 +110,21 @@ class BuildResult:
         return all(s["passed"] for c in self.components for s in c.vitis)
 
     @property
+    def link_passed(self) -> bool:
+        """Every link / package step that ran passed (and, with --link, they ran)."""
+        link = self.link or {}
+        return all(r["passed"] for r in link.get("results", [])) and not link.get("not_run")
+
+    @property
     def ok(self) -> bool:
         return (self.csim_passed and self.vitis_passed and all(a["passed"] for a in self.aie.get("csim") or [])
-                and (self.rules is None or self.rules["passed"]))
+                and self.link_passed and (self.rules is None or self.rules["passed"]))
 
     @property
     def checks(self) -> int:
         """How many checks ran: C simulations (PL components, AIE kernels) and Vitis steps."""
         return (sum(c.csim is not None for c in self.components) + len(self.aie.get("csim") or [])
-                + sum(len(c.vitis) for c in self.components))
+                + sum(len(c.vitis) for c in self.components) + len((self.link or {}).get("results", [])))
 
     @property
     def passed(self) -> bool:
@@ -127,7 +135,7 @@ class BuildResult:
         return {"design": self.design, "out": str(self.out), "part": self.part, "clock_ns": self.clock_ns,
                 "ok": self.ok, "components": [c.to_json() for c in self.components], "aie": self.aie,
                 "host": self.host, "unmapped": self.unmapped, "warnings": self.warnings,
-                "vitis_flow": self.flow, "rules": self.rules, "seconds": round(self.seconds, 3)}
+                "vitis_flow": self.flow, "rules": self.rules, "link": self.link, "seconds": round(self.seconds, 3)}
 
 
 def csim_cache_dir() -> Path:
@@ -301,13 +309,16 @@ def _ours(out: Path) -> bool:
 
 
 def build_design(design, out, *, plan=None, graph=None, part=None, clock_ns=None, csim=False, synth=False,
-                 cosim=False, force=False, progress=None, tools=None, hls4ml=True, bound=None) -> BuildResult:
+                 cosim=False, force=False, progress=None, tools=None, hls4ml=True,
+                 link: L.LinkRequest | None = None, bound=None) -> BuildResult:
     """Write the build folder `out` for `design` (a Design or its name); see the module docstring.
     `bound`: the record of the run binding it (``BoundRun.record()``), kept in the manifest.
 
     `plan`: a Plan (``partition.plan``), a {node: unit} dict, or None (every node on the PL);
     `graph`: the design's training graph when the caller has it. hls4ml=False maps forward layers
-    to dense_forward kernels instead of hls4ml projects (much faster, for tests)."""
+    to dense_forward kernels instead of hls4ml projects (much faster, for tests). `link`
+    (``flow.link.link_request``): the Makefile that links and packages for a platform, run with
+    ``run`` (synthesis first: the link takes the .xo files), and the board package."""
     t0 = time.perf_counter()
     say = progress or (lambda msg: None)
     if isinstance(design, str):
@@ -315,9 +326,13 @@ def build_design(design, out, *, plan=None, graph=None, part=None, clock_ns=None
     out = Path(out).absolute()  # hls4ml changes directory while it writes
 
     # -- every input check before anything is written
-    part, note = resolve_part(design, part, need_real=synth or cosim)
+    platform = link.platform if link is not None else None
+    part, note = resolve_part(design, part, need_real=synth or cosim or platform is not None)
     clock_ns = resolve_clock(design, clock_ns)
     tools = tools or V.find_tools()
+    if link is not None:
+        L.check_request(link, part=part, tools=tools)
+        synth = synth or link.run  # the link takes the components' .xo
     flow = V.select_flow(tools, synth=synth, cosim=cosim)
     graph = graph if graph is not None else build_graph(design)
     if plan is None:
@@ -337,6 +352,10 @@ def build_design(design, out, *, plan=None, graph=None, part=None, clock_ns=None
               if chosen else None)  # the AIE graph follows the plan's design points
     if mapping.aie_nodes:
         warnings += aie_fit(design, mapping.aie_nodes, graph, points=points)  # refuses what cannot fit
+        if platform is not None:
+            warnings.append(f"the AIE graph's PLIOs ({len(mapping.aie_nodes)} AIE node(s)) have no PL data movers in "
+                            "this build: system.cfg connects none of them (no sc= line), which a real v++ --link "
+                            "of the graph needs")
     comps = mapping.components
     nets = design.build_networks()
 
@@ -359,16 +378,24 @@ def build_design(design, out, *, plan=None, graph=None, part=None, clock_ns=None
         (tmp / P.SYSTEM_CFG).write_text(P.system_cfg_text(
             [{"name": c.name, "kind": c.kind, "kernel": c.kernel, "top": c.top, "cu": c.cu,
               "nodes": c.nodes} for c in comps], design=design.name, aie_nodes=mapping.aie_nodes, part_note=note))
+        link_info = None
+        if link is not None:
+            link_info = L.write_link_files(
+                tmp, link, design=design, aie_nodes=list(mapping.aie_nodes), part=part,
+                components=[{"name": c.name, "dir": c.dir, "top": c.top, "cu": c.cu, "nodes": list(c.nodes)}
+                            for c in comps])
         manifest = _manifest(tmp, design, graph, assignment, mapping, aie, plan_info, part, note, clock_ns)
         if bound is not None:
             manifest["bound"] = bound
+        if link_info is not None:
+            manifest["link"] = link_info
         manifest["complete"] = False  # published before its checks run: refused until they finish (below)
         P.write_json(tmp / P.MANIFEST, manifest)
 
     for c in comps:
         c._final_dir = out / c.dir
     result = BuildResult(design.name, out, part, clock_ns, comps, aie, list(mapping.host), dict(mapping.unmapped),
-                         warnings, flow)
+                         warnings, flow, link=link_info)
     if csim:
         _run_csims(result, say)
         if mapping.aie_nodes:
@@ -381,6 +408,14 @@ def build_design(design, out, *, plan=None, graph=None, part=None, clock_ns=None
                 comp.vitis.append(V.run_step(step))
                 if not comp.vitis[-1]["passed"]:
                     break
+    if link is not None and link.run and link_info is not None:
+        if result.vitis_passed:
+            steps = L.link_steps(link, design_name=design.name, aie=bool(mapping.aie_nodes),
+                                 components=[{"dir": c.dir, "top": c.top} for c in comps])
+            link_info["results"] = L.run_link_steps(out, steps, tools, say)
+            link_info["steps"] = [s.to_json() for s in steps]
+        else:
+            link_info["not_run"] = "a component's synthesis failed"
     # the vendor's documented rules on the finished folder (flow.rules), recorded with the checks
     result.rules = rules_summary(check_build(out, building=True))
     manifest["rules"] = result.rules

@@ -85,15 +85,18 @@ def component_steps(flow: str, tools: VitisTools, comp_dir: Path, *, synth: bool
     return steps
 
 
-def run_step(step: Step, env: dict | None = None) -> dict:
+def run_step(step: Step, env: dict | None = None, header: str = "") -> dict:
     """Run one command; {'step','argv','cwd','returncode','seconds','log'}. Never raises on a tool failure.
-    env: extra environment variables (added to os.environ)."""
+    env: extra environment variables (added to os.environ); header: written to the log first (the command)."""
     t0 = time.perf_counter()
     log_path = Path(step.log)
     # the build folder's own file, never through a link (a folder rlhls merged into may hold one)
     fd = open_owned(log_path.parent, log_path.name, os.O_WRONLY | os.O_CREAT)
     os.ftruncate(fd, 0)
     with open(fd, "wb") as log:
+        if header:
+            log.write(header.encode())
+            log.flush()
         try:
             rc = procs.run(list(step.argv), cwd=step.cwd, stdout=log, stderr=subprocess.STDOUT,  # dies with rlhls
                            env={**os.environ, **env} if env else None, tree=True).returncode

@@ -362,7 +362,8 @@ class Flow:
         return self._plan
 
     def build(self, *, csim: bool = True, synth: bool = False, cosim: bool = False, hls4ml: bool = True,
-              part: str | None = None) -> BuildResult:
+              part: str | None = None, platform: str | None = None, link: bool = False, target: str = "hw",
+              common_image: str | os.PathLike[str] | None = None, board: bool = False) -> BuildResult:
         """The plan's components in ``build/`` with their checks (BuildResult), as ``rlhls build``.
 
         - ``csim``: C-simulate every PL component and AIE kernel against its reference (default True).
@@ -371,15 +372,23 @@ class Flow:
           ``RlhlsError`` line before anything is written.
         - ``hls4ml``: forward layers as hls4ml projects (default) or as rlhls' own dense kernels.
         - ``part``: the AMD part number (default the device's; synth and cosim need a real one).
+        - ``platform``: a Vitis platform (.xpfm or name): the link and package commands in the build's
+          ``Makefile``; ``link`` runs them (v++ on PATH; ``target`` hw / hw_emu, ``common_image`` for an
+          embedded platform); ``board``: ``build/board/``, what to copy to the board (``rlhls build --board``).
 
         ``BuildResult.passed`` (and ``passed`` in run.json) is True only when checks ran and every
         one passed; ``ok`` when none failed."""
         from rlhls.flow import vitis as V
         from rlhls.flow.build import build_design, resolve_part
+        from rlhls.flow.link import check_request, link_request
 
-        if synth or cosim:  # Vitis and a real part, before any stage writes
-            V.select_flow(V.find_tools(), synth=synth, cosim=cosim)
-            resolve_part(self.design, part, need_real=True)
+        req = link_request(platform, run=link, target=target, common_image=common_image, board=board)
+        if synth or cosim or req is not None:  # Vitis and a real part, before any stage writes
+            tools = V.find_tools()
+            real, _ = resolve_part(self.design, part, need_real=synth or cosim or platform is not None)
+            if req is not None:
+                check_request(req, part=real, tools=tools)
+            V.select_flow(tools, synth=synth or link, cosim=cosim)
         plan, graph = self.partition(), self.graph()
 
         def step():
@@ -389,7 +398,8 @@ class Flow:
             with self._libraries():
                 res = build_design(self.design, self.out / "build", plan=plan, graph=graph, csim=csim, synth=synth,
                                    bound=self.bound.record(),
-                                   cosim=cosim, part=part, hls4ml=hls4ml, progress=lambda m: self.say(f"    {m}"))
+                                   cosim=cosim, part=part, hls4ml=hls4ml, progress=lambda m: self.say(f"    {m}"),
+                                   link=req)
             b.update(components=[c.name for c in res.components], aie=list(res.aie["nodes"]), host=list(res.host),
                      part=res.part, unmapped=dict(res.unmapped), notes=list(res.warnings), checks=res.checks,
                      vitis=[{"name": c.name, **s} for c in res.components for s in c.vitis])
@@ -408,10 +418,17 @@ class Flow:
             for v in b["vitis"]:
                 if not v["passed"]:
                     self.record["failures"].append(f"{v['step']} {v['name']}: exit {v['returncode']} (log {v['log']})")
+            if res.link is not None:
+                b["link"] = {k: res.link.get(k) for k in ("platform", "target", "makefile", "results", "board")}
+                for r in res.link.get("results", []):
+                    if not r["passed"]:
+                        why = r.get("detail") or f"exit {r['returncode']}"
+                        self.record["failures"].append(f"{r['step']}: {why} (log {r['log']})")
             checks = (f", {res.checks} check(s) {'pass' if res.ok else 'FAIL'}" if res.checks
                       else ", no check run")
             return res, f"{len(res.components)} PL component(s), {len(res.aie['nodes'])} AIE node(s){checks}"
-        flags = [f for f, on in (("--csim", csim), ("--synth", synth and not cosim), ("--cosim", cosim)) if on]
+        flags = [f for f, on in (("--csim", csim), ("--synth", synth and not cosim), ("--cosim", cosim),
+                                 ("--link", link), ("--board", board)) if on]
         self._build = self._stage(" ".join(["build", *flags]), "build/", step)
         return self._build
 

@@ -32,6 +32,19 @@ def register(sub) -> None:
                                                        "check the AIE kernels under the shim")
     s.add_argument("--synth", action="store_true", help="run Vitis HLS synthesis (v++ or vitis_hls on PATH)")
     s.add_argument("--cosim", action="store_true", help="run Vitis C/RTL co-simulation (implies synthesis)")
+    s.add_argument("--platform", metavar="XPFM",
+                   help="Vitis platform (an .xpfm file or a name such as xilinx_vek280_base_202420_1): write the "
+                        "v++ --link / --package commands for it into the build's Makefile")
+    s.add_argument("--link", action="store_true",
+                   help="run those commands (synthesis, the AIE compile, v++ --link, v++ --package): needs v++ on "
+                        "PATH; each log beside its outputs under link/")
+    s.add_argument("--target", choices=("hw", "hw_emu"), default="hw", help="v++ build target (default hw)")
+    s.add_argument("--common-image", metavar="DIR",
+                   help="embedded platforms: AMD's common image folder (rootfs.ext4, Image) the package puts on the "
+                        "SD card (default $EDGE_COMMON_SW)")
+    s.add_argument("--board", action="store_true",
+                   help="write board/: what to copy to the board (the host program entry, pinned requirements, "
+                        "the xclbin it expects, a README)")
     s.add_argument("--force", action="store_true",
                    help="write into a non-empty --out that rlhls did not write (no file of yours is deleted)")
     s.add_argument("--verbose", action="store_true", help="show what hls4ml and the compilers print")
@@ -93,24 +106,28 @@ def cmd_policy(args) -> int:
 
 def cmd_build(args) -> int:
     if args.weights is not None:
-        if args.plan or args.synth or args.cosim or args.sets or args.config:
+        if (args.plan or args.synth or args.cosim or args.platform or args.link or args.board or args.sets
+                or args.config):
             from rlhls.core.errors import RlhlsError
 
             raise RlhlsError("--weights exports the trained policy as the run bound it: --plan, --synth, --cosim, "
-                             "--set and --config do not apply to it")
+                             "--platform, --link, --board, --set and --config do not apply to it")
         return cmd_policy(args)
     from rlhls.core.procs import library_output
     from rlhls.flow.build import build_design
+    from rlhls.flow.link import link_request
     from rlhls.partition.plan import load_plan
 
     run = bound(args)  # the same design and sizes as rlhls train / rlhls run bind
     out = Path(args.out) if args.out else Path("build") / run.given.name
     plan = load_plan(args.plan) if args.plan else None
+    link = link_request(args.platform, run=args.link, target=args.target, common_image=args.common_image,
+                        board=args.board)
     progress = say(args.quiet or args.json)  # the console's handler: --quiet and -q hush it
     with contextlib.nullcontext() if args.verbose else library_output(None):  # hls4ml's banners
         res = build_design(run.design, out, plan=plan, bound=run.record(), part=args.part, clock_ns=args.clock,
-                           csim=args.csim,
-                           synth=args.synth, cosim=args.cosim, force=args.force, progress=progress)
+                           csim=args.csim, synth=args.synth, cosim=args.cosim, force=args.force, progress=progress,
+                           link=link)
     if args.json:
         print_json(res.to_json())
         return 0 if res.ok else 1
@@ -141,4 +158,21 @@ def cmd_build(args) -> int:
         bad = res.rules["violations"]
         print(f"  rules: {len(res.rules['rules'])} checked, {len(bad)} violation(s)"
               + "".join(f"\n    {x['file']}:{x['line']}: [{x['rule']}] {x['message']}" for x in bad))
+    if res.link is not None:
+        _print_link(res)
     return 0 if res.ok else 1
+
+
+def _print_link(res) -> None:
+    link = res.link
+    if link["platform"] is not None:
+        p = link["platform"]
+        print(f"  link: {p['name']} ({p['kind']}, target {link['target']}): commands in {res.out}/{link['makefile']}"
+              + ("" if link["run"] else " (not run: pass --link)"))
+    for r in link.get("results", []):
+        print(f"    {r['step']:<8} {'pass' if r['passed'] else 'FAIL'}"
+              + (f": {r['detail']}" if r.get("detail") else "") + f" (log {r['log']})")
+    if link.get("not_run"):
+        print(f"    not run: {link['not_run']}")
+    if link.get("board"):
+        print(f"  board: {res.out}/board ({len(link['board'])} file(s)); see board/README.md")
