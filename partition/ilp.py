@@ -798,15 +798,16 @@ def _build(problem: Problem, H: float, opts: dict | None = None, ps_pairs: bool 
     o_var: dict[tuple, Any] = {}  # (a, b): a before b on their core; (a, b, 'q'): they share one
     relaxed = False
     desc = None
-    for j, (r, T) in enumerate(Tl.items()):
-        ps_r = [v for v in ps if P.runs[v] == r]
+    for j, (runs, T) in enumerate(Tl.items()):
+        ps_r = [v for v in ps if P.runs[v] == runs]
         if ps_r:
             ps_lat = pulp.lpSum(o.latency_us * x[v, k] for v in ps_r for k, o in enumerate(opts[v]) if o.unit == "PS")
             prob += C * ps_share * T >= ps_lat, "ps_work" if not P.multi else f"ps_work_{j}"
         relaxed = relaxed or (len(ps_r) > C and not ps_pairs)
         if len(ps_r) > C and ps_pairs:
             desc = desc if desc is not None else _reach(P)
-            _ps_pair_rows(prob, P, ps_r, x, z, S, w, o_var, opts, head, tail, minlat, es, fin, Hr[r], desc, deadline)
+            _ps_pair_rows(prob, P, ps_r, x, z, S, w, o_var, opts, head, tail, minlat, es, fin, Hr[runs], desc,
+                          deadline)
     T_one = next(iter(Tl.values())) if not P.multi else None  # the LP bounds and energy rows take one loop
     return prob, dict(x=x, S=S, T=T_one, Tl=Tl, w=w, o=o_var, ps=ps, opts=opts, counts=counts, relaxed=relaxed)
 
@@ -875,8 +876,10 @@ def _set_start(problem: Problem, var, sched: Schedule) -> None:
     relabel: dict[tuple[float, int], int] = {}
     used: dict[float, int] = {}
     for v in var["ps"]:
-        key = (problem.runs[v], sched.core.get(v))
-        if v in sched.core and key not in relabel:
+        if v not in sched.core:
+            continue
+        key = (problem.runs[v], sched.core[v])
+        if key not in relabel:
             relabel[key] = used.get(key[0], 0)
             used[key[0]] = relabel[key] + 1
     core = {v: relabel[problem.runs[v], c] for v, c in sched.core.items()}
