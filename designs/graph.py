@@ -37,6 +37,13 @@ for TRPO the update node ``policy.<layer>.upd`` also feeds ``fvp_fwd``) and, for
 is synchronised only every C steps, so it gets none. A carry edge ``u -> v`` with bytes b means,
 for a schedule repeated with period T (the makespan): ``S_v + T >= S_u + t_u + xfer(b)``.
 Carry edges carry the layer's parameters (``n_params x word``); they are not part of the DAG.
+
+Node runs (``Node.runs``): how many times a node runs per training step (gradient step) where not
+once, by the rule its algorithm registers (``register_node_runs``; PPO's GAE once per rollout of
+update_epochs x num_minibatches steps, DDPG's actor every ``policy_frequency`` critic steps, TRPO's
+FVP and value-fit counts) from the design's hyperparameters. The partitioner's objective and the
+performance model weigh each node by them (rlhls.partition.heft: nodes that run equally often form
+a loop scheduled on its own).
 """
 
 from __future__ import annotations
@@ -71,6 +78,8 @@ def _policy_loss_flops(outputs: int) -> int:
 # algorithm -> its training-graph builder ``fn(bld, design, nets)`` and FLOPs per sample of its loss
 GRAPH_BUILDERS: dict[str, Callable] = {}
 _LOSS_FLOPS: dict[str, Callable[[int], int]] = {}
+# algorithm -> its node-runs rule ``fn(node, hyperparams) -> runs per training step``
+_NODE_RUNS: dict[str, Callable] = {}
 
 
 def register_graph_builder(algorithm: str, fn: Callable, *, loss_flops: Callable[[int], int] | None = None,
@@ -98,6 +107,32 @@ def unregister_graph_builder(algorithm: str) -> None:
     _LOSS_FLOPS.pop(algorithm, None)
 
 
+def register_node_runs(algorithm: str, fn: Callable | None) -> None:
+    """`fn(node, hyperparams)`: how many times `algorithm`'s training step runs a node (module
+    docstring), given the design's hyperparameters; None removes the rule (every node once)."""
+    if fn is None:
+        _NODE_RUNS.pop(algorithm, None)
+    else:
+        _NODE_RUNS[algorithm] = fn
+
+
+def _set_runs(graph: TrainingGraph, design) -> None:
+    rule = _NODE_RUNS.get(design.algorithm)
+    if rule is None:
+        return
+    hp = dict(design.hyperparams)
+    for n in graph.nodes:
+        try:
+            r = float(rule(n, hp))
+        except (KeyError, TypeError, ZeroDivisionError, ValueError) as e:
+            raise RlhlsError(f"design '{design.name}': its hyperparameters lack what the {design.algorithm} "
+                             f"node-runs rule needs ({e})") from None
+        if not math.isfinite(r) or r < 0:
+            raise RlhlsError(f"design '{design.name}': the {design.algorithm} rule runs node '{n.name}' {r!r} "
+                             "times per training step; expected a number >= 0")
+        n.runs = r
+
+
 def graph_builder(algorithm: str) -> Callable:
     if algorithm not in GRAPH_BUILDERS:
         # each algorithm's module (rlhls.host.algorithms, the plug-in layer of the trainers) registers
@@ -117,6 +152,7 @@ class Node:
     flops: int
     bytes: int
     mm: bool
+    runs: float = 1.0  # per training step (module docstring)
 
     @property
     def kind(self) -> str:
@@ -135,8 +171,11 @@ class Node:
         return self.name.split(".", 1)[0]
 
     def as_dict(self) -> dict:
-        return {"name": self.name, "layer": self.layer, "phase": self.phase, "kind": self.kind,
-                "flops": int(self.flops), "bytes": int(self.bytes), "mm": bool(self.mm)}
+        d = {"name": self.name, "layer": self.layer, "phase": self.phase, "kind": self.kind,
+             "flops": int(self.flops), "bytes": int(self.bytes), "mm": bool(self.mm)}
+        if self.runs != 1.0:
+            d["runs"] = self.runs
+        return d
 
 
 @dataclass
@@ -362,6 +401,7 @@ def build_graph(design, batch: int | None = None, seed: int = 0) -> TrainingGrap
     bld = _Builder(design, batch)
     build(bld, design, nets)
     bld.g.topological_order()
+    _set_runs(bld.g, design)
     return bld.g
 
 

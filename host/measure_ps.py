@@ -132,6 +132,6 @@ def measured_rows(rows, timings: dict):
         t = timings.get(r.node)
         if r.unit == "PS" and t is not None:
             r = ProfileRow(node=r.node, unit="PS", latency_us=t.median_us, point=r.point, resources=dict(r.resources),
-                           cycles=None, flops=r.flops, source="measured")
+                           cycles=None, flops=r.flops, source="measured", runs=r.runs)
         new.append(r)
     return new

@@ -12,15 +12,19 @@ A run is ``steps`` environment steps. Its time is the host loop's phases plus th
 * **the training graph** (update forward/backward/optimizer, GAE, returns, CG, ...) runs
   ``graph_steps_per_env_step`` times per environment step (its registration's ``grad_steps``: the
   gradient steps per environment step from its hyperparameters), and each node as often per
-  gradient step as its registration's ``node_runs`` says (PPO's GAE once per rollout, that is once
-  in update_epochs x num_minibatches gradient steps; default once). One execution is the list
-  schedule of the graph: each node on its unit and design point (its profile row: model, csynth,
-  cosim, aie or measured), an edge between two units costs the device's link
-  (``latency + bytes / bandwidth``, ``partition.profile.device_links``); PL and AIE nodes run side
-  by side as their dependencies allow (spatial hardware), PS nodes one at a time (the host program
-  is one thread), in the graph's topological order. Nodes that run equally often form a loop of
-  their own, scheduled alone; the loops run one after another (as the trainers run them: GAE, then
-  the minibatches) and one execution is their makespans weighed by their runs.
+  gradient step as its registration's ``node_runs`` says (the graph's ``Node.runs``: PPO's GAE once
+  per rollout, that is once in update_epochs x num_minibatches gradient steps; default once). One
+  execution costs what the partitioner's objective says (``rlhls.partition.heft``, the one cost of a
+  schedule): each node on its unit and design point (its profile row: model, csynth, cosim, aie or
+  measured), an edge between two units costs the device's link (``latency + bytes / bandwidth``,
+  ``partition.profile.device_links``), a loop-carried edge (new weights to the next step's forward)
+  too where its ends sit on different units; PL and AIE nodes run side by side as their
+  dependencies allow (spatial hardware), PS nodes on the device's PS cores, one node per core at a
+  time. Nodes that run equally often form a loop of their own, scheduled alone; the loops run one
+  after another (as the trainers run them: GAE, then the minibatches) and one execution is their
+  makespans weighed by their runs. The plan keeps its own PS cores and order, so its graph step is
+  the plan's ``makespan_us`` (the ILP's objective); the other variants are list-scheduled (HEFT with
+  each node's unit fixed).
 
 Variants (``Perf.variants``), each a full run:
 
@@ -315,46 +319,49 @@ def ps_factor(device) -> tuple[float, str]:
 # ----------------------------------------------------------------------------------------------
 
 
-def schedule(graph, choice: dict, links: dict, runs: dict | None = None) -> dict:
-    """List schedule of one graph execution. `choice`: {node: (unit, latency_us)}; `links`:
-    {(src, dst): (latency_us, bytes_per_us)}; `runs`: {node: runs per execution} (default once each).
+def schedule(graph, choice: dict, links: dict, runs: dict | None = None, *, ps_cores: int = 1, plan=None) -> dict:
+    """One graph execution, costed as the partitioner costs a schedule (``rlhls.partition.heft``,
+    the ILP's objective). `choice`: {node: (unit, latency_us)}; `links`: {(src, dst): (latency_us,
+    bytes_per_us)}; `runs`: {node: runs per execution} (default once each; the model passes the graph's
+    ``Node.runs``); `ps_cores`:
+    the PS's cores. `plan` (a Plan of these choices): its PS cores and order, so that its own
+    makespan comes back; else the list schedule (insertion HEFT with each node's unit fixed).
     Nodes with equal runs form a loop scheduled on its own (module docstring): an input from another
     loop is in memory when the loop starts (its transfer, paid at the consumer's runs, still counts).
     Returns {'makespan_us' (the loops' makespans weighed by their runs), 'start', 'finish' (within
     the node's loop), 'loops' {runs: makespan of one run of that loop}, 'phase_us' {phase: node us},
     'transfer_us' {phase: edge us into that phase's nodes}}, the last two weighed by runs."""
-    start: dict[str, float] = {}
-    finish: dict[str, float] = {}
-    ps_free: dict[float, float] = {}  # runs of a loop -> when its PS thread is free
-    loops: dict[float, float] = {}
+    from rlhls.partition.heft import Problem, semi_active
+    from rlhls.partition.profile_io import ProfileRow
+    from rlhls.partition.relax import list_schedule
+
+    r_of = {n.name: float((runs or {}).get(n.name, 1.0)) for n in graph.nodes}
+    rows = [ProfileRow(n.name, choice[n.name][0], float(choice[n.name][1]), runs=r_of[n.name]) for n in graph.nodes]
+    problem = Problem(rows, graph.all_edges(), None, links, ps_cores)
+    option = {r.node: r for r in rows}
+    sch = None
+    if plan is not None:  # the plan's PS cores and their order: the plan's own schedule
+        core = {v: int(plan.core.get(v, 0)) for v, o in option.items() if o.unit == "PS"}
+        key = {v: (float(plan.start_us.get(v, 0.0)), float(plan.finish_us.get(v, plan.start_us.get(v, 0.0))))
+               for v in option}
+        try:
+            sch = semi_active(problem, option, core, key)
+        except RuntimeError:  # an order no schedule of this graph keeps: list-scheduled instead
+            sch = None
+    if sch is None:
+        sch = list_schedule(problem, option)
+    assert sch is not None  # no capacities: the list schedule always places every node
     phase_us: dict[str, float] = {}
     transfer_us: dict[str, float] = {}
-    runs = runs or {}
-    r_of = {n.name: float(runs.get(n.name, 1.0)) for n in graph.nodes}
-    preds: dict[str, list] = {}
-    for e in graph.edges:
-        preds.setdefault(e.dst, []).append(e)
-    for name in graph.topological_order():
-        unit, lat = choice[name]
-        r = r_of[name]
-        phase = NODE_PHASE.get(graph.node(name).phase, graph.node(name).phase)
-        ready = 0.0
-        for e in preds.get(name, ()):
-            src_unit = choice[e.src][0]
-            cost = 0.0
-            if src_unit != unit and (src_unit, unit) in links:
-                l_us, bw = links[(src_unit, unit)]
-                cost = l_us + e.bytes / bw
-            transfer_us[phase] = transfer_us.get(phase, 0.0) + r * cost
-            ready = max(ready, (finish[e.src] if r_of[e.src] == r else 0.0) + cost)
-        if unit == "PS":  # one host thread
-            ready = max(ready, ps_free.get(r, 0.0))
-        start[name], finish[name] = ready, ready + lat
-        if unit == "PS":
-            ps_free[r] = finish[name]
-        loops[r] = max(loops.get(r, 0.0), finish[name])
-        phase_us[phase] = phase_us.get(phase, 0.0) + r * lat
-    return {"makespan_us": sum(r * m for r, m in loops.items()), "start": start, "finish": finish, "loops": loops,
+    nodes = {n.name: n for n in graph.nodes}
+    for n in graph.nodes:
+        phase = NODE_PHASE.get(n.phase, n.phase)
+        phase_us[phase] = phase_us.get(phase, 0.0) + r_of[n.name] * choice[n.name][1]
+    for e in graph.edges + graph.carry_edges:
+        phase = NODE_PHASE.get(nodes[e.dst].phase, nodes[e.dst].phase)
+        cost = problem.transfer(e.bytes, choice[e.src][0], choice[e.dst][0])
+        transfer_us[phase] = transfer_us.get(phase, 0.0) + r_of[e.dst] * cost
+    return {"makespan_us": sch.makespan, "start": sch.start, "finish": sch.finish, "loops": dict(sch.loops),
             "phase_us": phase_us, "transfer_us": transfer_us}
 
 
@@ -554,17 +561,11 @@ def model_perf(design, *, device=None, plan=None, rows=None, graph=None, host: H
     if factor is None:
         factor, basis = ps_factor(dev)
     steps = steps or int(design.hyperparams.get("total_timesteps", 1_000_000))
-    runs: dict[str, float] = {}
-    if host.node_runs is not None:  # None: every node once
-        for n in graph.nodes:
-            r = host.node_runs(n)
-            if not math.isfinite(r) or r < 0:
-                raise RlhlsError(f"perf: the {design.algorithm} rule runs node '{n.name}' {r!r} times per gradient "
-                                 "step; expected a number >= 0")
-            if r != 1.0:
-                runs[n.name] = r
+    # the graph's node runs (its algorithm's rule): the ones the plan's ILP weighed its nodes by
+    runs: dict[str, float] = {n.name: float(n.runs) for n in graph.nodes if n.runs != 1.0}
     links = device_links(dev)
     cap = device_capacity(dev)
+    cores = max(1, int(cap.get(("PS", "cores"), 1) or 1))
     assumptions = [
         f"PS factor {factor:.3g}: {basis}",
         "host phases (" + ", ".join(sorted(host.host)) + ") run on the PS at this machine's measured seconds x the "
@@ -575,9 +576,11 @@ def model_perf(design, *, device=None, plan=None, rows=None, graph=None, host: H
         + " (nodes run equally often form a loop scheduled on its own, the loops one after another)"),
         "graph nodes: PL/AIE from the profile rows chosen (their sources: "
         + ", ".join(sorted({r.source for r in rows})) + "); PS nodes from the PS row (catalogue per-core roofline)",
-        "an edge between two units costs the device link's latency + bytes / bandwidth (designs/devices.py); "
-        "loop-carried edges (weights kept on chip) cost nothing",
-        "PL and AIE nodes overlap as dependencies allow; PS nodes run one at a time (one host thread)",
+        "an edge between two units costs the device link's latency + bytes / bandwidth (designs/devices.py); so "
+        "does a loop-carried edge (new weights to the next step's forward) whose ends sit on different units",
+        f"PL and AIE nodes overlap as dependencies allow; PS nodes run on the {cores} PS core(s), one node per core "
+        "at a time; the plan in its own core order (its graph step is the plan's makespan, the ILP's objective), "
+        "the other variants list-scheduled (rlhls.partition.heft)",
     ]
     assumptions.append("host loop and graph: " + (f"{overlap:.0%} of the graph hidden behind the host loop "
                                                    f"({'given' if given else 'declared by the design'})"
@@ -608,15 +611,17 @@ def model_perf(design, *, device=None, plan=None, rows=None, graph=None, host: H
                                     {**{p: s * steps for p, s in host.host.items()},
                                      **{p: s * host.graph_steps * steps for p, s in host.graph.items()}})
 
-    def device_run(choice, f):
-        sch = schedule(graph, choice, links, runs)
-        return sch["makespan_us"], run_phases(host, sch, steps, f, overlap)
+    scheds = {k: schedule(graph, c, links, runs, ps_cores=cores, plan=plan if k == "plan" else None)
+               for k, c in choices.items()}
+
+    def device_run(k, f):
+        return scheds[k]["makespan_us"], run_phases(host, scheds[k], steps, f, overlap)
 
     for k in ("all_PS", "PL_only", "AIE_only", "plan"):
         if k not in choices:
             variants[k] = None
             continue
-        step_us, phases = device_run(choices[k], factor)
+        step_us, phases = device_run(k, factor)
         variants[k] = Variant(k, LABELS[k], step_us, phases, units={n: u for n, (u, _) in choices[k].items()})
     for v in variants.values():
         if v is not None:
@@ -632,7 +637,7 @@ def model_perf(design, *, device=None, plan=None, rows=None, graph=None, host: H
         speedups[k] = {"per_step": per_step, "run": v.total_s / plan_v.total_s if plan_v.total_s > 0 else math.inf}
     sensitivity = {}
     for tag, f in (("x0.5", factor / 2), ("x2", factor * 2)):
-        _, ph = device_run(planned, f)
+        _, ph = device_run("plan", f)
         tot = float(sum(ph.values()))
         sensitivity[tag] = {"ps_factor": f, "plan_s": tot,
                             "speedup_vs_cpu": cpu.total_s / tot if tot > 0 else math.inf}

@@ -229,7 +229,7 @@ def calibrate(profile, build_dir, manifest: dict, *, batch: int | None = None, g
             rows.append(r)
         elif (r.node, r.unit) not in done:
             done.add((r.node, r.unit))
-            rows.append(ProfileRow(node=r.node, unit=r.unit, flops=r.flops, **repl[r.node]))
+            rows.append(ProfileRow(node=r.node, unit=r.unit, flops=r.flops, runs=r.runs, **repl[r.node]))
     return rows, notes
 
 

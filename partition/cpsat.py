@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import math
 
+from rlhls.core.errors import RlhlsError
+
 from .heft import Problem, Schedule, semi_active
 
 __all__ = ["available", "solve_cpsat"]
@@ -96,8 +98,12 @@ def solve_cpsat(P: Problem, H: float, time_limit: float, *, hint: Schedule | Non
     """(schedule or None, lower bound in µs, whether CP-SAT proved the rounded model optimal)
     within ``time_limit`` s, the makespan at most the horizon H (a plan at most H long must exist,
     e.g. HEFT's). The schedule is timed exactly, so it may exceed the rounded optimum by the
-    rounding. ``hint``: a schedule CP-SAT starts its search from."""
+    rounding. ``hint``: a schedule CP-SAT starts its search from. One loop only (every node run
+    equally often, rlhls.partition.heft)."""
     from ortools.sat.python import cp_model
+
+    if P.multi:
+        raise RlhlsError("CP-SAT model: nodes run at several rates; it models one loop (use rlhls.partition.ilp)")
 
     m, x, S, T = _model(P, H, scale)
     if hint is not None:

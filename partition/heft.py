@@ -10,15 +10,27 @@ have no other unit; if a node finds no option that fits, HEFT gives up (None).
 
 `baselines(problem)`: all-PS, all-PL, all-AIE (HEFT restricted to one unit; None where some node
 cannot run there or the unit's capacity cannot hold them) and HEFT itself.
+
+The cost of a schedule (`semi_active` computes it; the ILP minimises it; ``rlhls perf`` reports it
+for a plan): nodes run ``runs`` times per training step (the profile rows' ``runs``: PPO's GAE once
+per rollout of epochs x minibatches steps, DDPG's actor every policy_frequency steps, TRPO's FVP and
+value-fit counts; default once). Nodes that run equally often form a loop; the loops run one after
+another, each scheduled on its own, and the makespan of one training step is the sum over the loops
+of runs x the loop's makespan. Within a loop: precedence + transfer on every edge, PS nodes on
+``ps_cores`` cores one at a time per core, PL/AIE side by side, loop-carried edges within the loop
+give that loop's period. An edge between two loops is an input in memory when the consumer's loop
+starts: ``S_dst >= transfer`` (its transfer still counts, the producer's finish does not); a
+loop-carried edge between loops likewise. With every node once this is one loop, the model above.
 """
 
 from __future__ import annotations
 
+import math
 import numbers
 import time
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import overload
 
 from rlhls.core.errors import RlhlsError
@@ -38,14 +50,15 @@ class Schedule:
     start: dict
     finish: dict
     core: dict  # PS node -> core index
-    makespan: float
+    makespan: float  # of one training step: sum over the loops of runs x the loop's makespan
+    loops: dict = field(default_factory=dict)  # runs -> makespan of one run of that loop
 
 
 class Problem:
     """Inputs normalised: nodes in topological order, options per node, preds/succs, costs."""
 
     def __init__(self, rows: Iterable[ProfileRow], edges: Iterable[tuple], capacity: dict | None = None,
-                 links: dict | None = None, ps_cores: int | None = 1) -> None:
+                 links: dict | None = None, ps_cores: int | None = 1, runs: dict | None = None) -> None:
         rows = list(rows)
         if not rows:
             raise RlhlsError("profile: no rows; expected one row per node x unit")
@@ -59,10 +72,22 @@ class Problem:
             for v in (s, d):
                 if v not in self.options:
                     raise RlhlsError(f"graph: node '{v}' has no profile rows; expected every graph node to be profiled")
-        # loop-carried edges (u -> v in the next step): S_v + T >= F_u + transfer
-        self.carry = [(e[0], e[1], float(e[2])) for e in edges if is_carry(e)]
-        self.edges = [(s, d, float(b[0]) if b else 0.0) for s, d, *b in (e for e in edges if not is_carry(e))]
-        self.nodes = topo_order(list(self.options), self.edges)
+        # runs per training step (module docstring): `runs` {node: runs} or the rows' own
+        self.runs: dict[str, float] = self._node_runs(rows, runs)
+        carry = [(e[0], e[1], float(e[2])) for e in edges if is_carry(e)]
+        dag = [(s, d, float(b[0]) if b else 0.0) for s, d, *b in (e for e in edges if not is_carry(e))]
+        self.nodes = topo_order(list(self.options), dag)
+        same = [e for e in dag if self.runs[e[0]] == self.runs[e[1]]]
+        cross = [e for e in dag if self.runs[e[0]] != self.runs[e[1]]]
+        # loop-carried edges within a loop (u -> v in its next run): S_v + T_loop >= F_u + transfer
+        self.carry = [e for e in carry if self.runs[e[0]] == self.runs[e[1]]]
+        self.edges = same  # precedence + transfer
+        # between loops (DAG edges, then carry edges): S_dst >= transfer
+        self.release = cross + [e for e in carry if self.runs[e[0]] != self.runs[e[1]]]
+        self.loops: dict[float, list[str]] = {}  # runs -> its nodes, in topological order
+        for v in self.nodes:
+            self.loops.setdefault(self.runs[v], []).append(v)
+        self.carry_of: dict[float, list] = {r: [e for e in self.carry if self.runs[e[0]] == r] for r in self.loops}
         self.pruned = self._prune()
         self.index: dict[str, int] = {v: i for i, v in enumerate(self.nodes)}
         self.preds: defaultdict[str, list[tuple[str, float]]] = defaultdict(list)  # node -> [(pred, bytes)]
@@ -70,6 +95,14 @@ class Problem:
         for s, d, b in self.edges:
             self.preds[d].append((s, b))
             self.succs[s].append((d, b))
+        self.rel_preds: defaultdict[str, list[tuple[str, float]]] = defaultdict(list)  # release edges into a node
+        self.cross_preds: defaultdict[str, list[str]] = defaultdict(list)  # DAG edges from other loops
+        self.cross_succs: defaultdict[str, list[str]] = defaultdict(list)
+        for s, d, b in self.release:
+            self.rel_preds[d].append((s, b))
+        for s, d, _ in cross:
+            self.cross_preds[d].append(s)
+            self.cross_succs[s].append(d)
         capacity = dict(capacity or {})
         cores = capacity.pop(("PS", "cores"), None)
         if ps_cores is None:
@@ -81,6 +114,34 @@ class Problem:
         self.capacity: dict[tuple[str, str], float] = {k: float(v) for k, v in capacity.items()}
         self.links: dict[tuple[str, str], tuple[float, float]] = {
             k: (float(a), float(b)) for k, (a, b) in (links or {}).items()}
+
+    @staticmethod
+    def _node_runs(rows, runs) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for r in rows:
+            x = float(getattr(r, "runs", 1.0)) if runs is None else float(runs.get(r.node, 1.0))
+            if not math.isfinite(x) or x < 0:
+                raise RlhlsError(f"profile: node '{r.node}' runs {x!r} times per step; expected a number >= 0")
+            if r.node in out and out[r.node] != x:
+                raise RlhlsError(f"profile: node '{r.node}' has rows that run {out[r.node]:g} and {x:g} times per "
+                                 "step; expected one value per node")
+            out[r.node] = x
+        return out
+
+    @property
+    def multi(self) -> bool:
+        """Nodes run at more than one rate: several loops."""
+        return len(self.loops) > 1
+
+    def weighted(self, loops: dict) -> float:
+        """The makespan of a training step from the loops' {runs: makespan}."""
+        return sum(r * t for r, t in loops.items())
+
+    def release_time(self, v, option: dict) -> float:
+        """The earliest start of `v` that its inputs from other loops allow (``option``: of those placed)."""
+        u = option[v].unit
+        return max((self.transfer(nb, option[p].unit, u) for p, nb in self.rel_preds.get(v, ()) if p in option),
+                   default=0.0)
 
     def _prune(self) -> int:
         """Drop options dominated within their unit (no faster, and no cheaper in any resource):
@@ -133,13 +194,23 @@ class Problem:
 
     def serial_horizon(self) -> float:
         """A makespan every capacity-feasible assignment reaches: run all nodes one after another."""
-        total = sum(max(o.latency_us for o in self.options[v]) for v in self.nodes)
-        for s, d, b in self.edges:
-            total += max((self.transfer(b, a.unit, c.unit) for a in self.options[s] for c in self.options[d]),
-                         default=0.0)
+        return self.weighted(self.serial_loops())
+
+    def serial_loops(self) -> dict:
+        """{runs: a makespan of that loop every capacity-feasible assignment reaches}: its nodes one
+        after another, after every input from another loop has arrived."""
+        def most(s, d, b):
+            return max((self.transfer(b, a.unit, c.unit) for a in self.options[s] for c in self.options[d]),
+                       default=0.0)
+
+        total = dict.fromkeys(self.loops, 0.0)
+        for v in self.nodes:
+            total[self.runs[v]] += max(o.latency_us for o in self.options[v])
+        for s, d, b in self.edges + self.release:
+            total[self.runs[d]] += most(s, d, b)
         # carry u -> v: S_v + T >= F_u + x holds with F_u <= the serial total, T = total + max x
-        total += max((self.transfer(b, a.unit, c.unit) for s, d, b in self.carry
-                      for a in self.options[s] for c in self.options[d]), default=0.0)
+        for r, carry in self.carry_of.items():
+            total[r] += max((most(s, d, b) for s, d, b in carry), default=0.0)
         return total
 
     def constrained(self) -> list[tuple[str, str]]:
@@ -149,13 +220,15 @@ class Problem:
 
 
 def semi_active(problem: Problem, option: dict, core: dict, order_key: dict, cutoff: float | None = None) -> Schedule:
-    """Earliest start times for fixed options and per-core PS sequences (ordered by ``order_key``).
+    """Earliest start times for fixed options and per-core PS sequences (ordered by ``order_key``;
+    a core runs the nodes of one loop at a time: the sequences are per loop and core). The
+    schedule's makespan is the cost of a training step (module docstring).
 
-    ``cutoff``: when the latest finish already exceeds it, the carry edges' period is not computed
+    ``cutoff``: when the latest finishes already exceed it, the carry edges' period is not computed
     (the makespan returned is then only a lower bound, above ``cutoff``)."""
     seq = defaultdict(list)
     for v, c in core.items():
-        seq[c].append(v)
+        seq[problem.runs[v], c].append(v)
     prev_on_core = {}
     for c, vs in seq.items():
         vs.sort(key=lambda v: (order_key[v], problem.index[v]))
@@ -170,10 +243,11 @@ def semi_active(problem: Problem, option: dict, core: dict, order_key: dict, cut
     ready = [v for v in problem.nodes if indeg[v] == 0]
     start: dict[str, float] = {}
     finish: dict[str, float] = {}
+    rel = {v: problem.release_time(v, option) for v in problem.rel_preds}
     while ready:
         v = ready.pop()
         o = option[v]
-        t = 0.0
+        t = rel.get(v, 0.0)
         for p, nb in problem.preds[v]:
             t = max(t, finish[p] + problem.transfer(nb, option[p].unit, o.unit))
         if v in prev_on_core:
@@ -185,40 +259,49 @@ def semi_active(problem: Problem, option: dict, core: dict, order_key: dict, cut
                 ready.append(w)
     if len(start) != len(problem.nodes):
         raise RuntimeError("core order contradicts the precedence graph")
-    makespan = max(finish.values(), default=0.0)
+    loops = {r: max((finish[v] for v in vs), default=0.0) for r, vs in problem.loops.items()}
+    makespan = problem.weighted(loops)
     if cutoff is not None and makespan > cutoff:
-        return Schedule(dict(option), start, finish, dict(core), makespan)
-    if problem.carry and carry_span(problem, option, start, finish) > makespan + EPS:
-        makespan, start = _min_period(problem, option, prev_on_core, makespan)
-        finish = {v: start[v] + option[v].latency_us for v in start}
-    return Schedule(dict(option), start, finish, dict(core), makespan)
+        return Schedule(dict(option), start, finish, dict(core), makespan, loops)
+    for r, carry in problem.carry_of.items():
+        if carry and carry_span(problem, option, start, finish, carry) > loops[r] + EPS:
+            loops[r], d = _min_period(problem, option, prev_on_core, loops[r], problem.loops[r], carry, rel)
+            start.update(d)
+            finish.update({v: d[v] + option[v].latency_us for v in d})
+    return Schedule(dict(option), start, finish, dict(core), problem.weighted(loops), loops)
 
 
-def carry_span(problem: Problem, option: dict, start: dict, finish: dict) -> float:
-    """The least period the loop-carried edges allow: max over u -> v of F_u + transfer - S_v."""
+def carry_span(problem: Problem, option: dict, start: dict, finish: dict, carry=None) -> float:
+    """The least period the loop-carried edges (default all within loops) allow: max over u -> v of
+    F_u + transfer - S_v."""
     return max((finish[u] + problem.transfer(b, option[u].unit, option[v].unit) - start[v]
-                for u, v, b in problem.carry), default=0.0)
+                for u, v, b in (problem.carry if carry is None else carry)), default=0.0)
 
 
-def _min_period(problem: Problem, option: dict, prev_on_core: dict, lo: float):
+def _min_period(problem: Problem, option: dict, prev_on_core: dict, lo: float, nodes=None, carry=None,
+                rel=None):
     """Least period T (and earliest starts for it) for fixed options and PS core sequences.
 
     Difference constraints S_b - S_a >= w: precedence (latency + transfer), core chains (latency),
-    carry u -> v (t_u + transfer - T), S >= 0, and T >= every finish. Longest paths (Bellman-Ford)
+    carry u -> v (t_u + transfer - T), S >= its release time (``rel``; 0), and T >= every finish; over
+    ``nodes`` (one loop; default all) with its ``carry`` edges. Longest paths (Bellman-Ford)
     at a trial T; a positive cycle (through carry arcs) means T is below that cycle's ratio, which
     is a lower bound, so T jumps to it; otherwise T takes a Newton step on the convex, decreasing
     max finish(T) - T (never past the optimum). Ends when max finish <= T: exact, not bisection.
     """
-    nodes = problem.nodes
+    nodes = problem.nodes if nodes is None else nodes
+    inside = set(nodes)
+    rel = rel or {}
     lat = {v: option[v].latency_us for v in nodes}
     arcs = [(a, b, lat[a] + problem.transfer(nb, option[a].unit, option[b].unit), 0)
-            for a, b, nb in problem.edges]
-    arcs += [(a, b, lat[a], 0) for b, a in prev_on_core.items()]
-    arcs += [(u, v, lat[u] + problem.transfer(nb, option[u].unit, option[v].unit), 1) for u, v, nb in problem.carry]
+            for a, b, nb in problem.edges if b in inside]
+    arcs += [(a, b, lat[a], 0) for b, a in prev_on_core.items() if b in inside]
+    arcs += [(u, v, lat[u] + problem.transfer(nb, option[u].unit, option[v].unit), 1)
+             for u, v, nb in (problem.carry if carry is None else carry)]
     T = lo
     n = len(nodes)
     for _ in range(10000):
-        d = dict.fromkeys(nodes, 0.0)
+        d = {v: rel.get(v, 0.0) for v in nodes}
         cnt = dict.fromkeys(nodes, 0)
         pred: dict[str, tuple[str, float, int]] = {}  # node -> the arc that last raised it
         tol = 1e-12 * max(1.0, T)
@@ -315,12 +398,15 @@ def _heft(problem: Problem, units, share: float) -> Schedule | None:
     carry_out: defaultdict[str, list[tuple[str, float]]] = defaultdict(list)
     for u, w, nb in problem.carry:
         carry_out[u].append((w, nb))
-    busy: list[list[tuple[float, float]]] = [[] for _ in range(problem.ps_cores)]  # sorted (start, finish) per core
+    # sorted (start, finish) per core, per loop (a core runs one loop at a time)
+    busy: dict[float, list[list[tuple[float, float]]]] = {r: [[] for _ in range(problem.ps_cores)]
+                                                          for r in problem.loops}
     option: dict[str, ProfileRow] = {}
     start: dict[str, float] = {}
     finish: dict[str, float] = {}
     core: dict[str, int] = {}
-    waiting = {v: len(problem.preds[v]) for v in problem.nodes}
+    # inputs from other loops: placed first, so that their transfer is known (not waited for)
+    waiting = {v: len(problem.preds[v]) + len(problem.cross_preds.get(v, ())) for v in problem.nodes}
     ready = [v for v in problem.nodes if waiting[v] == 0]
     while ready:
         ready.sort(key=lambda v: (-rank[v], problem.index[v]))
@@ -332,13 +418,14 @@ def _heft(problem: Problem, units, share: float) -> Schedule | None:
             if any(used[(o.unit, r)] + o.usage(r) + reserve[(o.unit, r)] > problem.capacity[(o.unit, r)] + EPS
                    for (u, r) in cons if u == o.unit):
                 continue
-            t = 0.0
+            t = max((problem.transfer(nb, option[p].unit, o.unit) for p, nb in problem.rel_preds.get(v, ())
+                     if p in option), default=0.0)
             for p, nb in problem.preds[v]:
                 t = max(t, finish[p] + problem.transfer(nb, option[p].unit, o.unit))
             c = None
             if o.unit == "PS":
                 best_c: tuple[float, int] | None = None
-                for ci, slots in enumerate(busy):
+                for ci, slots in enumerate(busy[problem.runs[v]]):
                     s = _earliest_gap(slots, t, o.latency_us)
                     if best_c is None or s < best_c[0] - EPS:
                         best_c = (s, ci)
@@ -361,15 +448,16 @@ def _heft(problem: Problem, units, share: float) -> Schedule | None:
                 used[(u, r)] += o.usage(r)
         if c is not None:
             core[v] = c
-            busy[c].append((t, t + o.latency_us))
-            busy[c].sort()
-        for succ, _ in problem.succs[v]:
+            busy[problem.runs[v]][c].append((t, t + o.latency_us))
+            busy[problem.runs[v]][c].sort()
+        for succ in [w for w, _ in problem.succs[v]] + problem.cross_succs.get(v, []):
             waiting[succ] -= 1
             if waiting[succ] == 0:
                 ready.append(succ)
-    if problem.carry:  # the period the carry edges need, with HEFT's units and core orders
+    if problem.carry or problem.release:  # the period the carry edges need; inputs placed after their reader
         return semi_active(problem, option, core, start)
-    return Schedule(option, start, finish, core, max(finish.values(), default=0.0))
+    loops = {r: max((finish[v] for v in vs), default=0.0) for r, vs in problem.loops.items()}
+    return Schedule(option, start, finish, core, problem.weighted(loops), loops)
 
 
 def _earliest_gap(slots, ready: float, length: float) -> float:
@@ -529,12 +617,13 @@ def local_search(problem: Problem, sched: Schedule | None, max_evals: int = 2000
 
 def _slack(problem: Problem, sched: Schedule) -> dict:
     """Latest start - start per node for the schedule's options and PS core sequences (DAG and
-    core chains only, carry edges ignored): how much a node may slow down without delaying the end."""
+    core chains only, carry edges ignored): how much a node may slow down without delaying the end
+    of its loop."""
     option = sched.option
     nxt = {}
     seq = defaultdict(list)
     for v, c in sched.core.items():
-        seq[c].append(v)
+        seq[problem.runs[v], c].append(v)
     for vs in seq.values():
         vs.sort(key=lambda v: (sched.start[v], problem.index[v]))
         for a, b in zip(vs, vs[1:]):
@@ -542,9 +631,8 @@ def _slack(problem: Problem, sched: Schedule) -> dict:
     # reverse topological order of the precedence + chain graph: by start time descending
     order = sorted(problem.nodes, key=lambda v: (sched.start[v], problem.index[v]), reverse=True)
     late: dict[str, float] = {}
-    T = sched.makespan
     for v in order:
-        lf = T
+        lf = sched.loops.get(problem.runs[v], sched.makespan)
         for s, nb in problem.succs[v]:
             if s in late:
                 lf = min(lf, late[s] - problem.transfer(nb, option[v].unit, option[s].unit))

@@ -25,6 +25,13 @@ makespan ``T``. With ``z_iu = sum_k on u x_ik`` and ``F_i = S_i + sum_k t_k x_ik
   (ordering binary ``o_ij``, per-pair big-M M_ij = (H - tail_i) - head_j). Pairs already ordered by a
   path need nothing. With C = 1 the core variables vanish. A valid cut ``C T >= sum of PS latencies`` helps the bound.
 
+Node runs (partition/heft.py): nodes that run equally often per training step form a loop with a
+makespan ``T_r`` of its own; the objective is the cost of a training step, ``sum_r r T_r`` (with
+every node once: T). Every row above holds within a loop (``T_r`` for its nodes; PS pairs only within
+a loop: the loops run one after another); an edge between two loops is ``S_dst >= transfer`` (eq. 5's
+rows without the source's finish); each loop's T_r is bounded by ``(H - sum of the other loops'
+r' x least makespans) / r``. This is the quantity `semi_active` evaluates and ``rlhls perf`` reports.
+
 Two steps: the model is solved first without the PS core and pair rows (the relaxation keeps
 ``C T >= PS work``). Its plan, with PS cores coloured greedily by the solver's start times and
 the earliest starts recomputed, is feasible; when its makespan equals the relaxation's optimum it
@@ -355,11 +362,37 @@ def _reach(problem: Problem):
     return desc
 
 
-def _lower_bound(problem: Problem) -> float:
+def _loop_bounds(problem: Problem) -> dict:
+    """{runs: a lower bound of that loop's makespan}: critical path at least latencies; PS work / C."""
     head, tail = problem.heads_tails()
-    lb = max((head[v] + problem.min_latency(v) + tail[v] for v in problem.nodes), default=0.0)
-    ps_only = sum(problem.min_latency(v) for v in problem.nodes if problem.units_of(v) == ["PS"])
-    return max(lb, ps_only / problem.ps_cores)
+    out = {}
+    for r, vs in problem.loops.items():
+        lb = max((head[v] + problem.min_latency(v) + tail[v] for v in vs), default=0.0)
+        ps_only = sum(problem.min_latency(v) for v in vs if problem.units_of(v) == ["PS"])
+        out[r] = max(lb, ps_only / problem.ps_cores)
+    return out
+
+
+def _lower_bound(problem: Problem) -> float:
+    return problem.weighted(_loop_bounds(problem))
+
+
+def _horizons(problem: Problem, H: float) -> dict:
+    """{runs: the longest that loop can take in a step of cost at most H}: H less the other loops'
+    least costs, over its runs (a loop run 0 times: its serial makespan)."""
+    if not problem.multi:
+        return {r: H for r in problem.loops}
+    lb, serial = _loop_bounds(problem), problem.serial_loops()
+    out = {}
+    for r in problem.loops:
+        h = serial[r] if r == 0 else (H - sum(q * lb[q] for q in problem.loops if q != r)) / r
+        out[r] = max(h, 0.0) * (1 + 1e-9) + 1e-9
+    return out
+
+
+def _objective(var) -> float:
+    """The cost of a step in the solver's solution: sum over the loops of runs x T_r."""
+    return sum(r * float(t.varValue or 0.0) for r, t in var["Tl"].items())
 
 
 def _cbc_bound(log_path) -> float | None:
@@ -375,28 +408,30 @@ def _cbc_bound(log_path) -> float | None:
 
 
 def solve(rows, edges, capacity=None, links=None, *, ps_cores=None, solver="cbc", time_limit=None,
-          warm_start=True, source="capacity", lns: bool = True, seed: int = 0) -> Plan:
+          warm_start=True, source="capacity", lns: bool = True, seed: int = 0, runs: dict | None = None) -> Plan:
     """Optimal (or best within ``time_limit`` s) partition and schedule; see the module docstring.
 
     ``ps_cores`` None takes ``capacity[('PS','cores')]`` (else 1). RlhlsError when the
     capacities admit no assignment (naming the resource and unit) or for a bad solver name.
     ``lns``: graphs of more than ``lns.LNS_NODES`` nodes with a time limit take the
     large-neighbourhood search (`_solve_large`) instead of the whole model; False keeps the
-    whole model for every graph. ``seed`` seeds the search's windows.
+    whole model for every graph (and so do graphs whose nodes run at several rates). ``seed`` seeds
+    the search's windows. ``runs``: {node: runs per training step} (default the rows' ``runs``).
     """
     if solver not in SOLVERS:
         raise RlhlsError(f"solver '{solver}' is not known; expected one of {', '.join(SOLVERS)}")
     if time_limit is not None and not time_limit > 0:
         raise RlhlsError(f"time limit {time_limit} s is not positive")
     t0 = time.perf_counter()
-    problem = Problem(rows, edges, capacity, links, ps_cores)
+    problem = Problem(rows, edges, capacity, links, ps_cores, runs)
     start_sched = heft(problem)
     check_capacity(problem, source=source, solver=solver, feasible_known=start_sched is not None,
                    rows=getattr(capacity, "rows", None))
     base = baselines(problem, start_sched)
     horizon = start_sched.makespan if start_sched else problem.serial_horizon()
     horizon = horizon * (1 + 1e-9) + 1e-9
-    if lns and time_limit is not None and start_sched is not None and len(problem.nodes) > LNS_NODES:
+    if lns and time_limit is not None and start_sched is not None and len(problem.nodes) > LNS_NODES \
+            and not problem.multi:
         return _solve_large(problem, start_sched, base, solver, t0, t0 + time_limit, seed)
 
     # first without the PS pair rows; that optimum is the model's when its plan keeps the cores
@@ -405,7 +440,7 @@ def solve(rows, edges, capacity=None, links=None, *, ps_cores=None, solver="cbc"
     status, proven, sched, bound, var = _run(problem, horizon, solver, deadline, start_sched if warm_start else None,
                                              ps_pairs=False)
     if var["relaxed"] and proven:
-        relaxed_opt = var["T"].varValue
+        relaxed_opt = _objective(var)
         # 1e-7: PuLP reads the solver's values to 8 significant digits
         if sched is None or sched.makespan > relaxed_opt * (1 + 1e-7) + 1e-9:
             proven, bound = False, relaxed_opt  # the PS cores bind: the whole model, below the best plan yet
@@ -460,6 +495,8 @@ def _finish(problem, sched, proven, bound, base, solver, t0, solve_seconds, dead
         bound=None if proven else lb,
         latency_us={v: sched.option[v].latency_us for v in problem.nodes},
         solver_seconds=solve_seconds,
+        runs={v: r for v, r in problem.runs.items() if r != 1.0},
+        loops=dict(sched.loops),
     )
     plan.utilisation = utilisation(plan, problem.rows, problem.capacity)
     return plan
@@ -629,10 +666,11 @@ def _run(problem: Problem, H: float, solver: str, deadline, start: Schedule | No
     return status, proven, _extract(problem, var) if status == "Optimal" else None, bound, var
 
 
-def _windows(P: Problem, H: float, opts: dict):
-    """Per (node, unit) earliest start / least tail (fastest option there + least transfers); drops
-    options that cannot finish within the horizon H and repeats until nothing changes."""
-    tol = 1e-9 * max(1.0, H)
+def _windows(P: Problem, Hr: dict, opts: dict):
+    """Per (node, unit) earliest start / least tail (fastest option there + least transfers; the
+    inputs from other loops included); drops options that cannot finish within their loop's horizon
+    (``Hr`` {runs: horizon}) and repeats until nothing changes."""
+    tol = {r: 1e-9 * max(1.0, h) for r, h in Hr.items()}
     while True:
         minlat: dict[str, dict[str, float]] = {v: {} for v in P.nodes}
         for v in P.nodes:
@@ -645,11 +683,15 @@ def _windows(P: Problem, H: float, opts: dict):
             for u in minlat[v]:
                 head[v, u] = max((min(head[p, w] + lp + P.transfer(nb, w, u) for w, lp in minlat[p].items())
                                   for p, nb in P.preds[v]), default=0.0)
+                if v in P.rel_preds:
+                    head[v, u] = max([head[v, u]] + [min(P.transfer(nb, w, u) for w in minlat[p])
+                                                     for p, nb in P.rel_preds[v]])
         for v in reversed(P.nodes):
             for u in minlat[v]:
                 tail[v, u] = max((min(P.transfer(nb, u, w) + ls + tail[s, w] for w, ls in minlat[s].items())
                                   for s, nb in P.succs[v]), default=0.0)
-        new = {v: [o for o in opts[v] if head[v, o.unit] + o.latency_us + tail[v, o.unit] <= H + tol]
+        new = {v: [o for o in opts[v]
+                   if head[v, o.unit] + o.latency_us + tail[v, o.unit] <= Hr[P.runs[v]] + tol[P.runs[v]]]
                for v in P.nodes}
         if all(len(new[v]) == len(opts[v]) for v in P.nodes) or any(not o for o in new.values()):
             return opts, minlat, head, tail
@@ -670,35 +712,44 @@ def _build(problem: Problem, H: float, opts: dict | None = None, ps_pairs: bool 
     (quadratic in PS nodes)."""
     P = problem
     prob = pulp.LpProblem("rlhls_partition", pulp.LpMinimize)
-    opts, minlat, head, tail = _windows(P, H, dict(opts or P.options))
+    Hr = _horizons(P, H)
+    opts, minlat, head, tail = _windows(P, Hr, dict(opts or P.options))
     units = {v: list(minlat[v]) for v in P.nodes}
     es = {v: min(head[v, u] for u in units[v]) for v in P.nodes}
-    fin = {v: max(H - tail[v, u] for u in units[v]) for v in P.nodes}  # latest finish
+    Hv = {v: Hr[P.runs[v]] for v in P.nodes}  # the horizon of v's loop
+    fin = {v: max(Hv[v] - tail[v, u] for u in units[v]) for v in P.nodes}  # latest finish
     idx = P.index
-    T = prob.add_variable("T", lowBound=0, upBound=H)
+    # a makespan per loop (one loop: T); the objective: the cost of a step, sum of runs x T_r
+    Tl = {r: prob.add_variable("T" if not P.multi else f"T_{j}", lowBound=0, upBound=Hr[r])
+          for j, r in enumerate(P.loops)}
+    Tv = {v: Tl[P.runs[v]] for v in P.nodes}
     x, S, lat, z = {}, {}, {}, {}
     for v in P.nodes:
         i = idx[v]
         for k in range(len(opts[v])):
             x[v, k] = prob.add_variable(f"x_{i}_{k}", cat="Binary")
-        hi = max(es[v], max(H - tail[v, u] - minlat[v][u] for u in units[v]))
+        hi = max(es[v], max(Hv[v] - tail[v, u] - minlat[v][u] for u in units[v]))
         S[v] = prob.add_variable(f"S_{i}", lowBound=es[v], upBound=hi)
         lat[v] = pulp.lpSum(o.latency_us * x[v, k] for k, o in enumerate(opts[v]))
         for u in units[v]:
             z[v, u] = pulp.lpSum(x[v, k] for k, o in enumerate(opts[v]) if o.unit == u)
-    prob += T
+    if list(Tl) == [1.0]:
+        prob += Tl[1.0]
+    else:
+        prob += pulp.lpSum(r * t for r, t in Tl.items())
     for v in P.nodes:
         i = idx[v]
         prob += pulp.lpSum(x[v, k] for k in range(len(opts[v]))) == 1, f"one_{i}"
         # F_v + the least tail of v's unit <= T;  S_v >= the earliest start on v's unit
-        prob += T >= S[v] + pulp.lpSum((o.latency_us + tail[v, o.unit]) * x[v, k]
-                                       for k, o in enumerate(opts[v])), f"mk_{i}"
+        prob += Tv[v] >= S[v] + pulp.lpSum((o.latency_us + tail[v, o.unit]) * x[v, k]
+                                           for k, o in enumerate(opts[v])), f"mk_{i}"
         if len(units[v]) > 1 and any(head[v, u] > es[v] for u in units[v]):
             prob += S[v] >= pulp.lpSum(head[v, u] * z[v, u] for u in units[v] if head[v, u] > 0), f"es_{i}"
     # precedence + transfers (eq. 5) with z indicators, no products: one row per unit of either end
     # (the source's unit fixed, the sum over the destination's units, and the mirror image); each
     # alone is exact, together the LP cannot halve a transfer by splitting either end
-    def transfer_rows(name, lhs, a, b, nb):
+    # an input from another loop (``after`` False): the same rows without the source's finish
+    def transfer_rows(name, lhs, a, b, nb, after=True):
         for side, fixed, other, cost in (("s", a, b, lambda f, o: P.transfer(nb, f, o)),
                                          ("d", b, a, lambda f, o: P.transfer(nb, o, f))):
             for u in units[fixed]:
@@ -706,8 +757,8 @@ def _build(problem: Problem, H: float, opts: dict | None = None, ps_pairs: bool 
                 cmax = max(costs.values(), default=0.0)
                 if cmax <= 0:
                     continue
-                prob.addConstraint(lhs >= S[a] + lat[a] + pulp.lpSum(c * z[other, w] for w, c in costs.items() if c > 0)
-                                   - cmax * (1 - z[fixed, u]), f"{name}{side}_{u}")
+                xfer = pulp.lpSum(c * z[other, w] for w, c in costs.items() if c > 0) - cmax * (1 - z[fixed, u])
+                prob.addConstraint(lhs >= (S[a] + lat[a] + xfer if after else xfer), f"{name}{side}_{u}")
 
     for e, (a, b, nb) in enumerate(P.edges):
         # the edge rows take most of the build (1000 nodes under a load of 15: 2.6 s past a 10 s limit)
@@ -718,7 +769,9 @@ def _build(problem: Problem, H: float, opts: dict | None = None, ps_pairs: bool 
     # loop-carried edges u -> v (next step): S_v + T >= F_u + transfer, same linearisation as eq. 5;
     # without a transfer it always holds (T >= F_u, S_v >= 0)
     for e, (a, b, nb) in enumerate(P.carry):
-        transfer_rows(f"carry_{e}", T + S[b], a, b, nb)
+        transfer_rows(f"carry_{e}", Tv[a] + S[b], a, b, nb)
+    for e, (a, b, nb) in enumerate(P.release):
+        transfer_rows(f"rel_{e}", S[b], a, b, nb, after=False)
     # capacities (eq. 7); a resource no choice of options can exhaust needs no row
     counts = []
     for (u, r) in P.constrained():
@@ -738,60 +791,74 @@ def _build(problem: Problem, H: float, opts: dict | None = None, ps_pairs: bool 
             counts.append((n, members))
             terms.append(a * n)
         prob += pulp.lpSum(terms) <= P.capacity[(u, r)], f"cap_{u}_{r}"
-    # PS cores
+    # PS cores, per loop (the loops run one after another: PS nodes of two loops never meet)
     ps = [v for v in P.nodes if "PS" in units[v]]
     C = P.ps_cores
     w: dict[tuple[str, int], Any] = {}  # (PS node, core) -> its binary
     o_var: dict[tuple, Any] = {}  # (a, b): a before b on their core; (a, b, 'q'): they share one
-    if ps:
-        ps_lat = pulp.lpSum(o.latency_us * x[v, k] for v in ps for k, o in enumerate(opts[v]) if o.unit == "PS")
-        prob += C * ps_share * T >= ps_lat, "ps_work"
-    relaxed = len(ps) > C and not ps_pairs
-    if len(ps) > C and ps_pairs:
-        desc = _reach(P)
-        tol = 1e-9 * max(1.0, H)
-        if C > 1:
-            # symmetry: the first PS node takes core 0; core c only after some earlier node took c-1
-            for n, v in enumerate(ps):
-                for c in range(min(C, n + 1)):
-                    w[v, c] = prob.add_variable(f"w_{idx[v]}_{c}", cat="Binary")
-                prob += pulp.lpSum(w[v, c] for c in range(min(C, n + 1))) == z[v, "PS"], f"core_{idx[v]}"
-                for c in range(1, min(C, n + 1)):
-                    prob += w[v, c] <= pulp.lpSum(w[q, c - 1] for q in ps[:n] if (q, c - 1) in w), f"sym_{idx[v]}_{c}"
-        for n, a in enumerate(ps):
-            if deadline is not None and time.perf_counter() > deadline:
-                raise _OutOfTime
-            for b in ps[n + 1:]:
-                if desc[a] >> idx[b] & 1:  # a path a -> b already orders them
-                    continue
-                ia, ib = idx[a], idx[b]
-                # windows on the PS: one of the two orders may be impossible
-                a_fits = head[a, "PS"] + minlat[a]["PS"] + minlat[b]["PS"] + tail[b, "PS"] <= H + tol
-                b_fits = head[b, "PS"] + minlat[b]["PS"] + minlat[a]["PS"] + tail[a, "PS"] <= H + tol
-                latps = {v: pulp.lpSum(o.latency_us * x[v, k] for k, o in enumerate(opts[v]) if o.unit == "PS")
-                         for v in (a, b)}
-                if C == 1:
-                    apart = 2 - z[a, "PS"] - z[b, "PS"]
-                else:
-                    q = prob.add_variable(f"q_{ia}_{ib}", lowBound=0, upBound=1)
-                    for c in range(C):
-                        if (a, c) in w and (b, c) in w:
-                            prob += q >= w[a, c] + w[b, c] - 1, f"same_{ia}_{ib}_{c}"
-                    apart = 1 - q
-                    o_var[a, b, "q"] = q
-                m1 = max(0.0, fin[a] - es[b])
-                m2 = max(0.0, fin[b] - es[a])
-                if not b_fits:  # b cannot precede a on one core: a first when they share a core
-                    prob += S[b] >= S[a] + latps[a] - m1 * apart, f"d1_{ia}_{ib}"
-                    continue
-                if not a_fits:
-                    prob += S[a] >= S[b] + latps[b] - m2 * apart, f"d2_{ia}_{ib}"
-                    continue
-                oab = prob.add_variable(f"o_{ia}_{ib}", cat="Binary")
-                o_var[a, b] = oab
-                prob += S[b] >= S[a] + latps[a] - m1 * (1 - oab) - m1 * apart, f"d1_{ia}_{ib}"
-                prob += S[a] >= S[b] + latps[b] - m2 * oab - m2 * apart, f"d2_{ia}_{ib}"
-    return prob, dict(x=x, S=S, T=T, w=w, o=o_var, ps=ps, opts=opts, counts=counts, relaxed=relaxed)
+    relaxed = False
+    desc = None
+    for j, (runs, T) in enumerate(Tl.items()):
+        ps_r = [v for v in ps if P.runs[v] == runs]
+        if ps_r:
+            ps_lat = pulp.lpSum(o.latency_us * x[v, k] for v in ps_r for k, o in enumerate(opts[v]) if o.unit == "PS")
+            prob += C * ps_share * T >= ps_lat, "ps_work" if not P.multi else f"ps_work_{j}"
+        relaxed = relaxed or (len(ps_r) > C and not ps_pairs)
+        if len(ps_r) > C and ps_pairs:
+            desc = desc if desc is not None else _reach(P)
+            _ps_pair_rows(prob, P, ps_r, x, z, S, w, o_var, opts, head, tail, minlat, es, fin, Hr[runs], desc,
+                          deadline)
+    T_one = next(iter(Tl.values())) if not P.multi else None  # the LP bounds and energy rows take one loop
+    return prob, dict(x=x, S=S, T=T_one, Tl=Tl, w=w, o=o_var, ps=ps, opts=opts, counts=counts, relaxed=relaxed)
+
+
+def _ps_pair_rows(prob, P: Problem, ps: list, x, z, S, w, o_var, opts, head, tail, minlat, es, fin, H: float, desc,
+                  deadline) -> None:
+    """The PS core and pair-ordering rows of the PS-capable nodes `ps` of one loop at its horizon H."""
+    C = P.ps_cores
+    idx = P.index
+    tol = 1e-9 * max(1.0, H)
+    if C > 1:
+        # symmetry: the first PS node takes core 0; core c only after some earlier node took c-1
+        for n, v in enumerate(ps):
+            for c in range(min(C, n + 1)):
+                w[v, c] = prob.add_variable(f"w_{idx[v]}_{c}", cat="Binary")
+            prob += pulp.lpSum(w[v, c] for c in range(min(C, n + 1))) == z[v, "PS"], f"core_{idx[v]}"
+            for c in range(1, min(C, n + 1)):
+                prob += w[v, c] <= pulp.lpSum(w[q, c - 1] for q in ps[:n] if (q, c - 1) in w), f"sym_{idx[v]}_{c}"
+    for n, a in enumerate(ps):
+        if deadline is not None and time.perf_counter() > deadline:
+            raise _OutOfTime
+        for b in ps[n + 1:]:
+            if desc[a] >> idx[b] & 1:  # a path a -> b already orders them
+                continue
+            ia, ib = idx[a], idx[b]
+            # windows on the PS: one of the two orders may be impossible
+            a_fits = head[a, "PS"] + minlat[a]["PS"] + minlat[b]["PS"] + tail[b, "PS"] <= H + tol
+            b_fits = head[b, "PS"] + minlat[b]["PS"] + minlat[a]["PS"] + tail[a, "PS"] <= H + tol
+            latps = {v: pulp.lpSum(o.latency_us * x[v, k] for k, o in enumerate(opts[v]) if o.unit == "PS")
+                     for v in (a, b)}
+            if C == 1:
+                apart = 2 - z[a, "PS"] - z[b, "PS"]
+            else:
+                q = prob.add_variable(f"q_{ia}_{ib}", lowBound=0, upBound=1)
+                for c in range(C):
+                    if (a, c) in w and (b, c) in w:
+                        prob += q >= w[a, c] + w[b, c] - 1, f"same_{ia}_{ib}_{c}"
+                apart = 1 - q
+                o_var[a, b, "q"] = q
+            m1 = max(0.0, fin[a] - es[b])
+            m2 = max(0.0, fin[b] - es[a])
+            if not b_fits:  # b cannot precede a on one core: a first when they share a core
+                prob += S[b] >= S[a] + latps[a] - m1 * apart, f"d1_{ia}_{ib}"
+                continue
+            if not a_fits:
+                prob += S[a] >= S[b] + latps[b] - m2 * apart, f"d2_{ia}_{ib}"
+                continue
+            oab = prob.add_variable(f"o_{ia}_{ib}", cat="Binary")
+            o_var[a, b] = oab
+            prob += S[b] >= S[a] + latps[a] - m1 * (1 - oab) - m1 * apart, f"d1_{ia}_{ib}"
+            prob += S[a] >= S[b] + latps[b] - m2 * oab - m2 * apart, f"d2_{ia}_{ib}"
 
 
 def _set_start(problem: Problem, var, sched: Schedule) -> None:
@@ -803,13 +870,19 @@ def _set_start(problem: Problem, var, sched: Schedule) -> None:
         n.setInitialValue(sum(1 for v, k in members if var["opts"][v][k] is sched.option[v]))
     for v, s in var["S"].items():
         s.setInitialValue(s.lowBound if s.lowBound is not None and sched.start[v] < s.lowBound else sched.start[v])
-    var["T"].setInitialValue(sched.makespan)
-    # relabel HEFT's cores by first use in topological order (the model's symmetry breaking)
-    relabel: dict[int, int] = {}
+    for r, t in var["Tl"].items():
+        t.setInitialValue(sched.loops.get(r, sched.makespan))
+    # relabel HEFT's cores by first use in topological order, per loop (the model's symmetry breaking)
+    relabel: dict[tuple[float, int], int] = {}
+    used: dict[float, int] = {}
     for v in var["ps"]:
-        if v in sched.core and sched.core[v] not in relabel:
-            relabel[sched.core[v]] = len(relabel)
-    core = {v: relabel[c] for v, c in sched.core.items()}
+        if v not in sched.core:
+            continue
+        key = (problem.runs[v], sched.core[v])
+        if key not in relabel:
+            relabel[key] = used.get(key[0], 0)
+            used[key[0]] = relabel[key] + 1
+    core = {v: relabel[problem.runs[v], c] for v, c in sched.core.items()}
     for (v, c), wv in var["w"].items():
         wv.setInitialValue(1 if core.get(v) == c else 0)
     for key, ov in var["o"].items():
@@ -822,9 +895,12 @@ def _set_start(problem: Problem, var, sched: Schedule) -> None:
 
 
 def _xfer_total(problem: Problem, option: dict) -> float:
-    """PS busy time + transfer time between units of a choice of options (the tie-break's score)."""
-    ps = sum(o.latency_us for o in option.values() if o.unit == "PS")
-    return ps + sum(problem.transfer(b, option[a].unit, option[c].unit) for a, c, b in problem.edges + problem.carry)
+    """PS busy time + transfer time between units of a choice of options per training step, each
+    node and edge (at its consumer) as often as it runs (the tie-break's score)."""
+    runs = problem.runs
+    ps = sum(runs[v] * o.latency_us for v, o in option.items() if o.unit == "PS")
+    return ps + sum(runs[c] * problem.transfer(b, option[a].unit, option[c].unit)
+                    for a, c, b in problem.edges + problem.carry + problem.release)
 
 
 def _polish(problem: Problem, sched: Schedule, deadline: float | None = None) -> Schedule:
@@ -873,16 +949,17 @@ def _extract(problem: Problem, var) -> Schedule | None:
         key[v] = var["S"][v].varValue or 0.0
     C = problem.ps_cores
     on_ps = [v for v in problem.nodes if option[v].unit == "PS"]
-    if var["w"]:
-        for v in on_ps:
-            cs = [c for c in range(C) if (v, c) in var["w"]]
+    for v in on_ps:
+        cs = [c for c in range(C) if (v, c) in var["w"]]
+        if cs:
             core[v] = max(cs, key=lambda c: var["w"][v, c].varValue or 0.0)
-    else:
+    if len(core) < len(on_ps):
         # no core variables (C = 1, at most C PS nodes, or the relaxation): colour the solver's
         # intervals greedily by start, each onto the free core that idles least (C colours suffice
-        # when no more than C overlap, else semi_active delays the rest)
-        free = [0.0] * C
-        for v in sorted(on_ps, key=lambda v: (key[v], problem.index[v])):
+        # when no more than C overlap, else semi_active delays the rest); per loop
+        frees = {r: [0.0] * C for r in problem.loops}
+        for v in sorted((v for v in on_ps if v not in core), key=lambda v: (key[v], problem.index[v])):
+            free = frees[problem.runs[v]]
             fits = [c for c in range(C) if free[c] <= key[v] + 1e-9 * max(1.0, key[v])]
             c = max(fits, key=lambda c: free[c]) if fits else min(range(C), key=lambda c: free[c])
             core[v] = c

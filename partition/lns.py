@@ -221,7 +221,11 @@ def improve(problem: Problem, sched: Schedule, deadline: float, solver_for, *, s
 
     ``solver_for(deadline)`` gives the PuLP solver of one sub-model, ``slice_s`` its time at
     most. Never worse than ``sched``. ``log`` (a list) receives (seconds, makespan) at every
-    improvement, ``stats`` (window size, status, proven, seconds) for every sub-solve."""
+    improvement, ``stats`` (window size, status, proven, seconds) for every sub-solve. The
+    sub-model knows one loop: a problem whose nodes run at several rates (rlhls.partition.heft) is
+    returned as it is (the ILP solves those whole)."""
+    if problem.multi:
+        return sched
     rng = random.Random(seed)
     n = len(problem.nodes)
     k = min(K_START, n)

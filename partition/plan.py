@@ -8,7 +8,14 @@ plan.json::
      "baselines": {"all_PS"|"all_PL"|"all_AIE"|"HEFT": float | null},
      "utilisation": {unit: {"busy": fraction of makespan (PS: of makespan x cores), resource: fraction}},
      "solver": "cbc"|"highs", "solve_seconds": float, "bound": float | null,
-     "sources": {node: "model"|"csynth"|"cosim"|"aie"|"measured"}}   (the profile row each node got)
+     "sources": {node: "model"|"csynth"|"cosim"|"aie"|"measured"},   (the profile row each node got)
+     "runs": {node: runs per training step} (nodes run other than once; absent: every node once)}
+
+``makespan_us`` is the cost of one training step (rlhls.partition.heft): with every node once the
+latest finish (or the period the loop-carried edges need); where nodes run at several rates, the
+sum over the loops (nodes that run equally often) of runs x the loop's makespan, the loops
+scheduled one after another, each from time 0 (its nodes' start_us / finish_us are within it).
+``rlhls perf`` reports the same quantity for the plan (``variants.plan.graph_step_us``).
 
 plan.csv: ``node,unit,point,start_us,finish_us,latency_us`` in start order.
 gantt.png: one lane per unit (one per PS core), a bar per node, the makespan as a line.
@@ -52,6 +59,8 @@ class Plan:
     utilisation: dict = field(default_factory=dict)
     source: str = ""  # the plan.json it was read from ("" when solved in this process)
     sources: dict = field(default_factory=dict)  # node -> source of the profile row it got
+    runs: dict = field(default_factory=dict)  # node -> runs per training step, of those not run once
+    loops: dict = field(default_factory=dict)  # runs -> makespan of one run of that loop (solved here)
 
     def record_sources(self, rows) -> dict:
         """Note, per node, the source of the profile row the plan chose (unit and point); returns
@@ -93,6 +102,7 @@ class Plan:
             "solve_seconds": self.solve_seconds,
             "bound": self.bound,
             "sources": dict(self.sources),
+            **({"runs": dict(self.runs)} if self.runs else {}),
         }
 
 
@@ -104,16 +114,20 @@ def utilisation(plan, rows, capacity) -> dict:
             chosen[r.node] = r
     out = {}
     span = plan.makespan_us
+    runs = getattr(plan, "runs", {}) or {}
     for u in UNITS:
         nodes = [v for v, uu in plan.assignment.items() if uu == u]
         if not nodes and not any(k[0] == u for k in capacity):
             continue
-        busy = sum(plan.finish_us[v] - plan.start_us[v] for v in nodes)
+        busy = sum(runs.get(v, 1.0) * (plan.finish_us[v] - plan.start_us[v]) for v in nodes)
         lanes = plan.ps_cores if u == "PS" else 1
         entry: dict[str, float] = {"nodes": len(nodes)}
-        # PL/AIE run nodes side by side: busy = time some node runs (union of intervals)
+        # PL/AIE run nodes side by side: busy = time some node runs (union of intervals), per loop x its runs
         if u != "PS":
-            busy = _union([(plan.start_us[v], plan.finish_us[v]) for v in nodes])
+            loops: dict[float, list] = {}
+            for v in nodes:
+                loops.setdefault(runs.get(v, 1.0), []).append((plan.start_us[v], plan.finish_us[v]))
+            busy = sum(r * _union(iv) for r, iv in loops.items())
         entry["busy"] = busy / (span * lanes) if span > 0 else 0.0
         for (cu, res), cap in capacity.items():
             if cu == u and res != "cores" and cap > 0:
@@ -144,8 +158,26 @@ def plan_csv(plan: Plan) -> str:
 
 def gantt_figure(plan: Plan, edges=()):
     """A matplotlib Figure: one lane per unit (PS: per core); bars labelled where wide enough;
-    the makespan as a line. Made with the object API, so a notebook's backend is left alone."""
+    the makespan as a line. Where nodes run at several rates, the loops are drawn once each, one
+    after another, each labelled with its runs. Made with the object API, so a notebook's backend is
+    left alone."""
     from matplotlib.figure import Figure
+
+    runs = getattr(plan, "runs", {}) or {}
+    shift: dict[str, float] = {}  # node -> where its loop is drawn from
+    marks: list[tuple[float, float, float]] = []  # (from, to, runs) of each loop drawn
+    if runs:
+        by: dict[float, list[str]] = {}
+        for v in plan.assignment:
+            by.setdefault(float(runs.get(v, 1.0)), []).append(v)
+        at = 0.0
+        for r in sorted(by):
+            span_r = max(float((getattr(plan, "loops", {}) or {}).get(r, 0.0)), max(plan.finish_us[v] for v in by[r]))
+            shift.update(dict.fromkeys(by[r], at))
+            marks.append((at, at + span_r, r))
+            at += span_r
+    start = {v: plan.start_us[v] + shift.get(v, 0.0) for v in plan.assignment}
+    finish = {v: plan.finish_us[v] + shift.get(v, 0.0) for v in plan.assignment}
 
     lanes: list[tuple[str, int | None]] = []
     if any(u == "PS" for u in plan.assignment.values()) or plan.ps_cores:
@@ -161,31 +193,31 @@ def gantt_figure(plan: Plan, edges=()):
     for lane in lanes:
         u, c = lane
         nodes = [v for v, uu in plan.assignment.items() if uu == u and (c is None or plan.core.get(v, 0) == c)]
-        nodes.sort(key=lambda v: (plan.start_us[v], v))
+        nodes.sort(key=lambda v: (start[v], v))
         ends: list[float] = []
         for v in nodes:
             for i, e in enumerate(ends):
-                if plan.start_us[v] >= e - 1e-12:
-                    ends[i] = plan.finish_us[v]
+                if start[v] >= e - 1e-12:
+                    ends[i] = finish[v]
                     sub[v] = i
                     break
             else:
                 sub[v] = len(ends)
-                ends.append(plan.finish_us[v])
+                ends.append(finish[v])
         rows_of[lane] = (nodes, max(1, len(ends)))
     colours = {"PS": "#4C72B0", "PL": "#55A868", "AIE": "#C44E52"}
     total_rows = sum(n for _, n in rows_of.values()) or 1
     fig_h = min(2.0 + 0.35 * total_rows, 30)
     fig = Figure(figsize=(12, fig_h))
     ax = fig.add_subplot()
-    span = plan.makespan_us or 1.0
+    span = (marks[-1][1] if marks else plan.makespan_us) or 1.0
     y, ticks, labels, centre = 0.0, [], [], {}
     for lane in reversed(lanes):
         nodes, n = rows_of[lane]
         u, c = lane
         for v in nodes:
             yy = y + (n - 1 - sub[v])
-            s, f = plan.start_us[v], plan.finish_us[v]
+            s, f = start[v], finish[v]
             ax.barh(yy + 0.5, max(f - s, span * 1e-4), left=s, height=0.8, color=colours[u], edgecolor="black", lw=0.4)
             centre[v] = (s, f, yy + 0.5)
             if (f - s) / span > 0.06:
@@ -199,14 +231,20 @@ def gantt_figure(plan: Plan, edges=()):
     for a, b in crossing if len(crossing) <= 40 else ():  # arrows only while they stay readable
         ax.annotate("", xy=(centre[b][0], centre[b][2]), xytext=(centre[a][1], centre[a][2]),
                     arrowprops=dict(arrowstyle="->", color="grey", lw=0.5, alpha=0.6))
-    ax.axvline(plan.makespan_us, color="black", ls="--", lw=1)
-    ax.text(plan.makespan_us, y, f" makespan {plan.makespan_us:.4g} us", va="bottom", fontsize=8)
+    if marks:  # the loops, one after another: each once, its runs per step above it
+        for a, b, r in marks:
+            ax.axvline(b, color="black", ls=":", lw=1)
+            ax.text((a + b) / 2, y, f"x{r:.4g}: {b - a:.4g} us", ha="center", va="bottom", fontsize=8)
+    else:
+        ax.axvline(plan.makespan_us, color="black", ls="--", lw=1)
+        ax.text(plan.makespan_us, y, f" makespan {plan.makespan_us:.4g} us", va="bottom", fontsize=8)
     ax.set_yticks(ticks, labels)
     ax.set_ylim(0, y + 0.6)
     ax.set_xlim(0, span * 1.08)
     ax.set_xlabel("time (us)")
     gap = "" if plan.gap <= 0 else f", gap {plan.gap:.1%}"
-    ax.set_title(f"{plan.status}{gap}: makespan {plan.makespan_us:.4g} us ({plan.solver})")
+    loops = " = sum of runs x loop (each loop drawn once)" if marks else ""
+    ax.set_title(f"{plan.status}{gap}: makespan {plan.makespan_us:.4g} us{loops} ({plan.solver})")
     fig.tight_layout()
     return fig
 
@@ -258,7 +296,7 @@ def load_plan(path) -> Plan:
                 solver=str(d.get("solver") or ""), core=dict(d.get("core") or {}),
                 ps_cores=int(d.get("ps_cores") or 1), bound=d.get("bound"),
                 utilisation=dict(d.get("utilisation") or {}), source=str(path),
-                sources=dict(d.get("sources") or {}))
+                sources=dict(d.get("sources") or {}), runs={v: float(r) for v, r in (d.get("runs") or {}).items()})
 
 
 def check_plan(plan, graph, *, where: str = "plan") -> dict:
@@ -329,7 +367,7 @@ def read_plan(path) -> dict:
     if cores is not None and not (_number(cores, 1) and float(cores).is_integer() and cores <= MAX_PS_CORES):
         raise RlhlsError(f"plan {path}: 'ps_cores' = {_show(cores)} must be a whole number in 1..{MAX_PS_CORES}")
     tables = {"start_us": "a number >= 0", "point": "a string", "finish_us": "a number >= its start_us",
-              "core": f"a PS core 0..{int(cores or 1) - 1}", "sources": "a string"}
+              "core": f"a PS core 0..{int(cores or 1) - 1}", "sources": "a string", "runs": "a number >= 0"}
     for key, want in tables.items():
         if key not in data or (key not in ("start_us", "point") and data[key] is None):
             continue
@@ -343,7 +381,7 @@ def read_plan(path) -> dict:
         for node, v in table.items():
             if node not in asg:
                 raise RlhlsError(f"plan {path}: '{key}' names node '{node}', which has no assignment")
-            ok = (_number(v) if key == "start_us" else isinstance(v, str) if key in ("point", "sources") else
+            ok = (_number(v) if key in ("start_us", "runs") else isinstance(v, str) if key in ("point", "sources") else
                   _number(v) and v >= data["start_us"][node] if key == "finish_us" else
                   _number(v) and float(v).is_integer() and v < int(cores or 1))
             if not ok:

@@ -79,7 +79,7 @@ def _row(node, unit, cost, point) -> ProfileRow:
         res["plio"] = float(cost["plio"])
     return ProfileRow(node=node.name, unit=unit, latency_us=float(cost["latency_us"]), point=point,
                       resources=res, cycles=float(cost["cycles"]), flops=float(node.flops),
-                      provenance=cost.get("provenance"))
+                      provenance=cost.get("provenance"), runs=float(getattr(node, "runs", 1.0)))
 
 
 def _elements(node, layer, batch: int, word: int) -> int:

@@ -18,6 +18,11 @@ Profile CSV — one row per node x unit (x design point)::
 * ``point`` (optional): the design point (e.g. an unroll factor); several rows of one node and unit
   with different points are alternatives, the partitioner picks one; missing or empty = ``"0"``;
 * ``cycles``, ``flops`` (optional): informative only;
+* ``runs`` (optional, missing or empty = 1): how many times the node runs per training step, the
+  same on every row of a node (``rlhls profile`` writes it from the algorithm's rule: PPO's GAE once
+  per rollout of update_epochs x num_minibatches steps, DDPG's actor every policy_frequency steps,
+  TRPO's FVP and value-fit counts). Nodes that run equally often form a loop, scheduled on its own;
+  the makespan is the sum over the loops of runs x the loop's makespan (rlhls.partition.heft);
 * ``source`` (optional, missing or empty = ``model``): where the row's latency and resources come
   from: ``model`` (the kernels' cost models), ``csynth`` (a Vitis HLS synthesis report: cycles x
   the clock the kernel runs at), ``cosim`` (a co-simulation report's measured cycles, resources
@@ -94,6 +99,7 @@ class ProfileRow:
     flops: float | None = None
     source: str = "model"
     provenance: dict | None = field(default=None, compare=False)  # model rows: {figure: where it comes from}
+    runs: float = 1.0  # the node's runs per training step (module docstring)
 
     def usage(self, resource: str) -> float:
         return float(self.resources.get(resource, 0.0) or 0.0)
@@ -192,7 +198,8 @@ def read_profile(path) -> list[ProfileRow]:
     rows: list[ProfileRow] = []
     seen: dict = {}
     nodes: set = set()
-    optional = ("point",) + RESOURCES + ("cycles", "flops", "source")
+    runs_of: dict = {}  # node -> (runs, row)
+    optional = ("point",) + RESOURCES + ("cycles", "flops", "source", "runs")
     for n, rec in _read_rows(path, "profile", ("node", "unit", "latency_us"), optional):
         node = rec["node"]
         if not node:
@@ -220,20 +227,27 @@ def read_profile(path) -> list[ProfileRow]:
         source = rec.get("source", "").lower() or "model"
         if source not in SOURCES:
             raise RlhlsError(f"{path}: row {n}: unknown source '{rec['source']}'; expected one of {', '.join(SOURCES)}")
+        runs = _number(rec.get("runs", ""), path, n, "runs", required=False)
+        runs = 1.0 if runs is None else runs
+        if node in runs_of and runs_of[node][0] != runs:
+            raise RlhlsError(f"{path}: row {n}: node '{node}' runs {runs:g} times per step, row {runs_of[node][1]} "
+                             f"says {runs_of[node][0]:g}; expected one value per node")
+        runs_of.setdefault(node, (runs, n))
         rows.append(ProfileRow(
             node=node, unit=unit, latency_us=lat, point=point, resources=res,
             cycles=_number(rec.get("cycles", ""), path, n, "cycles", required=False),
-            flops=_number(rec.get("flops", ""), path, n, "flops", required=False), source=source,
+            flops=_number(rec.get("flops", ""), path, n, "flops", required=False), source=source, runs=runs,
         ))
     return rows
 
 
 def write_profile(rows, path) -> None:
     """Write profile rows as CSV (atomically); ``point`` and ``source`` always written, cycles/flops if
-    any row has them."""
+    any row has them, runs if any node runs other than once."""
     rows = list(rows)
     cols = ["node", "unit", "latency_us", "point", *RESOURCES, "source"]
     extra = [c for c in ("cycles", "flops") if any(getattr(r, c) is not None for r in rows)]
+    extra += ["runs"] if any(r.runs != 1.0 for r in rows) else []
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(cols + extra)

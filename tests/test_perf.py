@@ -149,27 +149,35 @@ def test_off_policy_rules_match_the_trainers_counts_with_several_envs(name, sets
 
 
 def test_ppo_run_costs_gae_once_per_rollout_and_minibatch_nodes_epochs_x_minibatches():
-    d = get_design("heppo-ppo")
+    from rlhls.host.perf import bind_run
+
+    hp = {**get_design("heppo-ppo").hyperparams, **_probe(get_design("heppo-ppo"))}  # 8 x 256 steps,
+    d = bind_run(get_design("heppo-ppo"), hp)  # 10 epochs x 8 minibatches: the graph at the run's sizes
     g = build_graph(d)
     rows = profile_design(d, graph=g)
-    hp = {**d.hyperparams, **_probe(d)}  # 8 x 256 steps, 10 epochs x 8 minibatches
     host = host_times([{"env_steps": "2048", "t_env_run": "0", "t_backprop": "0"}], "ppo", hp, "given")
     ps = {r.node: r for r in rows if r.unit == "PS"}
     unit = next(r for r in rows if r.node == "gae" and r.unit == "PL")  # the GAE unit; the rest on the PS
     plan = Plan("given", 0.0, 0.0, {**{n: "PS" for n in ps}, "gae": "PL"},
                 {}, {**{n: r.point for n, r in ps.items()}, "gae": unit.point}, {}, {}, 0.0)
     p = model_perf(d, plan=plan, rows=rows, graph=g, host=host, factor=2.0, steps=4 * 2048)
-    # the hand sum of the model's own node costs over 4 rollouts: GAE once each, the rest 80 times (one PS
-    # thread; the GAE unit's advantages reach the PS while it runs the forwards)
-    lats = {"all_PS": {n: us for n, (_, us) in _ps_choice(g, get_device(d.device)).items()},
-            "plan": {**{n: r.latency_us for n, r in ps.items()}, "gae": unit.latency_us}}
-    for k, lat in lats.items():
-        gae, rest = lat["gae"], sum(us for n, us in lat.items() if n != "gae")
-        assert p.variants[k].total_s == pytest.approx(4 * (gae + 80 * rest) * 1e-6, rel=1e-12)
-    ps_run = p.variants["all_PS"].phases_s  # no transfer: each phase its own nodes' time
-    assert ps_run["gae"] == pytest.approx(4 * lats["all_PS"]["gae"] * 1e-6, rel=1e-12)
-    bwd = sum(us for n, us in lats["all_PS"].items() if n.endswith(".bwd"))
-    assert ps_run["backprop"] == pytest.approx(4 * 80 * bwd * 1e-6, rel=1e-12)
+    # the hand sum of the model's own node costs over 4 rollouts: GAE once each, the rest 80 times (the plan
+    # puts its PS nodes on one core, in turn; the GAE unit's advantages reach the PS while it runs the forwards)
+    lat = {**{n: r.latency_us for n, r in ps.items()}, "gae": unit.latency_us}
+    gae, rest = lat["gae"], sum(us for n, us in lat.items() if n != "gae")
+    assert p.variants["plan"].total_s == pytest.approx(4 * (gae + 80 * rest) * 1e-6, rel=1e-12)
+    # all on the PS, list-scheduled on the device's cores: GAE a loop of its own, once per rollout
+    dev = get_device(d.device)
+    ps_lat = {n: us for n, (_, us) in _ps_choice(g, dev).items()}
+    sch = schedule(g, _ps_choice(g, dev), device_links(dev), {n.name: n.runs for n in g.nodes},
+                   ps_cores=4)  # the ZCU106's 4 A53 cores
+    assert set(sch["loops"]) == {1 / 80, 1.0} and sch["loops"][1 / 80] == ps_lat["gae"]
+    assert sch["loops"][1.0] < sum(us for n, us in ps_lat.items() if n != "gae")  # the cores overlap
+    assert p.variants["all_PS"].total_s == pytest.approx(4 * (ps_lat["gae"] + 80 * sch["loops"][1.0]) * 1e-6,
+                                                         rel=1e-12)
+    ps_run = p.variants["all_PS"].phases_s  # each phase its nodes' time x its runs, the overlap spread evenly
+    bwd = sum(us for n, us in ps_lat.items() if n.endswith(".bwd"))
+    assert ps_run["gae"] / ps_run["backprop"] == pytest.approx(ps_lat["gae"] / (80 * bwd), rel=1e-12)
     assert p.node_runs == {"gae": pytest.approx(1 / 80)} and "gae 0.0125" in p.assumptions[2]
     assert p.to_json()["node_runs_per_graph_execution"] == p.node_runs
 

@@ -27,12 +27,13 @@ and env state, close); the on-policy ones (A2C, PPO, TRPO) collect their rollout
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from rlhls.core.errors import RlhlsError
 from rlhls.core.registry import Registry
-from rlhls.designs.graph import GRAPH_BUILDERS, register_graph_builder, unregister_graph_builder
+from rlhls.designs.graph import GRAPH_BUILDERS, register_graph_builder, register_node_runs, unregister_graph_builder
 
 if TYPE_CHECKING:
     from rlhls.designs.design import Design
@@ -89,12 +90,26 @@ def register_algorithm(alg: Algorithm, *, replace: bool = False) -> Algorithm:
         raise RlhlsError(f"register_algorithm: algorithm {alg.name!r} needs its training-graph builder "
                          "(Algorithm(..., graph=fn); rlhls.designs.graph.graph_builder('a2c') reuses A2C's)")
     ALGORITHMS[alg.name] = alg
+    register_node_runs(alg.name, None if alg.node_runs is None else _runs_rule(alg))
     return alg
+
+
+def _runs_rule(alg: Algorithm) -> Callable:
+    """`alg.node_runs` over its hyperparameters' defaults (a design names only those it changes): the
+    rule the training graph weighs its nodes by (rlhls.designs.graph)."""
+    args = alg.args if dataclasses.is_dataclass(alg.args) else None
+    defaults = {f.name: f.default for f in dataclasses.fields(args) if f.default is not dataclasses.MISSING} \
+        if args else {}
+    rule = alg.node_runs
+    assert rule is not None
+    return lambda node, hp: rule(node, {**defaults, **hp})
 
 
 def unregister_algorithm(name: str) -> None:
     """Remove a user's algorithm and the graph builder it registered."""
     alg = ALGORITHMS.pop(name, None)
+    if alg is not None:
+        register_node_runs(name, None)
     if alg is not None and alg.graph is not None and GRAPH_BUILDERS.get(name) is alg.graph:
         unregister_graph_builder(name)
 
