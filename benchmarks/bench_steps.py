@@ -43,7 +43,7 @@ def run(name: str, precision: str, steps: int, extra: dict) -> tuple:
     """(env steps done, seconds, steps/s) of one run."""
     design = get_design(name)
     alg = get_algorithm(design.algorithm)
-    hp = {**design.demo.get("set", {}), **extra, "precision": precision}
+    hp = {**design.demo.get("set", {}), **design.demo.get("probe", {}), **extra, "precision": precision}
     trainer = alg.trainer(design, seed=0, hyperparams=hp)  # mixed: the plan is solved here, untimed
     try:
         spu = trainer.steps_per_update

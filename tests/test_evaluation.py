@@ -206,11 +206,22 @@ class _NoRender(gym.Env):
         return self.observation_space.sample(), 1.0, bool(self.np_random.random() < 0.1), False, {}
 
 
-def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys):
+@pytest.fixture
+def no_render_env():
+    """An environment without rgb_array rendering, registered for one test only (others list them)."""
     from rlhls.host.envs import register_module
+    from rlhls.host.envs.registry import ENVIRONMENT_IDS
 
+    ENVIRONMENT_IDS.load()
+    before = ENVIRONMENT_IDS.snapshot()
     register_module(types.SimpleNamespace(__name__="test_evaluation", ENVIRONMENTS={
         "rlhls/NoRender-v0": {"entry_point": _NoRender, "max_episode_steps": 50}}))
+    yield "rlhls/NoRender-v0"
+    ENVIRONMENT_IDS.restore(before)
+    gym.registry.pop("rlhls/NoRender-v0", None)
+
+
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, no_render_env):
     out = tmp_path / "norender"
     _train(DQN, out, env="rlhls/NoRender-v0", eval_episodes=2)
     assert len(read_metrics(out / "eval.csv")) == 1

@@ -360,3 +360,15 @@ def test_a_users_algorithm_in_one_file_goes_through_every_command(tmp_path, caps
     capsys.readouterr()
     assert main(["eval", str(train), "--design", F, "--episodes", "2", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["episodes"] == 2
+
+
+def test_the_plugin_tests_pass_in_a_shuffled_order(tmp_path):
+    """The registries hold no order: the plug-in and registry tests (the one-file REINFORCE through
+    every command among them) pass shuffled, in a fresh process (pytest-random-order; another seed:
+    ``pytest -p random_order --random-order-seed=N tests/test_plugins.py tests/test_registry.py``)."""
+    slow = "onnx_example or no_argparse or shuffled_order"  # slow and order-free, or this test itself
+    res = subprocess.run([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-p", "random_order",
+                          "--random-order-seed=7", "-k", f"not ({slow})", "tests/test_plugins.py",
+                          "tests/test_registry.py"], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stdout[-3000:]
+    assert "test_a_users_algorithm_in_one_file_goes_through_every_command PASSED" in res.stdout

@@ -165,12 +165,13 @@ def test_algorithms_list_alphabetically_whatever_registered_first():
 
     names = algorithm_names()
     assert {"a2c", "ddpg", "dqn", "ppo", "trpo"} <= set(names)
+    before = ALGORITHMS.snapshot()  # its origin too: other tests list where each came from
     a2c = ALGORITHMS.pop("a2c")
     try:
         register_algorithm(a2c)  # now the dict's last entry
         assert list(ALGORITHMS)[-1] == "a2c" and algorithm_names() == sorted(names) == names
     finally:
-        ALGORITHMS["a2c"] = a2c
+        ALGORITHMS.restore(before)
     # the package's trainers share the base (PPO included)
     assert all(issubclass(get_algorithm(n).trainer, TrainerBase) for n in ("a2c", "ddpg", "dqn", "ppo", "trpo"))
 

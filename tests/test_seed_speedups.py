@@ -87,7 +87,7 @@ def test_declared_host_overlap_hides_that_share_of_the_graph():
 
 def _fake_measure(design, seed=0):
     """One update of the demonstration rollout (8 x 256 steps) with given phase seconds."""
-    hp = {**design.hyperparams, **design.demo["set"]}
+    hp = {**design.hyperparams, **design.demo.get("set", {}), **design.demo.get("probe", {})}
     row = {"env_steps": "2048", "t_dnn_inference": "0.2", "t_env_run": "3.0", "t_storing_trajectories": "0.05",
            "t_gae_fetch": "0.4", "t_gae_compute": "0.1", "t_gae_write": "0.0", "t_update_forward": "0.5",
            "t_backprop": "0.75"}
