@@ -312,7 +312,7 @@ def build_design(design, out, *, plan=None, graph=None, part=None, clock_ns=None
                  cosim=False, force=False, progress=None, tools=None, hls4ml=True,
                  link: L.LinkRequest | None = None, bound=None) -> BuildResult:
     """Write the build folder `out` for `design` (a Design or its name); see the module docstring.
-    `bound`: the record of the run binding it (``BoundRun.record()``), kept in the manifest.
+    `bound`: the record of the run binding it (``BoundRun.record()``), kept in the manifest (``binding``).
 
     `plan`: a Plan (``partition.plan``), a {node: unit} dict, or None (every node on the PL);
     `graph`: the design's training graph when the caller has it. hls4ml=False maps forward layers
@@ -386,7 +386,7 @@ def build_design(design, out, *, plan=None, graph=None, part=None, clock_ns=None
                             for c in comps])
         manifest = _manifest(tmp, design, graph, assignment, mapping, aie, plan_info, part, note, clock_ns)
         if bound is not None:
-            manifest["bound"] = bound
+            manifest["binding"] = bound
         if link_info is not None:
             manifest["link"] = link_info
         manifest["complete"] = False  # published before its checks run: refused until they finish (below)

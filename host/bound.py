@@ -143,8 +143,8 @@ def folder_binding(folder) -> dict:
     from rlhls.core.fileio import owned_file, read_json
 
     folder = Path(folder)
-    for name, key in (("run.json", "bound"), ("config.json", None), ("train/config.json", None),
-                      ("manifest.json", "bound")):
+    for name, key in (("run.json", "binding"), ("config.json", None), ("train/config.json", None),
+                      ("manifest.json", "binding")):
         path = folder / name
         if not path.is_file():
             continue

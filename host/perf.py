@@ -678,9 +678,9 @@ def perf_figure(perf: Perf):
 PERF_FILES = ("perf.json", "perf.txt", "perf.png")
 
 
-def write_perf(perf: Perf, out_dir, *, force: bool = False) -> Path:
+def write_perf(perf: Perf, out_dir, *, force: bool = False, bound: dict | None = None) -> Path:
     """perf.json, perf.txt and perf.png into `out_dir` (staged, then published; a folder rlhls did not
-    write is refused unless `force`)."""
+    write is refused unless `force`). `bound`: the record of the run it models (``BoundRun.record()``)."""
     from rlhls.core.fileio import atomic_write_text, check_out, staged_folder
 
     from .figures import save_png
@@ -689,7 +689,8 @@ def write_perf(perf: Perf, out_dir, *, force: bool = False) -> Path:
     ours = lambda d: all(p.name in PERF_FILES for p in d.iterdir())  # noqa: E731
     check_out(out_dir, command="perf", force=force, ours=ours)
     with staged_folder(out_dir, command="perf", ours=ours) as tmp:
-        atomic_write_text(tmp / "perf.json", json.dumps(perf.to_json(), indent=1, default=str) + "\n")
+        rec = {**perf.to_json(), **({"binding": bound} if bound is not None else {})}
+        atomic_write_text(tmp / "perf.json", json.dumps(rec, indent=1, default=str) + "\n")
         atomic_write_text(tmp / "perf.txt", perf.text() + "\n")
         save_png(perf_figure(perf), tmp / "perf.png")
     return out_dir

@@ -269,14 +269,15 @@ def plan_folder(folder: Path) -> bool:
     return True
 
 
-def write_plan(plan: Plan, out_dir, rows=None, edges=(), *, force: bool = False) -> Path:
+def write_plan(plan: Plan, out_dir, rows=None, edges=(), *, force: bool = False, bound: dict | None = None) -> Path:
     """plan.json, plan.csv and gantt.png into ``out_dir`` (fileio.staged_folder: built beside it,
     then published; a folder rlhls did not write is refused unless ``force``, which still deletes
-    nothing of the user's)."""
+    nothing of the user's). ``bound``: the record of the run the plan was solved for."""
     out_dir = Path(out_dir)
     check_out(out_dir, command="partition", force=force, ours=plan_folder)
     with staged_folder(out_dir, command="partition", ours=plan_folder) as tmp:
-        atomic_write_text(tmp / "plan.json", json.dumps(plan.to_json(), indent=1) + "\n")
+        rec = {**plan.to_json(), **({"binding": bound} if bound is not None else {})}
+        atomic_write_text(tmp / "plan.json", json.dumps(rec, indent=1, default=str) + "\n")
         atomic_write_text(tmp / "plan.csv", plan_csv(plan))
         atomic_write_bytes(tmp / "gantt.png", gantt_png(plan, edges))
     return out_dir

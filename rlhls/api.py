@@ -174,7 +174,7 @@ class Flow:
                            "env": bound.env_id, "backend": backend, "seed": self.seed,
                            "precision": self.hyperparams.get("precision"), "demo": bound.demo,
                            "overrides": {k: str(v) for k, v in self.overrides.items()}, "stages": [], "failures": [],
-                           "notes": [], "ok": True, "passed": False, "bound": bound.record()}
+                           "notes": [], "ok": True, "passed": False, "binding": bound.record()}
             if self.hyperparams.get("experiment") is not None and self.design.seed_figures.get("phase_shares"):
                 self.record["experiment_text"] = f"experiment {self.hyperparams['experiment']} of HEPPO-GAE Table III"
             if self.design.seed_figures.get("phase_shares"):
@@ -348,7 +348,7 @@ class Flow:
                         plan = partition_design(self.design, self.device, graph=graph, rows=rows,
                                                 solver=solver or self.solver,
                                                 time_limit=time_limit if time_limit is not None else self.time_limit)
-                    write_plan(plan, self.out / "plan", edges=graph.all_edges())
+                    write_plan(plan, self.out / "plan", edges=graph.all_edges(), bound=self.bound.record())
                 own = {}
                 for node, unit in rows.own.items():
                     kernels = ", ".join(k.name for k, _ in _kernels(self.design, graph, node, unit))
@@ -489,7 +489,7 @@ class Flow:
                                           f"this flow's run ({self.out / 'train'})")
                 p = model_perf(self.design, device=self.device, plan=plan, rows=rows, graph=graph, host=host,
                                factor=ps_factor, steps=steps, seed=self.seed)
-                write_perf(p, self.out / "perf")
+                write_perf(p, self.out / "perf", bound=self.bound.record())
                 self.record["perf"] = p.to_json()
                 save_png(perf_figure(p), self.out / "perf.png")
                 return p, f"plan {p.total_s:.4g} s for {p.steps:,} steps (PS factor {p.ps_factor:.3g})"

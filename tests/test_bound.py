@@ -12,6 +12,7 @@ from rlhls.designs.registry import design_names, get_design
 from rlhls.host.algorithms import ALGORITHMS
 from rlhls.host.bound import bind, bind_recorded
 from rlhls.host.train import train_design
+from rlhls.partition.plan import load_plan
 
 
 def _trained_designs():
@@ -44,8 +45,8 @@ def test_rlhls_build_and_rlhls_run_build_the_same_components(tmp_path):
     cmd_m, cmd_c = _components(tmp_path / "b")
     assert run_c == cmd_c and run_m["batch"] == cmd_m["batch"] == 2048
     assert run_m["design_sha256"] == cmd_m["design_sha256"]
-    assert run_m["bound"]["kernels"] == cmd_m["bound"]["kernels"]
-    assert run_m["bound"]["demo"] and not cmd_m["bound"]["demo"]
+    assert run_m["binding"]["kernels"] == cmd_m["binding"]["kernels"]
+    assert run_m["binding"]["demo"] and not cmd_m["binding"]["demo"]
 
 
 def test_build_set_and_config_reach_the_kernels(tmp_path):
@@ -59,7 +60,7 @@ def test_build_set_and_config_reach_the_kernels(tmp_path):
     (by_set, set_c), (by_cfg, cfg_c) = _components(tmp_path / "set"), _components(tmp_path / "cfg")
     assert own["batch"] == 2048 and by_set["batch"] == by_cfg["batch"] == 256
     assert set_c == cfg_c and set_c != own_c  # the components sized by the batch given
-    assert by_set["bound"]["overrides"] == {"num_envs": "8", "num_steps": "256", "num_minibatches": "8"}
+    assert by_set["binding"]["overrides"] == {"num_envs": "8", "num_steps": "256", "num_minibatches": "8"}
 
 
 def test_graph_and_profile_bind_as_build_does(tmp_path, capsys):
@@ -118,4 +119,7 @@ def test_run_until_build_is_the_flow_stopped_at_the_build(tmp_path, capsys):
     rec = json.loads((out / "run.json").read_text())
     assert [s["stage"] for s in rec["stages"]] == ["training graph", "profile", "partition", "build --csim"]
     assert (out / "build" / "manifest.json").is_file() and not (out / "train").exists()
-    assert rec["bound"]["batch"] == 128 and rec["bound"]["hyperparams"]["learning_starts"] == 1000
+    assert rec["binding"]["batch"] == 128 and rec["binding"]["hyperparams"]["learning_starts"] == 1000
+    plan = json.loads((out / "plan" / "plan.json").read_text())
+    assert plan["binding"] == json.loads((out / "build" / "manifest.json").read_text())["binding"] == rec["binding"]
+    assert load_plan(out / "plan").assignment == plan["assignment"]  # the record does not disturb its reader

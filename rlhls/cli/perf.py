@@ -74,7 +74,7 @@ def cmd_perf(args) -> int:
         design = bind_run(design, hp)
     perf = model_perf(design, device=device, plan=plan, host=host, factor=args.ps_factor, steps=args.steps,
                       seed=args.seed, say=log, time_limit=args.time_limit)
-    write_perf(perf, out, force=args.force)
+    write_perf(perf, out, force=args.force, bound=None if args.run else run.record())
     if args.json:
         print_json(perf.to_json())
     else:
