@@ -25,8 +25,8 @@ applied in place on the matmul's result, activations and their derivatives in fl
 float32 tanh / exp), bias gradients as float32 column sums; no round trips through float64
 between PS nodes. Its bits are deterministic on a given machine and BLAS thread count (the runs
 here: OpenBLAS, one thread); the BLAS's summation order, and so the last bits, are not fixed
-across CPUs or BLAS builds. ``float64`` (``--set ps_math=float64``; the path of the results
-measured before 2026-11-27): every tensor rounded to FP32, products and sums in float64 BLAS,
+across CPUs or BLAS builds. ``float64`` (``--set ps_math=float64``; the earlier default,
+docs/benchmarks/ dates its results): every tensor rounded to FP32, products and sums in float64 BLAS,
 activations in float64 rounded to FP32. Both model FP32 storage; float32 sums model the PS at least as
 faithfully. The update node on the PS steps the optimizer in the gradients' precision
 (host/optim.py): float32 state and float32 operations with ``float32``, float64 operations with

@@ -123,3 +123,22 @@ def test_run_until_build_is_the_flow_stopped_at_the_build(tmp_path, capsys):
     plan = json.loads((out / "plan" / "plan.json").read_text())
     assert plan["binding"] == json.loads((out / "build" / "manifest.json").read_text())["binding"] == rec["binding"]
     assert load_plan(out / "plan").assignment == plan["assignment"]  # the record does not disturb its reader
+
+
+def test_partition_takes_a_design_bound_as_every_command(tmp_path, capsys):
+    assert main(["partition", "apdrl-dqn-cartpole", "--out", str(tmp_path / "p"), "--time-limit", "10",
+                 "--json"]) == 0
+    own = json.loads(capsys.readouterr().out)
+    assert main(["partition", "apdrl-dqn-cartpole", "--set", "batch_size=64", "--out", str(tmp_path / "q"),
+                 "--time-limit", "10", "--json"]) == 0
+    small = json.loads(capsys.readouterr().out)
+    assert small["makespan_us"] < own["makespan_us"]  # the batch given reaches the graph and its costs
+    assert json.loads((tmp_path / "q" / "plan.json").read_text())["binding"]["batch"] == 64
+    flow = rlhls.Flow("apdrl-dqn-cartpole", out=tmp_path / "f", quiet=True, time_limit=10)
+    try:
+        assert flow.partition().assignment == load_plan(tmp_path / "p").assignment  # rlhls run's plan
+    finally:
+        flow.close()
+    for argv in (["partition", "apdrl-dqn-cartpole", "--capacity", "c.csv"],
+                 ["partition", "p.csv", "--device", "zcu106"]):
+        assert main([*argv, "--out", str(tmp_path / "x")]) == 2 and not (tmp_path / "x").exists()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from rlhls.core.errors import RlhlsError
 
-from .common import MAX_REPEATS, add_design, at_most, bound, positive_int, print_json, say
+from .common import MAX_REPEATS, add_design, add_hyperparams, at_most, bound, positive_int, print_json, say
 
 
 def register(sub) -> None:
@@ -57,12 +57,17 @@ def register(sub) -> None:
     s.add_argument("--json", action="store_true", help="print JSON (null: 'undef' or an element the report lacks)")
     s.set_defaults(func=cmd_report_read)
 
-    s = sub.add_parser("partition", help="solve the PS/PL/AIE partition (ILP) of a profile",
-                       description="Solve the PS/PL/AIE partition (ILP) of a profile; write plan.json, plan.csv and "
-                                   "gantt.png into --out.")
-    s.add_argument("profile", help="profile CSV: node,unit,latency_us[,point][,lut,ff,dsp,bram36,uram,aie_tiles]")
-    s.add_argument("--graph", required=True, help="graph CSV: src,dst,bytes[,carry]")
-    src = s.add_mutually_exclusive_group(required=True)
+    s = sub.add_parser("partition", help="solve the PS/PL/AIE partition (ILP) of a profile or a design",
+                       description="Solve the PS/PL/AIE partition (ILP) of a profile (PROFILE.csv --graph GRAPH.csv), "
+                                   "or of a design bound as every command binds it (DESIGN [--set] [--config]: its "
+                                   "graph and profile made here, as rlhls run makes them); write plan.json, plan.csv "
+                                   "and gantt.png into --out.")
+    s.add_argument("profile", metavar="PROFILE.csv|DESIGN",
+                   help="profile CSV: node,unit,latency_us[,point][,lut,ff,dsp,bram36,uram,aie_tiles]; or a design "
+                        "(rlhls designs) or design file ./FILE.py[:NAME]")
+    s.add_argument("--graph", help="graph CSV: src,dst,bytes[,carry] (with a profile CSV)")
+    add_hyperparams(s)
+    src = s.add_mutually_exclusive_group()
     src.add_argument("--device", help="take capacities and links from this device of the catalogue")
     src.add_argument("--capacity", help="capacity CSV: unit,resource,capacity (PS cores as resource 'cores')")
     s.add_argument("--links", help="links CSV: src_unit,dst_unit,latency_us,bytes_per_us (overrides the device's)")
@@ -263,6 +268,13 @@ def cmd_partition(args) -> int:
 
     if args.time_limit is not None and not args.time_limit > 0:
         raise RlhlsError(f"--time-limit {args.time_limit:g} must be > 0 seconds")
+    if not args.graph and not Path(args.profile).suffix.lower() == ".csv":  # a design, bound as every command does
+        return _partition_design(args)
+    if not args.graph or not (args.device or args.capacity):
+        raise RlhlsError("rlhls partition: a profile CSV needs --graph GRAPH.csv and --device DEV or "
+                         "--capacity CAP.csv")
+    if args.sets or args.config:
+        raise RlhlsError("rlhls partition: --set and --config bind a DESIGN; a profile CSV is costed already")
     check_out(Path(args.out), command="partition", force=args.force, ours=plan_folder)  # before the solve
     rows = read_profile(args.profile)
     edges = read_graph(args.graph)
@@ -280,6 +292,35 @@ def cmd_partition(args) -> int:
                  time_limit=args.time_limit, source=source)
     used = plan.record_sources(rows)
     out = write_plan(plan, Path(args.out), edges=edges, force=args.force)
+    return _print_plan(args, plan, used, out)
+
+
+def _partition_design(args) -> int:
+    """rlhls partition DESIGN: the design's graph and profile made here, then the ILP (rlhls run's partition)."""
+    from rlhls.core.fileio import check_out
+    from rlhls.designs.devices import get_device
+    from rlhls.designs.graph import build_graph
+    from rlhls.partition.design_plan import partition_design
+    from rlhls.partition.plan import plan_folder, write_plan
+    from rlhls.partition.profile import profile_design
+
+    if args.capacity or args.links:
+        raise RlhlsError("rlhls partition DESIGN: --capacity and --links go with a profile CSV; a design takes its "
+                         "device's (--device)")
+    args.design = args.profile
+    run = bound(args)
+    device = get_device(args.device or run.design.device)
+    check_out(Path(args.out), command="partition", force=args.force, ours=plan_folder)  # before the solve
+    graph = build_graph(run.design)
+    rows = profile_design(run.design, device, graph=graph)
+    plan = partition_design(run.design, device, graph=graph, rows=rows, solver=args.solver,
+                            time_limit=args.time_limit)
+    used = plan.record_sources(rows)
+    out = write_plan(plan, Path(args.out), edges=graph.all_edges(), force=args.force, bound=run.record())
+    return _print_plan(args, plan, used, out)
+
+
+def _print_plan(args, plan, used, out) -> int:
     if args.json:
         print_json(plan.to_json())
         return 0
