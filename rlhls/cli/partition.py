@@ -59,7 +59,8 @@ def register(sub) -> None:
 
     s = sub.add_parser("partition", help="solve the PS/PL/AIE partition (ILP) of a profile or a design",
                        description="Solve the PS/PL/AIE partition (ILP) of a profile (PROFILE.csv --graph GRAPH.csv), "
-                                   "or of a design bound as every command binds it (DESIGN [--set] [--config]: its "
+                                   "or of a design bound as every command binds it (DESIGN, with --set and --config: "
+                                   "its "
                                    "graph and profile made here, as rlhls run makes them); write plan.json, plan.csv "
                                    "and gantt.png into --out.")
     s.add_argument("profile", metavar="PROFILE.csv|DESIGN",
