@@ -33,6 +33,9 @@ def register(sub) -> None:
                                                        "check the AIE kernels under the shim")
     s.add_argument("--synth", action="store_true", help="run Vitis HLS synthesis (v++ or vitis_hls on PATH)")
     s.add_argument("--cosim", action="store_true", help="run Vitis C/RTL co-simulation (implies synthesis)")
+    s.add_argument("--full-data", action="store_true",
+                   help="aie/data/: one whole training step's PLIO streams for aiesimulator (large for a big batch; "
+                        "--synth and --cosim imply it) instead of a sample of each")
     s.add_argument("--force", action="store_true",
                    help="write into a non-empty --out that rlhls did not write (no file of yours is deleted)")
     s.add_argument("--verbose", action="store_true", help="show what hls4ml and the compilers print")
@@ -94,10 +97,11 @@ def cmd_policy(args) -> int:
 
 def cmd_build(args) -> int:
     if args.weights is not None:
-        if args.plan or args.synth or args.cosim:
+        if args.plan or args.synth or args.cosim or args.full_data:
             from rlhls.core.errors import RlhlsError
 
-            raise RlhlsError("--weights exports the trained policy: --plan, --synth and --cosim do not apply to it")
+            raise RlhlsError("--weights exports the trained policy: --plan, --synth, --cosim and --full-data do not "
+                             "apply to it")
         return cmd_policy(args)
     from rlhls.core.procs import library_output
     from rlhls.designs.registry import get_design
@@ -109,7 +113,8 @@ def cmd_build(args) -> int:
     progress = say(args.quiet or args.json)  # the console's handler: --quiet and -q hush it
     with contextlib.nullcontext() if args.verbose else library_output(None):  # hls4ml's banners
         res = build_design(args.design, out, plan=plan, part=args.part, clock_ns=args.clock, csim=args.csim,
-                           synth=args.synth, cosim=args.cosim, force=args.force, progress=progress)
+                           synth=args.synth, cosim=args.cosim, force=args.force, progress=progress,
+                           full_data=args.full_data)
     if args.json:
         print_json(res.to_json())
         return 0 if res.ok else 1
