@@ -1,6 +1,7 @@
 """The AIE build's data (flow/aie.py): by default a sample of each node whose size and memory do not
 grow with the batch, checked under the g++ shim on exactly the files written; the whole training
-step only when asked (full_data, --full-data, --synth)."""
+step only when asked (full_data, --full-data, --synth). And the experiments' engine choice
+(host/experiments: one process where Ray's start does not pay)."""
 
 import json
 import subprocess
@@ -203,3 +204,63 @@ def test_full_data_with_weights_is_refused(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "--full-data do not apply to it" in err and "Traceback" not in err and len(err.strip().splitlines()) <= 2
     assert list(tmp_path.iterdir()) == []
+
+
+# ----------------------------------------------------------------------------- experiments: --jobs
+
+def _runs(n, steps):
+    from rlhls.host.experiments import Run
+
+    return [Run(f"r{i}", fn=abs, kwargs={"x": i}, steps=steps) for i in range(n)]
+
+
+def test_jobs_default_is_one_process_where_ray_does_not_pay():
+    from rlhls.host.experiments import choose_jobs
+
+    # <= 2 cores: one process whatever the runs (two workers on two cores measured no faster)
+    jobs, why = choose_jobs(_runs(4, 100_000), cores=2)
+    assert jobs == 1 and "in this process" in why and "2 CPU core(s)" in why
+    # more cores: short runs in this process, long ones (or of unknown length) on Ray with every core
+    assert choose_jobs(_runs(4, 200), cores=8)[0] == 1
+    assert choose_jobs(_runs(1, 100_000), cores=8)[0] == 1
+    jobs, why = choose_jobs(_runs(4, 100_000), cores=8)
+    assert jobs is None and "Ray tasks, 4 at once" in why
+    assert choose_jobs(_runs(4, None), cores=8)[0] is None
+    # what the user asks is done
+    assert choose_jobs(_runs(4, 200), jobs=3, cores=2) == (3, "Ray tasks, 3 at once (--jobs 3)")
+    assert choose_jobs(_runs(4, 100_000), jobs=1, cores=8)[0] == 1
+    assert choose_jobs(_runs(4, 200), address="auto", cores=2)[0] is None
+
+
+def _square(width: int, seed: int, steps: int) -> dict:
+    return {"seed": seed, "value": width * width + seed}
+
+
+def test_experiment_default_runs_short_runs_without_ray(tmp_path, capsys, monkeypatch):
+    import rlhls.host.engine as engine
+    import rlhls.host.experiments as experiments
+    from rlhls.host.experiments import RUNS, Experiment, Summary, register_experiment, unregister_experiment
+
+    def no_ray(*a, **k):
+        raise AssertionError("Ray started")
+
+    monkeypatch.setattr(engine, "ray_session", no_ray)
+    monkeypatch.setattr(experiments, "_cores", lambda: 8)
+
+    def runs(ctx):
+        ctx.start({"name": ctx.opts.name})
+        return [ctx.run(f"s{s}", steps=100, width=3, seed=s) for s in range(ctx.opts.seeds or 1)]
+
+    register_experiment(Experiment("user-short", "short runs", runs=runs, run=_square,
+                                   summarize=lambda ctx, o: Summary([x.result for x in o]),
+                                   options=("seeds", *RUNS)))
+    try:
+        out = tmp_path / "short"
+        assert main(["experiment", "user-short", "--seeds", "3", "--out", str(out), "--json"]) == 0
+        cap = capsys.readouterr()
+        assert [r["value"] for r in json.loads(cap.out)] == [9, 10, 11]
+        line = "user-short: one run after another in this process (about 6 s of runs"
+        assert line in cap.err
+        assert json.loads((out / "experiment.json").read_text())["engine"]["jobs"] == 1
+    finally:
+        unregister_experiment("user-short")
