@@ -122,7 +122,7 @@ def test_the_data_files_are_what_the_harness_plays(tmp_path, full):
     """in.bin through the harness of the data's instance gives expected.bin bit for bit; each PLIO
     text file is the first PLIO_SAMPLES beats of what the harness sends / receives on it (all of
     them with full_data)."""
-    out = _emit(tmp_path, "e", 256, full_data=full)
+    out = _emit(tmp_path, "e", 1024, full_data=full)  # dW: 8 K chunks, 2 of them data in the sample
     aie = out / "aie"
     for node in _manifest(out)["nodes"]:
         c, inst = node["cname"], data_node(node)
