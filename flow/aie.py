@@ -86,6 +86,7 @@ through ctypes: compiled once per shape (content-hash cache under ``cache_dir``,
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import json
 import re
@@ -418,7 +419,10 @@ def aie_fit(design, nodes: list[str], graph, device=None, points=None) -> list[s
     return []
 
 
+@functools.lru_cache(maxsize=1)
 def _env():
+    """The templates' environment, made once: it keeps each template compiled (a build renders the
+    harness once per node)."""
     import jinja2
     return jinja2.Environment(loader=jinja2.FileSystemLoader(str(_vitis_dir() / "aie")),
                               undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
