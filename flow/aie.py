@@ -2,8 +2,8 @@
 a plan places on the AI Engines, at the plan's design points, and a host check of the exact kernel
 sources under g++; the same sources serve the csim backend of AIE nodes (``aie_gemm``).
 
-``emit_aie(design, nodes, out_dir, *, batch=None, graph=None, points=None) -> list[Path]`` writes
-``out_dir/aie/``:
+``emit_aie(design, nodes, out_dir, *, batch=None, graph=None, points=None, full_data=False) -> list[Path]``
+writes ``out_dir/aie/``:
 
     graph.h            one ``adf::graph`` subclass per node (kernel objects, ``input_plio`` /
                        ``output_plio``, ``pktsplit`` / ``pktmerge``, ``connect<>`` nets,
@@ -16,7 +16,10 @@ sources under g++; the same sources serve the csim backend of AIE nodes (``aie_g
     data/              every PLIO's simulation file (``plio_data``): input streams of random bf16
                        operands as the data mover sends them, the emulator's outputs beside each
                        output PLIO (``<name>_expected.txt``), and the same vectors as the g++
-                       harness reads them (``<node>.in.bin`` / ``<node>.expected.bin``)
+                       harness reads them (``<node>.in.bin`` / ``<node>.expected.bin``). By default
+                       each node's sample (``data_gemms``: its kernel on a few blocks, a size that
+                       does not grow with the batch) and the first ``PLIO_SAMPLES`` beats of each
+                       stream; ``full_data``: one whole training step (what aiesimulator runs)
     manifest.json      what was generated from what: per node its point, tiles, PLIOs, products
                        (shape, chunk, grid), kernels (blocks, chunks per kernel); the totals and
                        the device's capacity
@@ -69,8 +72,9 @@ vitis/aie_shim/aie_api/aie.hpp). Not compiled here: graph.h (only the AIE compil
 ``check_aie(out_dir) -> list[dict]`` compiles each node's kernel source with g++ against the shim
 (``rlhls.core.toolchain.compile_cpp``, content-hash cache) together with a generated harness that
 plays the time-shared data mover (chunking, padding, the tiles' turns on the shared PLIOs, the
-release of each block at its last chunk), feeds random bf16 data and compares the result with
-``aie_dense_reference`` bit for bit: one dict per product.
+release of each block at its last chunk), runs it on the node's ``data/<node>.in.bin`` and compares
+the result with the emulator's ``data/<node>.expected.bin`` (``aie_dense_reference``) bit for bit:
+one dict per product.
 
 ``aie_gemm(a, b, bias=None, *, a_transposed=False, b_transposed=False, point=None, cache_dir=None)``
 runs one product through the same kernel sources (rendered for that shape as ``emit_aie`` renders
@@ -82,6 +86,7 @@ through ctypes: compiled once per shape (content-hash cache under ``cache_dir``,
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import json
 import re
@@ -99,7 +104,7 @@ from rlhls.designs.graph import build_graph
 
 __all__ = ["emit_aie", "aie_fit", "check_aie", "aie_gemm", "aie_dense_reference", "plan_chunks", "node_gemms",
            "GemmSpec", "TILE_BUFFER_BYTES", "MMUL_SHAPE", "MAX_PKT_FANOUT", "random_bf16",
-           "order_sensitive_operands"]
+           "order_sensitive_operands", "data_gemms", "data_node", "PLIO_SAMPLES"]
 
 MMUL_SHAPE = (4, 8, 4)  # aie::mmul<M, K, N, bfloat16, bfloat16> on AIE-ML
 TILE_BUFFER_BYTES = 48 * 1024  # of a tile's 64 KB: buffers (x2, ping-pong) + fp32 partial sums; rest stack / heap
@@ -414,7 +419,10 @@ def aie_fit(design, nodes: list[str], graph, device=None, points=None) -> list[s
     return []
 
 
+@functools.lru_cache(maxsize=1)
 def _env():
+    """The templates' environment, made once: it keeps each template compiled (a build renders the
+    harness once per node)."""
     import jinja2
     return jinja2.Environment(loader=jinja2.FileSystemLoader(str(_vitis_dir() / "aie")),
                               undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
@@ -422,11 +430,13 @@ def _env():
 
 
 def emit_aie(design, nodes: list[str], out_dir, *, batch: int | None = None, graph=None,
-             points: dict | None = None, data: bool = True) -> list[Path]:
+             points: dict | None = None, data: bool = True, full_data: bool = False) -> list[Path]:
     """Write ``out_dir/aie/`` for the given mm nodes at their design points (module docstring);
     refuses a graph over the device's tiles / PLIOs (as ``aie_fit``). `data`: the simulation files
-    of ``data/`` (``plio_data``; one training step's streams: large for a big batch). Returns the
-    files written."""
+    of ``data/`` (``plio_data``): by default the node's sample (``data_gemms``: a few blocks, its
+    size independent of the batch) and the first ``PLIO_SAMPLES`` beats of each PLIO stream;
+    `full_data`: one whole training step's operands and streams (what aiesimulator runs; large for
+    a big batch), written as they are made. Returns the files written."""
     _check_formats(design)
     graph = graph if graph is not None else build_graph(design, batch)
     node_ctx, caps = _layout(design, nodes, graph, points)
@@ -446,6 +456,10 @@ def emit_aie(design, nodes: list[str], out_dir, *, batch: int | None = None, gra
     for n in node_ctx:
         files[f"kernels/{n['cname']}.h"] = env.get_template("kernel.h.j2").render(node=n)
         files[f"kernels/{n['cname']}.cc"] = env.get_template("kernel.cc.j2").render(node=n)
+    nodes_json = [{k: v for k, v in n.items() if k != "groups"} for n in node_ctx]
+    if data:
+        for n in nodes_json:
+            n["data"] = data_spec(n, full=full_data)
     manifest = {
         "design": design.name, "batch": graph.batch, "device": design.device,
         "order": "acc = bf16 bias (or +0); for k in 0..K-1: acc = fp32(acc + fp32(a*b)); out = bf16 RNE; "
@@ -456,17 +470,25 @@ def emit_aie(design, nodes: list[str], out_dir, *, batch: int | None = None, gra
         "mmul": list(MMUL_SHAPE), "tile_buffer_bytes": TILE_BUFFER_BYTES,
         "tiles": n_tiles, "plio_pairs": n_pairs, "plio_inputs": n_pairs, "plio_outputs": n_pairs,
         "capacity": caps,
-        "nodes": [{k: v for k, v in n.items() if k != "groups"} for n in node_ctx],
+        "nodes": nodes_json,
     }
     files["manifest.json"] = json.dumps(manifest, indent=1) + "\n"
-    for i, n in enumerate(node_ctx if data else ()):
-        files.update(plio_data(n, np.random.default_rng(i)))
-    return _write_folder(Path(out_dir) / "aie", files)
+
+    def write_data(folder: Path) -> list[str]:
+        names: list[str] = []
+        for i, n in enumerate(nodes_json if data else ()):
+            names += plio_data(n, np.random.default_rng(i), folder, full=full_data)
+        return names
+
+    return _write_folder(Path(out_dir) / "aie", files, write_data)
 
 
 # ------------------------------------------------------------------ simulation data (aie/data/)
 
 PKT_SOURCE = 0x0FFF0000  # source row / column fields of a PL packet header, as UG1079's example (0x8FFF0000)
+PLIO_SAMPLES = 64  # 64-bit beats (text lines) of each PLIO stream written by default: a sample of its format
+SAMPLE_K_CHUNKS = 2  # K chunks of a sample's product that carry data; the kernel's later chunks are K padding
+NEG_ZERO_BITS = 0x8000  # bf16 -0.0: the K padding of A
 
 
 def pkt_header(pkt_id: int) -> int:
@@ -476,61 +498,78 @@ def pkt_header(pkt_id: int) -> int:
     return h | (0 if bin(h).count("1") % 2 else 0x80000000)
 
 
-def _plio_text(packets: list, header: bool) -> str:
-    """32-bit words, two per line (a 64-bit PLIO, UG1076 'TXT File Format'); a packet-switched stream
-    starts each packet with its header and marks its last line TLAST."""
-    out, i = [], 0
-    while i < len(packets):  # runs of packets of one size share a printf template
-        j = i
-        while j < len(packets) and len(packets[j][1]) == len(packets[i][1]):
-            j += 1
-        w = np.stack([np.asarray(words, dtype=np.uint16) for _, words in packets[i:j]])
-        if w.shape[1] % 2:
-            w = np.concatenate([w, np.zeros((len(w), 1), np.uint16)], axis=1)  # whole 32-bit lanes
-        u32 = np.ascontiguousarray(w).view("<u4").astype(np.uint64)
-        if header:
-            u32 = np.concatenate([np.array([[pkt_header(pid)] for pid, _ in packets[i:j]], np.uint64), u32], axis=1)
-        n = u32.shape[1]
-        rows = ["%d %d"] * (n // 2) + (["%d"] if n % 2 else [])
-        if header:
-            rows.insert(len(rows) - 1, "TLAST")
-        out.append((("\n".join(rows) + "\n") * len(u32)) % tuple(u32.ravel().tolist()))
-        i = j
-    return "".join(out)
+def _sample_dim(n: int, unit: int, keep: int) -> int:
+    """The size of `keep` blocks of `unit` taken from n: keep - 1 whole ones and n's last (ragged) one."""
+    blocks = -(-n // unit)
+    return n if blocks <= keep else (keep - 1) * unit + n - (blocks - 1) * unit
 
 
-def plio_data(node: dict, rng) -> dict:
-    """aie/data/ files of one node: random bf16 operands through the emulator (``aie_dense_reference``)
-    as the PL data mover streams them (the harness's order: harness.cpp.j2 ``run_pass``):
+def data_gemms(node: dict, full: bool = False) -> list[dict]:
+    """The products of a node's data instance: its own (`full`), or its sample: the same kernel (chunks
+    and K chunks per block as compiled) on a few blocks, enough that every tile the node uses gets one
+    and one tile a second (min(blocks, tiles + 1), at least 2 x 2 per product where it has them, each
+    dimension's last block as ragged as the node's), K cut to ``SAMPLE_K_CHUNKS`` chunks of data (its
+    last as ragged as the node's), the kernel's later chunks the harness's K padding. Its size does
+    not depend on the batch. Each entry is the manifest's product with M, K, N, grid_m, grid_n,
+    blocks and chunks of the instance."""
+    gemms = [dict(g) for g in node["gemms"]]
+    if full:
+        return gemms
+    keep = [[min(g["grid_m"], 2), min(g["grid_n"], 2)] for g in gemms]
+    want = min(sum(g["grid_m"] * g["grid_n"] for g in gemms), node["tiles"] + 1)
+    while sum(m * n for m, n in keep) < want:
+        grow = [i for i, g in enumerate(gemms) if keep[i][0] < g["grid_m"] or keep[i][1] < g["grid_n"]]
+        i = min(grow, key=lambda j: keep[j][0] * keep[j][1])
+        keep[i][0 if keep[i][0] < gemms[i]["grid_m"] else 1] += 1
+    for g, (gm, gn) in zip(gemms, keep):
+        gk, kc = g["grid_k"], g["kc"]
+        k = g["K"] if gk <= SAMPLE_K_CHUNKS else (SAMPLE_K_CHUNKS - 1) * kc + g["K"] - (gk - 1) * kc
+        g.update(M=_sample_dim(g["M"], g["mc"], gm), K=k, N=_sample_dim(g["N"], g["nc"], gn), grid_m=gm, grid_n=gn,
+                 blocks=gm * gn, chunks=gm * gn * gk)
+    return gemms
 
-    * ``<in PLIO>.txt`` per input PLIO: each K chunk's packet (A, B[, bias] chunk, IN words, padded
-      as the harness pads), in the order the movers send them; behind a pktsplit, packet i goes to
-      the split's output i (header + TLAST);
-    * ``<out PLIO>_expected.txt``: each released output block's MC x NC values (row-major; the rest
-      of the OUT-word buffer is not compared), behind a pktmerge with its source's packet header;
-    * ``<node>.in.bin`` / ``<node>.expected.bin``: the same operands and results in the layout the
-      g++ shim harness reads and writes (``harness inputs.bin outputs.bin``: uint16 LE per product).
-    """
-    gemms, T, P, IN = node["gemms"], node["tiles"], node["plio_pairs"], node["packet_words"]
-    ops, ins = [], []
+
+def data_spec(node: dict, *, full: bool = False) -> dict:
+    """The manifest's record of a node's data/ files: which instance (``data_gemms``), its products'
+    shapes and how many beats of each PLIO stream the text files hold (None: all)."""
+    return {"instance": "full" if full else "sample",
+            "products": [[g["M"], g["K"], g["N"]] for g in data_gemms(node, full)],
+            "plio_beats": None if full else PLIO_SAMPLES}
+
+
+def data_node(node: dict) -> dict:
+    """The node as its data instance has it (the products of ``data_gemms``): what the harness of
+    its data/ files is rendered from."""
+    spec = node.get("data") or {}
+    return dict(node, gemms=data_gemms(node, spec.get("instance") == "full"))
+
+
+def _operands(gemms: list, rng) -> list[dict]:
+    """Random bf16 operands of each product and the emulator's result (``aie_dense_reference``), as bit
+    patterns: a and b as stored (transposed where the product reads them so), bias, and c over whole
+    blocks (rows and columns past M / N: what the kernel computes on the harness's padding)."""
+    ops = []
     for g in gemms:
         M, K, N = g["M"], g["K"], g["N"]
         A, B = order_sensitive_operands(rng, M, K, N)
         bias = random_bf16(rng, (N,)) if g["bias"] else None
-        ins += [_bf16_bits(A.T if g["at"] else A).ravel(), _bf16_bits(B.T if g["bt"] else B).ravel()]
+        mp, np_ = g["grid_m"] * g["mc"], g["grid_n"] * g["nc"]
+        a = np.zeros((mp, K))
+        a[:M] = A
+        b = np.zeros((K, np_))
+        b[:, :N] = B
+        bb = None
         if bias is not None:
-            ins.append(_bf16_bits(bias))
-        mp, kp, np_ = g["grid_m"] * g["mc"], g["grid_k"] * g["kc"], g["grid_n"] * g["nc"]
-        a = np.zeros((mp, kp))
-        a[:M, :K] = A
-        a[:, K:] = -0.0  # the harness's K padding of A
-        b = np.zeros((kp, np_))
-        b[:K, :N] = B
-        bb = np.zeros(np_)
-        if bias is not None:
+            bb = np.zeros(np_)
             bb[:N] = bias
-        c = aie_dense_reference(a, b, bb if bias is not None else None)
-        ops.append((_bf16_bits(a), _bf16_bits(b), _bf16_bits(bb), _bf16_bits(c), c[:M, :N]))
+        c = aie_dense_reference(a, b, bb, k_pad=g["grid_k"] * g["kc"] - K)
+        ops.append({"a": _bf16_bits(A.T if g["at"] else A).ravel(), "b": _bf16_bits(B.T if g["bt"] else B).ravel(),
+                    "bias": None if bias is None else _bf16_bits(bias), "c": _bf16_bits(c)})
+    return ops
+
+
+def _schedule(gemms: list, T: int) -> list:
+    """Each tile's steps (product, row block, column block, K chunk), as harness.cpp.j2's run_pass."""
     steps: list[list[tuple[int, int, int, int]]] = [[] for _ in range(T)]
     j = 0
     for gi, g in enumerate(gemms):
@@ -538,49 +577,135 @@ def plio_data(node: dict, rng) -> dict:
             for ni in range(g["grid_n"]):
                 steps[j % T] += [(gi, mi, ni, ki) for ki in range(g["grid_k"])]
                 j += 1
-    groups = {q: [t for t in range(T) if t * P // T == q] for q in range(P)}
-    sent: dict[int, list[tuple[int, np.ndarray]]] = {q: [] for q in range(P)}
-    released: dict[int, list[tuple[int, np.ndarray]]] = {q: [] for q in range(P)}
-    pos = [0] * T
-    more = True
-    while more:
-        more = False
-        for q in range(P):
-            for t in groups[q]:
-                if pos[t] == len(steps[t]):
-                    continue
-                more = True
-                gi, mi, ni, ki = steps[t][pos[t]]
-                pos[t] += 1
-                g, (a, b, bb, c, _) = gemms[gi], ops[gi]
-                mc, kc, nc = g["mc"], g["kc"], g["nc"]
-                ablk = a[mi * mc:(mi + 1) * mc, ki * kc:(ki + 1) * kc]
-                bblk = b[ki * kc:(ki + 1) * kc, ni * nc:(ni + 1) * nc]
-                pkt = np.zeros(IN, dtype=np.uint16)
-                parts = [(ablk.T if g["at"] else ablk).ravel(), (bblk.T if g["bt"] else bblk).ravel()]
-                if g["bias"]:
-                    parts.append(bb[ni * nc:(ni + 1) * nc])
-                flat = np.concatenate(parts)
-                pkt[:flat.size] = flat
-                pid = groups[q].index(t)
-                sent[q].append((pid, pkt))
-                if ki + 1 == g["grid_k"]:
-                    released[q].append((pid, c[mi * mc:(mi + 1) * mc, ni * nc:(ni + 1) * nc].ravel()))
-    files: dict[str, str | bytes] = {}
+    return steps
+
+
+def _packet(g: dict, op: dict, step: tuple, words: int) -> np.ndarray:
+    """The IN-word packet of one K chunk as the harness packs it: A chunk, B chunk[, bias chunk],
+    padded (K with -0.0 in A and +0.0 in B; rows / columns past M / N with +0.0)."""
+    _, mi, ni, ki = step
+    M, K, N, mc, kc, nc = g["M"], g["K"], g["N"], g["mc"], g["kc"], g["nc"]
+    a = op["a"].reshape(K, M).T if g["at"] else op["a"].reshape(M, K)
+    b = op["b"].reshape(N, K).T if g["bt"] else op["b"].reshape(K, N)
+    r0, k0, c0 = mi * mc, ki * kc, ni * nc
+    rn, kn, cn = max(0, min(mc, M - r0)), max(0, min(kc, K - k0)), max(0, min(nc, N - c0))
+    ablk = np.zeros((mc, kc), np.uint16)
+    ablk[:rn, :kn] = a[r0:r0 + rn, k0:k0 + kn]
+    ablk[:, kn:] = NEG_ZERO_BITS
+    bblk = np.zeros((kc, nc), np.uint16)
+    bblk[:kn, :cn] = b[k0:k0 + kn, c0:c0 + cn]
+    pkt = np.zeros(words, np.uint16)
+    n = mc * kc + kc * nc
+    pkt[:mc * kc] = (ablk.T if g["at"] else ablk).ravel()
+    pkt[mc * kc:n] = (bblk.T if g["bt"] else bblk).ravel()
+    if g["bias"]:
+        pkt[n:n + cn] = op["bias"][c0:c0 + cn]
+    return pkt
+
+
+class _PlioText:
+    """One PLIO's text file (UG1076 'TXT File Format'): 32-bit words, two per line (a 64-bit PLIO); a
+    packet-switched stream starts each packet with its header and marks its last line TLAST
+    (UG1079 'Packet Switching and the aiesimulator'). At most `beats` lines of data (None: all)."""
+
+    def __init__(self, path: Path, header: bool, beats: int | None):
+        self.fh = open(path, "w")  # closed by close(), once the stream is written
+        self.header, self.left = header, beats
+
+    @property
+    def full(self) -> bool:
+        return self.left is not None and self.left <= 0
+
+    def add(self, pid: int, words: np.ndarray) -> None:
+        if self.full:
+            return
+        w = np.asarray(words, dtype=np.uint16)
+        if w.size % 2:
+            w = np.concatenate([w, np.zeros(1, np.uint16)])  # whole 32-bit lanes
+        u32 = np.ascontiguousarray(w).view("<u4").tolist()
+        if self.header:
+            u32.insert(0, pkt_header(pid))
+        n = len(u32)
+        rows = ["%d %d"] * (n // 2) + (["%d"] if n % 2 else [])
+        if self.left is not None and len(rows) > self.left:  # the sample ends inside this packet: no TLAST
+            rows = rows[:self.left]
+            u32 = u32[:2 * self.left]
+        elif self.header:
+            rows.insert(len(rows) - 1, "TLAST")
+        self.fh.write(("\n".join(rows) + "\n") % tuple(u32))
+        if self.left is not None:
+            self.left -= sum(r != "TLAST" for r in rows)
+
+    def close(self) -> None:
+        self.fh.close()
+
+
+def plio_data(node: dict, rng, folder: Path, *, full: bool = False) -> list[str]:
+    """Write the data/ files of one node into `folder` (``data_gemms``: its sample, or with `full` one
+    whole training step) and return their names: random bf16 operands through the emulator
+    (``aie_dense_reference``), as the PL data mover streams them (the harness's order: harness.cpp.j2
+    ``run_pass``):
+
+    * ``<in PLIO>.txt`` per input PLIO: each K chunk's packet (A, B[, bias] chunk, IN words, padded
+      as the harness pads), in the order the movers send them; behind a pktsplit, packet i goes to
+      the split's output i (header + TLAST);
+    * ``<out PLIO>_expected.txt``: each released output block's MC x NC values (row-major; the rest
+      of the OUT-word buffer is not compared), behind a pktmerge with its source's packet header;
+    * ``<node>.in.bin`` / ``<node>.expected.bin``: the instance's operands and results in the layout
+      the g++ shim harness reads and writes (``harness inputs.bin outputs.bin``: uint16 LE per product),
+      whole: what ``check_aie`` runs.
+
+    The text files hold the first ``PLIO_SAMPLES`` beats of each stream, or all of them with `full`
+    (aiesimulator reads text or CSV, UG1076 'Simulation Input and Output Data Streams'); every file
+    is written as it is made, so memory holds one product's operands, never a stream."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    gemms = data_gemms(node, full)
+    T, P, IN = node["tiles"], node["plio_pairs"], node["packet_words"]
+    ops = _operands(gemms, rng)
+    cname, names = node["cname"], []
+    with open(folder / f"{cname}.in.bin", "wb") as fin, open(folder / f"{cname}.expected.bin", "wb") as fexp:
+        for g, op in zip(gemms, ops):
+            for part in (op["a"], op["b"], op["bias"]):
+                if part is not None:
+                    fin.write(part.astype("<u2").tobytes())
+            fexp.write(np.ascontiguousarray(op["c"][:g["M"], :g["N"]]).astype("<u2").tobytes())
+    names += [f"{cname}.in.bin", f"{cname}.expected.bin"]
+    steps = _schedule(gemms, T)
+    beats = None if full else PLIO_SAMPLES
     for q in range(P):
-        split = len(groups[q]) > 1
-        files[f"data/{node['plio_inputs'][q]}.txt"] = _plio_text(sent[q], split)
-        files[f"data/{node['plio_outputs'][q]}_expected.txt"] = _plio_text(released[q], split)
-    files[f"data/{node['cname']}.in.bin"] = np.concatenate(ins).astype("<u2").tobytes()
-    files[f"data/{node['cname']}.expected.bin"] = np.concatenate(
-        [_bf16_bits(o[4]).ravel() for o in ops]).astype("<u2").tobytes()
-    return files
+        group = [t for t in range(T) if t * P // T == q]
+        split = len(group) > 1
+        fi, fo = node["plio_inputs"][q], node["plio_outputs"][q]
+        tin = _PlioText(folder / f"{fi}.txt", split, beats)
+        tout = _PlioText(folder / f"{fo}_expected.txt", split, beats)
+        try:
+            pos = dict.fromkeys(group, 0)
+            while not (tin.full and tout.full) and any(pos[t] < len(steps[t]) for t in group):
+                for pid, t in enumerate(group):  # one round: each of the PLIO's tiles sends its next chunk
+                    if pos[t] == len(steps[t]):
+                        continue
+                    step = steps[t][pos[t]]
+                    pos[t] += 1
+                    g, op = gemms[step[0]], ops[step[0]]
+                    if not tin.full:
+                        tin.add(pid, _packet(g, op, step, IN))
+                    if step[3] + 1 == g["grid_k"] and not tout.full:  # the block's last chunk: released
+                        mi, ni, mc, nc = step[1], step[2], g["mc"], g["nc"]
+                        tout.add(pid, op["c"][mi * mc:(mi + 1) * mc, ni * nc:(ni + 1) * nc].ravel())
+        finally:
+            tin.close()
+            tout.close()
+        names += [f"{fi}.txt", f"{fo}_expected.txt"]
+    return names
 
 
-def _write_folder(target: Path, files: dict) -> list[Path]:
-    """aie/: built beside the target and published whole (fileio.staged_folder)."""
+def _write_folder(target: Path, files: dict, write_more=None) -> list[Path]:
+    """aie/: built beside the target and published whole (fileio.staged_folder); `write_more(tmp)`
+    writes the files it streams (data/) and returns their names."""
     from rlhls.core.fileio import staged_folder
 
+    names = list(files)
     with staged_folder(target, command="aie") as tmp:
         for rel, text in files.items():
             p = tmp / rel
@@ -589,7 +714,9 @@ def _write_folder(target: Path, files: dict) -> list[Path]:
                 p.write_bytes(text)
             else:
                 p.write_text(text)
-    return [target / rel for rel in files]
+        if write_more is not None:
+            names += [f"data/{n}" for n in write_more(tmp / "data")]
+    return [target / rel for rel in names]
 
 
 # ------------------------------------------------------------------ reference and host check
@@ -610,9 +737,8 @@ def aie_dense_reference(x, w, b=None, *, k_pad: int = 0) -> np.ndarray:
         acc = acc + BF16.quantize(np.asarray(b, dtype=np.float64))[None, :]
     for k in range(x.shape[1]):
         acc = FP32.quantize(acc + FP32.quantize(x[:, k, None] * w[None, k, :]))
-    pad = FP32.quantize(np.float64(-0.0) * np.float64(0.0))
-    for _ in range(k_pad):
-        acc = FP32.quantize(acc + pad)
+    if k_pad:  # x + (-0.0) is x for every IEEE x (+0 stays +0): one padding term stands for all k_pad
+        acc = FP32.quantize(acc + FP32.quantize(np.float64(-0.0) * np.float64(0.0)))
     return BF16.quantize(acc)
 
 
@@ -682,15 +808,17 @@ def _write_if_changed(path: Path, text: str) -> None:
 
 
 def check_aie(out_dir, *, seed: int = 0, cache_dir=None) -> list[dict]:
-    """Compile every emitted node's kernel with g++ against the shim, run it on random bf16 data
-    through the harness (the time-shared data mover) and compare with ``aie_dense_reference`` bit
-    for bit.
+    """Compile every emitted node's kernel with g++ against the shim, run it through the harness (the
+    time-shared data mover) on the node's data instance and compare with the emulator
+    (``aie_dense_reference``) bit for bit: the operands and results of ``data/<node>.in.bin`` /
+    ``.expected.bin`` (``plio_data``: the sample of ``data_gemms``, or the whole step with
+    ``full_data``), or, for a node emitted without data, a sample drawn here from `seed`.
 
-    Returns one dict per product: {'node', 'kernel' (the product's name), 'shape' (M, K, N),
-    'chunk', 'grid', 'tiles', 'chunks_per_kernel', 'passed', 'mismatches', 'max_abs_err',
-    'detail'}. The harnesses compile into the build cache (``cache_dir``, else
-    ``core.toolchain.cache_dir()/aie-check``), one folder per kernel source and harness content: a
-    build of the same kernels again compiles nothing.
+    Returns one dict per product: {'node', 'kernel' (the product's name), 'shape' (M, K, N), 'checked'
+    (the M, K, N run), 'data' ('sample', 'full' or 'seed'), 'chunk', 'grid', 'tiles',
+    'chunks_per_kernel', 'passed', 'mismatches', 'max_abs_err', 'detail'}. The harnesses compile into
+    the build cache (``cache_dir``, else ``core.toolchain.cache_dir()/aie-check``), one folder per
+    kernel source and harness content: a build of the same kernels again compiles nothing.
     """
     from rlhls.core.toolchain import cache_dir as toolchain_cache_dir
     from rlhls.core.toolchain import compile_cpp
@@ -710,48 +838,58 @@ def check_aie(out_dir, *, seed: int = 0, cache_dir=None) -> list[dict]:
     results = []
     for node in manifest["nodes"]:
         cname = node["cname"]
+        inst = data_node(node)
         # the node's own files, copied beside its harness: what is compiled is keyed by their content alone
         names = (f"{cname}.cc", f"{cname}.h", "mm_bf16.h")
         try:
             texts = {n: (aie / "kernels" / n).read_text() for n in names}
         except (OSError, UnicodeDecodeError) as e:
             raise RlhlsError(f"check_aie: {aie / 'kernels'}: the files of node {cname} cannot be read ({e})") from None
-        texts[f"{cname}_harness.cpp"] = _render_harness(node)
+        texts[f"{cname}_harness.cpp"] = _render_harness(inst)
         key = hashlib.sha256(json.dumps(texts, sort_keys=True).encode()).hexdigest()[:16]
         work = base / f"{cname}_{key}"
         for n, text in texts.items():
             _write_if_changed(work / n, text)
         exe = compile_cpp([work / f"{cname}.cc", work / f"{cname}_harness.cpp"], work / f"{cname}_harness",
                           include_dirs=[shim_dir(), work], flags=("-DRLHLS_AIE_MAIN",))
-        data, refs = [], []
-        for g in node["gemms"]:
-            A, B = order_sensitive_operands(rng, g["M"], g["K"], g["N"])
-            bias = random_bf16(rng, (g["N"],)) if g["bias"] else None
-            data += [_bf16_bits(A.T if g["at"] else A).ravel(), _bf16_bits(B.T if g["bt"] else B).ravel()]
-            if bias is not None:
-                data.append(_bf16_bits(bias))
-            refs.append(aie_dense_reference(A, B, bias, k_pad=g["grid_k"] * g["kc"] - g["K"]))
+        fdata, fexp = aie / "data" / f"{cname}.in.bin", aie / "data" / f"{cname}.expected.bin"
+        written = isinstance(node.get("data"), dict) and fdata.is_file() and fexp.is_file()
         with scratch_dir("aie-check") as tmp:  # the data of this process's run alone (swept if killed)
-            fin, fout = tmp / "in.bin", tmp / "out.bin"
-            fin.write_bytes(np.concatenate(data).astype("<u2").tobytes())
+            if written:
+                source = "full" if node["data"].get("instance") == "full" else "sample"
+                fin, want_all = fdata, np.fromfile(fexp, dtype="<u2")
+            else:
+                source, ops = "seed", _operands(inst["gemms"], rng)
+                fin = tmp / "in.bin"
+                with open(fin, "wb") as fh:
+                    for op in ops:
+                        for part in (op["a"], op["b"], op["bias"]):
+                            if part is not None:
+                                fh.write(part.astype("<u2").tobytes())
+                want_all = np.concatenate([op["c"][:g["M"], :g["N"]].ravel() for g, op in zip(inst["gemms"], ops)])
+            fout = tmp / "out.bin"
             run = procs.run([str(exe), str(fin), str(fout)], capture_output=True, text=True)
-            words = np.frombuffer(fout.read_bytes(), dtype="<u2") if run.returncode == 0 and fout.is_file() else None
+            words = np.fromfile(fout, dtype="<u2") if run.returncode == 0 and fout.is_file() else None
         pos = 0
-        for g, ref in zip(node["gemms"], refs):
+        for g, gi in zip(node["gemms"], inst["gemms"]):
             r = {"node": node["name"], "kernel": g["fn"], "shape": (g["M"], g["K"], g["N"]),
+                 "checked": (gi["M"], gi["K"], gi["N"]), "data": source,
                  "chunk": (g["mc"], g["kc"], g["nc"]), "grid": (g["grid_m"], g["grid_k"], g["grid_n"]),
                  "tiles": node["tiles"], "chunks_per_kernel": node["chunks_per_kernel"]["max"]}
-            n = g["M"] * g["N"]
+            n = gi["M"] * gi["N"]
             if words is None or words.size < pos + n:
                 r.update(passed=False, mismatches=None, max_abs_err=None,
                          detail=f"harness failed (exit {run.returncode}): {(run.stderr or run.stdout).strip()[:300]}")
+            elif want_all.size < pos + n:
+                r.update(passed=False, mismatches=None, max_abs_err=None,
+                         detail=f"{fexp.name} holds {want_all.size} results, fewer than the products' {pos + n}")
             else:
-                got = words[pos:pos + n].reshape(g["M"], g["N"])
-                want = _bf16_bits(ref)
+                got, want = words[pos:pos + n], want_all[pos:pos + n]
                 bad = int(np.count_nonzero(got != want))
-                err = float(np.nanmax(np.abs(_from_bits(got) - ref))) if ref.size else 0.0
+                with np.errstate(invalid="ignore"):
+                    err = float(np.nanmax(np.abs(_from_bits(got) - _from_bits(want)))) if n else 0.0
                 r.update(passed=bad == 0, mismatches=bad, max_abs_err=err,
-                         detail="bit-exact" if bad == 0 else f"{bad} of {want.size} outputs differ")
+                         detail="bit-exact" if bad == 0 else f"{bad} of {n} outputs differ")
             pos += n
             results.append(r)
     return results

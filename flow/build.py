@@ -310,7 +310,7 @@ def _ours(out: Path) -> bool:
 
 def build_design(design, out, *, plan=None, graph=None, part=None, clock_ns=None, csim=False, synth=False,
                  cosim=False, force=False, progress=None, tools=None, hls4ml=True,
-                 link: L.LinkRequest | None = None, bound=None) -> BuildResult:
+                 link: L.LinkRequest | None = None, bound=None, full_data=False) -> BuildResult:
     """Write the build folder `out` for `design` (a Design or its name); see the module docstring.
     `bound`: the record of the run binding it (``BoundRun.record()``), kept in the manifest (``binding``).
 
@@ -318,7 +318,9 @@ def build_design(design, out, *, plan=None, graph=None, part=None, clock_ns=None
     `graph`: the design's training graph when the caller has it. hls4ml=False maps forward layers
     to dense_forward kernels instead of hls4ml projects (much faster, for tests). `link`
     (``flow.link.link_request``): the Makefile that links and packages for a platform, run with
-    ``run`` (synthesis first: the link takes the .xo files), and the board package."""
+    ``run`` (synthesis first: the link takes the .xo files), and the board package. `full_data` (and
+    `synth` / `cosim`): ``aie/data/`` holds one whole training step for aiesimulator, else a sample
+    of a size independent of the batch (``flow.aie.emit_aie``)."""
     t0 = time.perf_counter()
     say = progress or (lambda msg: None)
     if isinstance(design, str):
@@ -371,7 +373,8 @@ def build_design(design, out, *, plan=None, graph=None, part=None, clock_ns=None
         aie = {"nodes": list(mapping.aie_nodes), "files": [], "csim": None}
         if mapping.aie_nodes:
             say(f"AIE graph for {len(mapping.aie_nodes)} node(s)")
-            paths = emit_aie(design, list(mapping.aie_nodes), tmp, graph=graph, points=points)  # <root>/aie/
+            paths = emit_aie(design, list(mapping.aie_nodes), tmp, graph=graph, points=points,
+                             full_data=full_data or synth or cosim)  # <root>/aie/
             aie["files"] = sorted(Path(p).resolve().relative_to(tmp.resolve()).as_posix() for p in paths)
         for c in comps:
             c.cu = f"{c.top}_1"

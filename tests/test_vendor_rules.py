@@ -102,7 +102,7 @@ def test_aie_data_files_hold_the_streams_the_shim_harness_plays(tmp_path):
     d = get_design("apdrl-dqn-cartpole")
     g = build_graph(d, 8)
     points = {"q.fc1.fwd": "t4p2", "q.fc2.bwd": "t3p1", "q.fc3.fwd": "t1p1"}
-    emit_aie(d, list(points), tmp_path, graph=g, points=points)
+    emit_aie(d, list(points), tmp_path, graph=g, points=points, full_data=True)  # whole streams
     aie = tmp_path / "aie"
     m = json.loads((aie / "manifest.json").read_text())
     graph_h = (aie / "graph.h").read_text()

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -58,7 +59,7 @@ log = logging.getLogger(__name__)
 __all__ = ["ExperimentOptions", "Experiment", "Option", "option", "Summary", "Context", "register_experiment",
            "experiment_names", "get_experiment", "run_experiment", "check_out", "RECORD", "write_record", "COMMON",
            "TRAINS", "RUNS", "Run", "Outcome", "run_all", "map_runs", "ray_session", "failed_lines", "train_run",
-           "solve_plan", "design_ref", "param", "count", "MAX_RETRIES", "read_object"]
+           "solve_plan", "design_ref", "param", "count", "MAX_RETRIES", "read_object", "choose_jobs"]
 
 RECORD = "experiment.json"
 CONFIG_KEYS = ("file", "data")  # a --config as recorded: its path (for messages) and the mapping it held
@@ -76,7 +77,7 @@ class ExperimentOptions:
     seeds: int | None = None        # seeds 0..K-1
     env: str | None = None          # environment id (default: the design's)
     out: str | None = None          # experiment folder (default runs/<name>)
-    jobs: int = 0                   # runs at once (0: the Ray cluster's CPUs; 1 without address: in-process)
+    jobs: int = 0                   # runs at once (0: what pays, choose_jobs; 1 without address: in-process)
     address: str | None = None      # a Ray cluster to join ("auto", "HOST:PORT"); None: a local instance
     resume: bool = False            # continue --out with its recorded options
     retries: int = 2                # tries again of a run whose worker died (each resumes its checkpoint)
@@ -133,8 +134,9 @@ COMMON = {o.dest: o for o in (
     option("--seeds", type=count, default=None, help="seeds 0..K-1 (default: the experiment's)"),
     option("--env", default=None, help="gymnasium env id (default: the design's)"),
     option("--jobs", type=count, default=0,
-           help="runs at once, each a Ray task (default: every CPU of the Ray cluster; 1 without --address: one "
-                "after another in this process, no Ray)"),
+           help="runs at once, each a Ray task (1 without --address: one after another in this process, no Ray; "
+                "default: one process on a machine of <= 2 cores or for runs too short to pay Ray's start, else "
+                "every CPU; the choice is said and recorded)"),
     option("--address", default=None, metavar="ADDR",
            help="join the Ray cluster at ADDR ('auto': the one 'ray start --head' started on this node, or "
                 "HOST:PORT) instead of starting a local Ray instance; --out must be a folder every node sees"),
@@ -331,7 +333,12 @@ def run_experiment(opts: ExperimentOptions) -> int:
     t0 = time.perf_counter()
     try:
         runs = list(exp.runs(ctx) or ())
-        outcomes = run_all(runs, jobs=opts.jobs or None, address=opts.address, retries=opts.retries, say=ctx.say,
+        jobs = None
+        if runs:
+            jobs, why = choose_jobs(runs, opts.jobs, opts.address)
+            ctx.say(f"{opts.name}: {why}")
+            _record_engine(out, jobs, why)
+        outcomes = run_all(runs, jobs=jobs, address=opts.address, retries=opts.retries, say=ctx.say,
                            progress=not opts.quiet, out=out if out.is_dir() else None) if runs else []
         ctx.failed = failed_lines(outcomes)
         summary = exp.summarize(ctx, outcomes)
@@ -359,6 +366,56 @@ def run_experiment(opts: ExperimentOptions) -> int:
     if out.is_dir() and write_html(out, f"rlhls experiment {opts.name}") and not opts.quiet:
         inform(log, f"{out / HTML_PAGE}: the tables and figures in one page")
     return 1 if bad else 0
+
+
+RAY_START_S = 10.0  # a local Ray instance's start and stop, measured on a 2-core machine: 8-10 s
+STEP_S = 0.02  # an environment step of a training run with its updates, a generous figure for the demos
+# on a CPU core (DQN / DDPG / PPO MLPs run 1-5 ms a step; the Atari conv nets more): sizes "short" only
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))  # the cores this process may use (a container's share)
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def choose_jobs(runs: list, jobs: int = 0, address: str | None = None, cores: int | None = None) -> tuple:
+    """(jobs for ``run_all``, one line saying how the runs go). ``--jobs`` and ``--address`` are
+    obeyed; by default the runs go one after another in this process (no Ray start, 8-10 s) on a
+    machine of <= 2 cores (two workers on two cores measured 0.9-1.9x the time of one process),
+    for one run to do, or when their estimated serial time (environment steps x ``STEP_S``) is
+    under 3 x ``RAY_START_S``; else on a local Ray instance with every core."""
+    if address:
+        return (jobs or None), f"Ray tasks on the cluster at {address}" + (f", {jobs} at once" if jobs else "")
+    if jobs == 1:
+        return 1, "one run after another in this process (--jobs 1)"
+    if jobs:
+        return jobs, f"Ray tasks, {jobs} at once (--jobs {jobs})"
+    cores = cores or _cores()
+    todo = [r for r in runs if not r.is_finished()]
+    if cores <= 2:
+        return 1, (f"one run after another in this process ({cores} CPU core(s): Ray's workers would not pay for "
+                   "its start; --jobs N runs N at once)")
+    if len(todo) <= 1:
+        return 1, f"{len(todo)} run(s) to do, in this process (no Ray start)"
+    steps = [r.steps for r in todo]
+    if all(steps):
+        est = sum(steps) * STEP_S
+        if est < 3 * RAY_START_S:
+            return 1, (f"one run after another in this process (about {est:.0f} s of runs, too short to pay Ray's "
+                       f"{RAY_START_S:.0f} s start; --jobs N runs N at once)")
+    return None, f"Ray tasks, {min(cores, len(todo))} at once ({cores} CPU cores, {len(todo)} run(s) to do)"
+
+
+def _record_engine(out: Path, jobs, why: str) -> None:
+    """The engine chosen, in experiment.json (beside the settings: a resume may choose another)."""
+    path = Path(out) / RECORD
+    if not path.is_file():
+        return
+    rec = read_object(path)
+    if rec:
+        fileio.write_json(path, {**rec, "engine": {"jobs": jobs or "all CPUs", "how": why}})
 
 
 # the options a resumed experiment takes from its record; the others (how to run) from the command

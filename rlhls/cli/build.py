@@ -45,6 +45,9 @@ def register(sub) -> None:
     s.add_argument("--board", action="store_true",
                    help="write board/: what to copy to the board (the host program entry, pinned requirements, "
                         "the xclbin it expects, a README)")
+    s.add_argument("--full-data", action="store_true",
+                   help="aie/data/: one whole training step's PLIO streams for aiesimulator (large for a big batch; "
+                        "--synth and --cosim imply it) instead of a sample of each")
     s.add_argument("--force", action="store_true",
                    help="write into a non-empty --out that rlhls did not write (no file of yours is deleted)")
     s.add_argument("--verbose", action="store_true", help="show what hls4ml and the compilers print")
@@ -106,12 +109,12 @@ def cmd_policy(args) -> int:
 
 def cmd_build(args) -> int:
     if args.weights is not None:
-        if (args.plan or args.synth or args.cosim or args.platform or args.link or args.board or args.sets
-                or args.config):
+        if (args.plan or args.synth or args.cosim or args.platform or args.link or args.board or args.full_data
+                or args.sets or args.config):
             from rlhls.core.errors import RlhlsError
 
             raise RlhlsError("--weights exports the trained policy as the run bound it: --plan, --synth, --cosim, "
-                             "--platform, --link, --board, --set and --config do not apply to it")
+                             "--platform, --link, --board, --full-data, --set and --config do not apply to it")
         return cmd_policy(args)
     from rlhls.core.procs import library_output
     from rlhls.flow.build import build_design
@@ -127,7 +130,7 @@ def cmd_build(args) -> int:
     with contextlib.nullcontext() if args.verbose else library_output(None):  # hls4ml's banners
         res = build_design(run.design, out, plan=plan, bound=run.record(), part=args.part, clock_ns=args.clock,
                            csim=args.csim, synth=args.synth, cosim=args.cosim, force=args.force, progress=progress,
-                           link=link)
+                           link=link, full_data=args.full_data)
     if args.json:
         print_json(res.to_json())
         return 0 if res.ok else 1
