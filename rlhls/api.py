@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from rlhls.designs.graph import TrainingGraph
     from rlhls.flow.build import BuildResult
     from rlhls.host.algorithms import Algorithm
+    from rlhls.host.bound import BoundRun
     from rlhls.host.perf import Perf
     from rlhls.host.train import Run
     from rlhls.partition.plan import Plan
@@ -84,7 +85,8 @@ class Flow:
 
     Parameters (each checked before anything is written; a bad one is one ``RlhlsError`` line):
 
-    - ``design``: a registered design name (``rlhls designs``) or a ``Design``.
+    - ``design``: a registered design name (``rlhls designs``), a ``Design``, or a ``BoundRun``
+      (``rlhls.host.bound.bind``: bound already, with its overrides, config, precision and environment).
     - ``out``: the flow folder (default ``runs/<design>-<timestamp>``); a new, empty or own folder.
     - ``device``: a device name (``rlhls devices``; default the design's own device).
     - ``seed``: the training seed (an integer >= 0).
@@ -104,7 +106,8 @@ class Flow:
     - ``reports``: a build folder with Vitis reports or aiesimulator outputs that calibrate the profile.
     """
 
-    def __init__(self, design: str | Design, out: str | os.PathLike[str] | None = None, *, device: str | None = None,
+    def __init__(self, design: str | Design | BoundRun, out: str | os.PathLike[str] | None = None, *,
+                 device: str | None = None,
                  seed: int = 0, env_id: str | None = None, backend: str = "emu", precision: str | None = None,
                  overrides: dict | None = None, config: dict | None = None, demo: bool = True, resume: bool = False,
                  verbose: bool = False, quiet: bool = False, solver: str = "cbc", time_limit: float | None = 60.0,

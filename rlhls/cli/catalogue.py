@@ -82,7 +82,7 @@ def cmd_designs(args) -> int:
 
     if args.names and any(Path(n).is_dir() for n in args.names):
         return _show_bindings(args)
-    designs = []
+    designs: list = []
     for n in args.names or design_names():
         # a file without :NAME lists all its designs
         designs += design_file(n) if n.endswith(".py") else [get_design(n)]
