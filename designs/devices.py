@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from rlhls.core.errors import RlhlsError
 
@@ -259,6 +259,47 @@ class Device:
             tag = f"link.{link.src}->{link.dst}" + (f".{link.name}" if link.name else "")
             yield f"{tag}.latency_us", link.latency_us
             yield f"{tag}.bytes_per_us", link.bytes_per_us
+
+    def assumed(self) -> list:
+        """``[(path, Figure)]`` of every assumed figure (each with its plausible range)."""
+        return [(path, fig) for path, fig in self.figures() if fig.assumed]
+
+    def with_value(self, path: str, value: float) -> Device:
+        """This device with the figure at `path` (as :meth:`figures` names it) set to `value`, and the
+        figures derived from it by a factor rescaled with it: a PS core's peak and sustained rate with
+        ``flops_per_cycle_fp32``, the links clocked by the PL (their source says 'at the PL clock') with
+        ``PL.clock_mhz``."""
+        old = dict(self.figures())
+        if path not in old:
+            raise RlhlsError(f"device {self.id} has no figure {path!r}")
+        ratio = value / old[path].value if old[path].value else 1.0
+        scale = {path: None}
+        if path == "PS.perf.flops_per_cycle_fp32":
+            scale |= {"PS.perf.gflops_fp32_peak": ratio, "PS.perf.gflops_fp32_sustained": ratio}
+        if path == "PL.clock_mhz":
+            scale |= {p: ratio for p, f in old.items() if p.endswith(".bytes_per_us") and "at the PL clock" in f.source}
+
+        def new(p: str, fig: Figure) -> Figure:
+            if p not in scale:
+                return fig
+            r = scale[p]
+            if r is None:
+                return replace(fig, value=value, low=None if fig.low is None else min(fig.low, value),
+                               high=None if fig.high is None else max(fig.high, value))
+            return replace(fig, value=fig.value * r, low=None if fig.low is None else fig.low * r,
+                           high=None if fig.high is None else fig.high * r)
+
+        units = {}
+        for name, u in self.units.items():
+            units[name] = replace(u, clock_mhz=new(f"{name}.clock_mhz", u.clock_mhz),
+                                  resources={k: new(f"{name}.resources.{k}", f) for k, f in u.resources.items()},
+                                  perf={k: new(f"{name}.perf.{k}", f) for k, f in u.perf.items()})
+        links = []
+        for link in self.links:
+            tag = f"link.{link.src}->{link.dst}" + (f".{link.name}" if link.name else "")
+            links.append(replace(link, latency_us=new(f"{tag}.latency_us", link.latency_us),
+                                 bytes_per_us=new(f"{tag}.bytes_per_us", link.bytes_per_us)))
+        return replace(self, units=units, links=tuple(links))
 
     def describe(self) -> dict:
         """A JSON-able description: every figure with its value, unit, source and note."""
