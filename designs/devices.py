@@ -273,7 +273,7 @@ class Device:
         if path not in old:
             raise RlhlsError(f"device {self.id} has no figure {path!r}")
         ratio = value / old[path].value if old[path].value else 1.0
-        scale = {path: None}
+        scale: dict[str, float | None] = {path: None}
         if path == "PS.perf.flops_per_cycle_fp32":
             scale |= {"PS.perf.gflops_fp32_peak": ratio, "PS.perf.gflops_fp32_sustained": ratio}
         if path == "PL.clock_mhz":

@@ -843,7 +843,7 @@ class _Band:
 
         plan_of = lambda r: r["total_s"]["plan"]  # noqa: E731
         slow, fast = corner(plan_of, True), corner(plan_of, False)
-        band = {"total_s": {"low": plan_of(self.evaluate(fast)), "central": perf.total_s,
+        band: dict = {"total_s": {"low": plan_of(self.evaluate(fast)), "central": perf.total_s,
                             "high": plan_of(self.evaluate(slow))},
                 "slowest": slow, "fastest": fast, "speedups": {}, "flips": []}
         for k, v in perf.speedups.items():
