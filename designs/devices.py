@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from rlhls.core.errors import RlhlsError
 
@@ -45,12 +45,16 @@ UNIT_NAMES = ("PS", "PL", "AIE")
 
 @dataclass(frozen=True)
 class Figure:
-    """One number with its unit and where it comes from."""
+    """One number with its unit and where it comes from. An assumed figure (a source starting
+    'assumed') carries its plausible range ``low`` .. ``high`` around ``value`` (why: in the note);
+    ``rlhls perf`` re-evaluates a plan at both ends of every range (its band and tornado)."""
 
     value: float
     unit: str
     source: str
     note: str = ""
+    low: float | None = None
+    high: float | None = None
 
     def __post_init__(self) -> None:
         value = self.value
@@ -65,11 +69,32 @@ class Figure:
             raise RlhlsError(f"figure {value!r} {self.unit} has no source; expected a document or 'assumed: ...'")
         if not isinstance(self.note, str):
             raise RlhlsError(f"figure note {self.note!r} is not a string")
+        what = f"figure {self.value:g} {self.unit} ({self.source[:60]})"
+        if self.assumed and (self.low is None or self.high is None):
+            raise RlhlsError(f"{what} is assumed and has no plausible range; give low and high around it")
+        for end in ("low", "high"):
+            x = getattr(self, end)
+            if x is None:
+                continue
+            if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(float(x)):
+                raise RlhlsError(f"{what}: {end} {x!r} is not a finite number")
+            object.__setattr__(self, end, float(x))
+        if (self.low is None) != (self.high is None):
+            raise RlhlsError(f"{what}: a range needs both low and high")
+        if self.low is not None and not self.low <= self.value <= self.high:
+            raise RlhlsError(f"{what}: range {self.low:g} .. {self.high:g} does not hold the value")
+
+    @property
+    def assumed(self) -> bool:
+        """True for a modelling assumption (its source starts 'assumed')."""
+        return self.source.lstrip().lower().startswith("assumed")
 
     def to_dict(self) -> dict:
         out = {"value": self.value, "unit": self.unit, "source": self.source}
         if self.note:
             out["note"] = self.note
+        if self.low is not None:
+            out["range"] = [self.low, self.high]
         return out
 
 
@@ -235,6 +260,47 @@ class Device:
             yield f"{tag}.latency_us", link.latency_us
             yield f"{tag}.bytes_per_us", link.bytes_per_us
 
+    def assumed(self) -> list:
+        """``[(path, Figure)]`` of every assumed figure (each with its plausible range)."""
+        return [(path, fig) for path, fig in self.figures() if fig.assumed]
+
+    def with_value(self, path: str, value: float) -> Device:
+        """This device with the figure at `path` (as :meth:`figures` names it) set to `value`, and the
+        figures derived from it by a factor rescaled with it: a PS core's peak and sustained rate with
+        ``flops_per_cycle_fp32``, the links clocked by the PL (their source says 'at the PL clock') with
+        ``PL.clock_mhz``."""
+        old = dict(self.figures())
+        if path not in old:
+            raise RlhlsError(f"device {self.id} has no figure {path!r}")
+        ratio = value / old[path].value if old[path].value else 1.0
+        scale: dict[str, float | None] = {path: None}
+        if path == "PS.perf.flops_per_cycle_fp32":
+            scale |= {"PS.perf.gflops_fp32_peak": ratio, "PS.perf.gflops_fp32_sustained": ratio}
+        if path == "PL.clock_mhz":
+            scale |= {p: ratio for p, f in old.items() if p.endswith(".bytes_per_us") and "at the PL clock" in f.source}
+
+        def new(p: str, fig: Figure) -> Figure:
+            if p not in scale:
+                return fig
+            r = scale[p]
+            if r is None:
+                return replace(fig, value=value, low=None if fig.low is None else min(fig.low, value),
+                               high=None if fig.high is None else max(fig.high, value))
+            return replace(fig, value=fig.value * r, low=None if fig.low is None else fig.low * r,
+                           high=None if fig.high is None else fig.high * r)
+
+        units = {}
+        for name, u in self.units.items():
+            units[name] = replace(u, clock_mhz=new(f"{name}.clock_mhz", u.clock_mhz),
+                                  resources={k: new(f"{name}.resources.{k}", f) for k, f in u.resources.items()},
+                                  perf={k: new(f"{name}.perf.{k}", f) for k, f in u.perf.items()})
+        links = []
+        for link in self.links:
+            tag = f"link.{link.src}->{link.dst}" + (f".{link.name}" if link.name else "")
+            links.append(replace(link, latency_us=new(f"{tag}.latency_us", link.latency_us),
+                                 bytes_per_us=new(f"{tag}.bytes_per_us", link.bytes_per_us)))
+        return replace(self, units=units, links=tuple(links))
+
     def describe(self) -> dict:
         """A JSON-able description: every figure with its value, unit, source and note."""
         return {
@@ -294,14 +360,19 @@ SEED_APDRL = "seed 003 AP-DRL"
 SUSTAINED_FRACTION = 0.25  # assumed share of a core's peak FP32 rate that compiled C/numpy training code reaches
 
 
-def _fig(value, unit, source, note=""):
-    return Figure(value, unit, source, note)
+def _fig(value, unit, source, note="", *, rng: tuple | None = None):
+    """A Figure; `rng` = (low, high, why) for an assumed one, the why appended to its note."""
+    if rng is None:
+        return Figure(value, unit, source, note)
+    low, high, why = rng
+    note = f"{note}; " if note else ""
+    return Figure(value, unit, source, f"{note}plausible {low:g} .. {high:g} {unit}: {why}", low, high)
 
 
-def _ps_perf(clock_mhz: float, flops_per_cycle: float, flops_source: str) -> dict:
+def _ps_perf(clock_mhz: float, flops_per_cycle: float, flops_source: str, flops_range: tuple) -> dict:
     peak = clock_mhz / 1000.0 * flops_per_cycle
     return {
-        "flops_per_cycle_fp32": _fig(flops_per_cycle, "FLOP/cycle/core", flops_source),
+        "flops_per_cycle_fp32": _fig(flops_per_cycle, "FLOP/cycle/core", flops_source, rng=flops_range),
         "gflops_fp32_peak": _fig(
             peak, "GFLOP/s per core", "derived: clock_mhz x flops_per_cycle_fp32",
             "per core; PS nodes run on one core each and do not overlap beyond resources['cores']",
@@ -310,6 +381,8 @@ def _ps_perf(clock_mhz: float, flops_per_cycle: float, flops_source: str) -> dic
             peak * SUSTAINED_FRACTION, "GFLOP/s per core",
             f"assumed: {SUSTAINED_FRACTION:.0%} of gflops_fp32_peak for compiled training code on one core",
             "per core; replace with a measured rate (profile CSV) when one exists",
+            rng=(peak * 0.10, peak * 0.50, "10 % .. 50 % of peak: scalar loops of small layers at the low end, "
+                 "blocked NEON/AVX GEMM at the high end"),
         ),
     }
 
@@ -340,9 +413,11 @@ def _zynq_ps() -> Unit:
         perf=_ps_perf(
             A53_CLOCK_MHZ, A53_FLOPS,
             "assumed: Cortex-A53 64-bit NEON datapath, one 2-lane fp32 FMA (4 FLOP) per cycle",
+            (2.0, 4.0, "half where FMAs do not issue every cycle; 4 is the datapath's most"),
         ) | {"mem_gbytes_per_s_sustained": _fig(
             2.0, "GB/s per core", "assumed: one in-order Cortex-A53 core streaming from DDR4 (read + write)",
-            "COST stream: memory side of the PS roofline; replace with a measured value")},
+            "COST stream: memory side of the PS roofline; replace with a measured value",
+            rng=(1.0, 4.0, "x0.5 .. x2: single-core stream rates vary with DDR speed and prefetching"))},
     )
 
 
@@ -356,15 +431,16 @@ def _ultrascale_pl_perf() -> dict:
             5, "DSP48E2/MAC",
             "assumed: Vitis HLS default binding of fmul (3 DSP48E2) + fadd (2 DSP48E2), "
             "AMD PG060 Floating-Point LogiCORE",
-            NOT_RETRIEVED,
+            NOT_RETRIEVED, rng=(2, 5, "fmul on 2 DSPs and fadd in fabric .. the full-DSP binding"),
         ),
         "dsp_per_mac_fp16": _fig(
             2, "DSP48E2/MAC", "assumed: Vitis HLS half-precision hmul (1 DSP48E2) + hadd (1 DSP48E2)",
-            "to be calibrated from Vitis HLS reports",
+            "to be calibrated from Vitis HLS reports", rng=(1, 3, "hadd in fabric .. a 3-DSP binding"),
         ),
         "launch_overhead_us": _fig(
             2.0, "us", "assumed: XRT/driver start of a PL kernel (ap_start handshake + polling)",
             "replace with a measured value; AP-DRL §III-A reports PL start-up as short relative to AIE",
+            rng=(1.0, 20.0, "a register poke and poll .. an XRT call through the driver"),
         ),
     }
 
@@ -373,9 +449,11 @@ def _zynq_links(pl_clock_mhz: float) -> tuple:
     rate = 16.0 * pl_clock_mhz  # one 128-bit AXI port at the PL clock
     src = f"assumed: one 128-bit S_AXI_HP port ({PG201}) at the PL clock {pl_clock_mhz:g} MHz = 16 B x f"
     lat = "assumed: AXI DMA/BRAM hand-off including the start/done handshake"
+    lat_rng = (0.2, 5.0, "a bare AXI burst .. a DMA set-up with interrupt")
+    rate_rng = (rate / 2, rate * 4, "a half-used port .. the four S_AXI_HP ports in parallel")
     return (
-        Link("PS", "PL", _fig(1.0, "us", lat), _fig(rate, "B/us", src)),
-        Link("PL", "PS", _fig(1.0, "us", lat), _fig(rate, "B/us", src)),
+        Link("PS", "PL", _fig(1.0, "us", lat, rng=lat_rng), _fig(rate, "B/us", src, rng=rate_rng)),
+        Link("PL", "PS", _fig(1.0, "us", lat, rng=lat_rng), _fig(rate, "B/us", src, rng=rate_rng)),
     )
 
 
@@ -457,6 +535,7 @@ def _zcu102() -> Device:
         clock_mhz=_fig(
             pl_clock, "MHz", "assumed: same 300 MHz design clock as the ZCU106 designs (no seed targets the ZCU102)",
             f"fabric limits are higher: DSP48E2 FMAX 775 MHz at -2 ({DS925_DSP})",
+            rng=(200.0, 400.0, "where HLS kernels on a -2 UltraScale+ part usually close timing"),
         ),
         resources={
             "lut": _fig(ZU9EG["lut"], "CLB LUTs", f"{DS891}, ZU9EG",
@@ -512,9 +591,11 @@ def _versal_ps(platform_source: str, clock_source: str, clock_note: str) -> Unit
         perf=_ps_perf(
             A72_CLOCK_MHZ, A72_FLOPS,
             "assumed: Cortex-A72 128-bit NEON, one 4-lane fp32 FMA (8 FLOP) per cycle",
+            (4.0, 16.0, "half where FMAs do not issue every cycle .. both NEON pipes taking FMAs"),
         ) | {"mem_gbytes_per_s_sustained": _fig(
             4.0, "GB/s per core", "assumed: one out-of-order Cortex-A72 core streaming from LPDDR4/DDR4 (read + write)",
-            "COST stream: memory side of the PS roofline; replace with a measured value")},
+            "COST stream: memory side of the PS roofline; replace with a measured value",
+            rng=(2.0, 8.0, "x0.5 .. x2: single-core stream rates vary with DDR speed and prefetching"))},
     )
 
 
@@ -531,10 +612,12 @@ def _versal_pl_perf() -> dict:
         "dsp_per_mac_fp16": _fig(
             1, "DSP58/MAC", "assumed: fp16 MAC mapped onto one DSPFP32 (widen, multiply-add, narrow)",
             "to be calibrated from Vitis HLS reports; AP-DRL (seed 003) runs its PL nodes in FP16",
+            rng=(1, 2, "one DSPFP32 .. a separate DSP for the narrowing add"),
         ),
         "launch_overhead_us": _fig(
             2.0, "us", "assumed: XRT start of a PL kernel (ap_start handshake + polling)",
             "AP-DRL (seed 003) §III-A: PL start-up is short relative to the AIE's",
+            rng=(1.0, 20.0, "a register poke and poll .. an XRT call through the driver"),
         ),
     }
 
@@ -548,12 +631,16 @@ def _versal_links(pl_clock_mhz: float, aie_clock_mhz: float) -> tuple:
                 "a kernel using n PLIOs (perf['plio_count'] at most) gets n times this")
     gmio_src = (f"derived: one 32-bit GMIO stream through the NoC DMA at the AIE clock {aie_clock_mhz:g} MHz = 4 B x f "
                 f"({UG1603_PL}: 4 GB/s per AIE<->DMA connection at 1 GHz)")
-    axi_lat = _fig(1.0, "us", "assumed: AXI hand-off including the start/done handshake")
-    plio_lat = _fig(0.1, "us", "assumed: CDC FIFO + stream-switch hops (AM020 'Stream Switch Buffering and Latency')")
-    gmio_lat = _fig(5.0, "us", "assumed: PS writes DDR, AIE array DMA reads it through the NoC (GMIO)")
+    axi_lat = _fig(1.0, "us", "assumed: AXI hand-off including the start/done handshake",
+                   rng=(0.2, 5.0, "a bare AXI burst .. a DMA set-up with interrupt"))
+    plio_lat = _fig(0.1, "us", "assumed: CDC FIFO + stream-switch hops (AM020 'Stream Switch Buffering and Latency')",
+                    rng=(0.02, 0.5, "a few stream-switch hops .. a deep CDC FIFO and long route"))
+    gmio_lat = _fig(5.0, "us", "assumed: PS writes DDR, AIE array DMA reads it through the NoC (GMIO)",
+                    rng=(1.0, 20.0, "a warm NoC DMA .. a cache flush and a DMA set-up through the driver"))
+    axi_rng = (axi / 2, axi * 4, "a half-used port .. four AXI ports in parallel")
     return (
-        Link("PS", "PL", axi_lat, _fig(axi, "B/us", axi_src)),
-        Link("PL", "PS", axi_lat, _fig(axi, "B/us", axi_src)),
+        Link("PS", "PL", axi_lat, _fig(axi, "B/us", axi_src, rng=axi_rng)),
+        Link("PL", "PS", axi_lat, _fig(axi, "B/us", axi_src, rng=axi_rng)),
         Link("PL", "AIE", plio_lat, _fig(plio, "B/us", plio_src)),
         Link("AIE", "PL", plio_lat, _fig(plio, "B/us", plio_src)),
         Link("PS", "AIE", gmio_lat, _fig(gmio, "B/us", gmio_src)),
@@ -583,11 +670,13 @@ def _aie_interface_perf(tiles: int, tiles_source: str, total_gbs: float, total_s
             "switches, so a graph that takes every stream (AP-DRL's plans fill them to 98-100 %) leaves the router "
             "no freedom; 3/4 keeps one stream in four free",
             "the partitioner's ('AIE', 'plio') capacity and the build's AIE fit use the budget; raise it when a "
-            "placed-and-routed graph shows more"),
+            "placed-and-routed graph shows more",
+            rng=(0.5, 1.0, "half the streams .. every stream routed")),
         "launch_overhead_us": _fig(
             20.0, "us",
             "assumed: XRT graph run/wait per kernel invocation (AP-DRL §III-A: kernel launch dominates small layers)",
             "AP-DRL gives no number; calibrate from a profile CSV",
+            rng=(2.0, 50.0, "a warm graph iteration .. an XRT graph run/wait through the driver"),
         ),
     }
 
@@ -712,7 +801,8 @@ def _vck190() -> Device:
         description="Versal fabric of the XCVC1902 (CLB LUT/FF, DSP58, 36 Kb BRAM, 288 Kb UltraRAM)",
         clock_mhz=_fig(pl_clock, "MHz", "assumed: 300 MHz kernel clock (no seed targets the VCK190)",
                        f"AM009 pairs a 1 GHz AIE with a 500 MHz PL; AIE-PL interface up to 625 MHz at -2 (M) "
-                       f"({DS957_AIE})"),
+                       f"({DS957_AIE})",
+                       rng=(200.0, 500.0, "typical HLS closure .. AM009's 500 MHz PL")),
         resources={
             "lut": _fig(VC1902["lut"], "CLB LUTs", f"{DS950}, VC1902", NOT_RETRIEVED),
             "ff": _fig(VC1902["ff"], "CLB flip-flops", f"derived: 2 flip-flops per LUT ({UG1273_PL}) x lut",
@@ -729,7 +819,8 @@ def _vck190() -> Device:
                                     "AM009 'Floating-Point Vector Unit': eight lanes of single-precision MAC"),
         "macs_per_cycle_bf16": _fig(8, "MAC/cycle/tile",
                                     "assumed: bf16 operands widened to fp32 and run at the fp32 rate",
-                                    f"the first-generation AI Engine has no bfloat16 datapath ({AM020_SUMMARY}: '–')"),
+                                    f"the first-generation AI Engine has no bfloat16 datapath ({AM020_SUMMARY}: '–')",
+                                    rng=(4, 8, "the widening costing a pass .. the fp32 rate")),
         "macs_per_cycle_int8": _fig(128, "MAC/cycle/tile", f"{AM009_VPU} (8 real x 8 real: 128)"),
         "macs_per_cycle_int16": _fig(32, "MAC/cycle/tile", f"{AM009_VPU} (16 real x 16 real: 32)"),
         **_aie_interface_perf(
@@ -793,9 +884,11 @@ def _max4() -> Device:
         perf=_ps_perf(
             XEON_CLOCK_MHZ, XEON_FLOPS,
             "assumed: Sandy Bridge AVX, one 8-wide fp32 add and one 8-wide fp32 multiply per cycle",
+            (8.0, 16.0, "one of the two AVX ports busy .. both"),
         ) | {"mem_gbytes_per_s_sustained": _fig(
             8.0, "GB/s per core", "assumed: one Sandy Bridge core streaming from DDR3 (read + write)",
-            "COST stream: memory side of the PS roofline; replace with a measured value")},
+            "COST stream: memory side of the PS roofline; replace with a measured value",
+            rng=(4.0, 16.0, "x0.5 .. x2: single-core stream rates vary with DDR speed and prefetching"))},
     )
     s = STRATIX_5SGSD8
     table1 = f"{SEED_CPP} Table I 'FPGA Total'; {SEED_FDDPG} Tables I/II 'Available'"
@@ -834,21 +927,24 @@ def _max4() -> Device:
                                      "the multiplier's 24-bit mantissa product; the adder is built in ALMs"),
             "dsp_per_mac_fp16": _fig(0.5, "DSP blocks/MAC",
                                      "assumed: an 11-bit mantissa product fits an 18x18 half block",
-                                     "adder in ALMs"),
+                                     "adder in ALMs", rng=(0.5, 1.0, "a half block .. a whole one")),
             "launch_overhead_us": _fig(10.0, "us", "assumed: Maxeler SLiC action start over PCIe",
-                                       "replace with a measured value"),
+                                       "replace with a measured value",
+                                       rng=(2.0, 50.0, "a polled start .. a driver call with interrupt")),
         },
     )
     pcie = _fig(2000.0, "B/us", f"derived: {PCIE2}: 4 lanes x 5 GT/s x 8/10 = 2 GB/s per direction",
                 f"{SEED_FDDPG} §V-B: PCIe 2.0 x4; its Infiniband path is driver-limited")
-    lat = _fig(10.0, "us", "assumed: PCIe round trip through the host driver (SLiC) per transfer")
+    lat = _fig(10.0, "us", "assumed: PCIe round trip through the host driver (SLiC) per transfer",
+               rng=(2.0, 50.0, "a bare PCIe round trip .. a driver call with interrupt"))
     # F-DDPG §V-B runs its model 3 over Infiniband, 'theoretically faster ... [but] the Linux driver ... limits
     # the speed', and gives no rate: the effective rate is fitted to its Table III row (2.311 ms per gradient)
     ib = _fig(IB_BYTES_PER_US, "B/us", f"fitted to {SEED_FDDPG} Table III model 3 (Infiniband, 2.311 ms per gradient): "
               f"the ddpg_gradient kernel's {IB_FIT['bytes']:,} bytes over 2311 us less its modeled compute "
               f"({IB_FIT['compute_us']} us) and 3 x the assumed 10 us latency",
               "driver-limited, as the seed says; FDR 4x Infiniband would carry ~6,800 B/us (not the seed's figure)")
-    ib_lat = _fig(10.0, "us", "assumed: as the PCIe path's, per transfer")
+    ib_lat = _fig(10.0, "us", "assumed: as the PCIe path's, per transfer",
+                  rng=(2.0, 50.0, "as the PCIe path's"))
     notes = (
         "CPP (seed 001) Table I 'FPGA Total' (Logic 262,400 / Primary FF 524,800 / DSP 1,963 / BRAM 2,567) and "
         "F-DDPG (seed 002) Tables I/II 'Available' (also Secondary FFs 524,800 and 3,926 18x18 multipliers) agree "
@@ -898,7 +994,8 @@ def _ku15p() -> Device:
         description="Kintex UltraScale+ XCKU15P fabric on a PCIe card (CLB LUT/FF, DSP48E2, 36 Kb BRAM, "
                     "288 Kb UltraRAM)",
         clock_mhz=_fig(200.0, "MHz", f"assumed: the CPP design's 200 MHz ({SEED_CPP} §IV-C), so only the FPGA changes",
-                       "DSP48E2 FMAX is 775 MHz at -2 (Kintex UltraScale+ DC/AC data sheet DS922)"),
+                       "DSP48E2 FMAX is 775 MHz at -2 (Kintex UltraScale+ DC/AC data sheet DS922)",
+                       rng=(150.0, 400.0, "a slack-poor closure .. where HLS kernels on a -2 part usually close")),
         resources={
             "lut": _fig(k["lut"], "CLB LUTs", src, NOT_RETRIEVED),
             "ff": _fig(k["ff"], "CLB flip-flops", f"derived: 2 flip-flops per CLB LUT x lut; {src}", NOT_RETRIEVED),

@@ -68,7 +68,8 @@ if TYPE_CHECKING:
 
 __all__ = ["HostTimes", "Variant", "Perf", "GRAPH_PHASES", "NODE_PHASE", "FIXAR_CLOCK_MHZ", "FIXAR_FORMAT",
            "host_times", "at_design", "read_run", "measure_host", "ps_factor", "schedule", "run_phases", "choose",
-           "model_perf", "perf_figure", "write_perf", "report_lines", "mm_crossover"]
+           "model_perf", "perf_figure", "write_perf", "report_lines", "mm_crossover", "model_error",
+           "tornado_figure"]
 
 # the trainers' phases that the training graph covers (host/algorithms/*: timed(times, ...))
 GRAPH_PHASES = ("update_forward", "target_forward", "backprop", "weight_update", "soft_update", "gae",
@@ -390,16 +391,19 @@ def _overuse(row, capacity: dict) -> float:
                 and cap > 0), default=0.0)
 
 
-def choose(rows, graph, unit: str, capacity: dict, *, others=None) -> tuple[dict, list]:
+def choose(rows, graph, unit: str, capacity: dict, *, others=None, points: dict | None = None) -> tuple[dict, list]:
     """({node: (unit, latency)}, notes): each node at its fastest `unit` row that fits the unit alone
-    (a node with none: its smallest row, noted); nodes without a `unit` row from `others`."""
+    (a node with none: its smallest row, noted); nodes without a `unit` row from `others`. `points`,
+    when given, receives {node: the chosen row's point} of the `unit` nodes."""
     best: dict[str, tuple[str, float]] = {}  # node -> (unit, latency)
+    best_point: dict[str, str] = {}
     small: dict[str, ProfileRow] = {}
     for r in rows:
         if r.unit != unit:
             continue
         if _fits(r, capacity) and (r.node not in best or r.latency_us < best[r.node][1]):
             best[r.node] = (unit, r.latency_us)
+            best_point[r.node] = str(r.point)
         if r.node not in small or _overuse(r, capacity) < _overuse(small[r.node], capacity):
             small[r.node] = r
     out: dict[str, tuple[str, float]] = {}
@@ -407,8 +411,12 @@ def choose(rows, graph, unit: str, capacity: dict, *, others=None) -> tuple[dict
     for n in graph.nodes:
         if n.name in best:
             out[n.name] = best[n.name]
+            if points is not None:
+                points[n.name] = best_point[n.name]
         elif n.name in small:
             out[n.name] = (unit, small[n.name].latency_us)
+            if points is not None:
+                points[n.name] = str(small[n.name].point)
             over.append(n.name)
         elif others is not None and n.name in others:
             out[n.name] = others[n.name]
@@ -453,6 +461,8 @@ class Perf:
     sensitivity: dict       # {'x0.5'|'x2': {'plan_s', 'speedup_vs_cpu'}}
     assumptions: list
     node_runs: dict = field(default_factory=dict)  # {node: runs per graph execution} of those not run once
+    band: dict = field(default_factory=dict)       # {'total_s', 'speedups': {low, central, high}, 'flips', ...}
+    tornado: list = field(default_factory=list)    # [{constant, range, low, high, swing}], largest swing first
 
     @property
     def total_s(self) -> float:
@@ -463,7 +473,12 @@ class Perf:
                 "ps_factor_basis": self.ps_basis, "measured": self.host.to_json(),
                 "variants": {k: (v.to_json() if v else None) for k, v in self.variants.items()},
                 "speedups": self.speedups, "sensitivity": self.sensitivity, "assumptions": list(self.assumptions),
-                "node_runs_per_graph_execution": self.node_runs}
+                "node_runs_per_graph_execution": self.node_runs,
+                **({"band": self.band, "tornado": self.tornado} if self.band else {})}
+
+    def band_lines(self, top: int = 5) -> list:
+        """The band, the flip sentences and the top constants of the tornado, as text lines."""
+        return _band_lines(self.band, self.tornado, {k: v.to_json() for k, v in self.variants.items() if v}, top)
 
     def text(self) -> str:
         lines = [f"{self.design} on {self.device}: {self.steps:,} environment steps",
@@ -483,9 +498,28 @@ class Perf:
             f"{p} {_dur(s)}" for p, s in sorted(self.variants["plan"].phases_s.items(), key=lambda x: -x[1]) if s > 0))
         for k, s in self.sensitivity.items():
             lines.append(f"PS factor {k}: plan {_dur(s['plan_s'])}, speed-up over this CPU {s['speedup_vs_cpu']:.3g}x")
+        lines += self.band_lines()
         lines.append("assumptions:")
         lines += [f"  - {a}" for a in self.assumptions]
         return "\n".join(lines)
+
+
+def _band_lines(band: dict, tornado: list, variants: dict, top: int = 5) -> list:
+    if not band:
+        return []
+    t = band["total_s"]
+    L = ["", f"band (every assumed constant at the ends of its range, latency models +- their held-out error): "
+             f"plan {_dur(t['low'])} .. {_dur(t['central'])} .. {_dur(t['high'])} (low .. central .. high)"]
+    for k, b in band["speedups"].items():
+        v = variants.get(k)
+        label = v["label"] if isinstance(v, dict) else LABELS[k]
+        L.append(f"  speed-up over {label}: {b['low']:.3g}x .. {b['central']:.3g}x .. {b['high']:.3g}x")
+    L += [f"  {s}" for s in band["flips"]]
+    L.append(f"constants that move the plan most (its time at the low / high end of each range; top {top}):")
+    for c in tornado[:top]:
+        L.append(f"  {c['constant']} {c['range'][0]:.3g} .. {c['range'][1]:.3g} {c['unit']}: "
+                 f"{_dur(c['low'])} / {_dur(c['high'])} (swing {_dur(c['swing'])})")
+    return L
 
 
 def _dur(s: float) -> str:
@@ -514,11 +548,14 @@ def _ps_choice(graph, device) -> dict:
 
 def model_perf(design, *, device=None, plan=None, rows=None, graph=None, host: HostTimes | None = None,
                factor: float | None = None, steps: int | None = None, seed: int = 0, say=None,
-               time_limit: float | None = 60.0, overlap: float | None = None) -> Perf:
+               time_limit: float | None = 60.0, overlap: float | None = None, band: bool = False,
+               model_error: dict | None = None) -> Perf:
     """The Perf of `design` (module docstring). `plan` (a Plan; default: solved), `rows` (its profile,
     e.g. calibrated), `host` (default: a short run here, announced to `say`), `factor` (default: ``ps_factor``);
     `time_limit`: the ILP's, when the plan is solved here; `overlap`: the share of the graph a
-    double-buffered design hides behind the host loop (default: the design's ``host_overlap``)."""
+    double-buffered design hides behind the host loop (default: the design's ``host_overlap``); `band`: also
+    re-evaluate the plan at the ends of every assumed constant's range (``Perf.band``, ``Perf.tornado``);
+    `model_error`: {unit: fraction} of the PL and AIE latency models (default: ``model_error()``, rlhls qor's)."""
     from rlhls.designs.devices import get_device
     from rlhls.designs.graph import build_graph
     from rlhls.partition.plan import check_plan
@@ -543,9 +580,11 @@ def model_perf(design, *, device=None, plan=None, rows=None, graph=None, host: H
     asg = check_plan(plan, graph, where=getattr(plan, "source", "") or "plan")
     # the plan's rows: the row of each node at its planned unit and point
     planned = {}
+    plan_points = {}
     for r in rows:
         if asg.get(r.node) == r.unit and str(plan.point.get(r.node, r.point)) == str(r.point):
             planned[r.node] = (r.unit, r.latency_us)
+            plan_points[r.node] = str(r.point)
     missing = [n for n in asg if n not in planned]
     if missing:
         where = getattr(plan, "source", "") or "plan"
@@ -589,16 +628,22 @@ def model_perf(design, *, device=None, plan=None, rows=None, graph=None, host: H
 
     ps = _ps_choice(graph, dev)
     choices = {"all_PS": ps, "plan": planned}
+    # each device variant's fixed points, and the design whose profile rows they come from
+    fixed = {"all_PS": ({}, None), "plan": (plan_points, design)}
     fx_design, fx_why = _fixar_design(design)
     if "PL" in dev.units:
-        choices["PL_only"], notes = choose(profile_design(fx_design, dev, graph=graph), graph, "PL", cap)
+        pts: dict = {}
+        choices["PL_only"], notes = choose(profile_design(fx_design, dev, graph=graph), graph, "PL", cap, points=pts)
+        fixed["PL_only"] = (pts, fx_design)
         assumptions += notes
     assumptions.append(f"PL-only (FIXAR-like): every node on the PL at {FIXAR_CLOCK_MHZ:g} MHz in {fx_why}, each at "
                        "its fastest design point that fits the fabric alone")
     if "AIE" in dev.units:
         aie_design = replace(design, formats={**design.formats, "aie": "fp32", "aie_acc": "fp32"}, pins={})
         aie_rows = [r for r in profile_design(aie_design, dev, graph=graph) if graph.node(r.node).mm]
-        choices["AIE_only"], notes = choose(aie_rows, graph, "AIE", cap, others=ps)
+        pts = {}
+        choices["AIE_only"], notes = choose(aie_rows, graph, "AIE", cap, others=ps, points=pts)
+        fixed["AIE_only"] = (pts, aie_design)
         assumptions += notes
         assumptions.append("AIE-only (CHARM-like): matrix multiplies on the AIE in fp32 (fastest point that fits), "
                            "the rest on the PS")
@@ -641,8 +686,209 @@ def model_perf(design, *, device=None, plan=None, rows=None, graph=None, host: H
         tot = float(sum(ph.values()))
         sensitivity[tag] = {"ps_factor": f, "plan_s": tot,
                             "speedup_vs_cpu": cpu.total_s / tot if tot > 0 else math.inf}
-    return Perf(design.name, dev.id, steps, float(factor), basis, host, variants, speedups, sensitivity, assumptions,
-                runs)
+    out = Perf(design.name, dev.id, steps, float(factor), basis, host, variants, speedups, sensitivity, assumptions,
+               runs)
+    if band:
+        _Band(dev, graph, host, steps, overlap, cores, runs, plan, float(factor), choices, fixed,
+              _model_error(model_error, dev)).fill(out)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# The band and the tornado: the plan re-evaluated at the ends of every assumed constant
+# ----------------------------------------------------------------------------------------------
+
+# assumed: the host loop's Python need not slow down as the GEMM does (the PS factor's basis)
+PS_FACTOR_RANGE = (0.5, 2.0)
+PS_FACTOR = "PS factor (host phases)"
+MODEL = "{} latency model (held-out error)"
+# figures with others derived from them: set after the rest, so their dependents follow them
+_DERIVES = ("PS.perf.flops_per_cycle_fp32", "PL.clock_mhz")
+_QOR: dict = {}
+
+
+def model_error() -> dict:
+    """{unit: (fraction, why)}: the held-out median |error| of the PL and AIE latency models, from
+    ``rlhls qor`` (``partition.qor``: the models with their constants calibrated, on rows not fitted to)."""
+    if "err" not in _QOR:
+        from rlhls.partition.qor import qor
+
+        q = qor()
+        cal = {m["unit"]: m for m in q.metrics("calibrated") if m["metric"] == "latency"}
+        raw = {m["unit"]: m for m in q.metrics("assumed") if m["metric"] == "latency"}
+        out = {}
+        for u in ("PL", "AIE"):
+            m = cal.get(u)
+            if m is None or m["median_abs_error_pct"] is None:
+                continue
+            was = raw.get(u, {}).get("median_abs_error_pct")
+            out[u] = (m["median_abs_error_pct"] / 100.0,
+                      f"rlhls qor: held-out median |error| of the {u} latency model, constants calibrated "
+                      f"({m['heldout']} held-out points)" + (f"; {was:g} % with the catalogue's constants"
+                                                            if was is not None else ""))
+        _QOR["err"] = out
+    return _QOR["err"]
+
+
+def _model_error(given, dev) -> dict:
+    if given is None:
+        given = model_error()
+    if not isinstance(given, dict):
+        raise RlhlsError(f"perf: model_error {given!r}: expected {{unit: fraction}}")
+    out = {}
+    for u, e in given.items():
+        frac, why = e if isinstance(e, tuple) else (e, "given")
+        if isinstance(frac, bool) or not isinstance(frac, (int, float)) or not 0 <= frac < 1:
+            raise RlhlsError(f"perf: model error of {u} = {frac!r}: expected a fraction 0 .. 1")
+        if u in dev.units:
+            out[u] = (float(frac), why)
+    return out
+
+
+class _Band:
+    """Re-evaluates the fixed choices of every device variant (units and design points unchanged, no
+    ILP) on the device with some constants at an end of their range: profile rows recomputed, each
+    node's latency moved by its model's change, the same schedules (``schedule``, the plan in its own
+    core order)."""
+
+    def __init__(self, dev, graph, host, steps, overlap, cores, runs, plan, factor, choices, fixed, errors):
+        self.dev, self.graph, self.host, self.steps, self.overlap = dev, graph, host, steps, overlap
+        self.cores, self.runs, self.plan, self.factor = cores, runs, plan, factor
+        self.choices, self.fixed, self.errors = choices, fixed, errors
+        self.figs = dict(dev.assumed())
+        self.peak = dev.unit("PS").perf["gflops_fp32_peak"].value
+        self.constants = [(path, fig.low, fig.high, fig.unit, fig.source) for path, fig in self.figs.items()]
+        self.constants.append((PS_FACTOR, factor * PS_FACTOR_RANGE[0], factor * PS_FACTOR_RANGE[1], "x",
+                               "assumed: the host loop's Python scales as the GEMM does, x0.5 .. x2"))
+        for u, (e, why) in errors.items():
+            self.constants.append((MODEL.format(u), 1 - e, 1 + e, "x latency", why))
+        self.tables: dict = {}
+        self.memo: dict = {}
+        self.central = self._tables(dev)
+
+    def _tables(self, dev) -> dict:
+        """{variant source: {(node, unit, point): latency}} on `dev`."""
+        from rlhls.partition.profile import profile_design
+
+        out: dict = {"PS": {(n, "PS", ""): lat for n, (_, lat) in _ps_choice(self.graph, dev).items()}}
+        for k, (_, d) in self.fixed.items():
+            if d is not None:
+                out[k] = {(r.node, r.unit, str(r.point)): r.latency_us
+                          for r in profile_design(d, dev, graph=self.graph)}
+        return out
+
+    def evaluate(self, setting: dict) -> dict:
+        """{'total_s': {variant: s}, 'speedups': {variant: run speed-up of the plan}} with each named
+        constant of `setting` at its 'low' or 'high' end."""
+        key = frozenset(setting.items())
+        if key in self.memo:
+            return self.memo[key]
+        from rlhls.partition.profile import device_links
+
+        ends = {name: (lo, hi) for name, lo, hi, _, _ in self.constants}
+        dev = self.dev
+        for path in sorted((p for p in setting if p in self.figs), key=lambda p: p in _DERIVES):
+            dev = dev.with_value(path, ends[path][setting[path] == "high"])
+        factor = self.factor * self.peak / dev.unit("PS").perf["gflops_fp32_peak"].value
+        if PS_FACTOR in setting:
+            factor *= PS_FACTOR_RANGE[setting[PS_FACTOR] == "high"]
+        scale = {u: ends[MODEL.format(u)][setting[MODEL.format(u)] == "high"] if MODEL.format(u) in setting else 1.0
+                 for u in self.errors}
+        now = self.central if dev is self.dev else self._tables(dev)
+        links = device_links(dev)
+        totals = {}
+        for k, choice in self.choices.items():
+            points, _ = self.fixed[k]
+            moved = {}
+            for n, (u, lat) in choice.items():
+                src, pkey = (k, (n, u, points[n])) if n in points else ("PS", (n, "PS", ""))
+                base = self.central.get(src, {}).get(pkey)
+                delta = now[src][pkey] - base if base is not None and pkey in now.get(src, {}) else 0.0
+                moved[n] = (u, max(0.0, (lat + delta) * scale.get(u, 1.0)))
+            sch = schedule(self.graph, moved, links, self.runs, ps_cores=self.cores,
+                           plan=self.plan if k == "plan" else None)
+            totals[k] = float(sum(run_phases(self.host, sch, self.steps, factor, self.overlap).values()))
+        plan_s = totals["plan"]
+        self.memo[key] = out = {"total_s": totals, "speedups": {
+            k: (t / plan_s if plan_s > 0 else math.inf) for k, t in totals.items() if k != "plan"}}
+        return out
+
+    def fill(self, perf: Perf) -> None:
+        cpu_s = perf.variants["cpu"].total_s
+
+        def sp(res: dict, k: str) -> float:
+            if k == "cpu":
+                return cpu_s / res["total_s"]["plan"] if res["total_s"]["plan"] > 0 else math.inf
+            return res["speedups"][k]
+
+        ends = {}
+        tornado = []
+        for name, lo, hi, unit, source in self.constants:
+            a, b = self.evaluate({name: "low"}), self.evaluate({name: "high"})
+            ends[name] = (a, b)
+            tornado.append({"constant": name, "unit": unit, "range": [lo, hi], "source": source,
+                            "low": a["total_s"]["plan"], "high": b["total_s"]["plan"],
+                            "swing": abs(b["total_s"]["plan"] - a["total_s"]["plan"]),
+                            "speedup_vs_cpu": [sp(a, "cpu"), sp(b, "cpu")]})
+        tornado.sort(key=lambda t: -t["swing"])
+
+        def corner(metric, larger: bool) -> dict:
+            """Every constant at the end that makes `metric` larger (or smaller); none where it is level."""
+            out = {}
+            for name, (a, b) in ends.items():
+                ma, mb = metric(a), metric(b)
+                if ma != mb:
+                    out[name] = ("high" if mb > ma else "low") if larger else ("low" if mb > ma else "high")
+            return out
+
+        plan_of = lambda r: r["total_s"]["plan"]  # noqa: E731
+        slow, fast = corner(plan_of, True), corner(plan_of, False)
+        band: dict = {"total_s": {"low": plan_of(self.evaluate(fast)), "central": perf.total_s,
+                            "high": plan_of(self.evaluate(slow))},
+                "slowest": slow, "fastest": fast, "speedups": {}, "flips": []}
+        for k, v in perf.speedups.items():
+            metric = lambda r, k=k: sp(r, k)  # noqa: E731
+            lo = sp(self.evaluate(corner(metric, False)), k)
+            hi = sp(self.evaluate(corner(metric, True)), k)
+            band["speedups"][k] = {"low": lo, "central": v["run"], "high": hi}
+            if min(lo, hi) < 1.0 < max(lo, hi):
+                band["flips"].append(
+                    f"The plan's speed-up over {LABELS[k]}, {v['run']:.3g}x, may flip: inside its band "
+                    f"({lo:.3g}x .. {hi:.3g}x) it crosses 1.0x.")
+        perf.band, perf.tornado = band, tornado
+        perf.assumptions.append(
+            "band: the plan and the baselines keep their units and design points; each assumed constant "
+            "(designs/devices.py, with its plausible range) set to its low and its high end one at a time (the "
+            "tornado), then all at the ends that make the plan slowest / fastest; the PS factor x0.5 .. x2; "
+            + ("; ".join(f"{u} latencies x (1 +- {e:.3g}) ({why})" for u, (e, why) in self.errors.items())
+               or "no latency-model error (no PL or AIE unit)"))
+
+
+def tornado_figure(perf: Perf, top: int = 12):
+    """The tornado chart: the plan's whole-run time at the low and the high end of each assumed
+    constant's range (the others central), the largest swings on top."""
+    from matplotlib.figure import Figure
+
+    rows = perf.tornado[:top][::-1]
+    fig = Figure(figsize=(10, 0.45 * max(len(rows), 3) + 1.6))
+    ax = fig.add_subplot()
+    mid = perf.total_s
+    for i, t in enumerate(rows):
+        for end, color in (("low", "tab:blue"), ("high", "tab:red")):
+            ax.barh(i, t[end] - mid, left=mid, color=color, alpha=0.8, label=f"constant at its {end} end" if i == 0
+                    else None)
+    ax.axvline(mid, color="black", lw=1)
+    b = perf.band.get("total_s", {})
+    if b:
+        ax.axvspan(b["low"], b["high"], color="grey", alpha=0.12, label="band (all at once)")
+    ax.set_yticks(range(len(rows)), [f"{t['constant']} ({t['range'][0]:.3g} .. {t['range'][1]:.3g} {t['unit']})"
+                                     for t in rows], fontsize=7)
+    ax.set_xlabel(f"plan, seconds for {perf.steps:,} environment steps (central {_dur(mid)})")
+    ax.set_title(f"{perf.design} on {perf.device}: which assumed constants move the plan's time")
+    ax.legend(fontsize=7, loc="lower right")
+    ax.grid(alpha=0.3, axis="x")
+    fig.tight_layout()
+    return fig
 
 
 def perf_figure(perf: Perf):
@@ -675,12 +921,13 @@ def perf_figure(perf: Perf):
     return fig
 
 
-PERF_FILES = ("perf.json", "perf.txt", "perf.png")
+PERF_FILES = ("perf.json", "perf.txt", "perf.png", "tornado.png")
 
 
 def write_perf(perf: Perf, out_dir, *, force: bool = False, bound: dict | None = None) -> Path:
-    """perf.json, perf.txt and perf.png into `out_dir` (staged, then published; a folder rlhls did not
-    write is refused unless `force`). `bound`: the record of the run it models (``BoundRun.record()``)."""
+    """perf.json, perf.txt, perf.png and tornado.png (where the Perf has a band) into `out_dir` (staged, then
+    published; a folder rlhls did not write is refused unless `force`). `bound`: the record of the run it
+    models (``BoundRun.record()``)."""
     from rlhls.core.fileio import atomic_write_text, check_out, staged_folder
 
     from .figures import save_png
@@ -693,6 +940,8 @@ def write_perf(perf: Perf, out_dir, *, force: bool = False, bound: dict | None =
         atomic_write_text(tmp / "perf.json", json.dumps(rec, indent=1, default=str) + "\n")
         atomic_write_text(tmp / "perf.txt", perf.text() + "\n")
         save_png(perf_figure(perf), tmp / "perf.png")
+        if perf.tornado:
+            save_png(tornado_figure(perf), tmp / "tornado.png")
     return out_dir
 
 
@@ -714,6 +963,7 @@ def report_lines(p: dict) -> list:
          markdown_table(["variant", "graph step (us)", "whole run (s)", "plan speed-up"], rows), ""]
     L += [f"PS factor {k}: plan {s['plan_s']:.4g} s, speed-up over this CPU {s['speedup_vs_cpu']:.3g}x"
           for k, s in p["sensitivity"].items()]
+    L += _band_lines(p.get("band", {}), p.get("tornado", []), p["variants"])
     L += ["", "Assumptions:", ""] + [f"- {a}" for a in p["assumptions"]] + ["", "![perf](perf.png)", ""]
     return L
 

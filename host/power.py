@@ -32,23 +32,30 @@ _PL_STATIC_PER_CELL_W = 0.850 / (_CELLS["zu19eg"] - _CELLS["zu2eg"])
 
 PL_RESOURCES = ("lut", "ff", "dsp", "bram36")
 
+_X2 = "plausible x0.5 .. x2: XPE's figures move this much with the configuration and toggle rates"
+
 # the ZCU106's XCZU7EV (-2, 25 C), the a2c-traffic design's device
 ZU7EV_POWER = {
     "ps_static_w": Figure(0.20, "W", "assumed: the PS (FPD + LPD) leakage of a -2 part at 25 C is of this order in "
-                          f"XPE ({UG440}); not run here"),
+                          f"XPE ({UG440}); not run here", note=_X2, low=0.10, high=0.40),
     "ps_core_w": Figure(0.25, "W per active Cortex-A53 core at 1.2 GHz",
                         "assumed: one A53 core with its share of L2, interconnect and DDR traffic; no AMD document "
-                        "found gives a per-core figure (XPE computes it from the PS configuration)"),
+                        "found gives a per-core figure (XPE computes it from the PS configuration)",
+                        note=_X2, low=0.125, high=0.50),
     "pl_static_w": Figure(round(_PL_STATIC_PER_CELL_W * _CELLS["zu7ev"], 4), "W",
                           f"derived: {WIKI_POWER}, taken as proportional to logic cells (the guide: 'static power is "
                           "directly proportional to device capacity'): 850 mW / (1,143,450 - 103,320) cells x 504,000 "
                           "cells of the ZU7EV (DS891); assumed zero intercept"),
     "lut_uw_per_mhz": Figure(0.04, "uW/MHz per LUT", f"assumed at {UG440}'s default 12.5 % toggle rate and fanout 3 "
-                             "(the Logic sheet's per-LUT figure is inside XPE)"),
-    "ff_uw_per_mhz": Figure(0.01, "uW/MHz per FF", f"assumed at {UG440}'s default 12.5 % toggle rate"),
+                             "(the Logic sheet's per-LUT figure is inside XPE)",
+                             note=_X2, low=0.02, high=0.08),
+    "ff_uw_per_mhz": Figure(0.01, "uW/MHz per FF", f"assumed at {UG440}'s default 12.5 % toggle rate",
+                            note=_X2, low=0.005, high=0.02),
     "dsp_uw_per_mhz": Figure(3.0, "uW/MHz per DSP48E2", f"assumed at ~38 % data toggle (random data, {UG440} 'Using "
-                             "the DSP Sheet'), a 27x18 multiply-add each cycle"),
-    "bram36_uw_per_mhz": Figure(8.0, "uW/MHz per 36 Kb BRAM", "assumed: one read or write port active each cycle"),
+                             "the DSP Sheet'), a 27x18 multiply-add each cycle",
+                             note=_X2, low=1.5, high=6.0),
+    "bram36_uw_per_mhz": Figure(8.0, "uW/MHz per 36 Kb BRAM", "assumed: one read or write port active each cycle",
+                                note=_X2, low=4.0, high=16.0),
 }
 
 

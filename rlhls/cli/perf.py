@@ -53,7 +53,7 @@ def cmd_perf(args) -> int:
     from rlhls.core.errors import RlhlsError
     from rlhls.core.fileio import check_out
     from rlhls.designs.devices import get_device
-    from rlhls.host.perf import bind_run, host_times, model_perf, read_run, write_perf
+    from rlhls.host.perf import PERF_FILES, bind_run, host_times, model_perf, read_run, write_perf
     from rlhls.partition.plan import load_plan
 
     log = say(args.quiet or args.json)
@@ -64,7 +64,7 @@ def cmd_perf(args) -> int:
     device = get_device(args.device or design.device)
     out = Path(args.out or f"runs/{design.name}-perf")
     check_out(out, command="perf", force=args.force,
-              ours=lambda d: all(p.name in ("perf.json", "perf.txt", "perf.png") for p in d.iterdir()))
+              ours=lambda d: all(p.name in PERF_FILES for p in d.iterdir()))
     plan = load_plan(args.plan) if args.plan else None
     host = None
     if args.run:
@@ -73,11 +73,11 @@ def cmd_perf(args) -> int:
         # the graph at the run's sizes (batch, rollout), as the run's phases were timed
         design = bind_run(design, hp)
     perf = model_perf(design, device=device, plan=plan, host=host, factor=args.ps_factor, steps=args.steps,
-                      seed=args.seed, say=log, time_limit=args.time_limit)
+                      seed=args.seed, say=log, time_limit=args.time_limit, band=True)
     write_perf(perf, out, force=args.force, bound=None if args.run else run.record())
     if args.json:
         print_json(perf.to_json())
     else:
         print(perf.text())
-        print(f"-> {out}/perf.png")
+        print(f"-> {out}/perf.png, {out}/tornado.png")
     return 0
