@@ -232,6 +232,16 @@ class Design:
             if new == old:
                 specs.append(spec)
                 continue
+            if net.onnx_io is not None:  # the user's trained network: never replaced by fresh layers
+                what = (f"net_arch {list(new[0])}" if new[0] != old[0] else "") + \
+                    (" and " if new[0] != old[0] and new[1] != old[1] else "") + \
+                    (f"activation {new[1]}" if new[1] != old[1] else "")
+                hint = ("policy_kwargs net_arch=dict(qf=[...]) without activation_fn resizes the critic only"
+                        if spec.role == "actor" and "critic" in {n.role for n in self.networks}
+                        else "leave net_arch and activation_fn out of policy_kwargs")
+                raise RlhlsError(f"design '{self.name}': network '{spec.name}' is imported from ONNX (graph "
+                                 f"'{net.onnx_io['graph']}'); {what} would replace its layers and weights (RL Zoo: "
+                                 f"{hint})")
             if len(net.input_shape) != 1 or any(l.kind not in ("Dense", *_ACTS_KINDS) for l in net.layers):
                 raise RlhlsError(f"design '{self.name}': network '{spec.name}' is not an MLP; net_arch and "
                                  "activation_fn change MLPs only")

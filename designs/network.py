@@ -977,6 +977,9 @@ class Network:
         self.input_shape = shape
         self.seed = seed
         self.init = init
+        # an imported network's graph name, input and output as its file wrote them (onnx_import): an
+        # export goes out in the same layout
+        self.onnx_io: dict | None = None
         self.layers: list[Layer] = [self._adopt(layer) for layer in layers]
         self._name_layers()
 

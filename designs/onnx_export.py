@@ -6,7 +6,8 @@ ReLU/Tanh/Sigmoid/Softmax(axis=-1)/Identity -> the op of the same name, LeakyReL
 (alpha), Softplus -> Softplus, Clip -> Clip (min/max initializers), LayerNorm -> LayerNormalization
 (axis -1, gamma/beta initializers), Quant -> QONNX's Quant (scale 2**-F, zero point 0; a node of the
 domain qonnx.custom_op.general, which onnxruntime does not run). A Dense / Conv2d with
-``param_formats`` exports the fake-quantized weights it computes with. Initializers are named
+``param_formats`` exports the fake-quantized weights it computes with (``quant_params=True``: each
+through a QONNX Quant node of its format, named '<weight>_quant'). Initializers are named
 like Network.get_params ('fc1.W', 'fc1.b'). The graph input 'input' and output 'output' have
 a symbolic batch axis 'N'.
 
@@ -26,8 +27,9 @@ from rlhls.core.errors import RlhlsError
 _ACT_OPS = {"ReLU": "Relu", "Tanh": "Tanh", "Sigmoid": "Sigmoid", "Softmax": "Softmax", "Identity": "Identity"}
 
 
-def export_onnx(net, *, opset: int = 17, ir_version: int = 10):
-    """The ONNX model of `net`'s float64 forward in float32."""
+def export_onnx(net, *, opset: int = 17, ir_version: int = 10, quant_params: bool = False):
+    """The ONNX model of `net`'s float64 forward in float32. `quant_params`: each weight of a layer's
+    ``param_formats`` goes through a QONNX Quant node of its format (as Brevitas writes quantized weights)."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -47,6 +49,12 @@ def export_onnx(net, *, opset: int = 17, ir_version: int = 10):
         for k, v in layer.params.items():  # the values the layer computes with (fake-quantized weights)
             v = layer.param(k) if layer.is_mm else v
             inits.append(numpy_helper.from_array(np.asarray(v, dtype=np.float32), names[k]))
+            fmt = getattr(layer, "param_formats", {}).get(k) if quant_params else None
+            if fmt is not None:  # values on the grid through their Quant (an identity): the format carried
+                q, more = _quant(fmt, names[k], f"{names[k]}_quant", f"{names[k]}_quant", where, layer.name)
+                nodes.append(q)
+                inits += more
+                names[k] = q.output[0]
         ins = [x] + [names[k] for k in ("W", "b") if k in names]
         if layer.kind == "Dense":
             op = "Gemm" if "b" in names else "MatMul"
@@ -77,18 +85,9 @@ def export_onnx(net, *, opset: int = 17, ir_version: int = 10):
             nodes.append(helper.make_node("LayerNormalization", [x, names["gamma"], names["beta"]], [y],
                                           name=layer.name, axis=-1, epsilon=float(layer.eps)))
         elif layer.kind == "Quant":  # QONNX's Quant: scale 2**-F, zero point 0, W bits
-            f = layer.fmt
-            mode = {"RND_CONV": "ROUND", "TRN": "FLOOR", "TRN_ZERO": "DOWN", "RND_INF": "HALF_UP",
-                    "RND_ZERO": "HALF_DOWN"}.get(f.quant)
-            if mode is None or f.overflow not in ("SAT", "SAT_SYM"):
-                raise RlhlsError(f"{where}: layer {layer.name}: format {f} has no QONNX Quant (rounding "
-                                 "RND_CONV/TRN/TRN_ZERO/RND_INF/RND_ZERO, overflow SAT/SAT_SYM)")
-            for k, v in (("scale", 2.0 ** -f.frac_bits), ("zeropt", 0.0), ("bitwidth", float(f.width))):
-                inits.append(numpy_helper.from_array(np.asarray(v, dtype=np.float32), f"{layer.name}.{k}"))
-            nodes.append(helper.make_node("Quant", [x] + [f"{layer.name}.{k}" for k in ("scale", "zeropt", "bitwidth")],
-                                          [y], name=layer.name, domain="qonnx.custom_op.general",
-                                          signed=int(f.signed), narrow=int(f.overflow == "SAT_SYM"),
-                                          rounding_mode=mode))
+            q, more = _quant(layer.fmt, x, y, layer.name, where, layer.name)
+            nodes.append(q)
+            inits += more
         elif layer.kind in _ACT_OPS:
             nodes.append(helper.make_node(_ACT_OPS[layer.kind], [x], [y], name=layer.name))
         else:
@@ -111,3 +110,21 @@ def export_onnx(net, *, opset: int = 17, ir_version: int = 10):
     onnx.checker.check_model(model)
 
     return model
+
+
+def _quant(f, x: str, y: str, name: str, where: str, layer: str):
+    """(QONNX Quant node `name` from `x` to `y` in format `f`, its scale / zero point / bit width
+    initializers '`name`.scale', ...): scale 2**-F, zero point 0, W bits."""
+    from onnx import helper, numpy_helper
+
+    mode = {"RND_CONV": "ROUND", "TRN": "FLOOR", "TRN_ZERO": "DOWN", "RND_INF": "HALF_UP",
+            "RND_ZERO": "HALF_DOWN"}.get(getattr(f, "quant", ""))
+    if mode is None or f.overflow not in ("SAT", "SAT_SYM"):
+        raise RlhlsError(f"{where}: layer {layer}: format {f} has no QONNX Quant (rounding "
+                         "RND_CONV/TRN/TRN_ZERO/RND_INF/RND_ZERO, overflow SAT/SAT_SYM)")
+    inits = [numpy_helper.from_array(np.asarray(v, dtype=np.float32), f"{name}.{k}")
+             for k, v in (("scale", 2.0 ** -f.frac_bits), ("zeropt", 0.0), ("bitwidth", float(f.width)))]
+    node = helper.make_node("Quant", [x] + [f"{name}.{k}" for k in ("scale", "zeropt", "bitwidth")], [y], name=name,
+                            domain="qonnx.custom_op.general", signed=int(f.signed), narrow=int(f.overflow == "SAT_SYM"),
+                            rounding_mode=mode)
+    return node, inits

@@ -34,6 +34,9 @@ QONNX) is first cleaned with qonnx's transformations, then read as one chain of 
    layer. Anything else (another scale, a zero point, CEIL / UP rounding, narrow unsigned,
    BipolarQuant, per-channel scales that differ) is refused, naming the node and why.
 
+The Network keeps the file's graph name, input and output names and dims as written (``Network.onnx_io``):
+``rlhls export`` writes a trained copy in that layout, and RL Zoo's net_arch never replaces it.
+
 Weights and biases come from the file's initializers (float64 here); the input is (features,),
 (C, H, W), or any shape a Flatten / Reshape flattens first, after a batch axis. Any other node is
 refused, naming it (and, where one exists, the fix).
@@ -245,10 +248,27 @@ def import_onnx(source, name: str | None = None) -> Network:
         where = f"ONNX model '{model.graph.name}'"
         name = name or model.graph.name or "net"
     _check_model(model, where)
+    io = _io(model)  # before the clean-up fixes the batch axis
     w = _clean(model, where)
     ops, shape = _Chain(w, where).read()
     ops = _fold_affines(ops, where)
-    return _network(ops, shape, name, where)
+    net = _network(ops, shape, name, where)
+    net.onnx_io = io
+    return net
+
+
+def _io(model) -> dict:
+    """The graph's name, its input's and output's names and dims as written (an int, a symbolic
+    name, or None where the file leaves a dim unknown)."""
+    def dims(v):
+        return [d.dim_param if d.HasField("dim_param") else int(d.dim_value) if d.HasField("dim_value") else None
+                for d in v.type.tensor_type.shape.dim]
+
+    g = model.graph
+    inits = {t.name for t in g.initializer}
+    x = next(i for i in g.input if i.name not in inits)  # _check_model: exactly one
+    return {"graph": g.name, "input": x.name, "input_dims": dims(x), "output": g.output[0].name,
+            "output_dims": dims(g.output[0])}
 
 
 def _node_at(where: str, n) -> str:

@@ -13,6 +13,10 @@ ever one a training run of any seed played, and an evaluation depends on the pol
 draw from the run's Generator, no normalization statistics updated, its own environment), so a
 run with evaluation trains the same bits as one without.
 
+``untrained(design, seed=0) -> Policy``: a design's policy before any training (its networks as
+the trainer of that seed builds them: an ONNX network's are the file's), for ``rlhls eval DESIGN
+--untrained``.
+
 ``load(folder) -> Policy``: the trained policy of a run folder (``rlhls train``'s, or an ``rlhls
 run`` folder's ``train/``), rebuilt as the run built its trainer (design, hyperparameters, plan
 and design points of config.json) and given the checkpoint's state, so ``Policy.predict`` runs the
@@ -36,7 +40,7 @@ if TYPE_CHECKING:
 
     from .algorithms.base import TrainerBase
 
-__all__ = ["evaluate", "eval_seed", "Policy", "load", "EVAL_SEED_OFFSET"]
+__all__ = ["evaluate", "eval_seed", "Policy", "load", "untrained", "EVAL_SEED_OFFSET"]
 
 EVAL_SEED_OFFSET = 2 ** 32  # above every training seed (check_seed: < 2**32)
 GIF_FRAMES = 1000  # RL Zoo's record_video default length
@@ -134,9 +138,10 @@ def write_gif(frames: list, path, fps: float | None) -> None:
 
 class Policy:
     """A run's trained policy with Stable-Baselines3's ``predict``. ``observation_space`` and
-    ``action_space`` are the environment's; ``config`` the run's config.json; ``folder`` the run."""
+    ``action_space`` are the environment's; ``config`` the run's config.json; ``folder`` the run
+    (None: a design's policy before training, ``untrained``)."""
 
-    def __init__(self, trainer: TrainerBase, config: dict, folder: Path, seed: int = 0) -> None:
+    def __init__(self, trainer: TrainerBase, config: dict, folder: Path | None, seed: int = 0) -> None:
         self._trainer = trainer
         self.config, self.folder = config, folder
         self.env_id = trainer.env_id
@@ -242,3 +247,25 @@ def load(folder: str | os.PathLike[str], *, design: Design | str | None = None,
         raise RlhlsError(f"run folder '{run}': checkpoint does not fit its config ({type(e).__name__}: {e})") from None
     trainer.close()  # the training environments: acting needs none
     return Policy(trainer, cfg, run)
+
+
+def untrained(design: Design | str, *, seed: int = 0, log: str | os.PathLike[str] | None = None) -> Policy:
+    """The policy of `design` (a registered name, ``FILE.py[:NAME]`` or a Design) before any training:
+    its trainer as ``rlhls train DESIGN --seed SEED`` builds it (bound the same way), so its networks
+    are that run's before its first update -- a network imported from ONNX holds the file's weights.
+    ``config`` is the binding's record with the seed; ``folder`` is None."""
+    from rlhls.core.procs import library_output
+
+    from .bound import bind
+    from .hyperparams import check_seed
+
+    seed = check_seed(seed)
+    bound = bind(design)
+    if bound.algorithm is None:
+        raise RlhlsError(f"design '{bound.design.name}': no trainer for algorithm '{bound.design.algorithm}' "
+                         "(no policy to evaluate)")
+    with library_output(log):
+        trainer = bound.algorithm.trainer(bound.design, env_id=bound.env_id, seed=seed, backend="emu",
+                                          hyperparams=bound.hyperparams, assignment=None)
+    trainer.close()  # the training environments: acting needs none
+    return Policy(trainer, {**bound.record(), "seed": seed}, None)

@@ -16,7 +16,8 @@ step ``learning_starts`` + 1 on, every step one minibatch of ``batch_size`` (the
 critic on MSE to ``r + gamma (1 - terminated) Q'(s', mu'(s'))``; every ``policy_frequency``
 steps the actor on ``-mean Q(s, mu(s))`` through the freshly updated critic, then
 ``target <- tau * online + (1 - tau) * target`` for both networks. Two Adams (PyTorch defaults,
-lr ``learning_rate``). CleanRL's ``noise_clip`` is not used by its DDPG (TD3's knob): ignored.
+lr ``learning_rate``). CleanRL's ``noise_clip`` is not used by its DDPG (TD3's knob): ignored; so are an RL
+Zoo TD3 entry's ``target_policy_noise`` / ``target_noise_clip`` (SB3's DDPG sets them to 0), with a warning.
 Actions are float32 (the box's dtype) before the env sees them, so the buffer stores exactly
 what was applied. Observations are not normalized (CleanRL). ``actor_learning_rate`` /
 ``critic_learning_rate`` give the two Adams their own step sizes (Lillicrap et al.: 1e-4 / 1e-3).
@@ -65,6 +66,7 @@ conv_overflows, and phase seconds ``t_<phase>`` for ``PHASES``.
 from __future__ import annotations
 
 import copy
+import logging
 from dataclasses import dataclass
 
 import numpy as np
@@ -82,6 +84,8 @@ from ..rlzoo import train_freq, whole
 from . import Algorithm, register_algorithm
 from .base import TrainerBase, adapt_network, check_buffer_memory, check_memory, param_views, sample_bytes
 from .replay import ReplayBuffer
+
+log = logging.getLogger(__name__)
 
 __all__ = ["DDPGArgs", "batch_size", "PHASES", "NOISES", "resolve_hyperparams", "soft_update", "node_runs", "DDPG"]
 
@@ -107,13 +111,29 @@ def _sb3_once_per_step(key):
     return fn
 
 
+# TD3's keys (target policy smoothing) that SB3's DDPG sets to 0: a TD3 entry trains here as DDPG without them
+_TD3_ONLY = ("target_policy_noise", "target_noise_clip")
+
+
+def _sb3_td3_only(key):
+    """A TD3-only key of an RL Zoo entry: ignored, said once for all of them (a warning naming them)."""
+    def fn(v, ctx):
+        given = [k for k in _TD3_ONLY if k in ctx.entry]
+        if key == given[0]:
+            log.warning("%s: %s ignored: TD3's target policy smoothing, which DDPG does not have", ctx.where,
+                        ", ".join(f"{k}={ctx.entry[k]!r}" for k in given))
+        return {}
+    return fn
+
+
 @dataclass
 class DDPGArgs(MixedPrecisionArgs):
     """DDPG's hyperparameters: CleanRL ddpg_continuous_action.py's defaults (the design's batch size)."""
 
     algorithm = "DDPG"
     sb3 = {"noise_type": _sb3_noise, "noise_std": "exploration_noise", "policy_delay": "policy_frequency",
-           "train_freq": _sb3_once_per_step("train_freq"), "gradient_steps": _sb3_once_per_step("gradient_steps")}
+           "train_freq": _sb3_once_per_step("train_freq"), "gradient_steps": _sb3_once_per_step("gradient_steps"),
+           **{k: _sb3_td3_only(k) for k in _TD3_ONLY}}
     num_envs: int = hp(1, "parallel sub-environments", low=1)
     learning_rate: float = hp(3e-4, "Adam step size of actor and critic", low=0.0)
     actor_learning_rate: float | None = hp(None, "the actor's step size (None: learning_rate)", low=0.0)

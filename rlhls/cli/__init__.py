@@ -25,12 +25,12 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 from rlhls import __version__  # noqa: E402
 from rlhls.core.errors import RlhlsError  # noqa: E402
 
-from . import build, catalogue, evaluate, experiment, partition, perf, qor, run, train  # noqa: E402
+from . import build, catalogue, evaluate, experiment, export, partition, perf, qor, run, train  # noqa: E402
 from .common import EXIT_BAD_INPUT, Parser, console  # noqa: E402
 
 __all__ = ["main", "build_parser"]
 
-_GROUPS = (catalogue, partition, build, train, evaluate, run, experiment, perf, qor)
+_GROUPS = (catalogue, partition, build, train, evaluate, export, run, experiment, perf, qor)
 
 
 def build_parser() -> Parser:
