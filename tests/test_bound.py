@@ -142,3 +142,15 @@ def test_partition_takes_a_design_bound_as_every_command(tmp_path, capsys):
     for argv in (["partition", "apdrl-dqn-cartpole", "--capacity", "c.csv"],
                  ["partition", "p.csv", "--device", "zcu106"]):
         assert main([*argv, "--out", str(tmp_path / "x")]) == 2 and not (tmp_path / "x").exists()
+
+
+def test_a_run_from_before_the_binding_was_recorded_resumes(tmp_path):
+    out = tmp_path / "old"
+    bound = bind("apdrl-dqn-cartpole", overrides={"learning_starts": 100})
+    train_design(bound, out=str(out), steps=200, progress=False)
+    cfg = json.loads((out / "config.json").read_text())
+    for key in ("batch", "kernels"):  # the layout of config.json before they were recorded
+        cfg.pop(key)
+    (out / "config.json").write_text(json.dumps(cfg))
+    run = train_design(bound, out=str(out), steps=400, resume=True, progress=False)
+    assert run.env_steps == 400 and json.loads((out / "config.json").read_text())["batch"] == 128
