@@ -98,3 +98,25 @@ def test_bad_settings_are_refused_before_anything_is_written(tmp_path, params, m
     with pytest.raises(RlhlsError, match=match):
         run_experiment(ExperimentOptions("cpp-fig4", design=design, out=str(out), params=sets, quiet=True))
     assert not out.exists()
+
+
+def test_table2_times_the_baseline_warm_at_full_size_and_says_when_it_settled():
+    from rlhls.host.experiments import cpp
+
+    calls = []
+
+    class Unit:  # an FVP unit that records the states it is given
+        def __call__(self, X, theta, v, inv_var):
+            calls.append(X.shape[0])
+            return v
+
+    data = {"layers": [2, 3, 1], "theta": np.zeros(40), "obs": np.ones((5, 2)), "g": np.ones(4)}
+    t = cpp.timed_cg(Unit(), {**data, "obs": np.resize(data["obs"], (50, 2))}, 3, repeats=4)
+    assert set(calls) == {50} and len(calls) % 5 == 0  # one untimed warm CG, four timed: all at full size
+    assert t["cg_min"] <= t["cg"] <= t["cg_max"] and t["settled"] in (True, False)
+    assert cpp.timed_cg(Unit(), data, 3, repeats=1)["settled"] is None
+    row = {"speedup_model_vs_float64": 20.0, "float64_cg_min_s": 1.9, "float64_cg_max_s": 2.1, "model_cg_s": 0.1,
+           "seed_speedup": 20.7}
+    assert cpp._headline({**row, "settled": True}).startswith("speed-up 20.00 (19.00-21.00")
+    assert "not settled (one repeat" in cpp._headline({**row, "settled": None})
+    assert "differ by more than 5 %" in cpp._headline({**row, "settled": False})
