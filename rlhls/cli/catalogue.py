@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from rlhls.core.errors import RlhlsError
+from rlhls.core.registry import did_you_mean
 
 if TYPE_CHECKING:
     from rlhls.core.registry import Registry
@@ -294,7 +295,9 @@ def cmd_plugins(args) -> int:
                                             "environment": ENVIRONMENT_IDS, "experiment": EXPERIMENTS}
     unknown = sorted(set(args.kinds) - set(registries))
     if unknown:
-        raise RlhlsError(f"plugins: unknown kind '{unknown[0]}' (expected one of {', '.join(registries)})")
+        near = did_you_mean(unknown[0], registries)
+        raise RlhlsError(f"plugins: unknown kind '{unknown[0]}'{': ' + near if near else ''} "
+                         f"(expected one of {', '.join(registries)})")
     register_environments()
     rows = [r for kind, reg in registries.items() if not args.kinds or kind in args.kinds for r in reg.describe()]
     if args.json:

@@ -11,6 +11,7 @@ import os
 import sys
 
 from rlhls.core.errors import RlhlsError
+from rlhls.core.registry import did_you_mean
 
 EXIT_BAD_INPUT = 2
 
@@ -21,6 +22,15 @@ class Parser(argparse.ArgumentParser):
     def error(self, message):
         # a subcommand names itself ("rlhls train: ..."); the root's errors are already "rlhls: ..."
         raise RlhlsError(f"{self.prog}: {message}" if " " in self.prog else message)
+
+    def _check_value(self, action, value):
+        # a mistyped choice (a command, an experiment, --backend ...) names the nearest ones
+        if action.choices is not None and value not in action.choices:
+            near = did_you_mean(value, [str(c) for c in action.choices])
+            if near:
+                raise argparse.ArgumentError(action, f"invalid choice: {value!r}: {near} "
+                                                     f"(choose from {', '.join(map(repr, action.choices))})")
+        super()._check_value(action, value)
 
 
 def positive_int(text: str) -> int:

@@ -1,0 +1,78 @@
+"""A console that helps: a mistyped name names the nearest ones, shell completion, -q / -v after the
+command, a kernel's cost at a design's own layers, one build summary, tables without a spread of one
+value, the Gantt chart's labels and edges, the compile cache shown and pruned, TensorBoard's
+evaluation and hyperparameters."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from rlhls.cli import main
+
+
+def snapshot(folder: Path) -> dict:
+    """Every file under `folder` with its bytes (links as their target text)."""
+    out = {}
+    for p in sorted(Path(folder).rglob("*")):
+        if p.is_symlink():
+            out[str(p.relative_to(folder))] = ("link", os.readlink(p))
+        elif p.is_file():
+            out[str(p.relative_to(folder))] = p.read_bytes()
+        else:
+            out[str(p.relative_to(folder))] = "dir"
+    return out
+
+
+def refused(argv, capsys, folder: Path) -> str:
+    """Runs the command; asserts exit 2, one short message, no traceback, nothing written; returns stderr."""
+    before = snapshot(folder)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and 1 <= len(err.strip().splitlines()) <= 2, err
+    assert snapshot(folder) == before
+    return err
+
+
+# ---------------------------------------------------------------- the nearest names
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["designs", "apdrl-ddpg-lunarcnt"],
+     "rlhls: error: unknown design 'apdrl-ddpg-lunarcnt': did you mean 'apdrl-ddpg-lunarcont'? (known: "),
+    (["kernel", "dense_forwrd"], "rlhls: error: unknown kernel 'dense_forwrd': did you mean 'dense_forward'? (known: "),
+    (["algorithms", "ddpq"], "rlhls: error: algorithm 'ddpq' has no trainer yet: did you mean 'ddpg'? (registered: "),
+    (["experiment", "apdrl-tabel3"], "rlhls: error: rlhls experiment: argument NAME: invalid choice: 'apdrl-tabel3': "
+                                     "did you mean 'apdrl-table3'? (choose from "),
+    (["devices", "vek208"], "rlhls: error: unknown device 'vek208': did you mean 'vek280'? (expected one of: "),
+    (["kernel", "dense_forward", "--device", "zcu160"], "rlhls: error: unknown device 'zcu160': did you mean 'zcu106' "
+                                                        "or 'zcu102'? (expected one of: "),
+    (["trian", "apdrl-dqn-cartpole"], "rlhls: error: argument COMMAND: invalid choice: 'trian': did you mean 'train'?"),
+    (["train", "apdrl-dqn-cartpole", "--backend", "csm"], "invalid choice: 'csm': did you mean 'csim'?"),
+    (["plugins", "kernal"], "rlhls: error: plugins: unknown kind 'kernal': did you mean 'kernel'?"),
+    (["train", "apdrl-ddpg-lunarcont", "--env", "LunarLanderContinuous-v2", "--steps", "10"],
+     "rlhls: error: unknown environment 'LunarLanderContinuous-v2': did you mean 'LunarLanderContinuous-v3'? "
+     "(not registered with gymnasium)"),
+])
+def test_a_mistyped_name_names_the_nearest(argv, line, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    err = refused(argv, capsys, tmp_path)
+    assert line in err.splitlines()[0], err
+
+
+def test_the_suggestion_is_the_registrys_for_every_kind():
+    """One place gives it: a registry of any kind, its own names; nothing near, nothing suggested."""
+    from rlhls.core.errors import RlhlsError
+    from rlhls.core.registry import Registry, did_you_mean
+    from rlhls.host.experiments import get_experiment
+
+    reg = Registry("widget")
+    reg.add = lambda obj: None
+    reg.put("sprocket", object(), origin="here")
+    reg.put("gear", object(), origin="here")
+    assert str(reg.unknown("sprockt")) == "unknown widget 'sprockt': did you mean 'sprocket'? (known: sprocket, gear)"
+    assert str(reg.unknown("zzzzzz")) == "unknown widget 'zzzzzz' (known: sprocket, gear)"
+    assert str(reg.unknown("a\nb")).startswith("unknown widget 'a\\nb'")  # one line, whatever was typed
+    assert did_you_mean("PPO", ["ppo", "a2c"]) == "did you mean 'ppo'?"  # case aside
+    with pytest.raises(RlhlsError, match=r"^unknown experiment 'heppo-tabel3': did you mean 'heppo-table3'\?"):
+        get_experiment("heppo-tabel3")
