@@ -76,3 +76,59 @@ def test_the_suggestion_is_the_registrys_for_every_kind():
     assert did_you_mean("PPO", ["ppo", "a2c"]) == "did you mean 'ppo'?"  # case aside
     with pytest.raises(RlhlsError, match=r"^unknown experiment 'heppo-tabel3': did you mean 'heppo-table3'\?"):
         get_experiment("heppo-tabel3")
+
+
+# ---------------------------------------------------------------- shell completion
+
+
+@pytest.mark.parametrize("shell, marker", [("bash", "complete -o bashdefault -F _shtab_rlhls rlhls"), ("zsh", "#compdef rlhls")])
+def test_completion_script_for_bash_and_zsh(shell, marker, capsys):
+    assert main(["completion", shell]) == 0
+    script = capsys.readouterr().out
+    assert marker in script
+    for command in ("train", "experiment", "kernel", "apdrl-table3", "heppo-ppo"):  # commands, experiments, designs
+        assert command in script, command
+
+
+def test_completion_of_another_shell_is_refused(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    err = refused(["completion", "fish"], capsys, tmp_path)
+    assert "invalid choice: 'fish'" in err
+
+
+# ---------------------------------------------------------------- -q / -v before or after the command
+
+
+def _leaves(parser, path=()):
+    import argparse
+
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    yield path, parser
+    for a in subs:
+        for name, p in a.choices.items():
+            yield from _leaves(p, (*path, name))
+
+
+def test_every_command_takes_q_and_v_before_and_after():
+    from rlhls.cli import build_parser
+
+    parser = build_parser()
+    for path, p in _leaves(parser):
+        for flag in ("-q", "--quiet", "-v", "--verbose"):
+            assert flag in p._option_string_actions, (path, flag)
+    for argv, quiet, verbose in ((["designs"], False, False), (["-q", "designs"], True, False),
+                                 (["designs", "-q"], True, False), (["-v", "designs", "-q"], True, True),
+                                 (["designs", "--verbose"], False, True),
+                                 (["experiment", "-q", "apdrl-table4", "-v"], True, True),
+                                 (["-q", "train", "apdrl-dqn-cartpole"], True, False),
+                                 (["train", "apdrl-dqn-cartpole", "-v"], False, True)):
+        args = parser.parse_args(argv)
+        assert (getattr(args, "quiet", False), getattr(args, "verbose", False)) == (quiet, verbose), argv
+
+
+def test_train_q_after_the_command_is_quiet(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    argv = ["train", "apdrl-dqn-cartpole", "--steps", "50", "--precision", "fp32"]
+    assert main([*argv, "--out", "a", "-q"]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and out.startswith("1 updates, 50 env steps -> a")

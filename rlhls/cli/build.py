@@ -6,7 +6,7 @@ import contextlib
 import logging
 from pathlib import Path
 
-from .common import add_design, bound, print_json, say
+from .common import add_design, add_log_flags, bound, print_json, say
 
 
 def register(sub) -> None:
@@ -47,7 +47,7 @@ def register(sub) -> None:
                         "the xclbin it expects, a README)")
     s.add_argument("--force", action="store_true",
                    help="write into a non-empty --out that rlhls did not write (no file of yours is deleted)")
-    s.add_argument("--verbose", action="store_true", help="show what hls4ml and the compilers print")
+    add_log_flags(s, verbose="show what hls4ml and the compilers print")
     s.add_argument("--json", action="store_true", help="print the result as JSON (no progress lines)")
     s.set_defaults(func=cmd_build)
     c = sub.add_parser("check", help="check a build folder against AMD's documented rules (UG1399, UG1393, UG1079)",

@@ -33,6 +33,18 @@ class Parser(argparse.ArgumentParser):
         super()._check_value(action, value)
 
 
+QUIET_HELP = "no progress messages nor warnings (errors only)"
+VERBOSE_HELP = "debug messages too, and what libraries print (hls4ml, the ALE, solvers)"
+
+
+def add_log_flags(parser, *, quiet: str = QUIET_HELP, verbose: str = VERBOSE_HELP) -> None:
+    """-q/--quiet and -v/--verbose, the same before a command and after it: absent unless given
+    (argparse.SUPPRESS), so a subcommand's parser never resets what the root's took; ``main`` reads
+    ``args.quiet`` / ``args.verbose`` from wherever they were given."""
+    parser.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help=quiet)
+    parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=verbose)
+
+
 def positive_int(text: str) -> int:
     """argparse type of every count option (batch, steps, seeds, jobs)."""
     try:
