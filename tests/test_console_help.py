@@ -132,3 +132,32 @@ def test_train_q_after_the_command_is_quiet(capsys, tmp_path, monkeypatch):
     assert main([*argv, "--out", "a", "-q"]) == 0
     out, err = capsys.readouterr()
     assert err == "" and out.startswith("1 updates, 50 env steps -> a")
+
+
+# ---------------------------------------------------------------- a kernel at a design's layers
+
+
+def test_kernel_with_a_design_shows_its_layers(capsys):
+    import json
+
+    from rlhls.designs.registry import get_design
+
+    design = get_design("apdrl-ddpg-lunarcont")
+    assert main(["kernel", "dense_forward", "--design", "apdrl-ddpg-lunarcont", "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    shapes = {(i["params"]["k"], i["params"]["m"]) for i in rep["instances"]}
+    assert shapes == {(8, 400), (10, 400), (400, 300), (300, 2), (300, 1)}  # actor 8-400-300-2, critic 10-400-300-1
+    assert all(i["params"]["n"] == design.batch_size == 256 for i in rep["instances"])
+    assert all(i["params"]["storage"] == "fp16" and i["params"]["acc"] == "fp32" for i in rep["instances"])
+    fc1 = next(i for i in rep["instances"] if i["params"]["m"] == 400 and i["params"]["k"] == 8)
+    assert sorted(fc1["nodes"]) == ["actor.fc1.fwd", "actor.fc1.tfwd"] and fc1["params"]["pf"] == 8
+    assert rep["params"] == rep["instances"][0]["params"] and rep["cycles"] == rep["instances"][0]["cycles"]
+    assert main(["kernel", "dense_forward", "--design", "apdrl-ddpg-lunarcont"]) == 0
+    text = capsys.readouterr().out
+    assert "nodes       actor.fc1.tfwd, actor.fc1.fwd" in text and "k=8, m=400, pf=8" in text
+    assert "n=8, k=16, m=16" not in text  # not the kernel's defaults
+    # --set over every instance; the kernel alone keeps its defaults
+    assert main(["kernel", "dense_forward", "--design", "apdrl-ddpg-lunarcont", "--set", "pf=1", "--json"]) == 0
+    assert {i["params"]["pf"] for i in json.loads(capsys.readouterr().out)["instances"]} == {1}
+    assert main(["kernel", "dense_forward", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["params"]["k"] == 16
