@@ -11,6 +11,37 @@ import pytest
 from rlhls.cli import main
 
 
+USER_DESIGN = """
+from rlhls.designs import Dense, Design, NetSpec, Network, Tanh
+
+
+def net(name, out):
+    return lambda seed: Network(name, (4,), [Dense(16), Tanh(), Dense(out)], seed=seed)
+
+
+design = Design(
+    name="my-a2c", seed_file="-", seed_title="", algorithm="a2c",
+    env_id="CartPole-v1", env_notes="Gymnasium classic control", obs_shape=(4,), action_dim=2,
+    action_space="discrete",
+    networks=(NetSpec("policy", "actor", net("policy", 2), optimizer="rmsprop"),
+              NetSpec("value", "critic", net("value", 1), optimizer="rmsprop")),
+    kernels=(), formats={"storage": "fp32", "acc": "fp32"}, device="zcu106", clocks_mhz={"PL": 200.0},
+    batch_size=8, hyperparams={"num_envs": 2, "n_steps": 4, "rollouts_per_update": 1, "optimizer": "rmsprop"})
+"""
+
+
+@pytest.fixture
+def user_design(tmp_path, monkeypatch):
+    """A user's design file (no seed paper), in a fresh working folder; its design unregistered after."""
+    from rlhls.designs import registry
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my_design.py").write_text(USER_DESIGN)
+    yield "./my_design.py"
+    registry.unregister_design("my-a2c")
+    registry._FILES.clear()
+
+
 def snapshot(folder: Path) -> dict:
     """Every file under `folder` with its bytes (links as their target text)."""
     out = {}
@@ -161,3 +192,20 @@ def test_kernel_with_a_design_shows_its_layers(capsys):
     assert {i["params"]["pf"] for i in json.loads(capsys.readouterr().out)["instances"]} == {1}
     assert main(["kernel", "dense_forward", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["params"]["k"] == 16
+
+
+# ---------------------------------------------------------------- one build summary
+
+
+def test_build_summary_counts_the_host_nodes_its_warning_counts(user_design, capsys):
+    import json
+    import re
+
+    assert main(["build", user_design, "--out", "b"]) == 0
+    out, err = capsys.readouterr()
+    warned = re.search(r"rlhls: warning: (\d+) PL node\(s\) have no kernel and run on the host", err)
+    summary = re.search(r"(\d+) host node\(s\)", out.splitlines()[0])
+    manifest = json.loads(Path("b/manifest.json").read_text())
+    assert warned and summary, (out, err)
+    assert int(summary[1]) == int(warned[1]) == len(manifest["unmapped"]) + len(manifest["host"]) > 0
+    assert f"on the host, no PL kernel: {', '.join(manifest['unmapped'])}" in out
