@@ -209,3 +209,64 @@ def test_build_summary_counts_the_host_nodes_its_warning_counts(user_design, cap
     assert warned and summary, (out, err)
     assert int(summary[1]) == int(warned[1]) == len(manifest["unmapped"]) + len(manifest["host"]) > 0
     assert f"on the host, no PL kernel: {', '.join(manifest['unmapped'])}" in out
+
+
+# ---------------------------------------------------------------- tables, reports, listings
+
+
+def _episodes(folder: Path, returns, steps: int = 10):
+    folder.mkdir(parents=True)
+    lines = ["env_step,return,length"] + [f"{(i + 1) * steps},{r},{steps}" for i, r in enumerate(returns)]
+    (folder / "episodes.csv").write_text("\n".join(lines) + "\n")
+    (folder / "config.json").write_text('{"steps": %d}\n' % (len(returns) * steps))
+
+
+def test_one_seed_has_no_spread_in_the_tables(tmp_path):
+    from rlhls.host.experiments.apdrl import _lines, summarize_table3
+    from rlhls.host.experiments.heppo import summarize
+    from rlhls.host.figures import mean_std
+
+    d = "apdrl-dqn-cartpole"
+    for p, level in (("fp32", 100.0), ("mixed", 97.0)):
+        _episodes(tmp_path / "a" / d / f"{p}-s0", [level] * 20)
+        (tmp_path / "a" / d / f"{p}-s0" / "eval.csv").write_text(f"update,env_steps,mean_return\n1,200,{level}\n")
+    rows = summarize_table3(tmp_path / "a", [d], 1)
+    table = (tmp_path / "a" / "table3.md").read_text()
+    assert "± 0.00" not in table and "| 100.00 | 97.00 |" in table
+    assert "±" not in _lines(rows)[0] and "fp32    100.00" in _lines(rows)[0]
+    configs = [{"name": "e1", "label": "baseline", "set": {}}]
+    _episodes(tmp_path / "h" / "e1-s0", [5.0] * 20)
+    rows = summarize(tmp_path / "h", configs, 1)
+    assert "± 0.00" not in (tmp_path / "h" / "summary.md").read_text()
+    # two seeds: the spread is there
+    _episodes(tmp_path / "h" / "e1-s1", [7.0] * 20)
+    summarize(tmp_path / "h", configs, 2)
+    assert "6.00 ± 1.41" in (tmp_path / "h" / "summary.md").read_text()
+    assert mean_std(6.0, 1.414, 2) == "6.00 ± 1.41" and mean_std(6.0, 0.0, 1) == "6.00"
+    assert mean_std(6.0, 0.0, 1, "6.1f", "5.1f", pad=True) == "   6.0" + " " * 8
+
+
+def test_a_users_design_report_has_no_empty_seed_line(tmp_path):
+    from rlhls.host.report import write_report
+
+    base = {"design": "my-a2c", "device": "zcu106", "batch": 8, "algorithm": "a2c"}
+    for seed in ({"seed_file": "-", "seed_title": ""}, {"seed_file": "-", "seed_title": "-"}, {}):
+        write_report(tmp_path / "report.md", {**base, **seed, "design_file": {"file": "/x/my_design.py"}})
+        text = (tmp_path / "report.md").read_text()
+        assert "Seed:" not in text and "(`-`)" not in text and "**" not in text.split("\n", 3)[2], text[:300]
+        assert "Design file: `/x/my_design.py`." in text
+    write_report(tmp_path / "report.md", {**base, "seed_file": "003_x.txt", "seed_title": "AP-DRL"})
+    assert "Seed: *AP-DRL* (`003_x.txt`).  " in (tmp_path / "report.md").read_text().splitlines()
+
+
+def test_designs_names_a_seed_by_its_title(user_design, capsys):
+    from rlhls.designs.registry import get_design
+
+    assert main(["designs", "apdrl-dqn-cartpole", user_design]) == 0
+    out = capsys.readouterr().out.splitlines()
+    d = get_design("apdrl-dqn-cartpole")
+    assert out[0] == "apdrl-dqn-cartpole  [DQN]" and out[1] == f"  seed       {d.seed_title}"
+    assert not any(d.seed_file in line for line in out)  # the title, not the paper's file name
+    mine = out.index("my-a2c  [A2C]")
+    assert out[mine + 1].startswith("  file       ") and out[mine + 1].endswith("my_design.py")
+    assert not any(line.startswith("  seed") for line in out[mine:])  # it names no seed paper

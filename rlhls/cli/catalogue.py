@@ -91,9 +91,12 @@ def cmd_designs(args) -> int:
     if args.json:
         print_json(described)
         return 0
-    for d in described:
-        print(f"{d['name']}  [{d['algorithm'].upper()}]  seed {d['seed_file']}")
-        print(f"  {d['seed_title']}")
+    for design, d in zip(designs, described):
+        print(f"{d['name']}  [{d['algorithm'].upper()}]")
+        if d["seed_title"] not in ("", "-"):  # the paper by its title (a user's design may name none)
+            print(f"  seed       {d['seed_title']}")
+        if design.origin.get("file"):
+            print(f"  file       {design.origin['file']}")
         print(f"  env        {d['env_id']}  obs {tuple(d['obs_shape'])}  "
               f"actions {d['action_dim']} ({d['action_space']})")
         clocks = ", ".join(f"{u} {c:g} MHz" for u, c in d["clocks_mhz"].items())
