@@ -270,3 +270,49 @@ def test_designs_names_a_seed_by_its_title(user_design, capsys):
     mine = out.index("my-a2c  [A2C]")
     assert out[mine + 1].startswith("  file       ") and out[mine + 1].endswith("my_design.py")
     assert not any(line.startswith("  seed") for line in out[mine:])  # it names no seed paper
+
+
+# ---------------------------------------------------------------- the Gantt chart
+
+
+def _plan():
+    from rlhls.partition.plan import Plan
+
+    # the PS's nodes short beside the PL's; p1 -> q1 and q0 -> p2 interleave in time
+    times = {"p1": ("PS", 0.0, 0.5), "p2": ("PS", 25.0, 25.4), "p3": ("PS", 60.0, 60.2),
+             "q0": ("PL", 0.0, 20.0), "q1": ("PL", 30.0, 80.0), "q2": ("PL", 80.0, 100.0)}
+    return Plan(status="Optimal", makespan_us=100.0, gap=0.0, assignment={v: u for v, (u, _, _) in times.items()},
+                start_us={v: s for v, (_, s, _) in times.items()}, point={v: "0" for v in times},
+                finish_us={v: f for v, (_, _, f) in times.items()}, baselines={}, solve_seconds=0.0, solver="test",
+                core={"p1": 0, "p2": 0, "p3": 0}, ps_cores=1)
+
+
+def _texts(fig) -> str:
+    return "\n".join(t.get_text() for ax in fig.axes for t in [*ax.texts, *fig.texts])
+
+
+def _crosses(s, t) -> bool:
+    """Whether segments s and t cross properly (each one's ends on either side of the other)."""
+    def side(a, b, c):
+        v = (b[0] - a[0]) * (c[1] - a[1]) - (b[1] - a[1]) * (c[0] - a[0])
+        return 0 if abs(v) < 1e-9 else (1 if v > 0 else -1)
+    (a, b), (c, d) = s, t
+    return side(a, b, c) * side(a, b, d) < 0 and side(c, d, a) * side(c, d, b) < 0
+
+
+def test_gantt_names_every_bar_and_its_edges_do_not_cross():
+    from matplotlib.text import Annotation
+
+    plan = _plan()
+    edges = [("p1", "q1", 64), ("q0", "p2", 64), ("p2", "q1", 8), ("q1", "p3", 8), ("p3", "q2", 8), ("q0", "q1", 8)]
+    fig = plan.gantt(edges)
+    texts = _texts(fig)
+    for v in plan.assignment:  # the PS's short blocks too
+        assert v in texts, (v, texts)
+    arrows = [a for a in fig.axes[0].texts if isinstance(a, Annotation) and a.arrow_patch is not None]
+    segments = [(a.xyann, a.xy) for a in arrows]
+    assert len(segments) == 5  # the edges between units (q0 -> q1 stays on the PL)
+    assert not any(_crosses(s, t) for i, s in enumerate(segments) for t in segments[i + 1:]), segments
+    # each arrow ends on its consumer's bar, at its start
+    ends = sorted(round(xy[0], 6) for _, xy in segments)
+    assert ends == sorted(plan.start_us[b] for a, b, _ in edges if plan.assignment[a] != plan.assignment[b])
