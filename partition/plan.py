@@ -157,8 +157,9 @@ def plan_csv(plan: Plan) -> str:
 
 
 def gantt_figure(plan: Plan, edges=()):
-    """A matplotlib Figure: one lane per unit (PS: per core); bars labelled where wide enough;
-    the makespan as a line. Where nodes run at several rates, the loops are drawn once each, one
+    """A matplotlib Figure: one lane per unit (PS: per core); every bar named (inside it where the name
+    fits, else a number keyed under the chart); edges between units as vertical arrows at the consumer's
+    start; the makespan as a line. Where nodes run at several rates, the loops are drawn once each, one
     after another, each labelled with its runs. Made with the object API, so a notebook's backend is
     left alone."""
     from matplotlib.figure import Figure
