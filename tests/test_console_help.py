@@ -117,7 +117,7 @@ def test_completion_script_for_bash_and_zsh(shell, marker, capsys):
     assert main(["completion", shell]) == 0
     script = capsys.readouterr().out
     assert marker in script
-    for command in ("train", "experiment", "kernel", "apdrl-table3", "heppo-ppo"):  # commands, experiments, designs
+    for command in ("train", "experiment", "kernel", "cache", "apdrl-table3", "heppo-ppo"):  # commands, experiments, designs
         assert command in script, command
 
 
@@ -316,3 +316,190 @@ def test_gantt_names_every_bar_and_its_edges_do_not_cross():
     # each arrow ends on its consumer's bar, at its start
     ends = sorted(round(xy[0], 6) for _, xy in segments)
     assert ends == sorted(plan.start_us[b] for a, b, _ in edges if plan.assignment[a] != plan.assignment[b])
+
+
+# ---------------------------------------------------------------- the compile cache
+
+DAY = 86400.0
+
+
+def _age(path: Path, days: float) -> None:
+    """Every file under `path` (and itself) last modified `days` ago (a link itself, not its target)."""
+    import time
+
+    t = time.time() - days * DAY
+    for p in [path, *(path.rglob("*") if path.is_dir() and not path.is_symlink() else [])]:
+        os.utime(p, (t, t), follow_symlinks=False)
+
+
+def _entry(kind_dir: Path, name: str, digest: str, days: float, size: int = 1000) -> list[Path]:
+    """A csim-like entry: program, stamp, log, lock and its sources' folder, `days` old."""
+    kind_dir.mkdir(parents=True, exist_ok=True)
+    made = [kind_dir / f"csim-{name}-{digest}", kind_dir / f"csim-{name}-{digest}.sha256",
+            kind_dir / f"src-{name}-{digest}"]
+    made[0].write_bytes(b"x" * size)
+    made[1].write_text(digest + "\n")
+    made[2].mkdir()
+    (made[2] / f"{name}.cpp").write_text("int main() {}\n")
+    (kind_dir / f"csim-{name}-{digest}.lock").write_text("")
+    for p in made:
+        _age(p, days)
+    _age(kind_dir / f"csim-{name}-{digest}.lock", days)
+    return made
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """An rlhls compile cache of its own (RLHLS_CACHE_DIR), made as a build makes it (its tag)."""
+    from rlhls.core import toolchain
+
+    root = tmp_path / "cache"
+    monkeypatch.setenv("RLHLS_CACHE_DIR", str(root))
+    monkeypatch.setattr(toolchain, "_USABLE", {})
+    assert toolchain.cache_dir() == root and (root / "CACHEDIR.TAG").is_file()
+    return root
+
+
+def test_cache_shows_its_location_size_and_entries(cache, capsys):
+    import json
+
+    _entry(cache / "csim", "a", "0123456789abcdef", days=1, size=2_000_000)
+    _entry(cache / "csim", "b", "fedcba9876543210", days=3, size=1_000_000)
+    (cache / "pch" / "00112233445566778899").mkdir(parents=True)
+    (cache / "pch" / "00112233445566778899" / "rlhls_ap_types.h.gch").write_bytes(b"p" * 500_000)
+    assert main(["cache"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"compile cache {cache}: 3.5 MB in 3 entries"
+    assert out[1] == "  csim             3.0 MB      2 entries  last used 1.0 days ago, least recently 3.0 days ago"
+    assert out[2].startswith("  pch              0.5 MB      1 entries")
+    assert main(["cache", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["entries"] == 3 and shown["kinds"]["csim"]["entries"] == 2 and shown["location"] == str(cache)
+
+
+def test_cache_prune_removes_whole_entries_by_age_then_size(cache, capsys):
+    old = _entry(cache / "csim", "old", "0123456789abcdef", days=40)
+    mid = _entry(cache / "csim", "mid", "1123456789abcdef", days=10, size=3_000_000)
+    new = _entry(cache / "csim", "new", "2123456789abcdef", days=2, size=2_000_000)
+    keep = snapshot(cache)
+    assert main(["cache", "--prune"]) == 0  # default: not used for 30 days
+    assert capsys.readouterr().out.startswith("removed 1 entries (0.0 MB)")
+    assert not any(p.exists() for p in old) and (cache / "csim" / "csim-old-0123456789abcdef.lock").is_file()
+    assert all(p.exists() for p in mid + new)
+    assert {k: v for k, v in keep.items() if "old" not in k or k.endswith(".lock")} == snapshot(cache)
+    assert main(["cache", "--prune", "--max-size", "2.5"]) == 0  # the least recently used first
+    assert not any(p.exists() for p in mid) and all(p.exists() for p in new)
+    assert [p.name for p in cache.iterdir() if p.name.startswith(".trash")] == []  # the trash is gone
+    assert main(["cache", "--clear"]) == 0
+    assert not any(p.exists() for p in new) and (cache / "CACHEDIR.TAG").is_file()
+
+
+def test_cache_prune_keeps_what_a_build_uses(cache, capsys):
+    import fcntl
+
+    held = _entry(cache / "csim", "held", "0123456789abcdef", days=40)
+    fresh = _entry(cache / "csim", "fresh", "1123456789abcdef", days=0)  # used now: a build may load it next
+    with open(cache / "csim" / "csim-held-0123456789abcdef.lock") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a build holds it
+        assert main(["cache", "--clear"]) == 0
+    assert capsys.readouterr().out.startswith("removed 0 entries (0.0 MB); 2 in use kept")
+    assert all(p.exists() for p in held + fresh)
+
+
+def test_cache_prune_never_leaves_the_cache_nor_follows_a_link(cache, tmp_path, capsys):
+    outside = tmp_path / "mine"
+    (outside / "sub").mkdir(parents=True)
+    (outside / "precious.txt").write_text("keep me")
+    (outside / "sub" / "also.txt").write_text("keep me too")
+    _age(outside, 400)
+    before = snapshot(outside)
+    (cache / "csim").mkdir()
+    (cache / "csim" / "link-0123456789abcdef").symlink_to(outside)  # an entry that is a link
+    (cache / "csim" / "file-1123456789abcdef").symlink_to(outside / "precious.txt")
+    (cache / "linked-kind").symlink_to(outside, target_is_directory=True)  # a kind folder that is a link
+    for link in (cache / "csim").iterdir():
+        _age(link, 40)
+    _entry(cache / "csim", "x", "2123456789abcdef", days=40)
+    assert main(["cache", "--clear"]) == 0
+    assert snapshot(outside) == before
+    assert not (cache / "csim" / "link-0123456789abcdef").is_symlink()  # the links themselves went, as links
+    assert (cache / "linked-kind").is_symlink()
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["cache", "--clear", "--prune"], "--clear removes every entry: it takes no --prune"),
+    (["cache", "--older-than", "3"], "--older-than and --max-size choose what --prune removes: add --prune"),
+    (["cache", "--prune", "--older-than", "-1"], "argument --older-than: -1 must be a number >= 0"),
+    (["cache", "--prune", "--max-size", "nan"], "argument --max-size: nan must be a number >= 0"),
+])
+def test_cache_bad_options_are_refused(argv, needle, cache, capsys):
+    _entry(cache / "csim", "x", "0123456789abcdef", days=40)
+    assert needle in refused(argv, capsys, cache.parent)
+
+
+def test_cache_prune_refuses_a_folder_that_is_not_its_cache(tmp_path, monkeypatch, capsys):
+    from rlhls.core import toolchain
+
+    home = tmp_path / "home"
+    _entry(home / "projects", "x", "0123456789abcdef", days=400)  # a user's folder given by mistake
+    monkeypatch.setattr(toolchain, "_USABLE", {})
+    monkeypatch.setenv("RLHLS_CACHE_DIR", str(home))
+    err = refused(["cache", "--clear"], capsys, tmp_path)
+    assert f"'{home}' has no CACHEDIR.TAG of rlhls" in err
+    link = tmp_path / "link"
+    link.symlink_to(home, target_is_directory=True)
+    (home / "CACHEDIR.TAG").write_text("Signature: 8a477f597d28d172789f06886806bc55\n")
+    monkeypatch.setenv("RLHLS_CACHE_DIR", str(link))
+    assert "is a symbolic link: rlhls prunes no folder through a link" in refused(["cache", "--clear"], capsys, tmp_path)
+
+
+def test_a_build_beside_a_prune_gets_a_whole_entry(cache, tmp_path):
+    """A compile of the entry being pruned waits for its lock, finds it gone, and builds it whole."""
+    import subprocess
+    import threading
+
+    from rlhls.core import cache as cache_mod
+    from rlhls.core.toolchain import compile_cpp
+
+    src = tmp_path / "p.cpp"
+    src.write_text('#include <cstdio>\nint main() { std::puts("built"); return 0; }\n')
+    out = cache / "csim" / "csim-p-0123456789abcdef"
+    compile_cpp([src], out)
+    for p in (cache / "csim").iterdir():
+        _age(p, 40)
+    move, seen = cache_mod._move, {}
+
+    def racing_move(root, e, trash):
+        t = threading.Thread(target=lambda: seen.setdefault("exe", compile_cpp([src], out)))
+        t.start()
+        t.join(0.5)
+        seen["waited"] = t.is_alive()  # the build waits on the entry's lock while the prune holds it
+        ok = move(root, e, trash)
+        seen["thread"] = t
+        return ok
+
+    cache_mod._move = racing_move
+    try:
+        result = cache_mod.prune(cache, clear=True)
+    finally:
+        cache_mod._move = move
+    seen["thread"].join()
+    assert result["removed"] == 1 and seen["waited"]
+    assert subprocess.run([str(seen["exe"])], capture_output=True, text=True).stdout == "built\n"
+    assert (cache / "csim" / "csim-p-0123456789abcdef.sha256").is_file()
+
+
+def test_a_cache_hit_marks_its_last_use(cache, tmp_path):
+    import time
+
+    from rlhls.core.toolchain import compile_cpp
+
+    src = tmp_path / "p.cpp"
+    src.write_text("int main() { return 0; }\n")
+    out = cache / "csim" / "csim-p-0123456789abcdef"
+    compile_cpp([src], out)
+    stamp = out.with_name(out.name + ".sha256")
+    _age(stamp, 40)
+    compile_cpp([src], out)  # from the cache
+    assert stamp.stat().st_mtime > time.time() - DAY

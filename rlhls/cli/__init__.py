@@ -25,12 +25,12 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 from rlhls import __version__  # noqa: E402
 from rlhls.core.errors import RlhlsError  # noqa: E402
 
-from . import build, catalogue, evaluate, experiment, partition, perf, qor, run, shell, train  # noqa: E402
+from . import build, cache, catalogue, evaluate, experiment, partition, perf, qor, run, shell, train  # noqa: E402
 from .common import EXIT_BAD_INPUT, Parser, add_log_flags, console  # noqa: E402
 
 __all__ = ["main", "build_parser"]
 
-_GROUPS = (catalogue, partition, build, train, evaluate, run, experiment, perf, qor, shell)
+_GROUPS = (catalogue, partition, build, train, evaluate, run, experiment, perf, qor, cache, shell)
 
 
 def build_parser() -> Parser:
