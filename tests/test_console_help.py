@@ -503,3 +503,25 @@ def test_a_cache_hit_marks_its_last_use(cache, tmp_path):
     _age(stamp, 40)
     compile_cpp([src], out)  # from the cache
     assert stamp.stat().st_mtime > time.time() - DAY
+
+
+# ---------------------------------------------------------------- TensorBoard
+
+
+def test_tensorboard_has_cleanrls_eval_return_and_the_hyperparameters(tmp_path, monkeypatch):
+    import json
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "apdrl-dqn-cartpole", "--steps", "50", "--precision", "fp32", "--out", "r", "-q"]) == 0
+    acc = EventAccumulator("r", size_guidance={"scalars": 0, "tensors": 0})
+    acc.Reload()
+    ret = [(e.step, e.value) for e in acc.Scalars("eval/episodic_return")]
+    assert ret == [(e.step, e.value) for e in acc.Scalars("eval/mean_return")] and len(ret) == 1
+    text = acc.Tensors("hyperparameters/text_summary")[0].tensor_proto.string_val[0].decode()
+    config = json.loads(Path("r/config.json").read_text())
+    assert text.startswith("|param|value|\n|-|-|\n")
+    assert "|design|apdrl-dqn-cartpole|" in text and "|env|CartPole-v1|" in text and "|seed|0|" in text
+    for k, v in config["hyperparams"].items():
+        assert f"|{k}|{v}|" in text, k
