@@ -20,6 +20,7 @@ failing one is taken out again. ``describe()`` lists every entry with its origin
 from __future__ import annotations
 
 import contextlib
+import difflib
 import importlib
 import pkgutil
 import sys
@@ -31,7 +32,7 @@ from typing import Any, Callable, Generic, Iterable, Iterator, TypeVar
 
 from .errors import RlhlsError
 
-__all__ = ["Registry", "LazyLoad", "load_entry_points"]
+__all__ = ["Registry", "LazyLoad", "load_entry_points", "did_you_mean"]
 
 T = TypeVar("T")  # what a registry holds (a Kernel, a Design, an Algorithm, ...)
 
@@ -206,11 +207,45 @@ class Registry(MutableMapping[str, T], Generic[T]):
         finally:
             self._context = old
 
+    def unknown(self, name: object, *, known_also: str = "") -> RlhlsError:
+        """The one-line error of a name not registered: the nearest names first (``did_you_mean``),
+        then every name (and `known_also`, what else the look-up takes)."""
+        near = did_you_mean(name, self.names())
+        return RlhlsError(f"unknown {self.kind} '{_short(name)}'{': ' + near if near else ''} "
+                          f"(known: {', '.join(self.names())}{known_also})")
+
     def describe(self) -> list[dict]:
         return [{"kind": self.kind, "name": n, "origin": self._origins.get(n, "")} for n in self.names()]
 
     def __repr__(self) -> str:
         return f"Registry({self.kind!r}, {len(self._items)} entries{'' if self.loaded else ', not loaded yet'})"
+
+
+def did_you_mean(name: object, names: Iterable[str], n: int = 3) -> str:
+    """"did you mean 'a' or 'b'?" naming the registered names nearest a mistyped `name` (difflib,
+    case ignored); "" when none is near."""
+    if not isinstance(name, str) or not name:
+        return ""
+    by_lower: dict[str, str] = {}
+    for k in names:
+        by_lower.setdefault(k.lower(), k)
+    scored = []
+    for k in by_lower:
+        m = difflib.SequenceMatcher(None, name.lower(), k)
+        if m.real_quick_ratio() >= 0.6 and m.quick_ratio() >= 0.6 and m.ratio() >= 0.6:
+            scored.append((m.ratio(), k))
+    scored.sort(key=lambda sk: -sk[0])
+    # the nearest, and those about as near (not every name that shares a prefix)
+    close = [by_lower[k] for r, k in scored[:n] if r >= scored[0][0] - 0.05]
+    if not close:
+        return ""
+    quoted = [f"'{c}'" for c in close]
+    return "did you mean " + (quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]) + "?"
+
+
+def _short(v: object, limit: int = 80) -> str:
+    text = str(v) if str(v).isprintable() else ascii(str(v))[1:-1]  # a newline would break the one line
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _caller() -> str:

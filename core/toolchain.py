@@ -109,6 +109,8 @@ def compile_cpp(sources, output, include_dirs=(), flags=()) -> Path:
     with open(output.with_name(output.name + ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another worker may be building the same thing
         if output.is_file() and stamp.is_file() and stamp.read_text().strip() == digest:
+            with contextlib.suppress(OSError):
+                os.utime(stamp)  # its last use: rlhls cache --prune removes the least recently used first
             return output
         for stale in output.parent.glob(f"{glob.escape(output.name)}.*[0-9]"):  # a killed build's (we hold the lock)
             if re.fullmatch(r"\.(tmp|objs)\d+", stale.name[len(output.name):]):
@@ -150,6 +152,8 @@ def _ap_pch(cxx, flags, ap: Path) -> Path | None:
     folder = cache_dir() / "pch" / h.hexdigest()[:16]
     header, gch = folder / "rlhls_ap_types.h", folder / "rlhls_ap_types.h.gch"
     if gch.is_file():
+        with contextlib.suppress(OSError):
+            os.utime(gch)  # its last use (rlhls cache --prune)
         return header
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -192,18 +196,24 @@ def _run(cxx, args, output):
                          f"(full log: {log})")
 
 
-def cache_dir() -> Path:
-    """Build cache for csim programs and csim-backend libraries: $RLHLS_CACHE_DIR, else
-    $XDG_CACHE_HOME/rlhls, else ~/.cache/rlhls (created here). One that cannot be written (HOME a
-    file, a read-only folder) is replaced by a scratch folder of this process, said once."""
+def cache_location() -> Path:
+    """Where the build cache is: $RLHLS_CACHE_DIR, else $XDG_CACHE_HOME/rlhls, else ~/.cache/rlhls
+    (nothing created; ``rlhls cache`` shows and prunes it, core/cache.py)."""
     env = os.environ.get("RLHLS_CACHE_DIR")
     if env:
-        return _usable(Path(env))
+        return Path(env)
     try:
         base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     except RuntimeError:  # no home folder to be found
         base = "~/.cache"
-    return _usable(Path(base) / "rlhls")
+    return Path(base) / "rlhls"
+
+
+def cache_dir() -> Path:
+    """Build cache for csim programs and csim-backend libraries (``cache_location``, created here with
+    its CACHEDIR.TAG). One that cannot be written (HOME a file, a read-only folder) is replaced by a
+    scratch folder of this process, said once."""
+    return _usable(cache_location())
 
 
 _USABLE: dict = {}  # cache folder asked -> the folder used (itself, or a scratch one), once per process
@@ -217,6 +227,9 @@ def _usable(path: Path) -> Path:
             os.close(fd)
             os.unlink(probe)
             _USABLE[str(path)] = path
+            from .cache import write_tag
+
+            write_tag(path)  # backup tools skip it; rlhls cache --prune knows the folder is its cache
         except OSError as e:
             from .fileio import process_scratch
 

@@ -32,6 +32,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from rlhls.core.errors import RlhlsError
+from rlhls.core.registry import did_you_mean
 
 __all__ = ["Figure", "Unit", "Link", "Device", "DEVICES", "get_device", "UNIT_NAMES"]
 
@@ -1081,6 +1082,8 @@ def get_device(name) -> Device:
     for prefix, dev_id in _PREFIXES:
         if key.startswith(prefix):
             return DEVICES[dev_id]
+    near = did_you_mean(name, [*DEVICES, *(d.board for d in DEVICES.values())])
     raise RlhlsError(
-        f"unknown device {name!r}; expected one of: {known} (or a board/part such as ZCU106, XCZU7EV, XCVE2802, 5SGSD8)"
+        f"unknown device {name!r}{': ' + near if near else ''} (expected one of: {known}; or a board/part such as "
+        "ZCU106, XCZU7EV, XCVE2802, 5SGSD8)"
     )

@@ -83,7 +83,7 @@ def get_design(name: str, *, files: bool = True) -> Design:
                              "given on the command line (a record never makes rlhls run code)")
         return load_design_file(name)
     if not isinstance(name, str) or name not in DESIGNS:
-        raise RlhlsError(f"unknown design '{_short(name)}' (known: {', '.join(DESIGNS)}; or a design file ./NAME.py)")
+        raise DESIGNS.unknown(name, known_also="; or a design file ./NAME.py")
     return DESIGNS[name]
 
 

@@ -62,6 +62,16 @@ def register_report_section(fn) -> None:
         REPORT_SECTIONS.append(fn)
 
 
+def mean_std(mean: float, std: float, n: int, spec: str = ".2f", std_spec: str = ".2f", *, pad: bool = False) -> str:
+    """'mean ± std' of `n` values; the mean alone where fewer than two give no spread (no '± 0.00' for
+    one seed), padded to the same width with `pad` (aligned console lines)."""
+    text = format(mean, spec)
+    spread = f" ± {format(std, std_spec)}"
+    if n >= 2:
+        return text + spread
+    return text + (" " * len(spread) if pad else "")
+
+
 def markdown_table(header: list[str], rows: list[list]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]

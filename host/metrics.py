@@ -9,12 +9,14 @@ today's (``upgrade_row``: a resumed old run and the readers of old folders see t
 ``Board`` writes a run's TensorBoard event file into the run folder through tensorboardX (no
 deep-learning framework needed): per update the row's columns at its env step, ``charts/SPS``,
 every finished episode's ``charts/episodic_return`` / ``charts/episodic_length`` at the env step
-it ended, and each evaluation's ``eval/...``. A resumed run opens a new event file that purges
-what the old one wrote past the checkpoint (``purge_step``), so an update a kill cut short is not
-shown twice. A write of the event file that fails (a full disk) stops the run in one line naming the
-file, whichever thread wrote it; the run's checkpoint resumes it. The writer makes its file by name
-and follows what is there: ``check_event_files`` refuses a folder where an event file is a symbolic
-link or has another hard link before it is made.
+it ended, each evaluation's ``eval/...`` (its mean return also as CleanRL's ``eval/episodic_return``),
+and the run's settings and hyperparameters once as text (``hyperparameters``, CleanRL's table). A
+resumed run opens a new event file that purges what the old one wrote past the checkpoint
+(``purge_step``), so an update a kill cut short is not shown twice. A write of the event file that
+fails (a full disk) stops the run in one line naming the file, whichever thread wrote it; the run's
+checkpoint resumes it. The writer makes its file by name and follows what is there:
+``check_event_files`` refuses a folder where an event file is a symbolic link or has another hard
+link before it is made.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import sys
 
 from rlhls.core.fileio import os_error
 
-__all__ = ["TAGS", "RENAMED", "EVAL_COLUMNS", "tag", "upgrade_row", "Board", "check_event_files"]
+__all__ = ["TAGS", "RENAMED", "EVAL_COLUMNS", "tag", "upgrade_row", "Board", "check_event_files", "hyperparameter_text"]
 
 EVENT_FILES = "events.out.tfevents.*"
 
@@ -75,6 +77,17 @@ def _scalar(v):
     return f if math.isfinite(f) else None
 
 
+def hyperparameter_text(config: dict) -> str:
+    """The run's settings and hyperparameters as CleanRL logs them (TensorBoard's text tab): a Markdown
+    table of param | value, the config's plain entries, then every hyperparameter."""
+    def cell(v) -> str:
+        return str(v).replace("|", "\\|").replace("\n", " ")
+
+    rows = [(k, v) for k, v in sorted(config.items()) if not isinstance(v, (dict, list, tuple))]
+    rows += sorted((config.get("hyperparams") or {}).items()) if isinstance(config.get("hyperparams"), dict) else []
+    return "|param|value|\n|-|-|\n" + "\n".join(f"|{cell(k)}|{cell(v)}|" for k, v in rows)
+
+
 def check_event_files(out) -> None:
     """RlhlsError unless every entry of `out` named like an event file is a regular file of its own:
     tensorboardX opens its new file with a plain ``open(name, 'wb')``, which a link (or a hard link)
@@ -94,7 +107,7 @@ def check_event_files(out) -> None:
 class Board:
     """A run's TensorBoard writer (see the module docstring)."""
 
-    def __init__(self, out, update: int, resumed_at: int | None = None):
+    def __init__(self, out, update: int, resumed_at: int | None = None, config: dict | None = None):
         from tensorboardX import SummaryWriter
 
         check_event_files(out)
@@ -103,6 +116,8 @@ class Board:
         # the first update in the name: a resume within the same second gets a file of its own
         self.w = SummaryWriter(logdir=str(out), purge_step=None if resumed_at is None else resumed_at + 1,
                                flush_secs=30, filename_suffix=f".u{update}")
+        if config and resumed_at is None:  # once per run: a resumed run's first file has it
+            self.w.add_text("hyperparameters", hyperparameter_text(config))
 
     def update(self, row: dict, episodes: list, sps: float) -> None:
         step = int(row["env_steps"])
@@ -121,6 +136,8 @@ class Board:
             f = _scalar(rec.get(k))
             if f is not None:
                 self.w.add_scalar(f"eval/{k}", f, int(rec["env_steps"]))
+                if k == "mean_return":  # CleanRL's tag of the evaluation's return
+                    self.w.add_scalar("eval/episodic_return", f, int(rec["env_steps"]))
         self._flush()
 
     def _kept(self):

@@ -27,6 +27,24 @@ def _g(x, spec=".4g") -> str:
     return format(x, spec)
 
 
+def _source_lines(rec: dict) -> list[str]:
+    """Where the design comes from: its seed paper (title, file) where it names one, a design file's
+    path; nothing for what a design leaves empty or '-' (a user's design)."""
+    def given(key) -> str:
+        v = rec.get(key)
+        return str(v) if v not in (None, "", "-") else ""
+
+    title, file = given("seed_title"), given("seed_file")
+    out = []
+    if title or file:
+        out.append("Seed: " + " ".join(x for x in (f"*{title}*" if title else "", f"(`{file}`)" if file else "") if x)
+                   + ".  ")
+    src = rec.get("design_file")
+    if isinstance(src, dict) and src.get("file"):
+        out.append(f"Design file: `{src['file']}`.  ")
+    return out
+
+
 def write_report(path, rec: dict) -> None:
     """report.md from a flow record (rlhls/api.py ``Flow.record``)."""
     checks = (rec.get("build") or {}).get("checks", 0)
@@ -37,7 +55,7 @@ def write_report(path, rec: dict) -> None:
     else:  # nothing failed, and nothing was checked: not a pass
         verdict = "no check ran (no build with --csim, --synth or --cosim)"
     L = [f"# rlhls run: {rec['design']}", "",
-         f"Seed: *{rec.get('seed_title', '')}* (`{rec.get('seed_file', '')}`).  ",
+         *_source_lines(rec),
          f"Algorithm {rec.get('algorithm', '').upper()}, device {rec['device']}, training batch {rec['batch']}, "
          f"environment {rec.get('env', '-')}, backend `{rec.get('backend', 'emu')}`, seed {rec.get('seed', 0)}"
          + (f", precision {rec['precision']}" if rec.get("precision") else "")

@@ -203,7 +203,7 @@ def train(make_trainer, config: dict, out, *, steps: int, resume: bool = False, 
                 metrics.append({"update": update, "env_steps": env_steps, "wall_s": wall, **row})
                 columns = columns or list(metrics[0])
                 if board is None:
-                    board = Board(out, update, resumed_at=env_steps - per if ck is not None else None)
+                    board = Board(out, update, resumed_at=env_steps - per if ck is not None else None, config=config)
                 board.update(metrics[-1], new_eps, per / max(wall, 1e-9))
                 new_evals = []
                 if eval_episodes and (update == total_updates or (

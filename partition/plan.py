@@ -157,8 +157,9 @@ def plan_csv(plan: Plan) -> str:
 
 
 def gantt_figure(plan: Plan, edges=()):
-    """A matplotlib Figure: one lane per unit (PS: per core); bars labelled where wide enough;
-    the makespan as a line. Where nodes run at several rates, the loops are drawn once each, one
+    """A matplotlib Figure: one lane per unit (PS: per core); every bar named (inside it where the name
+    fits, else a number keyed under the chart); edges between units as vertical arrows at the consumer's
+    start; the makespan as a line. Where nodes run at several rates, the loops are drawn once each, one
     after another, each labelled with its runs. Made with the object API, so a notebook's backend is
     left alone."""
     from matplotlib.figure import Figure
@@ -212,25 +213,39 @@ def gantt_figure(plan: Plan, edges=()):
     ax = fig.add_subplot()
     span = (marks[-1][1] if marks else plan.makespan_us) or 1.0
     y, ticks, labels, centre = 0.0, [], [], {}
+    drawn: list[tuple[str, str, float]] = []  # (lane label, node, row centre) in the order shown, top lane first
     for lane in reversed(lanes):
         nodes, n = rows_of[lane]
         u, c = lane
+        name = f"PS core {c}" if u == "PS" else u
         for v in nodes:
             yy = y + (n - 1 - sub[v])
             s, f = start[v], finish[v]
             ax.barh(yy + 0.5, max(f - s, span * 1e-4), left=s, height=0.8, color=colours[u], edgecolor="black", lw=0.4)
             centre[v] = (s, f, yy + 0.5)
-            if (f - s) / span > 0.06:
-                ax.text((s + f) / 2, yy + 0.5, v, ha="center", va="center", fontsize=7, color="white", clip_on=True)
+            drawn.append((name, v, yy + 0.5))
         ticks.append(y + n / 2)
-        labels.append(f"PS core {c}" if u == "PS" else u)
+        labels.append(name)
         y += n
         ax.axhline(y, color="grey", lw=0.5)
+    ax.set_yticks(ticks, labels)
+    ax.set_ylim(0, y + 0.6)
+    ax.set_xlim(0, span * 1.08)
+    ax.set_xlabel("time (us)")
+    fig.tight_layout()
+    top_first = {name: i for i, name in enumerate(reversed(labels))}
+    drawn.sort(key=lambda d: (top_first[d[0]], -d[2], centre[d[1]][0]))
+    _label_bars(fig, ax, drawn, centre, span * 1.08)
+    # an edge between units is a vertical arrow at the consumer's start, from the producer's row to the
+    # consumer's bar: vertical arrows never cross one another (a line from the producer's end to the
+    # consumer's start crosses the others wherever the schedule interleaves)
     crossing = [(a, b) for a, b, *r in edges if not (len(r) > 1 and r[1])
                 and a in centre and b in centre and plan.assignment[a] != plan.assignment[b]]
-    for a, b in crossing if len(crossing) <= 40 else ():  # arrows only while they stay readable
-        ax.annotate("", xy=(centre[b][0], centre[b][2]), xytext=(centre[a][1], centre[a][2]),
-                    arrowprops=dict(arrowstyle="->", color="grey", lw=0.5, alpha=0.6))
+    for a, b in crossing if len(crossing) <= 200 else ():  # arrows only while they stay readable
+        x, ya, yb = centre[b][0], centre[a][2], centre[b][2]
+        ax.annotate("", xy=(x, yb), xytext=(x, ya),
+                    arrowprops=dict(arrowstyle="->", color="grey", lw=0.6, alpha=0.7, shrinkA=0, shrinkB=0))
+        ax.plot([x], [ya], marker="o", ms=2, color="grey", alpha=0.7)
     if marks:  # the loops, one after another: each once, its runs per step above it
         for a, b, r in marks:
             ax.axvline(b, color="black", ls=":", lw=1)
@@ -238,15 +253,49 @@ def gantt_figure(plan: Plan, edges=()):
     else:
         ax.axvline(plan.makespan_us, color="black", ls="--", lw=1)
         ax.text(plan.makespan_us, y, f" makespan {plan.makespan_us:.4g} us", va="bottom", fontsize=8)
-    ax.set_yticks(ticks, labels)
-    ax.set_ylim(0, y + 0.6)
-    ax.set_xlim(0, span * 1.08)
-    ax.set_xlabel("time (us)")
     gap = "" if plan.gap <= 0 else f", gap {plan.gap:.1%}"
     loops = " = sum of runs x loop (each loop drawn once)" if marks else ""
     ax.set_title(f"{plan.status}{gap}: makespan {plan.makespan_us:.4g} us{loops} ({plan.solver})")
     fig.tight_layout()
     return fig
+
+
+_LABEL_PT = 7  # font size of a bar's name
+_CHAR_W = 0.6  # a character's width, in font sizes (DejaVu Sans, an estimate that errs wide)
+
+
+def _label_bars(fig, ax, drawn, centre, xspan: float) -> None:
+    """Every bar named: inside it where its name fits, else by a number on it and in the key under the
+    chart (the PS's short nodes, most often). Numbers close together are staggered within their row."""
+    import textwrap
+
+    width_pt = ax.get_position().width * fig.get_figwidth() * 72
+    per_us = width_pt / xspan
+    key: dict[str, list[str]] = {}
+    last: dict[float, list[float]] = {}  # row -> right ends of the numbers placed in it (per level)
+    k = 0
+    for lane, v, yc in drawn:
+        s, f, _ = centre[v]
+        if (f - s) * per_us >= (len(v) + 1) * _LABEL_PT * _CHAR_W:
+            ax.text((s + f) / 2, yc, v, ha="center", va="center", fontsize=_LABEL_PT, color="white", clip_on=True)
+            continue
+        k += 1
+        text = str(k)
+        x = (s + f) / 2
+        half = (len(text) * 6 * _CHAR_W + 2) / 2 / per_us
+        ends = last.setdefault(yc, [-float("inf")] * 3)
+        level = next((i for i in (1, 0, 2) if ends[i] <= x - half), min(range(3), key=lambda i: ends[i]))
+        ends[level] = x + half
+        ax.text(x, yc + (level - 1) * 0.27, text, ha="center", va="center", fontsize=6, color="black", clip_on=True,
+                bbox=dict(boxstyle="round,pad=0.1", fc="white", ec="none", alpha=0.8))
+        key.setdefault(lane, []).append(f"{k} {v}")
+    if key:
+        chars = max(40, int(width_pt / (7 * _CHAR_W)))
+        lines = [line for lane, items in key.items()
+                 for line in textwrap.wrap(f"{lane}: " + ", ".join(items), chars, subsequent_indent="    ")]
+        ax.annotate("\n".join(lines), xy=(0, 0), xycoords="axes fraction", xytext=(0, -30),
+                    textcoords="offset points", va="top", ha="left", fontsize=7)
+        fig.set_figheight(fig.get_figheight() + 0.14 * len(lines) + 0.1)
 
 
 def gantt_png(plan: Plan, edges=()) -> bytes:

@@ -66,7 +66,7 @@ def test_each_experiment_lists_its_own_options_and_refuses_another_s(tmp_path, c
     flags = {}
     for name in experiment_names():
         text = _help(name, capsys)
-        listed = set(re.findall(r"^  (--[a-z-]+)", text, re.M))
+        listed = set(re.findall(r"^  (?:-[a-z], )?(--[a-z-]+)", text, re.M)) - {"--help"}  # -q, --quiet: --quiet
         declared = {f for o in get_experiment(name).all_options() for f in o.flags}
         assert listed == declared, name
         flags[name] = listed

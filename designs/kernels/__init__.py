@@ -62,7 +62,7 @@ KERNELS.add = register_kernel
 
 def get_kernel(name: str) -> Kernel:
     if name not in KERNELS:
-        raise RlhlsError(f"kernel {name!r}: unknown (expected one of: {', '.join(KERNELS)})")
+        raise KERNELS.unknown(name)
     return KERNELS[name]
 
 

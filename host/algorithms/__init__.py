@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from rlhls.core.errors import RlhlsError
-from rlhls.core.registry import Registry
+from rlhls.core.registry import Registry, did_you_mean
 from rlhls.designs.graph import GRAPH_BUILDERS, register_graph_builder, register_node_runs, unregister_graph_builder
 
 if TYPE_CHECKING:
@@ -119,7 +119,9 @@ ALGORITHMS.add = register_algorithm
 
 def get_algorithm(name: str) -> Algorithm:
     if name not in ALGORITHMS:
-        raise RlhlsError(f"algorithm '{name}' has no trainer yet (registered: {', '.join(sorted(ALGORITHMS))})")
+        near = did_you_mean(name, ALGORITHMS)
+        raise RlhlsError(f"algorithm '{name}' has no trainer yet{': ' + near if near else ''} "
+                         f"(registered: {', '.join(sorted(ALGORITHMS))})")
     return ALGORITHMS[name]
 
 

@@ -70,7 +70,11 @@ def _known(env_id: str) -> bool:
     except RlhlsError:
         raise
     except Exception:
-        raise RlhlsError(f"unknown environment '{env_id}' (not registered with gymnasium)") from None
+        from rlhls.core.registry import did_you_mean
+
+        near = did_you_mean(env_id, gym.registry)
+        raise RlhlsError(f"unknown environment '{env_id}'{': ' + near if near else ''} "
+                         "(not registered with gymnasium)") from None
     return atari
 
 

@@ -229,7 +229,7 @@ def experiment_names() -> list[str]:
 
 def get_experiment(name: str) -> Experiment:
     if name not in EXPERIMENTS:
-        raise RlhlsError(f"experiment {name!r}: unknown (expected one of {', '.join(EXPERIMENTS)})")
+        raise EXPERIMENTS.unknown(name)
     return EXPERIMENTS[name]
 
 

@@ -134,7 +134,7 @@ def summarize_table3(out, designs: list[str], seeds: int, title: str = "", faile
     """table3.csv / table3.md / fig11.png from the run folders under `out`; returns the rows."""
     from rlhls.core.fileio import atomic_write_text
 
-    from ..figures import csv_text, markdown_table
+    from ..figures import csv_text, markdown_table, mean_std
 
     out = Path(out)
     rows, curves = [], {}
@@ -157,6 +157,7 @@ def summarize_table3(out, designs: list[str], seeds: int, title: str = "", faile
             r[f"{p}_steps"] = min(reached, default=0)  # the least-trained run: unfinished ones show here
             r[f"{p}_per_seed"] = " ".join(f"{f:.2f}" for f in finals)
             r[f"{p}_eval_mean"], r[f"{p}_eval_std"] = _mean_std(evals)  # the deterministic policy at the end
+            r[f"{p}_eval_seeds"] = len(evals)
             curves[(d, p)] = per_seed
         r["untrained"] = any(_untrained(out / d / f"{p}-s{s}", r[f"{p}_steps"]) for p in PRECISIONS
                              for s in range(seeds) if (out / d / f"{p}-s{s}").is_dir())
@@ -179,18 +180,21 @@ def summarize_table3(out, designs: list[str], seeds: int, title: str = "", faile
 
     md = [f"# {title or 'AP-DRL Table III'}", "",
           f"Final return = {MA_WINDOW}-episode moving average of episodic return at a run's last episode; "
-          "mean ± std (sample) over seeds. Reward error = |R_mixed − R_fp32| / |R_fp32| × 100 of the means "
+          "mean ± std (sample) over seeds (the mean alone of one seed). Reward error = "
+          "|R_mixed − R_fp32| / |R_fp32| × 100 of the means "
           "(the seed's definition). Beside it, evaluation = mean return of the deterministic policy at the end "
           "of a run (eval.csv: its eval_episodes episodes on an environment of its own), mean ± std over seeds, "
           "and the same error of those means.", "",
           markdown_table(["benchmark", "fp32 (mean ± std)", "mixed (mean ± std)", "seeds", "steps (least run)",
                           "reward error %", "seed's reward error %", "fp32 eval", "mixed eval", "eval error %"],
-                         [[r["design"], f"{r['fp32_mean']:.2f} ± {r['fp32_std']:.2f}",
-                           f"{r['mixed_mean']:.2f} ± {r['mixed_std']:.2f}", f"{r['fp32_seeds']}/{r['mixed_seeds']}",
+                         [[r["design"], mean_std(r["fp32_mean"], r["fp32_std"], r["fp32_seeds"]),
+                           mean_std(r["mixed_mean"], r["mixed_std"], r["mixed_seeds"]),
+                           f"{r['fp32_seeds']}/{r['mixed_seeds']}",
                            f"{r['fp32_steps']}/{r['mixed_steps']}",
                            "untrained (no gradient step yet)" if r["untrained"] else f"{r['reward_error_percent']:.2f}",
-                           seed_err(r["design"]), f"{r['fp32_eval_mean']:.2f} ± {r['fp32_eval_std']:.2f}",
-                           f"{r['mixed_eval_mean']:.2f} ± {r['mixed_eval_std']:.2f}",
+                           seed_err(r["design"]),
+                           mean_std(r["fp32_eval_mean"], r["fp32_eval_std"], r["fp32_eval_seeds"]),
+                           mean_std(r["mixed_eval_mean"], r["mixed_eval_std"], r["mixed_eval_seeds"]),
                            "-" if r["untrained"] else f"{r['eval_reward_error_percent']:.2f}"] for r in rows]),
           "", "![Fig. 11](fig11.png)", "", *(failed or [])]
     atomic_write_text(out / "table3.md", "\n".join(md))
@@ -280,12 +284,15 @@ def runs_table3(ctx) -> list:
 
 
 def _lines(rows) -> list:
+    from ..figures import mean_std
+
     out = []
     for r in rows:
         err = ("untrained: no gradient step yet" if r["untrained"] else
                f"reward error {r['reward_error_percent']:.2f} %")
-        out.append(f"{r['design']:<24} fp32 {r['fp32_mean']:9.2f} ± {r['fp32_std']:<8.2f} mixed "
-                   f"{r['mixed_mean']:9.2f} ± {r['mixed_std']:<8.2f} {err}  (least-trained run: "
+        fp32 = mean_std(r["fp32_mean"], r["fp32_std"], r["fp32_seeds"], "9.2f", "<8.2f", pad=True)
+        mixed = mean_std(r["mixed_mean"], r["mixed_std"], r["mixed_seeds"], "9.2f", "<8.2f", pad=True)
+        out.append(f"{r['design']:<24} fp32 {fp32} mixed {mixed} {err}  (least-trained run: "
                    f"fp32 {r['fp32_steps']}, mixed {r['mixed_steps']} steps)")
     return out
 

@@ -38,8 +38,9 @@ how many states, not which); emulation and csim on ``samples`` / ``csim_samples`
 linearly to ``scale_to`` (the FVP is one pass over the samples; CG's own arithmetic does not depend
 on them). Every timing is warm (one untimed call first), in CPU time, repeated ``--repeats`` times:
 the median with its spread; the speed-up is printed as a result only when the medians of the first
-and second half of the repeats agree within 5 %, else it says it did not settle. Speed-up = the float64 CG time / the model's CG time, beside
-the seed's "Acc." (Keras CG / FPGA CG). Outputs: ``table2.csv``, ``table2.md``.
+and second half of the repeats agree within 5 %, else it says it did not settle. Speed-up = the
+float64 CG time / the model's CG time, beside the seed's "Acc." (Keras CG / FPGA CG). Outputs:
+``table2.csv``, ``table2.md``.
 
 Parameters (``--param KEY=VALUE``; the defaults fit minutes on 2 cores, the seed's setting is
 ``--param samples=50000`` (Fig. 4) and ``--param samples=50000 --param csim_samples=50000``

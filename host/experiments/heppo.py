@@ -96,7 +96,7 @@ def summarize(out, configs: list[dict], seeds: int, title: str = "", failed: lis
     """summary.csv, summary.md and comparison.png of the run folders in `out`; returns the rows."""
     from rlhls.core.fileio import atomic_write_text
 
-    from ..figures import csv_text, markdown_table, rolling_window
+    from ..figures import csv_text, markdown_table, mean_std, rolling_window
 
     out = Path(out)
     rows, curves = [], {}
@@ -121,7 +121,7 @@ def summarize(out, configs: list[dict], seeds: int, title: str = "", failed: lis
                      "final_return_std": float(v.std(ddof=1)) if len(v) > 1 else (0.0 if len(v) else float("nan")),
                      "per_seed": " ".join("nan" if math.isnan(f) else f"{f:.2f}" for f in finals)})
         e = np.array([x for x in evals if not math.isnan(x)])  # the deterministic policy at the end of a run
-        rows[-1].update(eval_return_mean=float(e.mean()) if len(e) else float("nan"),
+        rows[-1].update(eval_seeds=len(e), eval_return_mean=float(e.mean()) if len(e) else float("nan"),
                         eval_return_std=float(e.std(ddof=1)) if len(e) > 1 else (0.0 if len(e) else float("nan")))
     base = rows[0]["final_return_mean"] if rows else float("nan")  # the first configuration: the baseline
     for r in rows:
@@ -131,14 +131,16 @@ def summarize(out, configs: list[dict], seeds: int, title: str = "", failed: lis
     atomic_write_text(out / "summary.csv", csv_text(rows, cols))
     md = [f"# {title}" if title else "# experiment summary", "",
           "Final return = mean episodic return of the last rolling-average window of episodes of a run; "
-          "mean ± std (sample) over seeds; × = the mean over the first configuration's (the baseline). "
+          "mean ± std (sample) over seeds (the mean alone of one seed); × = the mean over the first "
+          "configuration's (the baseline). "
           "Evaluation = mean return of the deterministic policy at the end of a run (eval.csv), mean ± std over "
           "seeds.", "",
           markdown_table(["config", "what", "settings", "seeds", "final return (mean ± std)",
                           f"× {rows[0]['config'] if rows else 'baseline'}", "per seed", "evaluation (mean ± std)"],
                          [[r["config"], r["label"], r["settings"], r["seeds"],
-                           f"{r['final_return_mean']:.2f} ± {r['final_return_std']:.2f}", f"{r['vs_baseline']:.2f}",
-                           r["per_seed"], f"{r['eval_return_mean']:.2f} ± {r['eval_return_std']:.2f}"] for r in rows]),
+                           mean_std(r["final_return_mean"], r["final_return_std"], r["seeds"]),
+                           f"{r['vs_baseline']:.2f}", r["per_seed"],
+                           mean_std(r["eval_return_mean"], r["eval_return_std"], r["eval_seeds"])] for r in rows]),
           "", "![comparison](comparison.png)", "", *(failed or [])]
     atomic_write_text(out / "summary.md", "\n".join(md))
 
@@ -206,7 +208,10 @@ def runs(ctx) -> list:
 
 def summary(ctx, outcomes) -> Summary:
     rows = summarize(ctx.out, ctx.data["configs"], ctx.opts.seeds, ctx.data["title"], failed=ctx.failed)
-    lines = [f"{r['config']:<6} {r['label']:<46} {r['final_return_mean']:10.2f} ± {r['final_return_std']:.2f} "
+    from ..figures import mean_std
+
+    lines = [f"{r['config']:<6} {r['label']:<46} "
+             f"{mean_std(r['final_return_mean'], r['final_return_std'], r['seeds'], '10.2f')} "
              f"({r['seeds']} seed(s))" for r in rows]
     return Summary(rows, lines, [ctx.out / "summary.md", ctx.out / "comparison.png"])
 

@@ -52,7 +52,7 @@ import numpy as np
 from rlhls.core.errors import RlhlsError
 from rlhls.designs import traffic as plan
 
-from ..figures import register_report_section
+from ..figures import mean_std, register_report_section
 from ..runfolder import CHECKPOINT, episodes, metrics
 from . import RUNS, TRAINS, Experiment, Summary, param, read_object, register_experiment, train_run
 
@@ -453,7 +453,7 @@ def summarize(rows: list[dict], curves: dict, out: Path, meta: dict) -> list[dic
 
     from rlhls.core.fileio import atomic_write_text
 
-    from ..figures import csv_text, markdown_table, save_png
+    from ..figures import csv_text, markdown_table, mean_std, save_png
 
     demands = list(dict.fromkeys(r["demand"] for r in rows))
     policies = [p for p in POLICIES if any(r["policy"] == p for r in rows)]
@@ -475,10 +475,10 @@ def summarize(rows: list[dict], curves: dict, out: Path, meta: dict) -> list[dic
         cells = [d]
         for p in policies:
             t = by[(d, p)]
-            cells.append(f"{t['wait_s']:.1f} ± {t['wait_std']:.1f}")
+            cells.append(mean_std(t["wait_s"], t["wait_std"], t["episodes"], ".1f", ".1f"))
         for p in policies:
             t = by[(d, p)]
-            cells.append(f"{t['queue']:.1f} ± {t['queue_std']:.1f}")
+            cells.append(mean_std(t["queue"], t["queue_std"], t["episodes"], ".1f", ".1f"))
         a = by.get((d, "a2c"))
         cells.append(f"{100 * (a['wait_s'] / fixed['wait_s'] - 1):+.0f} %" if a and fixed else "-")
         md_rows.append(cells)
@@ -600,8 +600,9 @@ def summary(ctx, outcomes) -> Summary:
             "(Fig. 3 table, 110 s cycle) and a random policy: mean vehicle waiting time and queue per episode, "
             "mean ± std over episodes.")
     table = summarize(rows, curves, out, {"text": text, "facts": facts})
-    lines = [f"{t['demand']:<9} {t['policy']:<10} waiting {t['wait_s']:7.1f} ± {t['wait_std']:5.1f} s/veh   "
-             f"queue {t['queue']:6.1f} ± {t['queue_std']:5.1f}" for t in table]
+    lines = [f"{t['demand']:<9} {t['policy']:<10} "
+             f"waiting {mean_std(t['wait_s'], t['wait_std'], t['episodes'], '7.1f', '5.1f', pad=True)} s/veh   "
+             f"queue {mean_std(t['queue'], t['queue_std'], t['episodes'], '6.1f', '5.1f')}" for t in table]
     return Summary(table, lines, [out / "summary.md", out / "learning.png", out / "waiting.png"])
 
 

@@ -5,8 +5,8 @@ One module per group of commands; each has ``register(sub)`` adding its subcomma
 ``designs``, ``partition``, ``flow``, ``host``). Bad input (an unknown design, a malformed CSV,
 a bad parameter, an OS error) prints one line on stderr and exits with code 2; nothing is
 half-written. SIGTERM ends a command the way Ctrl-C does ("rlhls: terminated", exit 143). Messages
-go through the ``rlhls`` loggers (``common.console``): ``-q/--quiet`` and ``-v/--verbose`` before
-the command, or ``--quiet`` / ``--verbose`` after it, set their level.
+go through the ``rlhls`` loggers (``common.console``): ``-q/--quiet`` and ``-v/--verbose``, before
+the command or after it, set their level.
 """
 
 from __future__ import annotations
@@ -25,22 +25,31 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 from rlhls import __version__  # noqa: E402
 from rlhls.core.errors import RlhlsError  # noqa: E402
 
-from . import build, catalogue, evaluate, experiment, export, partition, perf, qor, run, train  # noqa: E402
-from .common import EXIT_BAD_INPUT, Parser, console  # noqa: E402
+from . import (  # noqa: E402
+    build,
+    cache,
+    catalogue,
+    evaluate,
+    experiment,
+    export,
+    partition,
+    perf,
+    qor,
+    run,
+    shell,
+    train,
+)
+from .common import EXIT_BAD_INPUT, Parser, add_log_flags, console  # noqa: E402
 
 __all__ = ["main", "build_parser"]
 
-_GROUPS = (catalogue, partition, build, train, evaluate, export, run, experiment, perf, qor)
+_GROUPS = (catalogue, partition, build, train, evaluate, export, run, experiment, perf, qor, cache, shell)
 
 
 def build_parser() -> Parser:
     p = Parser(prog="rlhls", description="HLS design flow for training deep-RL agents on AMD/Xilinx SoCs.")
     p.add_argument("--version", action="version", version=f"rlhls {__version__}")
-    # dests of their own: a subcommand's defaults would overwrite the root's
-    p.add_argument("-q", "--quiet", action="store_true", dest="log_quiet",
-                   help="no progress messages nor warnings (errors only)")
-    p.add_argument("-v", "--verbose", action="store_true", dest="log_verbose",
-                   help="debug messages too, and what libraries print (hls4ml, the ALE, solvers)")
+    add_log_flags(p)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
     for group in _GROUPS:
@@ -50,17 +59,14 @@ def build_parser() -> Parser:
 
 
 def _log_flags(sub) -> None:
-    """--quiet / --verbose after every command that has not its own."""
+    """-q/--quiet and -v/--verbose after every command (and between `experiment` and its NAME) that
+    has not added them with its own help."""
     for parser in sub.choices.values():
-        nested = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-        for a in nested:
-            _log_flags(a)
-        if nested:
-            continue
+        for a in parser._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                _log_flags(a)
         if "--quiet" not in parser._option_string_actions:
-            parser.add_argument("--quiet", action="store_true", help="no progress messages nor warnings")
-        if "--verbose" not in parser._option_string_actions:
-            parser.add_argument("--verbose", action="store_true", help="debug messages too")
+            add_log_flags(parser)
 
 
 class Terminated(KeyboardInterrupt):
@@ -89,9 +95,9 @@ def main(argv=None) -> int:
     try:
         with _terminate_as_interrupt():
             args = parser.parse_args(argv)
-            # the flags before the command are those after it
-            args.quiet = getattr(args, "quiet", False) or args.log_quiet
-            args.verbose = getattr(args, "verbose", False) or args.log_verbose
+            # given before the command or after it (add_log_flags: absent unless given)
+            args.quiet = getattr(args, "quiet", False)
+            args.verbose = getattr(args, "verbose", False)
             with console(args.quiet, args.verbose):
                 return args.func(args)
     except RlhlsError as e:

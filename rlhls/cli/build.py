@@ -6,7 +6,7 @@ import contextlib
 import logging
 from pathlib import Path
 
-from .common import add_design, bound, print_json, say
+from .common import add_design, add_log_flags, bound, print_json, say
 
 
 def register(sub) -> None:
@@ -50,7 +50,7 @@ def register(sub) -> None:
                         "--synth and --cosim imply it) instead of a sample of each")
     s.add_argument("--force", action="store_true",
                    help="write into a non-empty --out that rlhls did not write (no file of yours is deleted)")
-    s.add_argument("--verbose", action="store_true", help="show what hls4ml and the compilers print")
+    add_log_flags(s, verbose="show what hls4ml and the compilers print")
     s.add_argument("--json", action="store_true", help="print the result as JSON (no progress lines)")
     s.set_defaults(func=cmd_build)
     c = sub.add_parser("check", help="check a build folder against AMD's documented rules (UG1399, UG1393, UG1079)",
@@ -137,8 +137,7 @@ def cmd_build(args) -> int:
     for w in res.warnings:
         logging.getLogger("rlhls").warning(w)
     print(f"{res.design}: {len(res.components)} PL component(s), {len(res.aie['nodes'])} AIE node(s), "
-          f"{len(res.host)} host node(s) -> {res.out}  (part {res.part}, clock {res.clock_ns} ns, "
-          f"{res.seconds:.1f} s)")
+          f"{_host_nodes(res)} -> {res.out}  (part {res.part}, clock {res.clock_ns} ns, {res.seconds:.1f} s)")
     for c in res.components:
         what = c.kernel or "hls4ml"
         line = f"  {c.name:<28} {what:<16} top {c.top:<24} {len(c.nodes)} node(s)"
@@ -156,7 +155,7 @@ def cmd_build(args) -> int:
         for a in res.aie.get("csim") or []:
             print(f"    {a['kernel']:<40} check {'pass' if a['passed'] else 'FAIL'}: {a.get('detail', '')}")
     if res.unmapped:
-        print(f"  unmapped (host): {', '.join(res.unmapped)}")
+        print(f"  on the host, no PL kernel: {', '.join(res.unmapped)}")
     if res.rules is not None:
         bad = res.rules["violations"]
         print(f"  rules: {len(res.rules['rules'])} checked, {len(bad)} violation(s)"
@@ -164,6 +163,18 @@ def cmd_build(args) -> int:
     if res.link is not None:
         _print_link(res)
     return 0 if res.ok else 1
+
+
+def _host_nodes(res) -> str:
+    """The nodes that run on the host: those the plan puts on the PS and the PL nodes no kernel
+    implements (the build's warning counts the latter the same way)."""
+    ps, none = len(res.host), len(res.unmapped)
+    text = f"{ps + none} host node(s)"
+    if ps and none:
+        return f"{text} ({ps} on the PS by the plan, {none} with no PL kernel)"
+    if none:
+        return f"{text} (PL nodes with no PL kernel)"
+    return text
 
 
 def _print_link(res) -> None:

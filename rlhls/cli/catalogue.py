@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from rlhls.core.errors import RlhlsError
+from rlhls.core.registry import did_you_mean
 
 if TYPE_CHECKING:
     from rlhls.core.registry import Registry
@@ -90,9 +91,12 @@ def cmd_designs(args) -> int:
     if args.json:
         print_json(described)
         return 0
-    for d in described:
-        print(f"{d['name']}  [{d['algorithm'].upper()}]  seed {d['seed_file']}")
-        print(f"  {d['seed_title']}")
+    for design, d in zip(designs, described):
+        print(f"{d['name']}  [{d['algorithm'].upper()}]")
+        if d["seed_title"] not in ("", "-"):  # the paper by its title (a user's design may name none)
+            print(f"  seed       {d['seed_title']}")
+        if design.origin.get("file"):
+            print(f"  file       {design.origin['file']}")
         print(f"  env        {d['env_id']}  obs {tuple(d['obs_shape'])}  "
               f"actions {d['action_dim']} ({d['action_space']})")
         clocks = ", ".join(f"{u} {c:g} MHz" for u, c in d["clocks_mhz"].items())
@@ -210,35 +214,55 @@ def cmd_kernels(args) -> int:
 
 def kernel_report(name: str, sets=(), unit: str | None = None, device: str | None = None,
                   design: str | None = None) -> dict:
-    """The kernel's parameters (the design's, then --set) and its cost on a unit of a device."""
+    """The kernel's parameters and its cost on a unit of a device: the kernel's defaults, or with
+    `design` one entry per instance the design's training graph needs (``nodes``: the nodes it computes,
+    its parameters from their layers and the design's kernel spec); --set over either. The top level
+    holds the first instance (the kernel spec alone where no node needs the kernel)."""
     from rlhls.designs.devices import get_device
     from rlhls.designs.kernels import KernelContext, get_kernel
 
     k = get_kernel(name)
-    params, source = {}, "the kernel's defaults"
-    if design is not None:
-        from rlhls.designs.registry import get_design
+    sets = parse_sets(sets)
+    if design is None:
+        dev = get_device(device or "zcu106")
+        unit = unit or k.units[0]
+        p = k.resolve(sets)
+        return {"kernel": name, "unit": unit, "device": dev.id, "params": p, "params_from": "the kernel's defaults",
+                **k.cost(p, unit=unit, device=dev)}
+    from rlhls.designs.registry import get_design
 
-        d = get_design(design)
-        ctx = KernelContext(d)
-        spec = next((s for s in d.kernels if s.name == name), None)
-        if spec is not None:
-            params, source = k.spec_params(spec), f"design {d.name}'s kernel spec"
-        else:
-            found = next(((n, q) for n in ctx.graph.nodes if n.kind in k.implements
-                          and (q := k.node_params(n, ctx)) is not None), None)
-            if found is None:
-                raise RlhlsError(f"--design {d.name}: kernel '{name}' implements no node of its training graph and "
-                                 "the design does not name it")
-            node, params = found
-            source = f"node {node.name} of design {d.name}"
-        device = device or d.device
-    params.update(parse_sets(sets))
-    p = k.resolve(params)
-    dev = get_device(device or "zcu106")
+    d = get_design(design)
+    dev = get_device(device or d.device)
     unit = unit or k.units[0]
-    c = k.cost(p, unit=unit, device=dev)
-    return {"kernel": name, "unit": unit, "device": dev.id, "params": p, "params_from": source, **c}
+    ctx = KernelContext(d, device=dev)
+    spec = next((s for s in d.kernels if s.name == name), None)
+    base = k.spec_params(spec) if spec is not None else {}
+    instances: list[dict] = []  # one per distinct parameter set, with the nodes it computes
+    for node in ctx.graph.nodes:
+        q = k.node_params(node, ctx) if node.kind in k.implements else None
+        if q is None:
+            continue
+        p = k.resolve({**base, **q, **sets})
+        same = next((i for i in instances if i["params"] == p), None)
+        if same is None:
+            instances.append({"nodes": [node.name], "params": p})
+        else:
+            same["nodes"].append(node.name)
+    if not instances and spec is None:
+        raise RlhlsError(f"--design {d.name}: kernel '{name}' implements no node of its training graph and "
+                         "the design does not name it")
+    if instances:
+        n_nodes = sum(len(i["nodes"]) for i in instances)
+        source = (f"design {d.name}: {n_nodes} node(s) of its training graph, {len(instances)} instance(s)"
+                  + (", its kernel spec" if spec is not None else ""))
+    else:
+        instances = [{"nodes": [], "params": k.resolve({**base, **sets})}]
+        source = f"design {d.name}'s kernel spec (no node of its training graph needs it)"
+    for i in instances:
+        i.update(k.cost(i["params"], unit=unit, device=dev))
+    first = instances[0]
+    return {"kernel": name, "unit": unit, "device": dev.id, "design": d.name, "params_from": source,
+            **{key: v for key, v in first.items() if key != "nodes"}, "instances": instances}
 
 
 def cmd_kernel(args) -> int:
@@ -247,15 +271,26 @@ def cmd_kernel(args) -> int:
         print_json(rep)
         return 0
     print(f"{rep['kernel']} on {rep['unit']} of {rep['device']} (parameters: {rep['params_from']})")
-    print("  params      " + ", ".join(f"{k}={v}" for k, v in rep["params"].items()))
-    print(f"  cycles      {rep['cycles']:.0f}" if rep.get("cycles") is not None else "  cycles      -")
-    print(f"  latency     {rep['latency_us']:.3f} us")
-    if "throughput_el_per_s" in rep:
-        print(f"  throughput  {rep['throughput_el_per_s']:.4g} elements/s")
-    print(f"  memory      {rep['memory_bytes']} bytes")
-    print("  resources   " + "  ".join(f"{k} {rep['resources'].get(k, 0):.0f}" for k in RESOURCE_KEYS))
-    for st in rep.get("stages") or []:
-        print(f"  stage       {st}")
+    instances = rep.get("instances") or [rep]
+    # what every instance shares once, then what each has of its own
+    shared = {key: v for key, v in instances[0]["params"].items() if all(i["params"].get(key) == v for i in instances)}
+    if len(instances) > 1:
+        print("  every one   " + ", ".join(f"{key}={v}" for key, v in shared.items()))
+    for i in instances:
+        if i.get("nodes"):
+            names = i["nodes"]
+            more = f" and {len(names) - 4} more" if len(names) > 4 else ""
+            print(f"  nodes       {', '.join(names[:4])}{more}")
+        own = {key: v for key, v in i["params"].items() if len(instances) == 1 or key not in shared}
+        print("  params      " + (", ".join(f"{key}={v}" for key, v in own.items()) or "-"))
+        print(f"  cycles      {i['cycles']:.0f}" if i.get("cycles") is not None else "  cycles      -")
+        print(f"  latency     {i['latency_us']:.3f} us")
+        if "throughput_el_per_s" in i:
+            print(f"  throughput  {i['throughput_el_per_s']:.4g} elements/s")
+        print(f"  memory      {i['memory_bytes']} bytes")
+        print("  resources   " + "  ".join(f"{key} {i['resources'].get(key, 0):.0f}" for key in RESOURCE_KEYS))
+        for st in i.get("stages") or []:
+            print(f"  stage       {st}")
     return 0
 
 
@@ -294,7 +329,9 @@ def cmd_plugins(args) -> int:
                                             "environment": ENVIRONMENT_IDS, "experiment": EXPERIMENTS}
     unknown = sorted(set(args.kinds) - set(registries))
     if unknown:
-        raise RlhlsError(f"plugins: unknown kind '{unknown[0]}' (expected one of {', '.join(registries)})")
+        near = did_you_mean(unknown[0], registries)
+        raise RlhlsError(f"plugins: unknown kind '{unknown[0]}'{': ' + near if near else ''} "
+                         f"(expected one of {', '.join(registries)})")
     register_environments()
     rows = [r for kind, reg in registries.items() if not args.kinds or kind in args.kinds for r in reg.describe()]
     if args.json:

@@ -11,6 +11,7 @@ import os
 import sys
 
 from rlhls.core.errors import RlhlsError
+from rlhls.core.registry import did_you_mean
 
 EXIT_BAD_INPUT = 2
 
@@ -21,6 +22,27 @@ class Parser(argparse.ArgumentParser):
     def error(self, message):
         # a subcommand names itself ("rlhls train: ..."); the root's errors are already "rlhls: ..."
         raise RlhlsError(f"{self.prog}: {message}" if " " in self.prog else message)
+
+    def _check_value(self, action, value):
+        # a mistyped choice (a command, an experiment, --backend ...) names the nearest ones
+        if action.choices is not None and value not in action.choices:
+            near = did_you_mean(value, [str(c) for c in action.choices])
+            if near:
+                raise argparse.ArgumentError(action, f"invalid choice: {value!r}: {near} "
+                                                     f"(choose from {', '.join(map(repr, action.choices))})")
+        super()._check_value(action, value)
+
+
+QUIET_HELP = "no progress messages nor warnings (errors only)"
+VERBOSE_HELP = "debug messages too, and what libraries print (hls4ml, the ALE, solvers)"
+
+
+def add_log_flags(parser, *, quiet: str = QUIET_HELP, verbose: str = VERBOSE_HELP) -> None:
+    """-q/--quiet and -v/--verbose, the same before a command and after it: absent unless given
+    (argparse.SUPPRESS), so a subcommand's parser never resets what the root's took; ``main`` reads
+    ``args.quiet`` / ``args.verbose`` from wherever they were given."""
+    parser.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help=quiet)
+    parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=verbose)
 
 
 def positive_int(text: str) -> int:

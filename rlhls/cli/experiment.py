@@ -7,7 +7,7 @@ from dataclasses import fields
 
 from rlhls.core.errors import RlhlsError
 
-from .common import Parser, add_hyperparams
+from .common import Parser, add_hyperparams, add_log_flags
 
 
 def _typed(fn):
@@ -35,6 +35,8 @@ def register(sub) -> None:
         exp = get_experiment(n)
         p = names_sub.add_parser(n, help=exp.summary, description=exp.summary)
         for o in exp.all_options():
+            if o.dest in ("quiet", "verbose"):  # -q / -v, as every command takes them (below)
+                continue
             if o.dest == "overrides":
                 add_hyperparams(p, "every design its own entry: of its name, its environment, else 'default' "
                                    "(none: refused); its n_timesteps the budget unless --steps")
@@ -43,6 +45,7 @@ def register(sub) -> None:
             if callable(kw.get("type")):
                 kw["type"] = _typed(kw["type"])
             p.add_argument(*o.flags, dest=o.dest, **kw)
+        add_log_flags(p, quiet="no progress output")
         p.set_defaults(func=cmd_experiment)
 
 

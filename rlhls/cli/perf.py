@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from .common import add_design, bound, positive_int, print_json, say, seed_int
+from .common import add_design, add_log_flags, bound, positive_int, print_json, say, seed_int
 
 
 def positive_float(text: str) -> float:
@@ -42,7 +42,7 @@ def register(sub) -> None:
     s.add_argument("--out", help="output folder (default runs/<design>-perf)")
     s.add_argument("--force", action="store_true", help="write into a non-empty folder rlhls did not write")
     s.add_argument("--seed", type=seed_int, default=0, help="seed of the short measuring run")
-    s.add_argument("--quiet", action="store_true", help="no progress output")
+    add_log_flags(s, quiet="no progress output")
     s.add_argument("--json", action="store_true", help="print the model as JSON")
     s.set_defaults(func=cmd_perf)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from .common import add_design, bound, positive_int, print_json, seed_int
+from .common import add_design, add_log_flags, bound, positive_int, print_json, seed_int
 
 
 def register(sub) -> None:
@@ -35,8 +35,7 @@ def register(sub) -> None:
                         "the nodes they cover are profiled from them, the rest from the models (rlhls profile "
                         "--reports)")
     s.add_argument("--resume", action="store_true", help="continue the run in --out")
-    s.add_argument("--quiet", action="store_true", help="no progress output")
-    s.add_argument("--verbose", action="store_true", help="show what hls4ml, the ALE and the solvers print")
+    add_log_flags(s, quiet="no progress output", verbose="show what hls4ml, the ALE and the solvers print")
     s.add_argument("--json", action="store_true", help="print the run's record as JSON at the end")
     s.set_defaults(func=cmd_run)
 

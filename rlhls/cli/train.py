@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import add_design, bound, positive_int, print_json, say, seed_int
+from .common import add_design, add_log_flags, bound, positive_int, print_json, say, seed_int
 
 
 def register(sub) -> None:
@@ -30,8 +30,7 @@ def register(sub) -> None:
     s.add_argument("--num-envs", type=positive_int, help="= --set num_envs=N")
     s.add_argument("--num-steps", type=positive_int, help="= --set num_steps=T (the rollout length)")
     s.add_argument("--experiment", type=int, help="= --set experiment=K (HEPPO-GAE Table III, PPO)")
-    s.add_argument("--quiet", action="store_true", help="no progress output")
-    s.add_argument("--verbose", action="store_true", help="show what the environments' libraries print")
+    add_log_flags(s, quiet="no progress output", verbose="show what the environments' libraries print")
     s.add_argument("--json", action="store_true", help="print a summary of the run as JSON at the end")
     s.set_defaults(func=cmd_train)
 
