@@ -515,7 +515,7 @@ class Flow:
         return path
 
     def run(self, *, steps: int | None = None, until: str = "report") -> dict:
-        """The stages in order (``STAGES``; ``rlhls run``), stopped after `until`: build with C
+        """The stages in order (``STAGES``; ``rlhls run``), stopped after ``until``: build with C
         simulation, train ``steps`` (as ``train``), perf, report; returns the record (run.json).
         ``until='build'`` is ``rlhls build`` over the same bound run, ``'partition'`` the plan only."""
         if until not in STAGES:
