@@ -98,6 +98,7 @@ def main(argv=None) -> int:
             # given before the command or after it (add_log_flags: absent unless given)
             args.quiet = getattr(args, "quiet", False)
             args.verbose = getattr(args, "verbose", False)
+            args.root_parser = parser  # `completion` describes the whole command line
             with console(args.quiet, args.verbose):
                 return args.func(args)
     except RlhlsError as e:

@@ -24,9 +24,7 @@ def cmd_completion(args) -> int:
 
     from rlhls.designs.registry import design_names
 
-    from . import build_parser
-
-    parser = build_parser()
+    parser = args.root_parser  # main's (the command line's parser: no import of the package back)
     names = design_names()
     preamble = {"bash": "_shtab_rlhls_design() {\n  compgen -W \"" + " ".join(names) + "\" -- \"$1\"\n"
                         "  compgen -f -- \"$1\"\n}\n",
