@@ -14,7 +14,9 @@ TINY = ["--env", "InvertedPendulum-v5", "--num-envs", "2", "--num-steps", "64",
 
 
 def _args(*argv):
-    return build_parser().parse_args(["train", *argv])
+    args = build_parser().parse_args(["train", *argv])
+    args.quiet, args.verbose = getattr(args, "quiet", False), getattr(args, "verbose", False)  # as main() does
+    return args
 
 
 def run_train(args):
