@@ -2,25 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
-import math
 import time
 
 from rlhls.core.errors import RlhlsError
 
-from .common import print_json
+from .common import number, print_json
 
 DEFAULT_DAYS = 30.0  # --prune alone: the entries no build used for a month
-
-
-def _non_negative(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"{text} must be a number >= 0")
-    return value
 
 
 def register(sub) -> None:
@@ -32,9 +20,9 @@ def register(sub) -> None:
                                    "entry. An entry a build is using stays; nothing outside the cache is touched and "
                                    "no link is followed. A removed entry is built again when next needed.")
     s.add_argument("--prune", action="store_true", help="remove entries (by --older-than and --max-size)")
-    s.add_argument("--older-than", type=_non_negative, metavar="DAYS",
+    s.add_argument("--older-than", type=number(at_least=0), metavar="DAYS",
                    help=f"--prune: the entries not used for DAYS days (default {DEFAULT_DAYS:g} without --max-size)")
-    s.add_argument("--max-size", type=_non_negative, metavar="MB",
+    s.add_argument("--max-size", type=number(at_least=0), metavar="MB",
                    help="--prune: then the least recently used entries until the cache holds at most MB megabytes")
     s.add_argument("--clear", action="store_true", help="remove every entry (those a build is using stay)")
     s.add_argument("--json", action="store_true", help="print JSON")

@@ -7,6 +7,7 @@ import argparse
 import contextlib
 import json
 import logging
+import math
 import os
 import sys
 
@@ -54,6 +55,24 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} must be >= 1")
     return value
+
+
+def number(*, above: float | None = None, at_least: float | None = None):
+    """argparse type of a finite number option: > `above` or >= `at_least`, said in its message."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+        if not math.isfinite(value) or (above is not None and value <= above) or \
+                (at_least is not None and value < at_least):
+            want = f"> {above:g}" if above is not None else f">= {at_least:g}"
+            raise argparse.ArgumentTypeError(f"{text} must be a number {want}")
+        return value
+    return parse
+
+
+positive_float = number(above=0)
 
 
 MAX_REPEATS = 10_000  # timed calls per node (profile --measure-ps): the median settles within tens; each

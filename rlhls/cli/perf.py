@@ -3,20 +3,7 @@
 
 from __future__ import annotations
 
-import argparse
-import math
-
-from .common import add_design, add_log_flags, bound, positive_int, print_json, say, seed_int
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"{text} must be a number > 0")
-    return value
+from .common import add_design, add_log_flags, bound, positive_float, positive_int, print_json, say, seed_int
 
 
 def register(sub) -> None:
