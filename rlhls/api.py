@@ -520,7 +520,7 @@ class Flow:
         ``until='build'`` is ``rlhls build`` over the same bound run, ``'partition'`` the plan only."""
         if until not in STAGES:
             raise RlhlsError(f"--until {until!r}: expected one of {', '.join(STAGES)}")
-        order = list(STAGES)[:list(STAGES).index(until) + 1]
+        order = STAGES[:STAGES.index(until) + 1]
         if self.algorithm is None and "train" in order:
             raise RlhlsError(f"design '{self.design.name}': algorithm '{self.design.algorithm}' has no trainer yet; "
                              "rlhls graph / profile / partition / build work for it (--until build)")
@@ -530,22 +530,14 @@ class Flow:
         run = {"graph": self.graph, "profile": self.profile, "partition": self.partition,
                "build": lambda: self.build(csim=True), "train": lambda: self.train(steps=steps), "perf": self.perf,
                "report": self.report}
-        for stage in order:  # each runs what it requires first (STAGES), once
+        for stage in order:
             run[stage]()
         return self.record
 
 
-# The flow's stages in order and what each requires (as hls4ml's flows): a stage computes its
-# requirements first, once per Flow; every command is this flow over one bound run, stopped at its stage.
-STAGES: dict[str, tuple[str, ...]] = {
-    "graph": (),
-    "profile": ("graph",),
-    "partition": ("graph", "profile"),
-    "build": ("graph", "partition"),
-    "train": (),  # and the partition for a mixed-precision run (its nodes take their unit's formats)
-    "perf": ("graph", "profile", "partition"),  # and this flow's training run when it has one
-    "report": (),  # what ran before it
-}
+# The flow's stages in order: each method computes what it needs of the stages before it, once per
+# Flow; ``run(until=...)`` stops after one (``rlhls run --until``).
+STAGES = ("graph", "profile", "partition", "build", "train", "perf", "report")
 
 
 def _check_steps(steps: object) -> int | None:

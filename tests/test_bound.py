@@ -113,6 +113,10 @@ def test_rlhls_designs_shows_what_a_run_and_a_build_were_bound_to(tmp_path, caps
 
 
 def test_run_until_build_is_the_flow_stopped_at_the_build(tmp_path, capsys):
+    from rlhls.api import STAGES
+    from rlhls.cli import run
+
+    assert run.STAGES == STAGES  # --until's choices are the Flow's stages
     out = tmp_path / "f"
     assert main(["run", "apdrl-dqn-cartpole", "--until", "build", "--out", str(out), "--time-limit", "10"]) == 0
     assert "stopped after build" in capsys.readouterr().out

@@ -6,6 +6,9 @@ import time
 
 from .common import add_design, add_log_flags, bound, positive_int, print_json, seed_int
 
+# the Flow's stages (rlhls.api.STAGES), named here without importing the API at start-up
+STAGES = ("graph", "profile", "partition", "build", "train", "perf", "report")
+
 
 def register(sub) -> None:
     s = sub.add_parser("run", help="the whole flow: graph, profile, partition, build --csim, train, report",
@@ -26,7 +29,7 @@ def register(sub) -> None:
                    help="what runs the plan's PL and AIE nodes in training (default emu)")
     s.add_argument("--full", action="store_true",
                    help="the design's own hyperparameters instead of the demonstration's")
-    s.add_argument("--until", choices=("graph", "profile", "partition", "build", "train", "perf", "report"),
+    s.add_argument("--until", choices=STAGES,
                    default="report", help="stop after this stage (default: every stage; build: what rlhls build "
                                           "makes, over the same bound run)")
     s.add_argument("--time-limit", type=float, default=60.0, help="ILP solver time limit in s (default 60)")
