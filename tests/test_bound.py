@@ -25,7 +25,8 @@ def test_the_demonstration_never_changes_what_is_built(name):
     demo, full = bind(name, demo=True), bind(name, demo=False)
     assert demo.design.kernels == full.design.kernels
     assert demo.batch == full.batch
-    assert demo.steps == get_design(name).demo.get("steps", demo.steps)
+    if "steps" in get_design(name).demo:
+        assert demo.steps == get_design(name).demo["steps"]  # the demonstration's budget, its one override
 
 
 def _components(build):

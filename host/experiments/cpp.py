@@ -477,7 +477,7 @@ def perf_fvp_s(design) -> float:
 
 
 def table2_rows(out: Path, designs, p: dict, repeats: int = 3, say=lambda m: None) -> list[dict]:
-    from ..algorithms.trpo import FvpUnit, GaussianMLP
+    from ..algorithms.trpo import FvpUnit
     from ..backends import EmuBackend, get_backend
 
     rows = []
@@ -503,9 +503,7 @@ def table2_rows(out: Path, designs, p: dict, repeats: int = 3, say=lambda m: Non
             sub = {**data, "obs": obs[:n]}
             unit = FvpUnit(d, EmuBackend() if name != "csim" else csim, layers, n, {**hp, "fvp": fvp_mode})
             if name == "csim":
-                say(f"{d.name}: compiling the FVP unit's C++ for {n} samples (not timed)")
-                pol = GaussianMLP(layers)
-                unit(sub["obs"], data["theta"][:pol.P], data["g"], np.exp(-2.0 * pol.log_std(data["theta"])))
+                say(f"{d.name}: compiling the FVP unit's C++ for {n} samples (timed_cg's warm call, not timed)")
             t = timed_cg(unit, sub, iters, repeats)
             f = p["scale_to"] / n
             res[name] = {"samples": n, "cg_s": (t["cg"] - t["fvp"]) + t["fvp"] * f, "fvp_s": t["fvp"] * f,
