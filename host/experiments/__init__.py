@@ -369,8 +369,10 @@ def run_experiment(opts: ExperimentOptions) -> int:
 
 
 RAY_START_S = 10.0  # a local Ray instance's start and stop, measured on a 2-core machine: 8-10 s
-STEP_S = 0.02  # an environment step of a training run with its updates, a generous figure for the demos
-# on a CPU core (DQN / DDPG / PPO MLPs run 1-5 ms a step; the Atari conv nets more): sizes "short" only
+# assumed: one environment step of a training run with its updates, low end of a 1-300 ms range
+# (fp32 MLP runs 1-5 ms; mixed DDPG 3-8 steps/s and PPO MsPacman 12 steps/s measured on a loaded 2-core
+# machine, docs/benchmarks/); the low end keeps an experiment in one process only when it is surely short
+STEP_S = 0.02
 
 
 def _cores() -> int:
