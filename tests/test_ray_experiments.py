@@ -23,7 +23,7 @@ from rlhls.host.checkpoint import checkpoint_steps
 from rlhls.host.runfolder import CHECKPOINT, finished_steps
 from procs_util import alive, descendants, freeze, parent, thaw
 
-STEPS = 4096  # 32 updates of 2 x 64 steps: a run takes a few seconds, long enough to be killed mid-run
+STEPS = 2048  # 16 updates of 2 x 64 steps, a checkpoint after each: a run is killed mid-run while the workers are stopped
 TINY = ["heppo-table3", "--steps", str(STEPS), "--seeds", "1", "--env", "InvertedPendulum-v5", "--set", "num_envs=2",
         "--set", "num_steps=64", "--set", "num_minibatches=4", "--set", "update_epochs=1", "--quiet"]
 RUNS = [f"exp{k}-s0" for k in range(1, 6)]
