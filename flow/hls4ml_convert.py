@@ -68,7 +68,7 @@ import numpy as np
 
 from rlhls.core import procs
 from rlhls.core.errors import RlhlsError
-from rlhls.core.toolchain import compiler_env
+from rlhls.core.toolchain import _ap_pch, ap_types_include, compiler_env, find_cxx
 from rlhls.designs.formats import FP32, FixedFormat, FloatFormat
 from rlhls.designs.lut import SOFTMAX_NORM_INT, _libm, softmax_table_formats
 from rlhls.designs.network import TABLE_SIZE, Conv2d, Dense, LeakyReLU, Network, Precision, Quant
@@ -476,11 +476,35 @@ PROJECT={top}
 LIB_STAMP={stamp}
 BASEDIR="$(pwd)"
 WEIGHTS_DIR="\\"${{BASEDIR}}/firmware/weights\\""
+# the ap_types headers precompiled for these flags (rlhls's build cache; the same code), when there
+PCH="{pch}"
+PCHFLAGS=()
+if [ -n "$PCH" ] && [ -z "${{CXX:-}}" ] && [ -f "$PCH.gch" ]; then PCHFLAGS=(-include "$PCH"); fi
 printf '#include "firmware/%s.cpp"\\n#include "%s_bridge.cpp"\\n' "$PROJECT" "$PROJECT" > ${{PROJECT}}_csim.cpp
-${{CC}} ${{CFLAGS}} -Ifirmware/ap_types/ -D WEIGHTS_DIR="${{WEIGHTS_DIR}}" -shared ${{PROJECT}}_csim.cpp \\
-    -o firmware/${{PROJECT}}-${{LIB_STAMP}}.so
+${{CC}} ${{CFLAGS}} "${{PCHFLAGS[@]}}" -Ifirmware/ap_types/ -D WEIGHTS_DIR="${{WEIGHTS_DIR}}" -shared \\
+    ${{PROJECT}}_csim.cpp -o firmware/${{PROJECT}}-${{LIB_STAMP}}.so
 rm -f ${{PROJECT}}_csim.cpp
 """
+
+
+def _ap_types_pch(project_ap_types: Path, flags) -> Path | None:
+    """The ap_types headers precompiled for `flags` (``toolchain``'s PCH in the build cache: parsing
+    them is about a third of a project's build) when the project's copy of them is the installed
+    one, byte for byte, and g++ is the compiler; else None (the plain build)."""
+    import filecmp
+
+    if os.environ.get("CXX"):
+        return None
+    try:
+        ap = ap_types_include().resolve()
+        names = sorted(str(p.relative_to(ap)) for p in ap.rglob("*") if p.is_file())
+        if sorted(str(p.relative_to(project_ap_types)) for p in project_ap_types.rglob("*") if p.is_file()) != names:
+            return None
+        if filecmp.cmpfiles(project_ap_types, ap, names, shallow=False)[0] != names:
+            return None
+        return _ap_pch(find_cxx(), list(flags), ap)
+    except (OSError, RlhlsError):
+        return None
 
 
 def compile_csim(hls_model, flags=None) -> float:
@@ -497,8 +521,9 @@ def compile_csim(hls_model, flags=None) -> float:
     if not (out / "firmware" / f"{top}.cpp").is_file():
         hls_model.write()
     flags = csim_flags(hls_model) if flags is None else tuple(flags)
+    pch = _ap_types_pch(out / "firmware" / "ap_types", flags)
     script = out / "build_lib.sh"
-    script.write_text(_BUILD_LIB.format(flags=" ".join(flags), top=top, stamp=stamp))
+    script.write_text(_BUILD_LIB.format(flags=" ".join(flags), top=top, stamp=stamp, pch=pch or ""))
     script.chmod(0o755)
     c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     with compiler_env() as env:  # its g++ dies with rlhls, its temporary files go with the scratch folder

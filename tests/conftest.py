@@ -40,3 +40,30 @@ def _one_evaluation_episode(request):
         yield
     finally:
         field.default = default
+
+
+@pytest.fixture
+def local_ray():
+    """A local Ray instance of 2 CPUs, started by the first of consecutive tests that ask for it and
+    shut down after the last (``pytest_runtest_teardown``); the engine uses an instance it finds as it
+    is. Those tests run first (``pytest_collection_modifyitems``): one start instead of one a test, on
+    one xdist worker. (test_experiments' Table III smoke test starts the engine's own instance.)"""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    yield ray
+
+
+def pytest_collection_modifyitems(items):
+    # stable: the tests that share the Ray instance first, in their order, then the others in theirs
+    items.sort(key=lambda item: "local_ray" not in getattr(item, "fixturenames", ()))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    if "local_ray" in getattr(item, "fixturenames", ()) and \
+            (nextitem is None or "local_ray" not in getattr(nextitem, "fixturenames", ())):
+        import ray
+
+        ray.shutdown()

@@ -35,7 +35,7 @@ def build(name: str, sources, generated: dict[str, str]) -> Path:
             tmp.replace(p)
     srcs = [CPP_DIR / s for s in sources] + [gen / f for f in sorted(generated) if f.endswith(".cpp")]
     return compile_cpp(srcs, CACHE / f"{name}-{key}",
-                       include_dirs=[gen, CPP_DIR, ap_types_include()], flags=("-w",))
+                       include_dirs=[gen, CPP_DIR, ap_types_include()], flags=("-w", "-O1"))
 
 
 def run(exe: Path, *args) -> None:

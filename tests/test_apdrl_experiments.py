@@ -75,7 +75,7 @@ def test_report_summarizes_runs_as_they_stand(tmp_path, capsys):
     assert main(["experiment", "heppo-bits", "--report"]) == 2
 
 
-def test_table3_cli_runs_resumes_and_refuses(tmp_path, capsys):
+def test_table3_cli_runs_resumes_and_refuses(tmp_path, capsys, local_ray):
     out = tmp_path / "t3"
     args = ["experiment", "apdrl-table3", "--design", "apdrl-dqn-cartpole", "--steps", "400", "--seeds", "1",
             "--set", "learning_starts=100", "--set", "steps_per_update=200", "--out", str(out), "--quiet"]

@@ -36,7 +36,7 @@ def test_dataset_is_one_trpo_batch_after_warmup():
     assert np.all(d["g"][:111 * 64].reshape(111, 64)[105:] == 0)
 
 
-def test_fig4_tiny(tmp_path):
+def test_fig4_tiny(tmp_path, local_ray):
     out = tmp_path / "f4"
     argv = ["experiment", "cpp-fig4", "--out", str(out), "--param", "bits=12,23,27,28", *TINY]
     assert main(argv) == 0

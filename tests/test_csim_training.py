@@ -27,7 +27,7 @@ CASES = {
                                               "steps_per_update": 200}),
     "apdrl-a2c-invpendulum": ([], 80, {"num_envs": 2, "n_steps": 4, "rollouts_per_update": 5}),
     "apdrl-ddpg-mntncarcont": ([], 60, {"learning_starts": 30, "batch_size": 8, "steps_per_update": 30}),
-    "apdrl-ppo-mspacman": ([], 32, {"num_envs": 2, "num_steps": 8, "num_minibatches": 2, "update_epochs": 1,
+    "apdrl-ppo-mspacman": ([], 16, {"num_envs": 2, "num_steps": 4, "num_minibatches": 1, "update_epochs": 1,
                                      "eval_episodes": 0}),  # a Nature-CNN game evaluated: ~45 s
 }
 

@@ -154,6 +154,17 @@ def test_an_unwritable_compile_cache_is_said_once_and_a_scratch_one_builds(tmp_p
     assert (tmp_path / "file").read_text() == "not a folder"
 
 
+def one_component_plan(path: Path) -> Path:
+    """plan.json (rlhls build --plan) of ``_one_pl_node``: a build of apdrl-dqn-cartpole that compiles
+    one small component (and the ap_types header it includes) instead of the whole design."""
+    from rlhls.designs.registry import get_design
+
+    asg = _one_pl_node(get_design("apdrl-dqn-cartpole"))
+    path.write_text(json.dumps({"status": "given", "makespan_us": 0, "gap": 0, "assignment": asg,
+                                "start_us": {n: 0 for n in asg}, "point": {n: "" for n in asg}}))
+    return path
+
+
 # ----------------------------------------------------------------------------- 3. a killed compiler's temps
 
 def test_a_killed_compile_leaves_its_assembler_file_in_a_scratch_folder_that_is_swept(tmp_path):
@@ -174,8 +185,8 @@ def test_a_killed_compile_leaves_its_assembler_file_in_a_scratch_folder_that_is_
     while time.monotonic() < deadline and any(alive(k) for k in kids):
         time.sleep(0.05)
     assert all(q.parent.name.startswith(f"rlhls-{p.pid}-cc-") for q in found), found
-    # the next rlhls process that compiles sweeps what the killed one left
-    r = _build(tmp_path, tmp_path / "b2", TMPDIR=str(tmp))
+    # the next rlhls process that compiles sweeps what the killed one left (one component will do)
+    r = _build(tmp_path, tmp_path / "b2", "--plan", str(one_component_plan(tmp_path / "plan.json")), TMPDIR=str(tmp))
     err = r.communicate(timeout=300)[1]
     assert r.returncode == 0, err
     assert list(tmp.rglob("*.s")) == [] and not [q for q in tmp.iterdir() if q.name.startswith("rlhls-")]
@@ -225,7 +236,7 @@ def test_a_full_disk_mid_experiment_is_one_line_and_resume_continues_exactly(tmp
     assert len(read_metrics(full / "exp1-s0" / "metrics.csv")) == 1
     # space freed: --resume continues the runs from their checkpoints, bit for bit
     r = subprocess.run([sys.executable, "-m", "rlhls", "experiment", "heppo-table3", "--out", str(full), "--resume",
-                        "--quiet"], capture_output=True, text=True, timeout=300)
+                        "--jobs", "1", "--quiet"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert [x["status"] for x in csv.DictReader(open(full / "runs.csv"))] == ["done"] * 5
     assert next(csv.DictReader(open(full / "runs.csv")))["resumed_at"] == "128"

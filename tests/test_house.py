@@ -6,6 +6,8 @@ import ast
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 LAYERS = {"rlhls.core": ("core", 0), "rlhls.designs": ("designs", 1), "rlhls.partition": ("partition", 2),
           "rlhls.flow": ("flow", 3), "rlhls.host": ("host", 4), "rlhls": ("rlhls", 5)}
@@ -50,19 +52,23 @@ def _imports(mods: dict) -> dict:
     return graph
 
 
+@pytest.fixture(scope="module")
+def graph() -> dict:
+    """The import graph of the sources, read once for the module's tests (they only read it)."""
+    return _imports(_modules())
+
+
 def _layer(module: str) -> int:
     best = max((p for p in LAYERS if module == p or module.startswith(p + ".")), key=len)
     return LAYERS[best][1]
 
 
-def test_imports_point_down_the_layers():
-    graph = _imports(_modules())
+def test_imports_point_down_the_layers(graph):
     up = sorted(f"{a} -> {b}" for a, deps in graph.items() for b in deps if _layer(b) > _layer(a))
     assert up == []
 
 
-def test_no_import_cycle():
-    graph = _imports(_modules())
+def test_no_import_cycle(graph):
     assert len(graph) > 100  # every module was read
     try:
         TopologicalSorter(graph).prepare()
@@ -70,7 +76,6 @@ def test_no_import_cycle():
         raise AssertionError(f"import cycle: {' -> '.join(e.args[1])}") from None
 
 
-def test_the_bottom_layer_imports_nothing_of_rlhls_above_it():
-    graph = _imports(_modules())
+def test_the_bottom_layer_imports_nothing_of_rlhls_above_it(graph):
     core = {m: deps for m, deps in graph.items() if m.startswith("rlhls.core")}
     assert core and all(d.startswith("rlhls.core") for deps in core.values() for d in deps)

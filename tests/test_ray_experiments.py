@@ -23,22 +23,12 @@ from rlhls.host.checkpoint import checkpoint_steps
 from rlhls.host.runfolder import CHECKPOINT, finished_steps
 from procs_util import alive, descendants, freeze, parent, thaw
 
-STEPS = 4096  # 32 updates of 2 x 64 steps: a run takes a few seconds, long enough to be killed mid-run
+STEPS = 2048  # 16 updates of 2 x 64 steps, a checkpoint after each: a run is killed mid-run while the workers are stopped
 TINY = ["heppo-table3", "--steps", str(STEPS), "--seeds", "1", "--env", "InvertedPendulum-v5", "--set", "num_envs=2",
         "--set", "num_steps=64", "--set", "num_minibatches=4", "--set", "update_epochs=1", "--quiet"]
 RUNS = [f"exp{k}-s0" for k in range(1, 6)]
 JOIN_S = 900  # a bound on the experiment after a kill, not a timing: a loaded machine restarts workers slowly
 WAIT_S = 600  # the same for a run to write its first checkpoint: Ray starts slowly on a loaded machine
-
-
-@pytest.fixture(scope="module")
-def ray2():
-    """One local Ray instance (2 CPUs) for the module; the engine uses it as it finds it."""
-    import ray
-
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-    yield ray
-    ray.shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +126,7 @@ def _kill_workers_mid_run(out: Path, running, kill=None) -> dict:
     raise AssertionError(f"no run of {out} held a partial checkpoint within {WAIT_S} s")
 
 
-def test_failures_stay_in_their_run_and_map_keeps_the_order(ray2, tmp_path):
+def test_failures_stay_in_their_run_and_map_keeps_the_order(local_ray, tmp_path):
     assert map_runs(math.sqrt, [4.0, 9.0, 16.0], jobs=2) == [2.0, 3.0, 4.0]
     outs = run_all([Run("a", fn=json.loads, kwargs={"s": "[1]"}), Run("b", fn=json.loads, kwargs={"s": "{"}),
                     Run("c", fn=json.loads, kwargs={"s": "2"})], jobs=2, progress=False, out=tmp_path)
@@ -150,7 +140,7 @@ def test_failures_stay_in_their_run_and_map_keeps_the_order(ray2, tmp_path):
         run_all([Run("a", fn=abs, kwargs={"x": 1}), Run("a", fn=abs, kwargs={"x": 2})])
 
 
-def test_a_killed_worker_is_retried_from_its_checkpoint(ray2, reference, tmp_path):
+def test_a_killed_worker_is_retried_from_its_checkpoint(local_ray, reference, tmp_path):
     out = tmp_path / "t3"
     res = {}
     th = threading.Thread(target=lambda: res.setdefault("rc", main(["experiment", *TINY, "--out", str(out),
@@ -167,7 +157,7 @@ def test_a_killed_worker_is_retried_from_its_checkpoint(ray2, reference, tmp_pat
     assert _table(out) == reference  # the retried runs continued bit for bit
 
 
-def test_past_its_retries_a_run_fails_and_resume_completes_it(ray2, reference, tmp_path, capsys):
+def test_past_its_retries_a_run_fails_and_resume_completes_it(local_ray, reference, tmp_path, capsys):
     out = tmp_path / "t3"
     res = {}
     th = threading.Thread(target=lambda: res.setdefault("rc", main(["experiment", *TINY, "--out", str(out),
@@ -194,7 +184,7 @@ def test_past_its_retries_a_run_fails_and_resume_completes_it(ray2, reference, t
     assert f"was started with steps {STEPS}, not 64" in capsys.readouterr().err
 
 
-def test_a_killed_driver_leaves_runs_that_resume_completes(ray2, reference, tmp_path):
+def test_a_killed_driver_leaves_runs_that_resume_completes(local_ray, reference, tmp_path):
     out = tmp_path / "t3"
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     p = subprocess.Popen([sys.executable, "-m", "rlhls", "experiment", *TINY, "--out", str(out), "--jobs", "2"],

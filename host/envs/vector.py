@@ -99,7 +99,12 @@ def action_kind(env_id: str) -> str:
 
 def make_env(env_id: str, **kwargs):
     """One environment as rlhls trains on it (a sub-env of ``make_vec_env``)."""
-    if _known(env_id):  # CleanRL's Atari wrapper stack (host/envs/atari.py)
+    return _make_known(env_id, _known(env_id), **kwargs)
+
+
+def _make_known(env_id: str, atari: bool, **kwargs):
+    """``make_env`` once ``_known`` has registered what `env_id` needs (`atari`: its answer)."""
+    if atari:  # CleanRL's Atari wrapper stack (host/envs/atari.py)
         from .atari import make_atari
 
         return make_atari(env_id, **kwargs)
@@ -118,8 +123,8 @@ def make_vec_env(env_id: str, num_envs: int, *, autoreset: str = "same_step", en
              "disabled": AutoresetMode.DISABLED}
     if autoreset not in modes:
         raise RlhlsError(f"autoreset '{autoreset}' is not one of {', '.join(modes)}")
-    _known(env_id)
-    fns = [functools.partial(make_env, env_id, **dict(env_kwargs or {})) for _ in range(num_envs)]
+    atari = _known(env_id)  # once for the sub-envs (it scans the environment modules and entry points)
+    fns = [functools.partial(_make_known, env_id, atari, **dict(env_kwargs or {})) for _ in range(num_envs)]
     try:
         return SyncVectorEnv(fns, autoreset_mode=modes[autoreset])
     except gym.error.DependencyNotInstalled as e:
