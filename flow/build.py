@@ -197,6 +197,22 @@ def _write_kernel(comp: Component, root: Path, design, part, clock_ns, note):
     write_kernel_component(root / comp.dir, src, design.name, part, clock_ns, note)
 
 
+_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def our_headers(texts) -> list[str]:
+    """The headers of vitis/include/ that these sources include, directly or through each other."""
+    have = {h.name for h in include_dir().iterdir() if h.is_file()}
+    todo = [m for t in texts for m in _INCLUDE.findall(t) if m in have]
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo += [m for m in _INCLUDE.findall((include_dir() / name).read_text()) if m in have]
+    return sorted(seen)
+
+
 def write_kernel_component(d: Path, src, design_name: str, part: str, clock_ns: float, note: str = "",
                            tb_data: dict | None = None) -> None:
     """One kernel's Vitis HLS component in folder d: src/ (HLS sources), tb/ (ABI wrapper,
@@ -212,17 +228,20 @@ def write_kernel_component(d: Path, src, design_name: str, part: str, clock_ns: 
         p = d / "tb" / name
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_bytes(data)
-    # rlhls_types.h / rlhls_tb.h: the project must stand alone on a Vitis machine
-    for h in sorted(include_dir().iterdir()):
-        if h.is_file():
-            (d / "include").mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(h, d / "include" / h.name)
+    # the headers of ours it includes (rlhls_types.h, rlhls_tb.h, ...): the project stands alone on a
+    # Vitis machine and carries nothing it does not use
+    for name in our_headers([*src.files.values(), *src.tb_files.values()]):
+        (d / "include").mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(include_dir() / name, d / "include" / name)
     syn = [f"src/{n}" for n in src.files if n.endswith((".cpp", ".cc", ".c"))]
     tb = [f"tb/{n}" for n in src.tb_files] + [f"tb/{n}" for n in tb_data]
     # -I paths are relative to the component folder, where rlhls runs v++ / vitis_hls
     hc = P.HlsComponent(src.top, src.top, syn, tb, cflags="-std=c++14 -Isrc -Iinclude",
                         tb_cflags="-std=c++14 -Isrc -Iinclude -Itb")
     _write_project_files(d, hc, design_name, part, clock_ns, note)
+
+
+HLS4ML_SCRIPTS = ("build_prj.tcl", "project.tcl", "vivado_synth.tcl", "build_opt.tcl")
 
 
 def _write_hls4ml(comp: Component, root: Path, nets, design, part, clock_ns, note):
@@ -234,6 +253,12 @@ def _write_hls4ml(comp: Component, root: Path, nets, design, part, clock_ns, not
     with contextlib.redirect_stdout(sys.stderr):  # hls4ml prints its progress on stdout (breaks --json)
         res = convert_network(nets[comp.network], prec, d, part=part, clock_ns=clock_ns, io_type="io_parallel",
                               name=core)
+    # hls4ml's own project scripts and testbench: the component's are hls_config.cfg / run_hls.tcl and
+    # tb/ (its kernel top around the core); hls4ml's build_lib.sh is replaced by ours, its bridge kept
+    for left in (*HLS4ML_SCRIPTS, f"{core}_test.cpp"):
+        (d / left).unlink(missing_ok=True)
+    if (d / "tb_data").is_dir() and not any((d / "tb_data").iterdir()):
+        (d / "tb_data").rmdir()
     comp._net = nets[comp.network]
     comp.top, comp.hls_model, comp._core = comp.name, res["hls_model"], core
     w = wrap_network(comp._net, prec, d, core=core, top=comp.top, n_max=int(comp.params.get("batch") or 1))

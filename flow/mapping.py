@@ -179,6 +179,46 @@ class _Mapper:
             self.components.append(comp)
         return comp
 
+    def _name_shared(self):
+        """A kernel component that several layers share is named after all of them
+        (``actor_critic_fc2_fwd``: one 400x300 forward for both networks), not after its first node;
+        a second instance of a network (``critic@pi``: the critic's weights again) adds nothing."""
+        from rlhls.designs.kernels import get_kernel
+
+        renamed: dict[str, str] = {}
+        taken = {c.name for c in self.components}
+        for comp in self.components:
+            suffix = get_kernel(comp.kernel).component_suffix if comp.kind == "kernel" else ""
+            if not suffix:
+                continue
+            held: dict[str, list[str]] = {}
+            for name in comp.nodes:
+                node = self.graph.node(name)
+                layer = self.ctx.layer(node)
+                if layer is not None and layer.name not in held.setdefault(node.instance, []):
+                    held[node.instance].append(layer.name)
+            for inst in [i for i in held if "@" in i]:
+                if i_base(inst) in held and set(held[inst]) <= set(held[i_base(inst)]):
+                    del held[inst]
+            if len(held) < 2 and all(len(v) < 2 for v in held.values()):
+                continue
+            layers = list(held.values())
+            parts = ([*held, *layers[0]] if all(v == layers[0] for v in layers)
+                     else [p for inst, v in held.items() for p in (inst, *v)])
+            base = _ident("_".join([*parts, suffix]))
+            if len(base) > 60:  # a kernel many layers share: the first ones and a count
+                base = _ident("_".join([*parts[:3], f"and{len(parts) - 3}more", suffix]))
+            name, i = base, 2
+            while name in taken and name != comp.name:
+                name, i = f"{base}_{i}", i + 1
+            if name != comp.name:
+                taken.discard(comp.name)
+                taken.add(name)
+                renamed[comp.name] = name
+                comp.name, comp.dir = name, f"pl/{name}"
+        if renamed:
+            self.node_comp = {n: [renamed.get(c, c) for c in cs] for n, cs in self.node_comp.items()}
+
     # -- activations
     def _fold(self, node):
         g = self.graph
@@ -223,6 +263,7 @@ class _Mapper:
         for node in pl:
             if node.kind.startswith("act."):
                 self._fold(node)
+        self._name_shared()
         if self.unmapped:
             names = list(self.unmapped)
             more = f" and {len(names) - 3} more" if len(names) > 3 else ""
@@ -232,6 +273,11 @@ class _Mapper:
                        [n.name for n in g.nodes if self.unit[n.name] == "AIE"],
                        [n.name for n in g.nodes if self.unit[n.name] == "PS"], self.warnings,
                        {n: p for n, p in self.ctx.points.items() if n in self.node_comp})
+
+
+def i_base(instance: str) -> str:
+    """The network an instance computes (``critic@pi`` -> ``critic``)."""
+    return instance.split("@", 1)[0]
 
 
 def map_design(design, graph, assignment: dict, *, hls4ml: bool = True, points: dict | None = None) -> Mapping:

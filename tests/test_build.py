@@ -177,6 +177,21 @@ def test_every_registered_design_builds(tmp_path, design):
     for f in m["files"]:
         assert (out / f["path"]).is_file()
     assert all(f"nk={c['top']}:1:" in (out / "system.cfg").read_text() for c in m["components"])
+    from rlhls.designs.kernels import get_kernel
+
+    for c in (c for c in m["components"] if c["kind"] == "kernel"):
+        # a component is named after every network and layer it computes (a second instance of a
+        # network, critic@pi, counts as the network), unless the list is too long for a name
+        if get_kernel(c["kernel"]).component_suffix and "more_" not in c["name"]:
+            for node in c["nodes"]:
+                inst, layer = g.node(node).instance, g.node(node).layer.split(".", 1)[1]
+                assert f"{inst.split('@')[0]}_" in c["name"], (c, node)
+                assert f"_{layer}_" in f"_{c['name']}_", (c, node)
+        # it carries the headers its sources include, and no others
+        d = out / c["dir"]
+        text = "".join(p.read_text() for p in [*d.glob("src/*"), *d.glob("tb/*.cpp")])
+        assert sorted(p.name for p in (d / "include").iterdir()) == B.our_headers([text])
+        assert "rlhls_types.h" in B.our_headers([text])
 
 
 def test_cpp_designs_build_for_their_amd_part(tmp_path):

@@ -10,6 +10,7 @@ import subprocess
 import numpy as np
 import pytest
 
+from rlhls.flow import build as B
 from rlhls.flow import project as P
 from rlhls.flow.build import build_design
 
@@ -38,6 +39,10 @@ def test_hls4ml_kernel_top_csim_equals_the_emulator_and_its_testbench_fails_on_a
         src = (d / "src" / f"{c.name}.cpp").read_text()
         assert "#pragma HLS INTERFACE m_axi port=x" in src and "#pragma HLS INTERFACE s_axilite port=return" in src
         assert "ap_vld" not in (d / "firmware" / f"{c.name}_core.cpp").read_text()
+        # hls4ml's own project scripts and test bench are gone: the component's are the only ones
+        assert not [p.name for p in d.iterdir() if p.name in B.HLS4ML_SCRIPTS or p.name.endswith("_test.cpp")
+                    or p.name == "tb_data"]
+        assert sorted(p.name for p in (d / "include").iterdir()) == ["rlhls_tb.h"]
         # the expected outputs are the emulator's: the network in hls4ml's table mode
         net = c._net
         from rlhls.designs.network import Precision
