@@ -259,9 +259,9 @@ def read_run(folder: str | Path, design: Design) -> tuple[list, dict, Design]:
     return rows, cfg["hyperparams"], design
 
 
-def measure_host(design, *, seed: int = 0) -> tuple[list, dict]:
-    """A short run of `design` here (one update at its demonstration's probe sizes, learning from the first
-    batch) in a scratch folder: (metrics rows, hyperparameters)."""
+def measure_host(design, *, seed: int = 0, updates: int = 1) -> tuple[list, dict]:
+    """A short run of `design` here (`updates` updates at its demonstration's probe sizes, learning from the
+    first batch) in a scratch folder: (metrics rows, one per update, hyperparameters)."""
     import logging
 
     from rlhls.core.fileio import scratch_dir
@@ -273,7 +273,11 @@ def measure_host(design, *, seed: int = 0) -> tuple[list, dict]:
     hp0 = {**design.hyperparams, **sets}
     if "learning_starts" in hp0:  # off-policy: learn from the first batch so a gradient step is timed
         sets["learning_starts"] = hp0.get("batch_size", design.batch_size)
-    steps = get_algorithm(design.algorithm).hyperparams(design, sets).get("steps_per_update", 1)  # one update
+    hp1 = get_algorithm(design.algorithm).hyperparams(design, sets)
+    steps = hp1.get("steps_per_update", 1)  # one update (a shorter run is rounded up to one)
+    if updates > 1:  # on-policy trainers: an update is the rollout (A2C: several)
+        steps = updates * (hp1.get("steps_per_update") or hp1.get("num_envs", 1)
+                           * hp1.get("num_steps", hp1.get("n_steps", 1)) * hp1.get("rollouts_per_update", 1))
     log = logging.getLogger("rlhls.host")
     level = log.level
     log.setLevel(logging.ERROR)  # the scratch run's notes (steps rounded to an update) are not the user's

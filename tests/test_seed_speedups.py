@@ -1,15 +1,12 @@
-"""The seeds' headline speed-ups (issue 33, part 1): heppo-table1, fddpg-table4's link model and its
+"""The seeds' headline speed-ups (issue 33, part 1): fddpg-table4's link model and its
 C++ host glue, CPP's Table II model against the whole-run model, a design's declared host overlap."""
 
-import csv
-import json
 from dataclasses import replace
 
 import pytest
 
-from rlhls.cli import main
-from rlhls.designs.devices import get_device
 from rlhls.core.errors import RlhlsError
+from rlhls.designs.devices import get_device
 from rlhls.designs.graph import build_graph
 from rlhls.designs.kernels import KernelContext, get_kernel
 from rlhls.designs.kernels.ddpg_gradient import transfer
@@ -17,7 +14,6 @@ from rlhls.designs.registry import get_design
 from rlhls.host import perf
 from rlhls.host.experiments.cpp import model_fvp_s, perf_fvp_s
 from rlhls.host.experiments.fddpg import c_glue_seconds
-from rlhls.host.experiments.heppo import gae_speedup
 from rlhls.partition.design_plan import partition_design
 from rlhls.partition.profile import device_links, profile_design
 
@@ -83,61 +79,3 @@ def test_declared_host_overlap_hides_that_share_of_the_graph():
     assert graph_s[1] == pytest.approx(0.75 * graph_s[0])
     assert any("25% of the graph hidden behind the host loop (declared by the design)" in a
                for a in runs[1].assumptions)
-
-
-def _fake_measure(design, seed=0):
-    """One update of the demonstration rollout (8 x 256 steps) with given phase seconds."""
-    hp = {**design.hyperparams, **design.demo.get("set", {}), **design.demo.get("probe", {})}
-    row = {"env_steps": "2048", "t_dnn_inference": "0.2", "t_env_run": "3.0", "t_storing_trajectories": "0.05",
-           "t_gae_fetch": "0.4", "t_gae_compute": "0.1", "t_gae_write": "0.0", "t_update_forward": "0.5",
-           "t_backprop": "0.75"}
-    return [row], hp
-
-
-def test_heppo_table1_tiny(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(perf, "measure_host", _fake_measure)
-    monkeypatch.setattr(perf, "ps_factor", lambda dev: (10.0, "given"))
-    out = tmp_path / "t1"
-    assert main(["experiment", "heppo-table1", "--out", str(out), "--param", "repeats=1", "--quiet"]) == 0
-    rows = list(csv.DictReader(open(out / "table1.csv")))
-    assert [r["phase"] for r in rows][:3] == ["dnn_inference", "env_run", "storing_trajectories"]
-    assert {"here_pct", "seed_cpu_pct", "seed_cpu_gpu_pct"} <= set(rows[0])
-    env = next(r for r in rows if r["phase"] == "env_run")
-    assert float(env["here_pct"]) == pytest.approx(100 * 3.0 / 5.0) and float(env["seed_cpu_pct"]) == 60.71
-    sp = json.loads((out / "speedup.json").read_text())["speedup"]
-    assert sp["gae_share_here"] == pytest.approx(0.5 / 5.0)
-    assert sp["seed_gae_share_cpu_gpu"] == pytest.approx(0.2996)
-    # the GAE PE: one element a cycle at 300 MHz, as the seed's 300 M el/s (pipeline fill aside: 1024-element
-    # trajectories per PE on 64 PEs pay it once each)
-    assert sp["pe_el_s"] == pytest.approx(300e6, rel=0.01) and sp["unit_el_s"] == pytest.approx(64 * 300e6, rel=0.05)
-    assert sp["numpy_batched_el_s"] > 0 and sp["numpy_one_trajectory_el_s"] > 0
-    md = (out / "table1.md").read_text()
-    assert "no GPU on this machine" in md and "9000" in md and "1.43x" in md
-    # the speed-up by hand: the plan with its GAE node, against the GAE measured here x the PS factor
-    p = _perf_from(out)
-    s = gae_speedup(p)
-    plan = p.variants["plan"]
-    assert s["gae_on_ps_s"] == pytest.approx(plan.total_s - plan.phases_s.get("gae", 0.0) + 10.0 * 0.5)
-    assert s["speedup"] == pytest.approx(sp["model_speedup"])
-
-
-def _perf_from(out):
-    """A Perf with the variants the experiment modeled (from speedup.json)."""
-    j = json.loads((out / "speedup.json").read_text())["perf"]
-    vs = {k: perf.Variant(k, v["label"], v["graph_step_us"], v["phases_s"], total_s=v["total_s"])
-          for k, v in j["variants"].items() if v is not None}
-    return perf.Perf(j["design"], j["device"], j["steps"], j["ps_factor"], j["ps_factor_basis"], None, vs, {}, {}, [])
-
-
-@pytest.mark.parametrize("args,what", [
-    (["heppo-table1", "--design", "fddpg-arm-m1"], "uses DDPG; Table I profiles PPO"),
-    (["heppo-table1", "--param", "repeats=0"], "repeats='0'"),
-    (["fddpg-table4", "--design", "heppo-ppo"], "is not an F-DDPG arm design"),
-    (["fddpg-table4", "--design", "nosuch"], "nosuch"),
-])
-def test_bad_input_one_line_exit_2_nothing_written(args, what, tmp_path, capsys):
-    out = tmp_path / "x"
-    assert main(["experiment", *args, "--out", str(out), "--quiet"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and what in err[0] and "Traceback" not in err[0]
-    assert not out.exists()

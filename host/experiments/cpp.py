@@ -226,14 +226,11 @@ def timed_cg(unit, data: dict, iters: int, repeats: int) -> dict:
         t: dict[str, float] = {}
         _cg(unit, data, iters, t)
         calls.append(t)
+    from ..phases import settled
+
     med = sorted(calls, key=lambda t: t["cg"])[(len(calls) - 1) // 2]
-    half = len(calls) // 2
-    settled = None
-    if half:
-        a, b = (float(np.median([t["cg"] for t in part])) for part in (calls[:half], calls[half:]))
-        settled = abs(a - b) <= 0.05 * max(a, b)
     return {**med, "cg_min": min(t["cg"] for t in calls), "cg_max": max(t["cg"] for t in calls),
-            "settled": settled}
+            "settled": settled([t["cg"] for t in calls])}
 
 
 def mape_percent(x, ref) -> float:
