@@ -55,7 +55,7 @@ from .backends import Backend
 
 __all__ = ["BoardBackend", "BoardKernel", "kernel_table", "write_sim_xclbin", "load_xrt", "check_board",
            "element_bytes", "encode", "decode", "TIMINGS", "MEASURED_SOURCE", "read_timings", "write_timings",
-           "measured_rows", "AIE_MOVER", "SIM_FORMAT"]
+           "measured_rows", "run_measured_rows", "is_board_run", "AIE_MOVER", "SIM_FORMAT"]
 
 AIE_MOVER = "aie_mm_dm"
 SIM_FORMAT = "rlhls-xrt-sim-xclbin"  # a JSON stand-in of an xclbin, for xrt-sim only
@@ -486,3 +486,42 @@ def measured_rows(rows: list, timings: list[dict], design, batch: int, assignmen
     if not node_us:
         notes.append("no PL kernel of the run was timed: every row stays on the model")
     return out, notes
+
+
+def is_board_run(run_folder) -> bool:
+    folder = Path(run_folder)
+    return (folder / TIMINGS).is_file() or (folder / "train" / TIMINGS).is_file()
+
+
+def run_measured_rows(run_folder, rows: list, design_name: str, *, given=None) -> tuple[list, list[str]]:
+    """`rows` (a profile of the run's design at its batch) with the board run `run_folder`'s timed
+    kernels as ``measured-board`` rows (``measured_rows``), its design, batch and plan as it recorded
+    them (``config.json``). RlhlsError (one line) for a folder that is no board run."""
+    from rlhls.core.fileio import owned_file, read_json
+
+    from .bound import bind_recorded
+
+    folder = Path(run_folder)
+    if (folder / "train" / "config.json").is_file() and not (folder / "config.json").is_file():
+        folder = folder / "train"  # rlhls run's folder
+    where = f"--measured '{run_folder}'"
+    if not (folder / "config.json").is_file():
+        raise RlhlsError(f"{where}: no config.json (expected the folder of a `rlhls train --backend board` run)")
+    for name in ("config.json", TIMINGS):  # never read through a link out of the run folder
+        if (folder / name).exists():
+            owned_file(folder, name)
+    cfg = read_json(folder / "config.json")
+    if not isinstance(cfg, dict) or cfg.get("backend") != "board":
+        raise RlhlsError(f"{where}: a run of backend {cfg.get('backend') if isinstance(cfg, dict) else None!r}, "
+                         "not 'board' (its times are not the device's)")
+    if cfg.get("design") != design_name:
+        raise RlhlsError(f"{where}: a run of design {str(cfg.get('design'))[:60]!r}, not '{design_name}'")
+    run = bind_recorded(cfg, given=given, where=f"'{folder / 'config.json'}'")
+    design = run.design
+    points = cfg.get("plan_points") if isinstance(cfg.get("plan_points"), dict) else None
+    if points:
+        design = design.at_points(points)
+    plan = cfg.get("plan") if isinstance(cfg.get("plan"), dict) else None
+    assert run.algorithm is not None
+    return measured_rows(rows, read_timings(folder), design, run.algorithm.batch(run.hyperparams), plan, points,
+                         where)
