@@ -440,6 +440,9 @@ def write_timings(folder, backend: BoardBackend) -> Path:
         w.writerow([kern, top, rows, c, repr(float(tot)), repr(float(lo)), repr(float(hi))])
     path = Path(folder) / TIMINGS
     atomic_write_text(path, buf.getvalue())
+    from .runfolder import record_files
+
+    record_files(Path(folder), None)  # the file is the run's own
     return path
 
 
