@@ -410,10 +410,11 @@ def read_timings(folder) -> list[dict]:
             raise ValueError(f"columns {rd.fieldnames}, expected {', '.join(TIMING_COLUMNS)}")
         rows = []
         for r in rd:
-            row = {"kernel": r["kernel"], "top": r["top"], "rows": int(r["rows"]), "calls": int(r["calls"]),
-                   "total_s": float(r["total_s"]), "min_s": float(r["min_s"]), "max_s": float(r["max_s"])}
-            if row["calls"] < 1 or not all(np.isfinite(row[c]) and row[c] >= 0 for c in ("total_s", "min_s", "max_s")):
-                raise ValueError(f"row {row['top']}: calls >= 1 and finite times >= 0 expected")
+            calls, times = int(r["calls"]), [float(r[c]) for c in ("total_s", "min_s", "max_s")]
+            if calls < 1 or not all(np.isfinite(t) and t >= 0 for t in times):
+                raise ValueError(f"row {r['top']}: calls >= 1 and finite times >= 0 expected")
+            row = {"kernel": r["kernel"], "top": r["top"], "rows": int(r["rows"]), "calls": calls,
+                   "total_s": times[0], "min_s": times[1], "max_s": times[2]}
             rows.append(row)
     except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
         raise RlhlsError(f"'{path}': not a board timings file ({e})") from None

@@ -149,7 +149,7 @@ class bo:  # noqa: N801
             raise RuntimeError(f"xrt-sim: sync direction {direction!r}")
 
     def map(self) -> memoryview:
-        return memoryview(self.host)
+        return memoryview(self.host.data)
 
 
 class kernel:  # noqa: N801
