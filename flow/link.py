@@ -576,7 +576,7 @@ sh run.sh --steps 100000 --out runs/board
 PL and AIE nodes in `{xclbin}` through XRT. `board.json` lists the kernels (compute units) the
 xclbin must hold and the nodes each runs.
 
-The board backend (`--backend board`) is the next step of rlhls: this package fixes what it takes
-(the xclbin's name, the kernels, the command); until it exists, `run.sh` stops with rlhls' error
-that `board` is not one of its backends.
+The board backend (`--backend board`) loads the xclbin once through XRT's `pyxrt` and runs the
+plan's PL kernels in it, weights updated in place in device buffers; the run folder gets each
+kernel's measured time (`board_timings.csv`, for `rlhls profile --measured`).
 """

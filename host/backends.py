@@ -2,7 +2,8 @@
 
 ``get_backend(name)`` with name ``emu`` (default: the numpy models of designs/kernels),
 ``csim`` (the same HLS C++ the flow emits, compiled by g++ with its C ABI wrapper into a
-shared library and called through ctypes), ``cosim`` (Vitis C/RTL co-simulation; needs Vitis).
+shared library and called through ctypes), ``cosim`` (Vitis C/RTL co-simulation; needs Vitis),
+``board`` (the linked xclbin on the device through XRT: host/board.py).
 
 Kernels with a runtime row count (the HLS top's ``n`` <= N_MAX, ``Kernel.rows_param``) take
 row arrays of any n rows up to N_MAX; the backends pass n from the array shapes and return
@@ -62,7 +63,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Backend", "EmuBackend", "CsimBackend", "CosimBackend", "get_backend", "check_tools", "BACKENDS"]
 
-BACKENDS = ("emu", "csim", "cosim")
+BACKENDS = ("emu", "csim", "cosim", "board")
 
 
 class Backend:
@@ -272,17 +273,26 @@ def check_tools(name: str) -> None:
         ap_types_include()  # hls4ml's headers: its own line
     elif name == "cosim":
         _cosim_tools()
+    elif name == "board":  # its xclbin and XRT: host.board.check_board
+        raise RlhlsError("board backend needs --xclbin FILE and XRT (rlhls train DESIGN --backend board --xclbin "
+                         "FILE)")
     elif name not in BACKENDS:
         get_backend(name)  # its one line
 
 
-def get_backend(name: str = "emu", **kwargs: Any) -> Backend:
+def get_backend(name: str | Backend = "emu", **kwargs: Any) -> Backend:
+    if isinstance(name, Backend):  # opened already (the board backend: its xclbin, once per run)
+        return name
     if name == "emu":
         return EmuBackend()
     if name == "csim":
         return CsimBackend(**kwargs)
     if name == "cosim":
         return CosimBackend(**kwargs)
+    if name == "board":
+        from .board import BoardBackend
+
+        return BoardBackend(**kwargs)
     raise RlhlsError(f"backend {name!r}: unknown (expected one of: {', '.join(BACKENDS)})")
 
 

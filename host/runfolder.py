@@ -200,10 +200,11 @@ def _number(x) -> bool:
 
 
 def record_files(out: Path, recorded: list | None) -> list:
-    """The folder's ownership record: RUN_FILES, the replay chunks and the TensorBoard event files,
-    rewritten only when that set changed since `recorded`."""
+    """The folder's ownership record: RUN_FILES, the replay chunks, the TensorBoard event files and a
+    board run's kernel times, rewritten only when that set changed since `recorded`."""
     files = RUN_FILES + sorted(p.relative_to(out).as_posix() for p in
-                               [*out.glob("replay/*.bin"), *out.glob("events.out.tfevents.*")]
+                               [*out.glob("replay/*.bin"), *out.glob("events.out.tfevents.*"),
+                                *out.glob("board_timings.csv")]
                                if p.is_file() and not p.is_symlink())
     if files != recorded:
         write_json(out / OWNER, {"command": "train", "files": files})

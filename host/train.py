@@ -86,11 +86,13 @@ def default_out(design, env_id: str, seed: int, hp: dict) -> str:
 def train_design(design, *, out=None, steps: int | None = None, seed: int = 0, env_id: str | None = None,
                  backend: str = "emu", precision: str | None = None, plan=None, overrides: dict | None = None,
                  config: dict | None = None, resume: bool = False, progress: bool = True, say=None,
-                 on_update=None, plan_time_limit: float | None = 60.0, log=None) -> Run:
+                 on_update=None, plan_time_limit: float | None = 60.0, log=None, xclbin=None,
+                 xrt: str | None = None) -> Run:
     """Train `design` into the run folder `out`; see the module docstring. `design`: a BoundRun
     (host/bound.py: the run resolved once, as the Flow and the commands hand it down), or a Design
     or design name bound here with `overrides`, `config`, `env_id` and `precision`. `log`: a file
-    that takes what libraries print while the trainer builds its environments (the ALE's banner)."""
+    that takes what libraries print while the trainer builds its environments (the ALE's banner).
+    `xclbin`, `xrt`: the board backend's device binary and XRT (host/board.py)."""
     say = say or (lambda msg: None)
     if isinstance(design, BoundRun):
         if overrides or config or precision is not None or env_id not in (None, design.env_id):
@@ -124,12 +126,19 @@ def train_design(design, *, out=None, steps: int | None = None, seed: int = 0, e
         hp = bound.hyperparams
     design = bound.design  # the run's values in its kernels, as the Flow builds them
     check_environment(design, alg, env_id, make=False)  # registered, and the backend's tools there:
-    check_tools(backend)  # before the lock (it makes --out's parents) and anything written
+    if backend == "board":
+        from .board import check_board
+
+        check_board(xclbin, xrt)
+    else:
+        if xclbin is not None:
+            raise RlhlsError(f"--xclbin: only with --backend board (this run's backend is {backend})")
+        check_tools(backend)  # before the lock (it makes --out's parents) and anything written
     # one writer per run folder: a second is refused in one line (an experiment's try holding it is this one)
     with folder_lock(out, reenter=True):
         return _train(design, alg, hp, out, steps=steps or bound.steps, seed=seed, env_id=env_id, backend=backend,
                       plan=plan, resume=resume, progress=progress, say=say, on_update=on_update,
-                      plan_time_limit=plan_time_limit, log_file=log,
+                      plan_time_limit=plan_time_limit, log_file=log, board=(xclbin, xrt),
                       explicit=set(bound.overrides) | set(bound.config or {}),
                       recorded={**(_design_keys(design, out, old) if resume else
                                    {k: v for k, v in design_record(design).items() if k != "design"}),
@@ -170,7 +179,7 @@ def check_budget(hp: dict, steps: int, explicit) -> None:
 
 
 def _train(design, alg, hp, out: Path, *, steps, seed, env_id, backend, plan, resume, progress, say, on_update,
-           plan_time_limit, log_file, explicit, recorded=None) -> Run:
+           plan_time_limit, log_file, explicit, recorded=None, board=(None, None)) -> Run:
     steps = int(steps or design.hyperparams.get("total_timesteps", DEFAULT_STEPS))
     n = hp.get("num_envs", 1)
     if "steps_per_update" in hp and "steps_per_update" not in explicit and not resume \
@@ -228,9 +237,16 @@ def _train(design, alg, hp, out: Path, *, steps, seed, env_id, backend, plan, re
     def capture():  # what the environments' libraries print (the ALE's banner, SUMO)
         return library_output(log_file) if log_file is not None else contextlib.nullcontext()
 
+    runner = backend
+    if backend == "board":  # the xclbin loaded once and its kernels checked, before anything is written
+        from .board import BoardBackend
+
+        runner = BoardBackend(board[0], design=design, batch=alg.batch(hp), assignment=assignment, points=points,
+                              xrt=board[1])
+
     def make():
         with capture():
-            return alg.trainer(design, env_id=env_id, seed=seed, backend=backend, hyperparams=hp,
+            return alg.trainer(design, env_id=env_id, seed=seed, backend=runner, hyperparams=hp,
                                assignment=assignment)
 
     notes = []  # said by the runner before the first update
@@ -240,5 +256,9 @@ def _train(design, alg, hp, out: Path, *, steps, seed, env_id, backend, plan, re
     res = train(make, run_config, out, steps=steps, resume=resume, progress=progress, on_update=on_update,
                 title=f"{design.name} on {env_id} ({tag + ', ' if tag else ''}seed {seed})", notes=notes,
                 eval_every=hp.get("eval_every", 0), eval_episodes=hp.get("eval_episodes", 0), capture=capture)
+    if backend == "board":
+        from .board import write_timings
+
+        write_timings(res["out"], runner)
     return Run(Path(res["out"]), res["config"], res["metrics"], res["episodes"], res["updates"], res["env_steps"],
                notes, res["evaluations"])

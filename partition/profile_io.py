@@ -76,7 +76,7 @@ __all__ = [
 
 RESOURCES = ("lut", "ff", "dsp", "bram36", "uram", "aie_tiles", "plio")
 UNITS = ("PS", "PL", "AIE")
-SOURCES = ("model", "csynth", "cosim", "aie", "measured")
+SOURCES = ("model", "csynth", "cosim", "aie", "measured", "measured-board")
 CAPACITY_RESOURCES = RESOURCES + ("cores",)
 
 MAX_CSV_BYTES = 64 << 20  # a profile of MAX_NODES nodes with dozens of design points each is a few tens of MB

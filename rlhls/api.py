@@ -104,6 +104,7 @@ class Flow:
     - ``verbose``: show what libraries print (else it goes to ``flow.log``); ``quiet``: no progress.
     - ``solver``, ``time_limit``: the ILP solver (default ``'cbc'``) and its limit in seconds.
     - ``reports``: a build folder with Vitis reports or aiesimulator outputs that calibrate the profile.
+    - ``xclbin``: ``backend='board'``'s device binary (docs/guide/board.md).
     """
 
     def __init__(self, design: str | Design | BoundRun, out: str | os.PathLike[str] | None = None, *,
@@ -111,7 +112,7 @@ class Flow:
                  seed: int = 0, env_id: str | None = None, backend: str = "emu", precision: str | None = None,
                  overrides: dict | None = None, config: dict | None = None, demo: bool = True, resume: bool = False,
                  verbose: bool = False, quiet: bool = False, solver: str = "cbc", time_limit: float | None = 60.0,
-                 reports: str | os.PathLike[str] | None = None) -> None:
+                 reports: str | os.PathLike[str] | None = None, xclbin: str | os.PathLike[str] | None = None) -> None:
         from rlhls.host.backends import BACKENDS
         from rlhls.host.bound import BoundRun, bind
         from rlhls.host.hyperparams import check_seed
@@ -157,7 +158,8 @@ class Flow:
         self.overrides, self.config, self.default_steps = bound.overrides, bound.config, bound.steps
         if self.algorithm:
             named = None if bound.env_id == bound.design.env_id else bound.env_id  # one made to see its actions
-            _check_training(self.design, self.algorithm, named, backend, verbose)  # before anything is written
+            _check_training(self.design, self.algorithm, named, backend, verbose, xclbin)  # before anything is written
+        self.xclbin = xclbin
         self.out = Path(out or f"runs/{self.design.name}-{datetime.now().strftime('%Y%m%d-%H%M%S')}").absolute()
         self.resume = resume
         self._check_out()
@@ -449,7 +451,7 @@ class Flow:
             raise RlhlsError(f"design '{self.design.name}': algorithm '{self.design.algorithm}' has no trainer yet")
         steps = _check_steps(steps)
         self._check_budget(steps)
-        if backend is not None:
+        if backend is not None and backend != "board":
             from rlhls.host.backends import check_tools
 
             check_tools(backend)
@@ -459,6 +461,7 @@ class Flow:
         def step():
             run = train_design(self.bound, out=run_dir, steps=steps or self.default_steps, seed=self.seed,
                                backend=backend or self.backend, plan=plan,
+                               xclbin=self.xclbin if (backend or self.backend) == "board" else None,
                                resume=(run_dir / CHECKPOINT).is_file(), progress=not self.quiet,
                                say=lambda m: self.say(f"    {m}"),
                                log=None if self.verbose else self.out / "flow.log")
@@ -575,7 +578,8 @@ def _change(key: str, was: object, now: object) -> str:
     return f"{key} {was!r}, now {now!r}"
 
 
-def _check_training(design: Design, algorithm: Algorithm, env_id: str | None, backend: str, verbose: bool) -> None:
+def _check_training(design: Design, algorithm: Algorithm, env_id: str | None, backend: str, verbose: bool,
+                    xclbin=None) -> None:
     """The environment training takes (one made to see its actions where the user named it) and the
     backend's tools, before the first stage writes: graph, profile, plan and build of a run that
     cannot train would hold its --out."""
@@ -584,7 +588,12 @@ def _check_training(design: Design, algorithm: Algorithm, env_id: str | None, ba
 
     check_environment(design, algorithm, env_id or design.env_id, make=env_id is not None,
                       log=None if verbose else os.devnull)
-    check_tools(backend)
+    if backend == "board":
+        from rlhls.host.board import check_board
+
+        check_board(xclbin)
+    else:
+        check_tools(backend)
 
 
 def _kernels(design: Design, graph: TrainingGraph, node: str, unit: str) -> list:

@@ -35,6 +35,9 @@ def register(sub) -> None:
     s.add_argument("--reports", metavar="BUILD_DIR",
                    help="a folder of `rlhls build` with Vitis reports (csynth.xml, <top>_cosim.rpt) or aiesimulator "
                         "outputs: the nodes of each reported component take the report's latency and resources")
+    s.add_argument("--measured", metavar="RUN",
+                   help="a run of `rlhls train --backend board`: the PL nodes of its timed kernels take the board's "
+                        "measured time per call (source 'measured-board')")
     s.add_argument("--measure-ps", action="store_true",
                    help="time each node's PS implementation (the emulator's PS code in the design's PS format) on "
                         "this machine; its PS row takes the median (source 'measured')")
@@ -144,6 +147,11 @@ def cmd_profile(args) -> int:
 
         build, manifest = build_manifest(args.reports)
         rows[:], notes = calibrate(rows, build, manifest, batch=graph.batch, graph=graph)
+    if args.measured:
+        from rlhls.host.board import run_measured_rows
+
+        rows[:], more = run_measured_rows(args.measured, rows, design.name, given=bound(args).given)
+        notes += more
     timings: dict = {}  # node -> its measured Timing
     if args.measure_ps:
         from rlhls.host.measure_ps import measure_ps, measured_rows
@@ -186,6 +194,8 @@ def cmd_compare(args) -> int:
 
     if args.design or args.reports or args.sets or args.config:
         raise RlhlsError("rlhls profile: --compare takes two profile CSVs, no DESIGN, --set, --config or --reports")
+    if args.measured:
+        raise RlhlsError("rlhls profile: --compare takes two profile CSVs, not --measured")
     fig_out = Path(args.out) if args.out else None
     if fig_out is not None:
         if fig_out.suffix.lower() != ".png":

@@ -23,7 +23,7 @@ def register(sub) -> None:
                         "calibrated by an fp32 GEMM timed here against the PS core's peak)")
     s.add_argument("--run", metavar="RUN_FOLDER",
                    help="take the host phases from this run's metrics.csv (rlhls train / rlhls run) instead "
-                        "of a short run here")
+                        "of a short run here; a --backend board run's kernel times too (board_timings.csv)")
     s.add_argument("--time-limit", type=positive_float, default=60.0,
                    help="ILP solver time limit in s when the plan is solved here (default 60)")
     s.add_argument("--out", help="output folder (default runs/<design>-perf)")
@@ -53,13 +53,19 @@ def cmd_perf(args) -> int:
     check_out(out, command="perf", force=args.force,
               ours=lambda d: all(p.name in PERF_FILES for p in d.iterdir()))
     plan = load_plan(args.plan) if args.plan else None
-    host = None
+    host, rows = None, None
     if args.run:
         rows, hp, design = read_run(args.run, run.given)
         host = host_times(rows, design.algorithm, hp, f"run folder {args.run}")
         # the graph at the run's sizes (batch, rollout), as the run's phases were timed
         design = bind_run(design, hp)
-    perf = model_perf(design, device=device, plan=plan, host=host, factor=args.ps_factor, steps=args.steps,
+        from rlhls.host.board import is_board_run, run_measured_rows
+
+        if is_board_run(args.run):  # the board's kernel times in place of the model's rows they measured
+            from rlhls.partition.profile import profile_design
+
+            rows, _ = run_measured_rows(args.run, profile_design(design, device), design.name, given=run.given)
+    perf = model_perf(design, device=device, plan=plan, rows=rows, host=host, factor=args.ps_factor, steps=args.steps,
                       seed=args.seed, say=log, time_limit=args.time_limit, band=True)
     write_perf(perf, out, force=args.force, bound=None if args.run else run.record())
     if args.json:

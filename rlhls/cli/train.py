@@ -16,9 +16,12 @@ def register(sub) -> None:
                    help="environment steps, rounded up to whole updates (default: the design's total_timesteps, "
                         "else 1e6)")
     s.add_argument("--seed", type=seed_int, default=0)
-    s.add_argument("--backend", choices=("emu", "csim", "cosim"), default="emu",
+    s.add_argument("--backend", choices=("emu", "csim", "cosim", "board"), default="emu",
                    help="what runs the plan's PL and AIE nodes: the numpy models (emu), their C++ compiled with "
-                        "g++ (csim), Vitis co-simulation (cosim)")
+                        "g++ (csim), Vitis co-simulation (cosim), the xclbin on the device through XRT (board)")
+    s.add_argument("--xclbin", metavar="FILE",
+                   help="--backend board: the design's xclbin (RLHLS_XRT=sim: the xrt-sim stand-in's, see "
+                        "docs/guide/board.md)")
     s.add_argument("--precision", choices=("fp64", "fp32", "mixed"),
                    help="fp32 on every node, or AP-DRL's per-unit mixed precision; fp64: PPO's float64 path "
                         "(default: the design's)")
@@ -44,7 +47,7 @@ def cmd_train(args) -> int:
     run = train_design(bound(args, precision=args.precision, extra=extra), out=args.out, steps=args.steps,
                        seed=args.seed, backend=args.backend, plan=load_plan(args.plan) if args.plan else None,
                        resume=args.resume, progress=not (args.quiet or args.json), say=say(args.quiet or args.json),
-                       log=None if args.verbose else _devnull())
+                       log=None if args.verbose else _devnull(), xclbin=args.xclbin)
     if args.json:
         print_json(run.to_json())
     else:
