@@ -342,8 +342,7 @@ def unit_time(design, gp: dict, *, device=None, error=None) -> dict:
 
     def at(d, e: float = 0.0) -> float:
         links = device_links(d)
-        move = sum(lat + nbytes / bw for lat, bw in (links.get(k) for k in (("PS", "PL"), ("PL", "PS"))
-                                                      if links.get(k)))
+        move = sum(lat + nbytes / bw for lat, bw in (links[k] for k in (("PS", "PL"), ("PL", "PS")) if links.get(k)))
         launch = d.unit("PL").perf.get("launch_overhead_us")
         return cycles_s * (1 + e) + ((launch.value if launch is not None else 0.0) + move) * 1e-6
 
