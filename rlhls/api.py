@@ -366,7 +366,7 @@ class Flow:
             self._plan = self._stage("partition", "plan/", step)
         return self._plan
 
-    def build(self, *, csim: bool = True, synth: bool = False, cosim: bool = False, hls4ml: bool = True,
+    def build(self, *, csim: bool = True, synth: bool = False, cosim: bool = False, hls4ml: bool | None = None,
               part: str | None = None, platform: str | None = None, link: bool = False, target: str = "hw",
               common_image: str | os.PathLike[str] | None = None, board: bool = False) -> BuildResult:
         """The plan's components in ``build/`` with their checks (BuildResult), as ``rlhls build``.
@@ -375,7 +375,9 @@ class Flow:
         - ``synth``: run Vitis HLS synthesis on each component (``--synth``); ``cosim``: C/RTL
           co-simulation, synthesis first (``--cosim``). Both need Vitis on PATH: without it one
           ``RlhlsError`` line before anything is written.
-        - ``hls4ml``: forward layers as hls4ml projects (default) or as rlhls' own dense kernels.
+        - ``hls4ml``: forward layers as hls4ml projects or as rlhls' own dense kernels; default hls4ml, but
+          rlhls' kernels for a build that links or goes to a board (``platform``, ``board``): the board
+          backend calls the training loop's layers one by one, which an hls4ml network does not offer.
         - ``part``: the AMD part number (default the device's; synth and cosim need a real one).
         - ``platform``: a Vitis platform (.xpfm or name): the link and package commands in the build's
           ``Makefile``; ``link`` runs them (v++ on PATH; ``target`` hw / hw_emu, ``common_image`` for an
@@ -388,6 +390,8 @@ class Flow:
         from rlhls.flow.link import check_request, link_request
 
         req = link_request(platform, run=link, target=target, common_image=common_image, board=board)
+        if hls4ml is None:
+            hls4ml = req is None
         if synth or cosim or req is not None:  # Vitis and a real part, before any stage writes
             tools = V.find_tools()
             real, _ = resolve_part(self.design, part, need_real=synth or cosim or platform is not None)

@@ -255,3 +255,16 @@ def test_measured_of_a_run_that_is_not_a_board_run(runs, tmp_path, capsys, monke
     _refused(["profile", "fddpg-arm-m1", "--measured", str(brd), "--out", str(tmp_path / "p.csv")],
              tmp_path, capsys, f"--measured '{brd}': a run of design 'apdrl-dqn-cartpole', not 'fddpg-arm-m1'",
              monkeypatch)
+
+
+def test_a_board_build_makes_the_kernels_the_backend_calls(tmp_path):
+    """`rlhls build --board` builds the forward layers as rlhls' kernels, not hls4ml networks: its PL
+    components are the board backend's kernel table, name for name (a default build has hls4ml ones)."""
+    from rlhls.designs.registry import get_design
+
+    design = get_design("heppo-ppo")  # fp32 on the PL: hls4ml takes its networks by default
+    assert main(["build", design.name, "--board", "--out", str(tmp_path / "b"), "--quiet"]) == 0
+    m = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    assert {c["kind"] for c in m["components"]} == {"kernel"}
+    table = {k.name for k in B.kernel_table(design, m["batch"], None) if k.unit == "PL"}
+    assert {c["top"] for c in m["components"]} == table

@@ -44,7 +44,8 @@ def register(sub) -> None:
                         "SD card (default $EDGE_COMMON_SW)")
     s.add_argument("--board", action="store_true",
                    help="write board/: what to copy to the board (the host program entry, pinned requirements, "
-                        "the xclbin it expects, a README)")
+                        "the xclbin it expects, a README); with --board or --platform the forward layers are "
+                        "rlhls' own kernels, not hls4ml networks, as the board backend calls them")
     s.add_argument("--full-data", action="store_true",
                    help="aie/data/: one whole training step's PLIO streams for aiesimulator (large for a big batch; "
                         "--synth and --cosim imply it) instead of a sample of each")
@@ -130,7 +131,8 @@ def cmd_build(args) -> int:
     with contextlib.nullcontext() if args.verbose else library_output(None):  # hls4ml's banners
         res = build_design(run.design, out, plan=plan, bound=run.record(), part=args.part, clock_ns=args.clock,
                            csim=args.csim, synth=args.synth, cosim=args.cosim, force=args.force, progress=progress,
-                           link=link, full_data=args.full_data)
+                           link=link, full_data=args.full_data,
+                           hls4ml=link is None)  # the board backend calls layers one by one: rlhls' kernels
     if args.json:
         print_json(res.to_json())
         return 0 if res.ok else 1
