@@ -39,6 +39,11 @@ def test_apdrl_speedup_tiny_budget_columns_and_files(speedup):
     f4 = list(csv.DictReader(open(speedup / "fig4.csv")))
     assert [x["design"] for x in f4] == ["apdrl-dqn-cartpole"]
     assert min(float(f4[0][f"{u}_norm"]) for u in ("PS", "PL", "AIE")) == 1.0
+    # each speed-up with its band over the assumed constants' ranges, around it and printed beside it
+    for s in ("fixar", "aie"):
+        lo, hi = float(rows[0][f"band_vs_{s}_low"]), float(rows[0][f"band_vs_{s}_high"])
+        assert lo <= r[f"speedup_vs_{s}"] <= hi and lo < hi
+        assert f"{r[f'speedup_vs_{s}']:.3g}x ({lo:.3g}-{hi:.3g})" in (speedup / "speedup.md").read_text()
 
 
 def test_apdrl_speedup_baselines_are_the_plans_they_claim(speedup):

@@ -19,7 +19,10 @@ training graph) on the VEK280.
   multiplies on the AIE, the rest on the PS), normalized to FIXAR-like. The plan per (benchmark,
   batch) is the ILP's (``solve_plan``, kept in ``<out>/plans/``; ``time_limit`` seconds each). With
   one batch per training step, as the seed defines both metrics, throughput is the reciprocal of
-  the step time: the two figures carry the same ratios.
+  the step time: the two figures carry the same ratios. Each speed-up comes with its band
+  (``band_vs_<baseline>_low/high``: ``model_perf(band=True)``, every assumed constant and the latency
+  models' held-out error at the ends that make it smallest / largest) and, where the band crosses
+  1.0x, a sentence saying it may flip.
 
 Outputs in ``--out`` (default ``runs/apdrl-speedup``): ``speedup.md`` / ``speedup.csv``,
 ``fig4.png`` / ``fig4.csv``, ``fig6.png`` / ``fig6.csv``, ``fig12.png``, ``fig13.png``.
@@ -66,13 +69,13 @@ def _no_host():
     return HostTimes({}, {}, 1.0, "none: one training step, the host loop left out")
 
 
-def _perf(design, batch: int, plan):
+def _perf(design, batch: int, plan, band: bool = False):
     from rlhls.designs.graph import build_graph
 
     from ..perf import model_perf
 
     graph = build_graph(design, batch)
-    return graph, model_perf(design, plan=plan, graph=graph, host=_no_host(), factor=1.0, steps=1)
+    return graph, model_perf(design, plan=plan, graph=graph, host=_no_host(), factor=1.0, steps=1, band=band)
 
 
 def fig4_rows(designs=FIG4_PAIRS, time_limit: float = TIME_LIMIT, folder=None) -> list[dict]:
@@ -112,7 +115,7 @@ def speedup_rows(designs, scales, time_limit: float = TIME_LIMIT, folder=None, s
             b = d.batch_size * s
             plan = solve_plan(d, folder=None if folder is None else folder / f"{name}-b{b}", batch=b,
                               time_limit=time_limit)
-            graph, p = _perf(d, b, plan)
+            graph, p = _perf(d, b, plan, band=True)
             v = p.variants
             units = {u: sum(1 for x in plan.assignment.values() if x == u) for u in ("PS", "PL", "AIE")}
             r = {"design": name, "batch": b, "flops": graph.summary()["flops"],
@@ -122,6 +125,12 @@ def speedup_rows(designs, scales, time_limit: float = TIME_LIMIT, folder=None, s
                  "fixar_fits": not any(a.startswith("PL:") and "no design point" in a for a in p.assumptions)}
             for key, short in (("fixar", "fixar"), ("aie", "aie")):
                 r[f"speedup_vs_{short}"] = r[f"{key}_us"] / r["plan_us"]
+            # the band: every assumed constant at the end of its range that makes the speed-up least / most
+            # (host/perf.py _Band: units and design points kept, the same schedules)
+            for k, short in (("PL_only", "fixar"), ("AIE_only", "aie")):
+                bd = p.band["speedups"][k]
+                r[f"band_vs_{short}_low"], r[f"band_vs_{short}_high"] = bd["low"], bd["high"]
+            r["flips"] = " ".join(p.band["flips"])
             # normalized to FIXAR-like: training time (lower is better) and throughput (higher is better)
             for k in ("plan", "fixar", "aie"):
                 r[f"{k}_time_norm"] = r[f"{k}_us"] / r["fixar_us"]
@@ -264,8 +273,12 @@ def summary(ctx, outcomes) -> Summary:
     ranges = {k: (min(r[f"speedup_vs_{s}"] for r in rows), max(r[f"speedup_vs_{s}"] for r in rows))
               for k, s in (("PL_only", "fixar"), ("AIE_only", "aie"))}
     rho = {k: trend(rows, f"speedup_vs_{s}") for k, s in (("PL_only", "fixar"), ("AIE_only", "aie"))}
-    lines = [f"plan over {label}: {ranges[k][0]:.3g}-{ranges[k][1]:.3g}x (seed {SEED_RANGES[k][0]}-"
-             f"{SEED_RANGES[k][1]}x); rank correlation with FLOPs {rho[k]:+.2f}" for k, label in BASELINES]
+    bands = {k: (min(r[f"band_vs_{s}_low"] for r in rows), max(r[f"band_vs_{s}_high"] for r in rows))
+             for k, s in (("PL_only", "fixar"), ("AIE_only", "aie"))}
+    lines = [f"plan over {label}: {ranges[k][0]:.3g}-{ranges[k][1]:.3g}x, band {bands[k][0]:.3g}-{bands[k][1]:.3g}x "
+             f"over the assumed constants' ranges (seed {SEED_RANGES[k][0]}-{SEED_RANGES[k][1]}x); rank correlation "
+             f"with FLOPs {rho[k]:+.2f}" for k, label in BASELINES]
+    flips = [f"{r['design']} batch {r['batch']}: {r['flips']}" for r in rows if r["flips"]]
     fits = [r for r in rows if r["fixar_fits"]]
     if fits and len(fits) < len(rows):  # a node the fabric holds at no point takes its 1-lane point: not FIXAR
         sp = [r["speedup_vs_fixar"] for r in fits]
@@ -280,14 +293,20 @@ def summary(ctx, outcomes) -> Summary:
           "One training step (one batch through the training graph) on the VEK280 from the performance model "
           "(host/perf.py); the plan is the ILP's per (benchmark, batch). FIXAR-like: every node on the PL at "
           "164 MHz in fixed point; AIE-only: FP32 matrix multiplies on the AIE, the rest on the PS.", "",
-          "## Fig. 12-13", "", *[f"- {x}" for x in lines[:2]], "",
+          "## Fig. 12-13", "", *[f"- {x}" for x in lines[:2]], *[f"- may flip: {x}" for x in flips], "",
+          "Each speed-up is given with its band: every constant that stays assumed (designs/devices.py, each "
+          "with its plausible range), the PS factor x0.5-x2 and the PL / AIE latency models' held-out error "
+          "(rlhls qor) set to the ends that make it smallest and largest; the plan and the baselines keep "
+          "their units and design points.", "",
           markdown_table(["benchmark", "batch", "FLOP/step", "FLOP/sample (seed's)", "plan us", "FIXAR-like us",
-                          "AIE-only us", "plan / FIXAR-like speed-up", "plan / AIE-only speed-up", "plan units",
-                          "ILP"],
+                          "AIE-only us", "plan / FIXAR-like speed-up (band)", "plan / AIE-only speed-up (band)",
+                          "plan units", "ILP"],
                          [[r["design"], r["batch"], f"{r['flops']:.3g}",
                            f"{r['flops_per_sample']:.3g} ({r['seed_flops_per_sample']:.3g})", f"{r['plan_us']:.4g}",
                            f"{r['fixar_us']:.4g}" + ("" if r["fixar_fits"] else " (no PL point fits)"),
-                           f"{r['aie_us']:.4g}", f"{r['speedup_vs_fixar']:.3g}x", f"{r['speedup_vs_aie']:.3g}x",
+                           f"{r['aie_us']:.4g}",
+                           f"{r['speedup_vs_fixar']:.3g}x ({r['band_vs_fixar_low']:.3g}-{r['band_vs_fixar_high']:.3g})",
+                           f"{r['speedup_vs_aie']:.3g}x ({r['band_vs_aie_low']:.3g}-{r['band_vs_aie_high']:.3g})",
                            r["plan_units"], r["plan_status"]] for r in sorted(rows, key=lambda r: r["flops"])]),
           "", "![Fig. 12](fig12.png)", "", "![Fig. 13](fig13.png)", "", "## Fig. 4", ""]
     if f4:
