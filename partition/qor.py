@@ -7,16 +7,18 @@ repository file at a commit).
 
 How a row is predicted (the kernels' cost models, ``designs/kernels/cost.py``, on the catalogue devices):
 
-AIE  ``aie_matmul(M, K, N, fmt, device, tiles=casc_len x ssr, plios=2 x tiles)`` on the catalogue device of
-     the row's generation (AIE: vck190, AIE-ML: vek280) at the benchmark's AIE clock, with the benchmark's
-     PLIO clock as the PL clock (the PLIO streams run at it) and one input stream for A and one for B per
-     kernel, as the benchmark graph has. ``int16`` is a 16-bit fixed format (``macs_per_cycle_int16``),
-     ``float`` is fp32. The benchmark's latency is aiesimulator's first-input to first-output time of a
-     running graph: it holds no host launch, so it is compared with the model's latency less its launch
-     overhead. Rows with the tiling widgets (a tiler and an untiler kernel around the multiply) and data
-     types no kernel of ours computes have no prediction.
+AIE  as the benchmark graph runs: each of the casc_len x ssr kernels takes an M / ssr by K / casc_len share
+     of A and the matching rows of B, each port on its own PLIO. Its compute is ``aie_matmul``'s
+     ``compute_us`` on one tile (catalogue device of the row's generation, AIE: vck190, AIE-ML: vek280, at
+     the benchmark's AIE clock; a matrix-vector row is ``n`` frames of one GEMV), its window fill and
+     drain times are at the catalogue's PLIO rate (at the benchmark's PLIO clock). The benchmark's
+     latency is aiesimulator's first input (port A) to first output of a graph run back to back at steady
+     state: ``steady_latency`` of those terms, plus the PL<->AIE link latency twice (no launch overhead).
+     ``int16`` is a 16-bit fixed format, ``float`` fp32. Rows with the tiling widgets and data types no
+     kernel of ours computes have no prediction.
 PL   hls4ml's CI models: ``pl_matmul(M, K, N, fixed<16,6>, pf=K x N / reuse factor)`` and, for an
-     activation, ``pl_elementwise(M x N, ops, fixed<16,6>, pf=N)`` (ops: ``ACT_FLOPS`` of ReLU for ReLU,
+     activation, ``pl_elementwise(M x N, ops, fixed<16,6>, pf=N)``, both with ``stream_io`` for io_stream
+     models only (ops: ``ACT_FLOPS`` of ReLU for ReLU,
      LeakyReLU and PReLU, of Sigmoid for Sigmoid and ELU), on the UltraScale+ PL of the catalogue (zcu106
      figures: DSP48E2, as the baselines' VU13P) at the baseline's clock. Cycles against the csynth
      worst-case latency (the launch overhead is the host's; no csynth latency holds it); DSP, LUT and FF
@@ -36,7 +38,8 @@ per unit and metric, by an exhaustive grid search for the smallest median |error
 searched on the model's own decomposition (latency terms, or a resource's slopes in each constant), then
 every reported prediction is the cost model itself called with those constants. Errors are reported on
 the held-out rows, for the constants of the code (``assumed``) and for the fitted ones (``calibrated``).
-Nothing here changes the catalogue or the cost models.
+Nothing here changes the catalogue or the cost models; the code carries the fits it adopted with their
+sources (``cost.FITTED``, the catalogue's PL<->AIE link latency), a constant it keeps names why (``kept``).
 """
 
 from __future__ import annotations
