@@ -7,16 +7,18 @@ repository file at a commit).
 
 How a row is predicted (the kernels' cost models, ``designs/kernels/cost.py``, on the catalogue devices):
 
-AIE  ``aie_matmul(M, K, N, fmt, device, tiles=casc_len x ssr, plios=2 x tiles)`` on the catalogue device of
-     the row's generation (AIE: vck190, AIE-ML: vek280) at the benchmark's AIE clock, with the benchmark's
-     PLIO clock as the PL clock (the PLIO streams run at it) and one input stream for A and one for B per
-     kernel, as the benchmark graph has. ``int16`` is a 16-bit fixed format (``macs_per_cycle_int16``),
-     ``float`` is fp32. The benchmark's latency is aiesimulator's first-input to first-output time of a
-     running graph: it holds no host launch, so it is compared with the model's latency less its launch
-     overhead. Rows with the tiling widgets (a tiler and an untiler kernel around the multiply) and data
-     types no kernel of ours computes have no prediction.
+AIE  as the benchmark graph runs: each of the casc_len x ssr kernels takes an M / ssr by K / casc_len share
+     of A and the matching rows of B, each port on its own PLIO. Its compute is ``aie_matmul``'s
+     ``compute_us`` on one tile (catalogue device of the row's generation, AIE: vck190, AIE-ML: vek280, at
+     the benchmark's AIE clock; a matrix-vector row is ``n`` frames of one GEMV), its window fill and
+     drain times are at the catalogue's PLIO rate (at the benchmark's PLIO clock). The benchmark's
+     latency is aiesimulator's first input (port A) to first output of a graph run back to back at steady
+     state: ``steady_latency`` of those terms, plus the PL<->AIE link latency twice (no launch overhead).
+     ``int16`` is a 16-bit fixed format, ``float`` fp32. Rows with the tiling widgets and data types no
+     kernel of ours computes have no prediction.
 PL   hls4ml's CI models: ``pl_matmul(M, K, N, fixed<16,6>, pf=K x N / reuse factor)`` and, for an
-     activation, ``pl_elementwise(M x N, ops, fixed<16,6>, pf=N)`` (ops: ``ACT_FLOPS`` of ReLU for ReLU,
+     activation, ``pl_elementwise(M x N, ops, fixed<16,6>, pf=N)``, both with ``stream_io`` for io_stream
+     models only (ops: ``ACT_FLOPS`` of ReLU for ReLU,
      LeakyReLU and PReLU, of Sigmoid for Sigmoid and ELU), on the UltraScale+ PL of the catalogue (zcu106
      figures: DSP48E2, as the baselines' VU13P) at the baseline's clock. Cycles against the csynth
      worst-case latency (the launch overhead is the host's; no csynth latency holds it); DSP, LUT and FF
@@ -36,7 +38,8 @@ per unit and metric, by an exhaustive grid search for the smallest median |error
 searched on the model's own decomposition (latency terms, or a resource's slopes in each constant), then
 every reported prediction is the cost model itself called with those constants. Errors are reported on
 the held-out rows, for the constants of the code (``assumed``) and for the fitted ones (``calibrated``).
-Nothing here changes the catalogue or the cost models.
+Nothing here changes the catalogue or the cost models; the code carries the fits it adopted with their
+sources (``cost.FITTED``, the catalogue's PL<->AIE link latency), a constant it keeps names why (``kept``).
 """
 
 from __future__ import annotations
@@ -100,25 +103,35 @@ class Constant:
     where: str  # where the code keeps it
     grid: tuple  # (start, stop, step) of the search
     integer: bool = False
+    kept: str = ""  # why the code keeps its own value rather than the fitted one ('' : the code uses the fit)
 
 
+_KEPT_LUT = ("kept: the hls4ml tops have no AXI control interface (the kernels' AXI-lite and m_axi part) and the "
+             "fit's held-out error stays above 40 %")
 CONSTANTS = (
     Constant("AIE_KERNEL_EFFICIENCY", "AIE", "latency", "designs/kernels/cost.py AIE_KERNEL_EFFICIENCY",
              (0.05, 1.0, 0.01)),
     Constant("PLIO_LATENCY_US", "AIE", "latency", "designs/devices.py _versal_links: PL<->AIE link latency_us "
              "(the AIE model adds it twice)", (0.0, 1.5, 0.005)),
-    Constant("MUL_DEPTH_FIXED", "PL", "latency", "designs/kernels/cost.py MUL_DEPTH['fixed']", (0, 8, 1), True),
-    Constant("ADD_DEPTH_FIXED", "PL", "latency", "designs/kernels/cost.py ADD_DEPTH['fixed']", (0, 4, 1), True),
-    Constant("IO_DEPTH", "PL", "latency", "designs/kernels/cost.py IO_DEPTH", (0, 6, 1), True),
+    Constant("MUL_DEPTH_FIXED", "PL", "latency", "designs/kernels/cost.py MUL_DEPTH['fixed']", (0, 6, 1), True),
+    Constant("ADD_DEPTH_FIXED", "PL", "latency", "designs/kernels/cost.py ADD_DEPTH['fixed']", (0, 2, 0.25)),
+    Constant("IO_DEPTH", "PL", "latency", "designs/kernels/cost.py IO_DEPTH", (0, 4, 1), True),
     Constant("DSP_PER_MAC_FIXED18", "PL", "dsp", "designs/devices.py _ultrascale_pl_perf dsp_per_mac_fixed18",
-             (0.5, 1.5, 0.01)),
-    Constant("LUT_BASE", "PL", "lut", "designs/kernels/cost.py LUT_BASE", (0, 3000, 25)),
-    Constant("LUT_PER_ACC_BIT", "PL", "lut", "designs/kernels/cost.py LUT_PER_ACC_BIT", (0.0, 8.0, 0.125)),
-    Constant("EW_LUT_PER_BIT", "PL", "lut", "designs/kernels/cost.py EW_LUT_PER_BIT", (0.0, 16.0, 0.125)),
-    Constant("FF_BASE", "PL", "ff", "designs/kernels/cost.py FF_BASE", (0, 3000, 25)),
-    Constant("FF_PER_ACC_BIT", "PL", "ff", "designs/kernels/cost.py FF_PER_ACC_BIT", (0.0, 12.0, 0.125)),
-    Constant("EW_FF_PER_BIT", "PL", "ff", "designs/kernels/cost.py EW_FF_PER_BIT", (0.0, 16.0, 0.125)),
-    Constant("SUSTAINED_FRACTION", "PS", "latency", "designs/devices.py SUSTAINED_FRACTION", (0.05, 1.0, 0.005)),
+             (0.5, 1.5, 0.01), kept="kept: a data-sheet figure (one DSP48E2 per 27x18 product, UG579); the "
+                                    "fit's 0.9 is HLS binding some constant products to LUTs"),
+    Constant("LUT_BASE", "PL", "lut", "designs/kernels/cost.py LUT_BASE", (0, 3000, 25), kept=_KEPT_LUT),
+    Constant("LUT_PER_ACC_BIT", "PL", "lut", "designs/kernels/cost.py LUT_PER_ACC_BIT", (0.0, 8.0, 0.125),
+             kept=_KEPT_LUT),
+    Constant("EW_LUT_PER_BIT", "PL", "lut", "designs/kernels/cost.py EW_LUT_PER_BIT", (0.0, 16.0, 0.125),
+             kept=_KEPT_LUT),
+    Constant("FF_BASE", "PL", "ff", "designs/kernels/cost.py FF_BASE", (0, 3000, 25), kept=_KEPT_LUT),
+    Constant("FF_PER_ACC_BIT", "PL", "ff", "designs/kernels/cost.py FF_PER_ACC_BIT", (0.0, 12.0, 0.125),
+             kept=_KEPT_LUT),
+    Constant("EW_FF_PER_BIT", "PL", "ff", "designs/kernels/cost.py EW_FF_PER_BIT", (0.0, 16.0, 0.125),
+             kept=_KEPT_LUT),
+    Constant("SUSTAINED_FRACTION", "PS", "latency", "designs/devices.py SUSTAINED_FRACTION", (0.05, 1.0, 0.005),
+             kept="kept: the corpus measures hand-written NEON GEMM kernels; the catalogue's fraction is for "
+                  "compiled training code (scalar loops of small layers)"),
 )
 _BY_NAME = {c.name: c for c in CONSTANTS}
 # cost.py module constants: name -> (attribute, dict key or None)
@@ -153,7 +166,9 @@ def _assumed_source(name: str) -> str:
         return get_device("zcu106").units["PL"].perf["dsp_per_mac_fixed18"].source
     if name == "SUSTAINED_FRACTION":
         return get_device("zcu106").units["PS"].perf["gflops_fp32_sustained"].source
-    return f"assumed: {_BY_NAME[name].where} (see the module docstring there)"
+    from rlhls.designs.kernels.cost import FITTED
+
+    return FITTED.get(name) or f"assumed: {_BY_NAME[name].where} (see the module docstring there)"
 
 
 def _like(old, v):
@@ -410,14 +425,50 @@ def no_model(row: CorpusRow) -> str:
 
 
 def _aie_call(row: CorpusRow, c: dict) -> dict:
+    """The cost model's terms for one kernel of the benchmark graph (its share: M / ssr rows, K / casc_len
+    of the reduction): ``compute_us`` of ``aie_matmul`` on one tile (a matrix-vector row: ``n`` frames of
+    one GEMV each), the fill time of its A and B windows (``a_us``, ``b_us``: each port its own PLIO) and
+    the drain time of its output window (``out_us``) at the catalogue's PLIO rate, and the PL<->AIE link
+    latency (``link_us``)."""
     from rlhls.designs.kernels import cost
 
     f = row.fields
-    tiles = int(f["casc_len"]) * int(f["ssr"])
+    m, k, n = (int(f[x]) for x in ("m", "k", "n"))
+    casc, ssr = int(f["casc_len"]), int(f["ssr"])
+    mk, kk = math.ceil(m / ssr), math.ceil(k / casc)
+    fmt = AIE_FORMATS[f["data_a"]]
     dev = _aie_device(f["variant"], float(f["aie_clock_mhz"]), float(f["plio_clock_mhz"]), c["PLIO_LATENCY_US"])
+    mvm = f["element"] == "matrix_vector_mul"
     with _cost_constants(c):
-        return cost.aie_matmul(int(f["m"]), int(f["k"]), int(f["n"]), AIE_FORMATS[f["data_a"]], dev, tiles=tiles,
-                               plios=2 * tiles)
+        one = cost.aie_matmul(mk, kk, 1 if mvm else n, fmt, dev, tiles=1, plios=1)
+    rate = dev.units["AIE"].perf["plio_bits"].value / 8 * dev.units["PL"].clock_mhz.value  # B/us per PLIO
+    b = 2 if f["data_a"] in ("int16", "bfloat16") else 4
+    return {"compute_us": one["compute_us"] * (n if mvm else 1), "a_us": mk * kk * (n if mvm else 1) * b / rate,
+            "b_us": kk * n * b / rate, "out_us": mk * n * b / rate,
+            "link_us": dev.link("PL", "AIE").latency_us.value}
+
+
+STEADY_ITERATIONS = 24
+
+
+def steady_latency(a_us, b_us, compute_us, out_us, iterations: int = STEADY_ITERATIONS):
+    """First input (port A) to first output of one iteration of a graph run back to back, at steady state:
+    each input port fills its double-buffered window at its PLIO's rate as soon as the kernel has released
+    that buffer (after the iteration two before), the kernel runs once both windows are full, its previous
+    run is done and one of its two output buffers is drained; the output streams out at its PLIO's rate.
+    Scalars or numpy arrays (one value per row)."""
+    a_us, b_us, compute_us, out_us = (np.asarray(x, dtype=float) for x in (a_us, b_us, compute_us, out_us))
+    zero = np.zeros(np.broadcast(a_us, b_us, compute_us, out_us).shape)
+    sa, sb, k, o = [zero], [zero], [np.maximum(a_us, b_us)], []
+    o.append(k[0] + compute_us)
+    for i in range(1, iterations):
+        free = k[i - 2] + compute_us if i >= 2 else zero
+        sa.append(np.maximum(sa[i - 1] + a_us, free))
+        sb.append(np.maximum(sb[i - 1] + b_us, free))
+        drained = o[i - 2] + out_us if i >= 2 else zero
+        k.append(np.maximum.reduce([sa[i] + a_us, sb[i] + b_us, k[i - 1] + compute_us, drained]))
+        o.append(np.maximum(k[i] + compute_us, o[i - 1] + out_us))
+    return o[-1] - sa[-1]
 
 
 def _pl_calls(row: CorpusRow, c: dict) -> list:
@@ -428,10 +479,12 @@ def _pl_calls(row: CorpusRow, c: dict) -> list:
     m, k, n, rf = (int(float(f[x])) for x in ("m", "k", "n", "reuse_factor"))
     dev = _pl_device(1000.0 / float(f["clock_ns"]), c["DSP_PER_MAC_FIXED18"])
     act = f["activation"].split("(")[0]
+    stream = f["io_type"].strip() == "io_stream"
     with _cost_constants(c):
-        out = [cost.pl_matmul(m, k, n, PL_FORMAT, dev, pf=max(1, k * n // rf), ii=1, acc=PL_FORMAT)]
+        out = [cost.pl_matmul(m, k, n, PL_FORMAT, dev, pf=max(1, k * n // rf), ii=1, acc=PL_FORMAT, stream_io=stream)]
         if act != "linear":
-            out.append(cost.pl_elementwise(m * n, ACT_FLOPS[ACT_KIND[act]][0], PL_FORMAT, dev, pf=n))
+            out.append(cost.pl_elementwise(m * n, ACT_FLOPS[ACT_KIND[act]][0], PL_FORMAT, dev, pf=n,
+                                           stream_io=stream))
     return out
 
 
@@ -450,8 +503,9 @@ def predict(row: CorpusRow, constants: dict) -> dict:
     if no_model(row):
         return {}
     if row.unit == "AIE":
-        r = _aie_call(row, constants)
-        return {"latency": (r["latency_us"] - r["launch_us"]) * 1000.0}
+        t = _aie_call(row, constants)
+        lat = steady_latency(t["a_us"], t["b_us"], t["compute_us"], t["out_us"]) + 2.0 * t["link_us"]
+        return {"latency": float(lat) * 1000.0}
     if row.unit == "PL":
         parts = _pl_calls(row, constants)
         res = {k: sum(p["resources"][k] for p in parts) for k in ("dsp", "lut", "ff", "bram36")}
@@ -483,16 +537,25 @@ def _surrogate(rows: list, metric: str, names: list, c0: dict):
     unit = rows[0].unit
     if unit == "AIE":
         calls = [_aie_call(r, c0) for r in rows]
-        comp = np.array([x["compute_us"] for x in calls])
-        iot = np.array([x["io_us"] for x in calls])
+        a, b, comp, out = (np.array([x[key] for x in calls]) for key in ("a_us", "b_us", "compute_us", "out_us"))
         eff0 = c0["AIE_KERNEL_EFFICIENCY"]
-        return lambda eff, lat: (np.maximum(comp * eff0 / eff, iot) + 2.0 * lat) * 1000.0
+        # one efficiency (the outer loop of the search) against every link latency at once
+        return lambda eff, lat: (steady_latency(a, b, comp * eff0 / float(eff), out)
+                                 + 2.0 * np.asarray(lat, dtype=float)) * 1000.0
     if unit == "PS":
         calls = [_ps_call(r, c0) for r in rows]
         comp = np.array([x["compute_us"] for x in calls])
         floor = np.array([max(x["io_us"], 1.0 / float(r.fields["clock_mhz"])) for x, r in zip(calls, rows)])
         f0 = c0["SUSTAINED_FRACTION"]
         return lambda frac: np.maximum(comp * f0 / frac, floor) * 1000.0
+    if metric == "latency":  # PL depths are rounded down: evaluate the model at every grid point
+        def exact(*values):
+            shape = np.broadcast(*[np.asarray(v) for v in values]).shape
+            flat = [np.broadcast_to(np.asarray(v, dtype=float), shape).ravel() for v in values]
+            out = np.array([[predict(r, dict(c0, **{n: float(v[i]) for n, v in zip(names, flat)}))[metric]
+                             for r in rows] for i in range(len(flat[0]))])
+            return out.reshape(shape + (len(rows),)) if shape else out[0]
+        return exact
     base = np.array([predict(r, c0)[metric] for r in rows])
     slopes = []
     for name in names:
@@ -577,14 +640,15 @@ class Qor:
         """One dict per constant: name, where, assumed and its source, calibrated and 'fitted to ...'."""
         return [{"name": c.name, "unit": c.unit, "metric": c.metric, "where": c.where,
                  "assumed": self.assumed[c.name], "assumed_source": _assumed_source(c.name),
-                 "calibrated": self.calibrated[c.name], "source": self.fitted_on.get(c.name, "not fitted: no rows")}
+                 "calibrated": self.calibrated[c.name], "source": self.fitted_on.get(c.name, "not fitted: no rows"),
+                 "in_code": "kept" if c.kept else "fitted", "kept": c.kept}
                 for c in CONSTANTS]
 
     def text(self) -> str:
         per_unit = ", ".join(f"{u} {sum(r.unit == u for r in self.rows)}" for u in UNITS)
         L = [f"Reference corpus: {len(self.rows)} rows ({per_unit}); "
              "errors on the held-out rows (|model / measured - 1|):", ""]
-        L.append(f"{'unit':<4} {'metric':<8} {'points':>6} {'held':>5}  {'assumed median':>14} {'p90':>8}  "
+        L.append(f"{'unit':<4} {'metric':<8} {'points':>6} {'held':>5}  {'code median':>14} {'p90':>8}  "
                  f"{'calibrated median':>17} {'p90':>8}")
         cal = {(m["unit"], m["metric"]): m for m in self.metrics("calibrated")}
 
@@ -595,9 +659,18 @@ class Qor:
             L.append(f"{a['unit']:<4} {a['metric']:<8} {a['points']:>6} {a['heldout']:>5}  "
                      f"{pct(a['median_abs_error_pct']):>14} {pct(a['p90_abs_error_pct']):>8}  "
                      f"{pct(c['median_abs_error_pct']):>17} {pct(c['p90_abs_error_pct']):>8}")
-        L += ["", "Constants (assumed in the code -> fitted on the calibration rows):", ""]
+        L += ["", "Constants (in the code -> fitted on the calibration rows; 'fitted': the code uses the fit):", ""]
         for c in self.constants_table():
-            L.append(f"  {c['name']:<22} {c['assumed']:>9.4g} -> {c['calibrated']:<9.4g} {c['source']}")
+            L.append(f"  {c['name']:<22} {c['assumed']:>9.4g} -> {c['calibrated']:<9.4g} {c['in_code']:<6} "
+                     f"{c['kept'] or c['source']}")
+        skipped = [r for r in self.rows if no_model(r)]
+        if skipped:
+            L += ["", f"Rows without a prediction ({len(skipped)}):"]
+            why: dict = {}
+            for r in skipped:
+                why.setdefault(no_model(r), []).append(r.id)
+            L += [f"  {len(ids)} ({', '.join(ids[:3])}{', ...' if len(ids) > 3 else ''}): {w}"
+                  for w, ids in why.items()]
         L += ["", "Sources:"] + [f"  {d}" for d in sorted({r.document for r in self.rows})]
         return "\n".join(L)
 

@@ -4,7 +4,8 @@ Every function returns ``{'cycles', 'latency_us', 'memory_bytes', 'resources', '
 with ``resources = {lut, ff, dsp, bram36, uram, aie_tiles}`` (all six keys) plus the terms the
 latency is made of (``compute_us``, ``launch_us``, ``io_us``).  Device figures come from
 :mod:`rlhls.designs.devices` (``Unit.perf``, ``Unit.clock_mhz``, links), each with its own
-citation there; the model constants *here* are assumptions and are named as such below.
+citation there; the model constants *here* are assumptions, or fitted on the calibration rows of the
+reference corpus by ``rlhls qor`` (``FITTED`` names the rows; ``docs/guide/qor.md``).
 
 PS  (``ps_cost``)
     ``latency = max(flops / gflops_fp32_sustained, nbytes / mem_gbytes_per_s_sustained)``,
@@ -16,8 +17,11 @@ PL  (``pl_matmul``)
     reduction loop is unrolled first (``pk = min(pf, k)``), what is left of ``pf`` unrolls the
     ``m`` loop, then ``n`` (TAPCA's loop-unroll + array-partition design points, AP-DRL Table I)::
 
-        cycles = ceil(n/pn) * ceil(m/pm) * ceil(k/pk) * II + depth
-        depth  = MUL_DEPTH + ADD_DEPTH * ceil(log2(pk)) + IO_DEPTH      (adder tree over pk lanes)
+        cycles = (ceil(n/pn) * ceil(m/pm) * ceil(k/pk) - 1) * II + depth
+        depth  = floor(MUL_DEPTH + ADD_DEPTH * ceil(log2(pk))) + IO_DEPTH  (adder tree over pk lanes)
+
+    (a pipeline's last iteration issues at (trips - 1) II and completes ``depth`` later; IO_DEPTH is
+    the stream read/write stage, left out with ``stream_io=False``: hls4ml's io_parallel tops)
         latency_us = cycles / clock_MHz + launch_overhead_us            (catalogue, PL)
 
     DSPs = ceil(pf * dsp_per_mac_<format>) (catalogue, e.g. 1 DSP58 per fp16/fp32 MAC on Versal,
@@ -34,23 +38,32 @@ AIE (``aie_matmul``)
     AIE_KERNEL_EFFICIENCY; operands arrive over PLIOs (``plio_bits`` at the PL clock, catalogue),
     ``2 ceil(sqrt(tiles))`` input and ``ceil(sqrt(tiles))`` output streams (a square tile array
     with broadcast of A along rows and B along columns, CHARM-style); compute and streaming
-    overlap (ping-pong windows)::
+    a tile computes once its input windows are full and streams its result window once computed
+    (buffer semantics); operands beyond half a tile's data memory stream in ``windows`` ping-pong
+    windows whose fill, compute and drain overlap::
 
-        latency_us = launch_overhead_us + max(compute_us, in_us, out_us) + 2 * plio_latency_us
+        stages     = (in_us, compute_us, out_us)
+        latency_us = launch_overhead_us + max(stages) + (sum(stages) - max(stages)) / windows
+                     + 2 * plio_latency_us
+
+    A matrix-vector product (n or m = 1) pads only its long side to the block. The corpus's AIE
+    rows (Vitis DSP library benchmarks) check compute_us, the PLIO rate and plio_latency_us
+    through the benchmark's steady-state latency (``partition.qor.steady_latency``).
 
     The launch overhead (catalogue, assumed 20 us on Versal) is what makes the AIE lose small
     GEMMs to the PL and win large ones (AP-DRL §III-A, Fig. 6).
 
-Assumptions (model constants, not data-sheet numbers):
-    * pipeline depths MUL_DEPTH / ADD_DEPTH / IO_DEPTH (float 4/4/2 cycles, fixed 3/1/2): typical
-      Vitis HLS operator latencies at 200-300 MHz;
+Model constants (not data-sheet numbers):
+    * pipeline depths MUL_DEPTH / ADD_DEPTH: float 4/4 cycles assumed (typical Vitis HLS operator
+      latencies at 200-300 MHz); fixed 0/0.5 and IO_DEPTH 1 fitted (FITTED) to hls4ml's csynth
+      baselines (fixed<16,6> at 200 MHz: a product and two adds fit a cycle);
     * LUT/FF: control LUT_BASE = 1200 LUT / FF_BASE = 1800 FF (AXI-lite + address generators) and
       per lane 3 LUT + 6 FF per accumulator bit (operand muxes, pipeline and adder-tree registers);
       elementwise operators 2 LUT + 4 FF per bit per operator per lane and one DSP-MAC per
       multiply-add pair of float operators (floor(ops/2));
     * LUTRAM_MAX_BITS = 1024: smaller banks go to LUTRAM (64 bits per LUT);
     * AIE_MMUL_BLOCK (4, 8, 8) for 16-bit operands, (4, 8, 4) for fp32 (AIE API aie::mmul shapes);
-      AIE_KERNEL_EFFICIENCY = 0.8 of the MAC peak inside a block loop; PL-side data movers
+      AIE_KERNEL_EFFICIENCY = 0.72 of the MAC peak (fitted, FITTED); PL-side data movers
       200 LUT + 400 FF per PLIO stream;
     * the Intel Stratix V M20K blocks are counted as 36 Kb-equivalent ``bram36`` (bits / 36 Kb),
       and its ALMs as ``lut`` (the capacity side converts ALMs to LUTs, see partition.profile).
@@ -65,23 +78,35 @@ from rlhls.core.errors import RlhlsError
 
 from ..formats import FixedFormat, FloatFormat, UniformFormat, parse_format
 
-__all__ = ["ps_cost", "pl_matmul", "pl_elementwise", "aie_matmul", "RESOURCE_KEYS", "format_key",
+__all__ = ["ps_cost", "pl_matmul", "pl_elementwise", "aie_matmul", "RESOURCE_KEYS", "format_key", "FITTED",
            "dsp_per_mac", "bram36_for", "AIE_MMUL_BLOCK", "FIGURES", "PROVENANCE_KINDS", "provenance", "tag",
            "combine_provenance"]
 
 RESOURCE_KEYS = ("lut", "ff", "dsp", "bram36", "uram", "aie_tiles")
 
-# --- model constants (assumptions, see the module docstring) ---
-MUL_DEPTH = {"float": 4, "fixed": 3}
-ADD_DEPTH = {"float": 4, "fixed": 1}
-IO_DEPTH = 2
+# --- model constants (assumptions, or fitted by ``rlhls qor``: see the module docstring and FITTED) ---
+MUL_DEPTH = {"float": 4, "fixed": 0}
+ADD_DEPTH = {"float": 4, "fixed": 0.5}
+IO_DEPTH = 1
 LUT_BASE, FF_BASE = 1200, 1800
 LUT_PER_ACC_BIT, FF_PER_ACC_BIT = 3, 6
 EW_LUT_PER_BIT, EW_FF_PER_BIT = 2, 4
 LUTRAM_MAX_BITS = 1024
 BRAM36_BITS = 36 * 1024
 AIE_MMUL_BLOCK = {16: (4, 8, 8), 8: (4, 8, 8), 32: (4, 8, 4)}
-AIE_KERNEL_EFFICIENCY = 0.8
+AIE_KERNEL_EFFICIENCY = 0.72
+# where each fitted constant comes from (tests/test_qor.py checks the values against the fit)
+_PL_ROWS = ("19 calibration rows of designs/qor/pl.csv (hls4ml CI csynth baselines, Vitis HLS 2020.1-2024.1 and "
+            "Vivado HLS 2020.1, fixed<16,6> at 200 MHz; ids pl-hls4ml-vitis2020.1-dense-io-parallel-vitis .. "
+            "pl-hls4ml-vivado2020.1-dense-io-parallel-vivado)")
+FITTED = {
+    "AIE_KERNEL_EFFICIENCY": "fitted to 71 calibration rows of designs/qor/aie.csv (AMD Vitis Libraries 2024.2 / "
+                             "2025.1 DSP library L2 benchmarks, matrix_mult and matrix_vector_mul on AIE and AIE-ML; "
+                             "ids aie-2024.2-mm-006 .. aie-2025.1-mm-131): steady-state latency, rlhls qor",
+    "MUL_DEPTH_FIXED": f"fitted to {_PL_ROWS}: csynth latency, rlhls qor",
+    "ADD_DEPTH_FIXED": f"fitted to {_PL_ROWS}: csynth latency, rlhls qor",
+    "IO_DEPTH": f"fitted to {_PL_ROWS}: csynth latency, rlhls qor",
+}
 PLIO_MOVER_LUT, PLIO_MOVER_FF = 200, 400
 AIE_MAX_AUTO_TILES = 64  # tiles=None searches powers of two up to this
 
@@ -282,6 +307,12 @@ def _pl_clock(pl, clock_mhz, where) -> float:
     return _num(clock_mhz, "clock_mhz", where, 0.0, strict=True)
 
 
+def _depth(ops_depth: float, stream_io: bool) -> int:
+    """A pipeline's iteration latency: its operators' cycles rounded down (a fixed-point add or compare
+    chains into the cycle that registers it) plus the stream read/write stage when it streams."""
+    return int(math.floor(ops_depth + 1e-9)) + (IO_DEPTH if stream_io else 0)
+
+
 def _split_pf(pf: int, dims: tuple) -> tuple:
     """Unroll the innermost loop first, then the next: (pk, pm, pn) for dims (k, m, n)."""
     out, left = [], pf
@@ -292,10 +323,12 @@ def _split_pf(pf: int, dims: tuple) -> tuple:
     return tuple(out)
 
 
-def pl_matmul(n, k, m, fmt, device, *, pf: int | None = None, ii: int = 1, clock_mhz=None, acc=None) -> dict:
+def pl_matmul(n, k, m, fmt, device, *, pf: int | None = None, ii: int = 1, clock_mhz=None, acc=None,
+              stream_io: bool = True) -> dict:
     """GEMM (n x k) @ (k x m) on the PL with ``pf`` MAC lanes; see the module docstring for the formula.
 
-    ``pf=None`` unrolls the reduction loop up to 64 lanes (largest power of two <= k).
+    ``pf=None`` unrolls the reduction loop up to 64 lanes (largest power of two <= k). ``stream_io=False``:
+    operands and result are the top's registers (hls4ml io_parallel), no stream read/write stage.
     """
     where = "pl_matmul"
     n, k, m = (_int(v, name, where) for v, name in ((n, "n"), (k, "k"), (m, "m")))
@@ -311,8 +344,8 @@ def pl_matmul(n, k, m, fmt, device, *, pf: int | None = None, ii: int = 1, clock
     cls = _fmt_class(f)
     pk, pm, pn = _split_pf(pf, (k, m, n))
     iters = math.ceil(n / pn) * math.ceil(m / pm) * math.ceil(k / pk)
-    depth = MUL_DEPTH[cls] + ADD_DEPTH[cls] * math.ceil(math.log2(pk)) + IO_DEPTH
-    cycles = iters * ii + depth
+    depth = _depth(MUL_DEPTH[cls] + ADD_DEPTH[cls] * math.ceil(math.log2(pk)), stream_io)
+    cycles = (iters - 1) * ii + depth
     launch = _perf(pl, "launch_overhead_us", where)
     compute_us = cycles / clock
     w = f.bits
@@ -329,7 +362,8 @@ def pl_matmul(n, k, m, fmt, device, *, pf: int | None = None, ii: int = 1, clock
            f"DSP/MAC {_dsp_source(pl, f)}; "
            f"launch {pl.perf['launch_overhead_us'].source}")
     prov = provenance(
-        cycles="derived: loop nest ceil(n/pn) ceil(m/pm) ceil(k/pk) x II + pipeline depth (depths assumed)",
+        cycles="derived: loop nest (ceil(n/pn) ceil(m/pm) ceil(k/pk) - 1) x II + pipeline depth "
+               "(depths: float assumed, fixed fitted)",
         latency_us=f"derived: cycles / clock + launch overhead ({tag(pl.perf['launch_overhead_us'])})",
         lut="assumed: LUT_BASE + per-lane LUT per accumulator bit (cost.py) + LUTRAM banks",
         ff="assumed: FF_BASE + per-lane FF per accumulator bit (cost.py)",
@@ -339,10 +373,12 @@ def pl_matmul(n, k, m, fmt, device, *, pf: int | None = None, ii: int = 1, clock
                    io_us=0.0, iterations=iters, depth=depth, clock_mhz=clock, provenance=prov)
 
 
-def pl_elementwise(n_elements, ops_per_element, fmt, device, *, pf: int = 1, ii: int = 1, clock_mhz=None) -> dict:
+def pl_elementwise(n_elements, ops_per_element, fmt, device, *, pf: int = 1, ii: int = 1, clock_mhz=None,
+                   stream_io: bool = True) -> dict:
     """``n_elements`` independent elements, each through ``ops_per_element`` chained operators, ``pf`` lanes.
 
-    ``cycles = ceil(n_elements / pf) * II + depth`` with ``depth = ops * ADD_DEPTH + IO_DEPTH``.
+    ``cycles = (ceil(n_elements / pf) - 1) * II + depth`` with ``depth = floor(ops * ADD_DEPTH) + IO_DEPTH``
+    (``IO_DEPTH`` only with ``stream_io``).
     """
     where = "pl_elementwise"
     n_el = _int(n_elements, "n_elements", where)
@@ -355,7 +391,7 @@ def pl_elementwise(n_elements, ops_per_element, fmt, device, *, pf: int = 1, ii:
     clock = _pl_clock(pl, clock_mhz, where)
     cls = _fmt_class(f)
     lanes = min(pf, n_el)
-    cycles = math.ceil(n_el / lanes) * ii + ops * ADD_DEPTH[cls] + IO_DEPTH
+    cycles = (math.ceil(n_el / lanes) - 1) * ii + _depth(ops * ADD_DEPTH[cls], stream_io)
     launch = _perf(pl, "launch_overhead_us", where)
     compute_us = cycles / clock
     res = _zero_resources()
@@ -368,7 +404,7 @@ def pl_elementwise(n_elements, ops_per_element, fmt, device, *, pf: int = 1, ii:
     src = (f"PL elementwise {n_el} x {ops} op(s) {f}, pf={pf}, II={ii} at {clock:g} MHz; "
            f"launch {pl.perf['launch_overhead_us'].source}")
     prov = provenance(
-        cycles="derived: ceil(elements / pf) x II + operator depth (depths assumed)",
+        cycles="derived: (ceil(elements / pf) - 1) x II + operator depth (depths: float assumed, fixed fitted)",
         latency_us=f"derived: cycles / clock + launch overhead ({tag(pl.perf['launch_overhead_us'])})",
         lut="assumed: LUT_BASE + per-lane LUT per bit per operator (cost.py)",
         ff="assumed: FF_BASE + per-lane FF per bit per operator (cost.py)",
@@ -400,6 +436,8 @@ def _aie_one(n, k, m, f, device, tiles, where, plios=None) -> dict:
     rate = _perf(aie, key, where)
     clock = aie.clock_mhz.value
     bn, bk, bm = AIE_MMUL_BLOCK[16 if f.bits <= 16 else 32]
+    # a matrix-vector product runs on the vector MACs along its long side: its unit dimension is not padded
+    bn, bm = (1 if n == 1 else bn), (1 if m == 1 else bm)
     blocks = math.ceil(n / bn) * math.ceil(k / bk) * math.ceil(m / bm)
     out_blocks = math.ceil(n / bn) * math.ceil(m / bm)
     used = min(tiles, out_blocks)  # a tile owns whole output blocks; more tiles than blocks idle
@@ -419,7 +457,14 @@ def _aie_one(n, k, m, f, device, tiles, where, plios=None) -> dict:
     lat_link = device.link("PL", "AIE").latency_us.value if any(
         l.src == "PL" and l.dst == "AIE" for l in device.links) else 0.0
     launch = _perf(aie, "launch_overhead_us", where)
-    latency = launch + max(compute_us, in_us, out_us) + 2 * lat_link
+    # buffer (window) semantics: a tile computes once its input windows are full and streams its result
+    # window once computed; operands beyond half a tile's data memory (ping-pong) stream in `windows`
+    # windows whose fill, compute and drain overlap (a pipeline: the slowest stage plus one window of the others)
+    tile_kb = (aie.resources["aie_data_memory_kb"].value / aie.resources["aie_tiles"].value
+               if "aie_data_memory_kb" in aie.resources and "aie_tiles" in aie.resources else 32.0)
+    windows = max(1, math.ceil((in_bytes + out_bytes) / used / (tile_kb * 1024 / 2)))
+    stages = (in_us, compute_us, out_us)
+    latency = launch + max(stages) + (sum(stages) - max(stages)) / windows + 2 * lat_link
     res = _zero_resources()
     res["aie_tiles"] = tiles
     res["lut"] = PLIO_MOVER_LUT * (p_in + p_out)
@@ -427,13 +472,14 @@ def _aie_one(n, k, m, f, device, tiles, where, plios=None) -> dict:
     src = (f"AIE GEMM {n}x{k}x{m} {f} on {tiles} tile(s) ({used} busy), {rate:g} MAC/cycle/tile "
            f"({aie.perf[key].source}) x {AIE_KERNEL_EFFICIENCY} at {clock:g} MHz; {p_in}+{p_out} PLIOs of "
            f"{plio_rate:g} B/us; launch {aie.perf['launch_overhead_us'].source}")
-    why = (f"derived: MAC blocks / {key} ({tag(aie.perf[key])}) at AIE_KERNEL_EFFICIENCY (assumed), streamed "
+    why = (f"derived: MAC blocks / {key} ({tag(aie.perf[key])}) at AIE_KERNEL_EFFICIENCY (fitted to aie.csv), streamed "
            f"through PLIOs, + launch overhead ({tag(aie.perf['launch_overhead_us'])})")
     prov = provenance(cycles=why, latency_us=why, aie_tiles="derived: the design point's tiles",
                       lut="assumed: PL data movers, PLIO_MOVER_LUT per stream (cost.py)",
                       ff="assumed: PL data movers, PLIO_MOVER_FF per stream (cost.py)")
     return _result(latency * clock, latency, in_bytes + out_bytes, res, src, compute_us=compute_us,
-                   launch_us=launch, io_us=max(in_us, out_us), compute_cycles=compute_cycles,
+                   launch_us=launch, io_us=max(in_us, out_us), in_us=in_us, out_us=out_us, windows=windows,
+                   compute_cycles=compute_cycles,
                    plio_in=p_in, plio_out=p_out, plio=max(p_in, p_out), tiles_busy=used, provenance=prov)
 
 

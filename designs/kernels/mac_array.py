@@ -96,8 +96,8 @@ Cycle model (``cost``; the C++ counts the same per state, the ``cycles`` counter
     transfers = (iterations - 1) // full_reg, rest = iterations - transfers * full_reg
 
 Assumptions (not seed figures): one valid_in per cycle (ii = 1, the listing's state 4 loads the
-next values every cycle); mac_latency defaults to cost.py's operator depths (float 4 + 4, fixed
-3 + 1); ps_latency and axi_bytes default to the device's PS<->PL link (1 us hand-off, one 128-bit
+next values every cycle); mac_latency defaults to MAC_LATENCY (float 4 + 4, fixed 3 + 1);
+ps_latency and axi_bytes default to the device's PS<->PL link (1 us hand-off, one 128-bit
 port: 16 bytes per PL cycle); each input buffer holds a whole stage (the largest: 23232 words of
 Input_0 for the fc layer) and the PS fills it before the stage starts; an output BRAM holds
 ``out_depth`` = 1024 words (one BRAM36 at 32 bits). Iterations run one after another as the
@@ -149,11 +149,16 @@ def _ceil(a: int, b: int) -> int:
 
 # ----------------------------------------------------------------------------- the FSM
 
+# the FSM's MAC pipeline (state 5) in cycles: a multiplier and an adder stage of the listing's design at its
+# clock (assumed; cost.py's float depths 4 + 4, fixed 3 + 1 before its fixed-point depths were fitted to HLS
+# schedules at 200 MHz, which are not this FSM's registers)
+MAC_LATENCY = {"float": 8, "fixed": 4}
+
+
 def _timing(p: dict) -> dict:
-    from . import cost as C
     storage = parse_format(p["storage"])
     cls = "float" if isinstance(storage, FloatFormat) else "fixed"
-    lat = p["mac_latency"] or C.MUL_DEPTH[cls] + C.ADD_DEPTH[cls]
+    lat = p["mac_latency"] or MAC_LATENCY[cls]
     return {"ii": p["ii"], "mac": lat, "ps": p["ps_latency"], "axi": p["axi_bytes"],
             "wb": _ceil(storage.bits, 8), "macs": p["macs"]}
 
@@ -224,7 +229,7 @@ class MacArray(Kernel):
         Param("out_depth", "int", 1024, "words per output BRAM (full_reg the PS sets)", min=1),
         Param("ii", "int", 1, "cycles between valid_in pulses (state 4)", min=1),
         Param("mac_latency", "int", 0, "cycles from valid_last to the result (state 5); "
-              "0: cost.py's operator depths for the format", min=0),
+              "0: MAC_LATENCY of the format", min=0),
         Param("ps_latency", "int", 100, "cycles the PS takes to answer a handshake (1 us at 100 MHz)", min=0),
         Param("axi_bytes", "int", 16, "bytes per PL cycle between DRAM and the buffers (128-bit AXI)", min=1),
         Param("clock_mhz", "float", 100.0, "PL clock (MHz)", min=1e-3),
