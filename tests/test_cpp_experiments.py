@@ -77,6 +77,11 @@ def test_table2_tiny(tmp_path):
     for col in ("emu_cg_s", "csim_cg_s", "float64_cg_s", "emu_fvp_s", "speedup_model_vs_float64"):
         assert float(r[col]) > 0, col
     assert float(r["emu_fvp_s"]) <= float(r["emu_cg_s"]) and int(r["csim_measured_samples"]) == 8
+    # its band: the model FVP at -/+ the PL latency model's held-out error, around the speed-up
+    err = __import__("rlhls.host.perf", fromlist=["x"]).model_error()["PL"][0]
+    host = float(r["model_cg_s"]) - float(r["model_fvp_s"])
+    assert float(r["band_low"]) == pytest.approx(float(r["float64_cg_s"]) / (float(r["model_fvp_s"]) * (1 + err) + host))
+    assert float(r["band_low"]) < float(r["speedup_model_vs_float64"]) < float(r["band_high"])
     md = (out / "table2.md").read_text()
     assert "20.7" in md and "3.976 s (3.975 s)" in md
 
@@ -116,7 +121,7 @@ def test_table2_times_the_baseline_warm_at_full_size_and_says_when_it_settled():
     assert t["cg_min"] <= t["cg"] <= t["cg_max"] and t["settled"] in (True, False)
     assert cpp.timed_cg(Unit(), data, 3, repeats=1)["settled"] is None
     row = {"speedup_model_vs_float64": 20.0, "float64_cg_min_s": 1.9, "float64_cg_max_s": 2.1, "model_cg_s": 0.1,
-           "seed_speedup": 20.7}
-    assert cpp._headline({**row, "settled": True}).startswith("speed-up 20.00 (19.00-21.00")
+           "seed_speedup": 20.7, "band_low": 19.6, "band_high": 20.4}
+    assert cpp._headline({**row, "settled": True}).startswith("speed-up 20.00 (19.00-21.00; band 19.60-20.40")
     assert "not settled (one repeat" in cpp._headline({**row, "settled": None})
     assert "differ by more than 5 %" in cpp._headline({**row, "settled": False})
