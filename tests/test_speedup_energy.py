@@ -11,8 +11,15 @@ from rlhls.designs.devices import get_device
 from rlhls.designs.graph import build_graph
 from rlhls.designs.kernels.cost import ps_cost
 from rlhls.designs.registry import get_design
-from rlhls.host.experiments.traffic import (element_resources, energy_row, energy_sweep, energy_table, pays_at,
-                                            stage_times, with_macs)
+from rlhls.host.experiments.traffic import (
+    element_resources,
+    energy_row,
+    energy_sweep,
+    energy_table,
+    pays_at,
+    stage_times,
+    with_macs,
+)
 from rlhls.host.perf import _fixar_design, choose, schedule
 from rlhls.host.power import ZU7EV_POWER, energy_j, pl_dynamic_w, soc_power_w
 from rlhls.partition.profile import device_capacity, device_links, profile_design
@@ -149,3 +156,35 @@ def test_traffic_energy_command(tmp_path, capsys):
     assert main(["experiment", "traffic-energy", "--param", "macs=0", "--out", str(tmp_path / "bad")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "macs" in err and not (tmp_path / "bad").exists()
+
+
+def test_traffic_energy_band_is_the_model_at_the_ends_of_the_assumed_ranges():
+    """The band of a ratio: each assumed figure alone at its ends (the tornado), then all at the ends that
+    make the ratio smallest / largest; a band across 1.0x says the verdict may flip."""
+    import dataclasses
+
+    from rlhls.designs.devices import get_device
+    from rlhls.host.experiments.traffic import CLOCK_RANGE_MHZ, RATIO, _design, energy_band
+    from rlhls.host.power import ZU7EV_POWER
+
+    d = _design()
+    eb = energy_band(d, 1, True)
+    row = energy_row(d, 1, True)
+    for key, col in RATIO.items():
+        b = eb["band"][key]
+        assert b["central"] == row[col] and b["low"] <= b["central"] <= b["high"]
+        assert b["low"] < b["high"]
+    by = {c["constant"]: c for c in eb["constants"]}
+    # one figure alone, by hand: the element's clock at its top end, and the DSP power at its high end
+    fast = energy_row(dataclasses.replace(d, clocks_mhz={**d.clocks_mhz, "PL": CLOCK_RANGE_MHZ[1]}), 1, True)
+    assert by["element clock"]["high"]["time"] == fast["time_ratio"] < row["time_ratio"]
+    hot = {**ZU7EV_POWER, "dsp_uw_per_mhz": dataclasses.replace(ZU7EV_POWER["dsp_uw_per_mhz"],
+                                                                 value=ZU7EV_POWER["dsp_uw_per_mhz"].high)}
+    assert by["dsp_uw_per_mhz"]["high"]["energy"] == energy_row(d, 1, True, model=hot)["energy_ratio"]
+    assert by["dsp_uw_per_mhz"]["high"]["time"] == row["time_ratio"]  # power moves no time
+    # every device figure that stays assumed is in the band
+    assert {p for p, _ in get_device(d.device).assumed()} <= set(by)
+    assert eb["constants"] == sorted(eb["constants"], key=lambda c: -c["swing"])
+    for key in RATIO:
+        b = eb["band"][key]
+        assert any(f.startswith(f"{key} ratio") for f in eb["flips"]) == (b["low"] < 1.0 < b["high"])

@@ -168,7 +168,7 @@ def check_held_out(eval_seeds, runs) -> None:
 
 # -- the compute element against the PS (modeled)
 
-def stage_times(design=None, batch: int | None = None) -> list[dict]:
+def stage_times(design=None, batch: int | None = None, device=None) -> list[dict]:
     """Per stage of the design's MAC array at its training batch: iterations, accumulations, MACs,
     the FSM's modeled cycles and time on the PL, and the PS roofline's time for the same MACs and
     words (designs/kernels/cost.py ``ps_cost``), with the graph node each stage computes."""
@@ -180,9 +180,9 @@ def stage_times(design=None, batch: int | None = None) -> list[dict]:
 
     design = get_design(DESIGN) if design is None else design
     graph = build_graph(design, batch or design.batch_size)
-    ctx = KernelContext(design, graph)
+    dev = get_device(design.device) if device is None else device
+    ctx = KernelContext(design, graph, device=dev)
     K = cast("MacArray", get_kernel("mac_array"))  # registered by designs/kernels/mac_array.py
-    dev = get_device(design.device)
     rows = []
     for node in graph.nodes:
         if node.kind not in K.implements:
@@ -219,21 +219,22 @@ def with_macs(design, macs: int):
     return dataclasses.replace(design, kernels=ks)
 
 
-def element_resources(design, batch: int) -> tuple[dict, float]:
+def element_resources(design, batch: int, device=None) -> tuple[dict, float]:
     """(PL resources, clock MHz) of the design's MAC array sized for `batch`."""
     from rlhls.designs.devices import get_device
     from rlhls.designs.graph import build_graph
     from rlhls.designs.kernels import KernelContext, get_kernel
 
+    dev = get_device(design.device) if device is None else device
     graph = build_graph(design, batch)
-    ctx = KernelContext(design, graph)
+    ctx = KernelContext(design, graph, device=dev)
     K = cast("MacArray", get_kernel("mac_array"))  # registered by designs/kernels/mac_array.py
     node = next(n for n in graph.nodes if n.kind in K.implements and K.node_stages(n, ctx))
     p = K.resolve(K.node_params(node, ctx))
-    return K.resources(p, get_device(design.device)), float(p["clock_mhz"])
+    return K.resources(p, dev), float(p["clock_mhz"])
 
 
-def _case(design, batch: int, decision: bool) -> dict:
+def _case(design, batch: int, decision: bool, device=None) -> dict:
     """Seconds of one decision (batch 1: the trunk and policy forward) or one training step (the
     whole graph at the training batch) on the PS alone and on PS + MAC array (the trunk's stages on
     the element, the rest on the PS, one after another: the PS drives every stage's handshake)."""
@@ -241,8 +242,8 @@ def _case(design, batch: int, decision: bool) -> dict:
     from rlhls.designs.graph import build_graph
     from rlhls.designs.kernels.cost import ps_cost
 
-    dev = get_device(design.device)
-    st = [s for s in stage_times(design, batch) if not decision or s["stage"].startswith("fwd")]
+    dev = get_device(design.device) if device is None else device
+    st = [s for s in stage_times(design, batch, dev) if not decision or s["stage"].startswith("fwd")]
     on_pl = {s["node"] for s in st}
     nodes = [n for n in build_graph(design, batch).nodes
              if not decision or (n.phase == "fwd" and n.name.split(".")[0] != "value")]
@@ -251,15 +252,15 @@ def _case(design, batch: int, decision: bool) -> dict:
     return {"ps_s": (rest + sum(s["ps_us"] for s in st)) * 1e-6, "with_s": (rest + pl) * 1e-6, "pl_s": pl * 1e-6}
 
 
-def energy_row(design, batch: int, decision: bool, model=None) -> dict:
+def energy_row(design, batch: int, decision: bool, model=None, device=None) -> dict:
     """Time, power and energy of a decision or a training step, PS alone against PS + MAC array.
     PS alone: one A53 core active, the PL domain off. PS + MAC array: the same core (it drives the
     handshakes) and the PL's static power for the whole time, the element's dynamic power while its
     stages run."""
     from ..power import energy_j, soc_power_w
 
-    t = _case(design, batch, decision)
-    res, clock = element_resources(design, design.batch_size)
+    t = _case(design, batch, decision, device)
+    res, clock = element_resources(design, design.batch_size, device)
     alone = soc_power_w(1, model=model)
     both = soc_power_w(1, res, clock, model)
     base = both["ps"] + both["pl_static"]
@@ -272,6 +273,70 @@ def energy_row(design, batch: int, decision: bool, model=None) -> dict:
             # the PL powered (idle) in the PS-alone case too, e.g. holding other logic: its static is common
             "energy_ratio_pl_on": e_with / (e_ps + both["pl_static"] * t["ps_s"]),
             **{f"pl_{k}": v for k, v in res.items() if k in ("lut", "ff", "dsp", "bram36")}}
+
+
+# the seed names no clock for the element (designs/traffic.py: 100 MHz, assumed); a ZCU106 fabric closes
+# a MAC array like this one anywhere in this range
+CLOCK_RANGE_MHZ = (100.0, 300.0)
+
+
+def energy_band(design, batch: int, decision: bool) -> dict:
+    """The time and energy ratios of ``energy_row`` at the ends of every assumed figure they depend on:
+    the power coefficients (host/power.py, their ranges), the device's assumed figures
+    (designs/devices.py: the PS roofline, the PS->PL link) and the element's clock (``CLOCK_RANGE_MHZ``).
+    Each alone at its low and high end (``constants``, largest swing first), then all at the ends that
+    make each ratio smallest / largest (``low`` / ``high`` per ratio), and ``flips``: a sentence per ratio
+    whose band crosses 1.0 (the verdict PS alone against PS + element may go either way)."""
+    import dataclasses
+
+    from rlhls.designs.devices import get_device
+
+    from ..power import ZU7EV_POWER
+
+    dev0 = get_device(design.device)
+    base = {k: f.value for k, f in ZU7EV_POWER.items()}
+
+    def at(power=None, dev=None, clock=None) -> dict:
+        d = design if clock is None else dataclasses.replace(design, clocks_mhz={**design.clocks_mhz, "PL": clock})
+        model = None if power is None else {**ZU7EV_POWER, **{k: dataclasses.replace(ZU7EV_POWER[k], value=v)
+                                                                for k, v in power.items()}}
+        r = energy_row(d, batch, decision, model=model, device=dev)
+        return {k: r[v] for k, v in RATIO.items()}
+
+    central = at()
+    ends: list = []  # (name, range, unit, source, apply(end) -> kwargs)
+    for k, f in ZU7EV_POWER.items():
+        if f.low is not None and f.high is not None:
+            ends.append((k, (f.low, f.high), f.unit, f.source, lambda v, k=k: {"power": {**base, k: v}}))
+    for path, f in dev0.assumed():
+        ends.append((path, (f.low, f.high), f.unit, f.source, lambda v, path=path: {"dev": dev0.with_value(path, v)}))
+    ends.append(("element clock", CLOCK_RANGE_MHZ, "MHz", "assumed: the seed names no clock (designs/traffic.py)",
+                 lambda v: {"clock": v}))
+    constants = []  # in the order of `ends`
+    for name, (lo, hi), unit, source, apply in ends:
+        a, b = at(**apply(lo)), at(**apply(hi))
+        constants.append({"constant": name, "range": [lo, hi], "unit": unit, "source": source, "low": a, "high": b,
+                          "swing": max(abs(b[k] - a[k]) for k in RATIO)})
+
+    def corner(key: str, larger: bool) -> float:
+        """The ratio `key` with every figure at the end of its range that makes it larger (or smaller)."""
+        power, dev, clock = dict(base), dev0, None
+        for (name, (lo, hi), _, _, apply), c in zip(ends, constants):
+            up = c["high"][key] > c["low"][key]
+            kw = apply(v := (hi if up == larger else lo))
+            if "power" in kw:
+                power[name] = v
+            elif "dev" in kw:
+                dev = dev.with_value(name, v)
+            else:
+                clock = v
+        return at(power, dev, clock)[key]
+
+    band = {k: {"low": corner(k, False), "central": central[k], "high": corner(k, True)} for k in RATIO}
+    flips = [f"{what} ratio {b['central']:.2f}x may flip: inside its band ({b['low']:.2f}x .. {b['high']:.2f}x) it "
+             "crosses 1.0x (the element pays at one end, costs at the other)" for what, b in band.items()
+             if b["low"] < 1.0 < b["high"]]
+    return {"band": band, "constants": sorted(constants, key=lambda c: -c["swing"]), "flips": flips}
 
 
 def _fits(res: dict, design) -> bool:
@@ -313,8 +378,12 @@ def energy_table(design=None, macs: int | None = None, max_macs: int = MAX_MACS)
     n = int(next(k.params.get("macs", 4) for k in design.kernels if k.name == "mac_array"))
     batch = design.hyperparams.get("num_envs", 1) * design.hyperparams.get("n_steps", design.batch_size)
     rows, pays = [], {}
+    bands = {}
     for decision, b in ((True, 1), (False, batch)):
         r = energy_row(design, b, decision)
+        eb = bands[r["what"]] = energy_band(design, b, decision)
+        for key, col in RATIO.items():
+            r[f"{col}_low"], r[f"{col}_high"] = eb["band"][key]["low"], eb["band"][key]["high"]
         rows.append(r)
         for key in RATIO:
             pays[(r["what"], key)] = pays_at(design, b, decision, key, max_macs)
@@ -329,7 +398,9 @@ def energy_table(design=None, macs: int | None = None, max_macs: int = MAX_MACS)
                 verdict.append(f"{key}: the {n}-MAC element takes {ratio:.2f}x the PS alone (it pays)")
         r["verdict"] = "; ".join(verdict)
         lines.append(f"{r['what']}: {r['verdict']}")
+        lines += [f"{r['what']}: {f}" for f in bands[r["what"]]["flips"]]
     return {"macs": n, "rows": rows, "pays_at": {f"{w} {k}": v[0] for (w, k), v in pays.items()}, "lines": lines,
+            "bands": bands,
             "coefficients": {k: {"value": f.value, "unit": f.unit, "source": f.source}
                              for k, f in ZU7EV_POWER.items()}}
 
@@ -365,6 +436,10 @@ def runs_energy(ctx) -> list:
     return []
 
 
+def _banded(r: dict, col: str) -> str:
+    return f"{r[col]:.2f}x ({r[col + '_low']:.2f}-{r[col + '_high']:.2f})"
+
+
 def summary_energy(ctx, outcomes) -> Summary:
     """energy.md / energy.csv / energy.json / energy.png: a decision and a training step, PS alone
     against PS + MAC array, and the MAC counts at which the element would pay."""
@@ -380,8 +455,9 @@ def summary_energy(ctx, outcomes) -> Summary:
     ctx.start(D["settings"])
     rows = t["rows"]
     cols = ["what", "batch", "ps_s", "with_s", "pl_s", "ps_w", "with_w", "pl_static_w", "pl_dynamic_w", "ps_j",
-            "with_j", "time_ratio", "energy_ratio", "energy_ratio_pl_on", "pl_lut", "pl_ff", "pl_dsp", "pl_bram36",
-            "verdict"]
+            "with_j", "time_ratio", "energy_ratio", "energy_ratio_pl_on", *[f"{c}_{e}" for c in RATIO.values()
+                                                                            for e in ("low", "high")],
+            "pl_lut", "pl_ff", "pl_dsp", "pl_bram36", "verdict"]
     atomic_write_text(out / "energy.csv", csv_text(rows, cols))
     atomic_write_text(out / "energy.json", json.dumps({**t, "sweep": sweep}, indent=1) + "\n")
     n = t["macs"]
@@ -395,9 +471,18 @@ def summary_energy(ctx, outcomes) -> Summary:
                           f"PS + {n} MACs (W)", "PS alone", f"PS + {n} MACs", "energy ratio",
                           "energy ratio, PL on in both"],
                          [[r["what"], r["batch"], f"{r['ps_s'] * 1e6:.1f} us", f"{r['with_s'] * 1e6:.1f} us",
-                           f"{r['time_ratio']:.2f}x", f"{r['ps_w']:.3f}", f"{r['with_w']:.3f}",
-                           f"{r['ps_j'] * 1e6:.2f} uJ", f"{r['with_j'] * 1e6:.2f} uJ", f"{r['energy_ratio']:.2f}x",
-                           f"{r['energy_ratio_pl_on']:.2f}x"] for r in rows]), "",
+                           _banded(r, "time_ratio"), f"{r['ps_w']:.3f}", f"{r['with_w']:.3f}",
+                           f"{r['ps_j'] * 1e6:.2f} uJ", f"{r['with_j'] * 1e6:.2f} uJ", _banded(r, "energy_ratio"),
+                           _banded(r, "energy_ratio_pl_on")] for r in rows]), "",
+          "Each ratio with its band in brackets: every assumed figure it depends on (the power coefficients "
+          "below, the ZCU106's assumed PS roofline and PS->PL link figures in designs/devices.py, the element's "
+          f"clock {CLOCK_RANGE_MHZ[0]:g}-{CLOCK_RANGE_MHZ[1]:g} MHz) at the ends of its range that make the ratio "
+          "smallest / largest. The figures that move it most (the training step's time ratio, each alone at "
+          "its low / high end): "
+          + "; ".join(f"{c['constant']} {c['range'][0]:g}-{c['range'][1]:g} {c['unit']}: "
+                      f"{c['low']['time']:.2f}x-{c['high']['time']:.2f}x"
+                      for c in sorted(t["bands"]["training step"]["constants"],
+                                      key=lambda c: -abs(c["high"]["time"] - c["low"]["time"]))[:4]) + ".", "",
           *[f"- {line}" for line in t["lines"]], "",
           f"The element ({n} MACs at {element_resources(with_macs(_design(), n), _design().batch_size)[1]:g} MHz): "
           + ", ".join(f"{r.replace('pl_', '')} {rows[0][r]}" for r in ("pl_lut", "pl_ff", "pl_dsp", "pl_bram36")), "",
