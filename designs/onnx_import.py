@@ -50,6 +50,7 @@ most ``MAX_ONNX_ELEMENTS`` features; each layer's weight the size of the layer's
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import os
 import stat
@@ -82,6 +83,8 @@ from .network import (
 
 _ACTS = {"Relu": ReLU, "Tanh": Tanh, "Sigmoid": Sigmoid}
 # the operators a chain may have (each a layer, a no-op, or an affine folded into a layer)
+log = logging.getLogger(__name__)
+
 _OPS = ("Gemm", "MatMul", "Conv", "Flatten", "Reshape", "Relu", "Tanh", "Sigmoid", "Softmax", "LeakyRelu", "Softplus",
         "Clip", "LayerNormalization", "Quant", "BatchNormalization", "Add", "Sub", "Mul", "Div", "Identity", "Cast",
         "Dropout")
@@ -89,6 +92,15 @@ _OPS = ("Gemm", "MatMul", "Conv", "Flatten", "Reshape", "Relu", "Tanh", "Sigmoid
 # shape-only so that folding costs no more than its output's size (checked first)
 _FOLD_OPS = ("Constant", "Identity", "Cast", "Shape", "Gather", "Unsqueeze", "Squeeze", "Concat", "Slice", "Reshape",
              "Transpose", "Flatten", "Mul", "Add", "Sub", "Div", "Sqrt", "Reciprocal", "Neg", "Greater", "Where")
+# a distribution's parameters (SB3's exports: std = exp(log_std), broadcast to the mean's shape)
+_FOLD_OPS += ("ConstantOfShape", "Expand", "Exp", "Log", "Pow", "Abs", "Erf", "Clip", "Tanh", "Max", "Min", "Equal",
+              "Less", "Not")
+# operators of a policy's other outputs or of a branch the first output does not read (SB3's export
+# recipe: the Gaussian's log_std -> exp, the log-probability): read only to be pruned (``_prune``); one left
+# on the chain is refused by name
+_OFF_CHAIN_OPS = ("Exp", "Log", "Pow", "Neg", "Sqrt", "Abs", "Erf", "ReduceSum", "ReduceMean", "Softmax", "Expand",
+                  "ConstantOfShape", "Shape", "Max", "Min", "Equal", "Less", "Greater", "Where", "Not", "Tanh", "Clip",
+                  "Exp", "Softplus", "Sum", "Mean", "Reciprocal")
 _QUANT_OPS = ("Quant", "BipolarQuant", "Trunc")
 _QONNX = "qonnx.custom_op.general"
 # QONNX rounding modes -> ap_fixed quantization modes (qonnx's resolve_rounding_mode)
@@ -295,7 +307,8 @@ def _check_model(model, where: str) -> None:
             tensors += [v.t for v in value]
         elif n.domain not in ("", "ai.onnx", _QONNX, "onnx.brevitas", "finn", "finn.custom_op.general"):
             raise RlhlsError(f"{_node_at(where, n)}: operator of the domain '{n.domain}', not in the layer language")
-        elif n.op_type not in _OPS and n.op_type not in _FOLD_OPS and n.op_type not in _QUANT_OPS:
+        elif (n.op_type not in _OPS and n.op_type not in _FOLD_OPS and n.op_type not in _QUANT_OPS
+              and n.op_type not in _OFF_CHAIN_OPS):
             hint = _HINTS.get(n.op_type)
             raise RlhlsError(f"{_node_at(where, n)}: not in the layer language"
                              + (f" ({hint})" if hint else f" (it has {', '.join(_OPS)})"))
@@ -309,8 +322,8 @@ def _check_model(model, where: str) -> None:
             raise RlhlsError(f"{where}: tensor '{t.name}' brings its weights past the {MAX_ONNX_ELEMENTS} elements a "
                              "model may have")
     inputs = [i for i in g.input if i.name not in {t.name for t in g.initializer}]
-    if len(inputs) != 1 or len(g.output) != 1:
-        raise RlhlsError(f"{where}: expected one input and one output, found {len(inputs)} and {len(g.output)}")
+    if len(inputs) != 1 or not g.output:
+        raise RlhlsError(f"{where}: expected one input and an output, found {len(inputs)} and {len(g.output)}")
     dims = [d.dim_value if d.HasField("dim_value") else None for d in inputs[0].type.tensor_type.shape.dim]
     if len(dims) < 2 or any(d is None or d < 1 for d in dims[1:]):
         raise RlhlsError(f"{where}: input '{inputs[0].name}' has shape {dims}, expected (N, features) or (N, C, H, W)")
@@ -343,6 +356,12 @@ def _clean(model, where: str):
     from qonnx.transformation.quant_constant_folding import FoldTransposeIntoQuantInit
 
     g = model.graph
+    if len(g.output) > 1:  # SB3's export of a policy: actions, values, log_prob; the first is the network
+        dropped = [o.name for o in g.output[1:]]
+        del g.output[1:]
+        log.warning("%s: %d outputs; the first, '%s', is the network imported (the others, %s, are left out)",
+                    where, len(dropped) + 1, g.output[0].name, ", ".join(f"'{d}'" for d in dropped))
+    _prune(g)
     for n in g.node:  # as qonnx's cleanup_model: Brevitas' Quant nodes in qonnx's domain
         if n.op_type in _QUANT_OPS:
             n.domain = _QONNX
@@ -366,9 +385,12 @@ def _clean(model, where: str):
             _check_folds(w, where)
             for step, t in (("FoldConstants", FoldConstants(exclude_op_types=list(_QUANT_OPS))),
                             ("FoldTransposeIntoQuantInit", FoldTransposeIntoQuantInit()),
-                            ("RemoveUnusedTensors", RemoveUnusedTensors()),
+                            ("prune", None), ("RemoveUnusedTensors", RemoveUnusedTensors()),
                             ("RemoveStaticGraphInputs", RemoveStaticGraphInputs()), ("InferShapes", InferShapes())):
-                w = w.transform(t)
+                if t is None:  # a branch only the folded shapes read (a distribution's std) is dead now
+                    _prune(w.model.graph)
+                else:
+                    w = w.transform(t)
     except RlhlsError:
         raise
     except Exception as e:  # qonnx asserts / onnx and onnxruntime errors on a model it cannot take
@@ -378,6 +400,19 @@ def _clean(model, where: str):
     finally:
         onnx.IR_VERSION = saved
     return w
+
+
+def _prune(g) -> None:
+    """Remove the nodes whose outputs the graph's output does not read (directly or through others)."""
+    producer = {o: n for n in g.node for o in n.output if o}
+    todo, keep = [o.name for o in g.output], set()
+    while todo:
+        n = producer.get(todo.pop())
+        if n is not None and id(n) not in keep:
+            keep.add(id(n))
+            todo += [i for i in n.input if i]
+    for n in [n for n in g.node if id(n) not in keep]:
+        g.node.remove(n)
 
 
 def _check_folds(w, where: str) -> None:
@@ -536,6 +571,10 @@ class _Chain:
             if sp is not None:
                 return sp
             names = ", ".join(f"'{u.name}' ({u.op_type})" for u in users[:4])
+            act = self.written_out(users)
+            if act is not None:
+                raise RlhlsError(f"{where}: tensor '{x}' feeds {names}: {act[0]} written out in primitive nodes; "
+                                 f"no {act[1]} layer in the layer language: use {act[2]}")
             raise RlhlsError(f"{where}: tensor '{x}' feeds {len(users)} nodes ({names}): only a chain of layers is "
                              "imported")
         n = users[0]
@@ -560,6 +599,19 @@ class _Chain:
         handler(n, x, _attrs(n), at)
         return outs[0]
 
+    def written_out(self, users: list):
+        """(what, name, instead) when the nodes reading one tensor are an activation the exporter wrote out
+        (SiLU: x * sigmoid(x); GELU: x * (1 + erf(x / sqrt 2)) / 2), else None."""
+        ops = {u.op_type for u in users}
+        if ops == {"Sigmoid", "Mul"}:
+            return "SiLU / Swish (x * sigmoid(x))", "SiLU", "Sigmoid, Tanh or LeakyReLU"
+        def after(nodes):
+            return [c for n in nodes for o in n.output for c in self.consumers.get(o, [])]
+
+        if any(n.op_type == "Erf" for n in after(users) + after(after(users))):
+            return "GELU (x * (1 + erf(x / sqrt(2))) / 2)", "GELU", "Tanh, Softplus or LeakyReLU"
+        return None
+
     def _quantized(self, v: str) -> bool:
         q = self.producer.get(v)
         return q is not None and q.op_type in _QUANT_OPS and all(i in self.consts for i in q.input if i)
@@ -576,6 +628,13 @@ class _Chain:
     # -- no-ops
     def op_Identity(self, n, x, a, at):
         pass
+
+    def op_Expand(self, n, x, a, at):
+        shape = [int(d) for d in np.asarray(self.const(n, 1, "shape", at)).ravel()]
+        full = (1, *self.cur) if self.batched else self.cur
+        if np.broadcast_shapes(tuple(full), tuple(shape)) != tuple(full):
+            raise RlhlsError(f"{at}: expands {list(full)} to {shape}; only an Expand to the tensor's own shape (a "
+                             "no-op: a distribution's broadcast of its parameters) is read")
 
     def op_Cast(self, n, x, a, at):
         from onnx import TensorProto

@@ -61,7 +61,16 @@ REFUSED = {
     ("elu_actor", "legacy"): "node '/mu/mu.1/Elu' (Elu): not in the layer language (no ELU layer in the layer "
                              "language: use LeakyReLU or Softplus)",
     ("elu_actor", "dynamo"): "node 'node_Elu_4' (Elu): not in the layer language",
+    ("silu_actor", "legacy"): "SiLU / Swish (x * sigmoid(x)) written out in primitive nodes; no SiLU layer in the "
+                              "layer language: use Sigmoid, Tanh or LeakyReLU",
+    ("silu_actor", "dynamo"): "SiLU / Swish (x * sigmoid(x)) written out in primitive nodes",
+    ("gelu_actor", "legacy"): "GELU (x * (1 + erf(x / sqrt(2))) / 2) written out in primitive nodes; no GELU layer",
+    ("gelu_actor", "dynamo"): "GELU (x * (1 + erf(x / sqrt(2))) / 2) written out in primitive nodes",
 }
+# SB3's export recipe (docs "Exporting models"), legacy exporter: PPO's policy (actions, values, log_prob;
+# the Gaussian's std from exp(log_std) broadcast to the mean) and SAC's actor (its log_std head unread)
+SB3_RECIPES = {"sb3_ppo_policy": ["Dense", "Tanh", "Dense", "Tanh", "Dense"],
+               "sb3_sac_actor": ["Dense", "ReLU", "Dense", "ReLU", "Dense", "Tanh"]}
 
 
 @pytest.mark.parametrize("exporter", ["legacy", "dynamo"])
@@ -74,6 +83,24 @@ def test_torch_exports_import_and_compute_as_onnxruntime(stem, exporter):
     shape = [d if isinstance(d, int) else 1 for d in ort.InferenceSession(str(path)).get_inputs()[0].shape]
     for scale in (1.0, 5.0):  # 5: inputs past the Clip bounds and the LayerNorm's unit scale
         _same_function(net, path, shape, scale)
+
+
+@pytest.mark.parametrize("stem", sorted(SB3_RECIPES))
+def test_sb3_export_recipes_import_the_action_and_prune_the_rest(stem, caplog):
+    path = CORPUS / f"{stem}_legacy.onnx"
+    model = onnx.load(str(path))
+    ops = {n.op_type for n in model.graph.node}
+    assert {"Exp", "Expand"} <= ops  # the distribution is in the file
+    with caplog.at_level("WARNING", logger="rlhls.designs.onnx_import"):
+        net = import_onnx(path)
+    assert [l.kind for l in net.layers] == SB3_RECIPES[stem]
+    for scale in (1.0, 5.0):
+        _same_function(net, path, (1, 3), scale)  # the first output: the deterministic action
+    if len(model.graph.output) > 1:  # PPO: the values and the log-probability are left out, said once
+        (rec,) = caplog.records
+        assert f"3 outputs; the first, '{model.graph.output[0].name}', is the network imported" in rec.getMessage()
+    else:
+        assert not caplog.records
 
 
 def test_the_legacy_exporters_noops_are_dropped():
@@ -646,7 +673,14 @@ def test_folding_is_sized_before_it_runs(tmp_path):
     # two vectors whose broadcast product would be 2**30 floats (4 GiB): refused before qonnx folds it
     big = [_t("a", np.ones((1 << 15, 1))), _t("b", np.ones((1, 1 << 15)))]
     g, i = _gemm("l1", "input", "h", 3, 2, 1)
-    m = _model([helper.make_node("Mul", ["a", "b"], ["c"], name="/blowup"), g], big + i, out_dims=[1, 2])
+    # dead (the output does not read it): pruned, never computed
+    net = import_onnx(_model([helper.make_node("Mul", ["a", "b"], ["c"], name="/blowup"), g], big + i,
+                             out_dims=[1, 2]))
+    assert [l.kind for l in net.layers] == ["Dense"]
+    # read by the chain (the weight of its Gemm): sized before folding, refused
+    g = helper.make_node("Gemm", ["input", "c"], ["h"], name="/l1/Gemm")
+    m = _model([helper.make_node("Mul", ["a", "b"], ["c"], name="/blowup"), g], big, in_dims=(1, 1 << 15),
+               out_dims=[1, 1 << 15])
     path = tmp_path / "big.onnx"
     path.write_bytes(m.SerializeToString())
     with pytest.raises(RlhlsError) as e:

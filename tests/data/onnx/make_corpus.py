@@ -1,8 +1,8 @@
 """Writes the exporter corpus beside this file: small SB3-style actors exported by torch's two
 exporters, as users bring them. Needs torch (not a test dependency: the .onnx files are committed).
 
-    pip install torch==2.13.0 onnxscript   # torch 2.13.0+cpu was used
-    python tests/data/onnx/make_corpus.py
+    pip install torch==2.13.0 onnxscript stable-baselines3   # torch 2.13.0+cpu, SB3 2.9.2 were used
+    python tests/data/onnx/make_corpus.py [NAME ...]
 
 Each model follows SB3's export recipe (docs "Exporting models", TD3/DDPG: the policy's actor,
 ``th.onnx.export(model, dummy, path, opset_version=17, input_names=["input"])``): an SB3 actor
@@ -91,14 +91,51 @@ def models():
     yield "elu_actor", Actor(mlp(nn.ELU(), nn.Linear(16, 16), nn.ReLU())), (1, 3)
     yield "view_cnn_actor", ViewActor(), (1, 2, 6, 6)
     yield "flatten_all_actor", FlatActor(), (1, 2, 3)
+    yield "silu_actor", Actor(mlp(nn.SiLU(), nn.Linear(16, 16), nn.ReLU())), (1, 3)
+    yield "gelu_actor", Actor(mlp(nn.GELU(), nn.Linear(16, 16), nn.ReLU())), (1, 3)
 
 
-def main():
+class OnnxableSB3Policy(nn.Module):
+    """SB3's docs ("Exporting models", ONNX) for PPO / A2C: the policy's deterministic forward, whose
+    outputs are the actions, the values and the log-probability."""
+
+    def __init__(self, policy):
+        super().__init__()
+        self.policy = policy
+
+    def forward(self, observation):
+        return self.policy(observation, deterministic=True)
+
+
+class OnnxableSACActor(nn.Module):
+    """SB3's docs for SAC: the actor's deterministic action (tanh of the Gaussian's mean; the log_std head
+    and the distribution are in the graph too)."""
+
+    def __init__(self, actor):
+        super().__init__()
+        self.actor = actor
+
+    def forward(self, observation):
+        return self.actor(observation, deterministic=True)
+
+
+def sb3_models():
+    """SB3's own policies through its export recipe (needs stable-baselines3); the legacy exporter only:
+    torch.export cannot trace SB3's distributions (the dynamo exporter fails on them)."""
+    from stable_baselines3 import PPO, SAC
+
+    yield "sb3_ppo_policy", OnnxableSB3Policy(PPO("MlpPolicy", "Pendulum-v1", device="cpu", seed=0).policy), (1, 3)
+    yield "sb3_sac_actor", OnnxableSACActor(SAC("MlpPolicy", "Pendulum-v1", device="cpu", seed=0).actor), (1, 3)
+
+
+def main(only=()):
     warnings.filterwarnings("ignore")
     logging.disable(logging.WARNING)
-    for name, model, shape in models():
+    for name, model, shape in [*models(), *sb3_models()]:
+        if only and name not in only:
+            continue
         model.eval()
-        for dynamo in (False, True):
+        for dynamo in (False,) if name.startswith("sb3_") and name != "sb3_td3_actor" else (False, True):
             path = HERE / f"{name}_{'dynamo' if dynamo else 'legacy'}.onnx"
             with contextlib.redirect_stdout(io.StringIO()):
                 torch.onnx.export(model, torch.randn(*shape), str(path), opset_version=17, input_names=["input"],
@@ -107,4 +144,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])  # names: only those models
