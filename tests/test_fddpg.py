@@ -156,6 +156,14 @@ def test_snapshots_summary_and_table4(tmp_path):
     assert float(r["c_fpga_cglue_noenv_s"]) < float(r["c_fpga_cglue_s"]) < float(r["c_fpga_s"])
     md = (out / "table4.md").read_text()
     assert "Table III" in md and "normalized" in md and "| 4.08 |" in md and "| 23 |" in md and "| 47 |" in md
+    # bands: the link latencies at the ends of their assumed range (slower at 50 us), the kernel at -/+ the PL
+    # latency model's held-out error
+    from rlhls.host.perf import model_error
+
+    err = model_error()["PL"][0]
+    assert float(r["iii_speedup_low"]) < float(r["iii_speedup"]) < float(r["iii_speedup_high"])
+    assert float(r["vi_speedup_low"]) == pytest.approx(grad / (float(r["kernel_ms"]) * (1 + err)))
+    assert f"({float(r['iii_speedup_low']):.3g}-{float(r['iii_speedup_high']):.3g})" in md
 
 
 def test_flow_report_section_writes_the_task_table_and_gif(runs):
