@@ -91,16 +91,16 @@ _OPS = ("Gemm", "MatMul", "Conv", "Flatten", "Reshape", "Relu", "Tanh", "Sigmoid
 # operators only computed from constants (folded by qonnx before the chain is read), elementwise or
 # shape-only so that folding costs no more than its output's size (checked first)
 _FOLD_OPS = ("Constant", "Identity", "Cast", "Shape", "Gather", "Unsqueeze", "Squeeze", "Concat", "Slice", "Reshape",
-             "Transpose", "Flatten", "Mul", "Add", "Sub", "Div", "Sqrt", "Reciprocal", "Neg", "Greater", "Where")
-# a distribution's parameters (SB3's exports: std = exp(log_std), broadcast to the mean's shape)
-_FOLD_OPS += ("ConstantOfShape", "Expand", "Exp", "Log", "Pow", "Abs", "Erf", "Clip", "Tanh", "Max", "Min", "Equal",
-              "Less", "Not")
+             "Transpose", "Flatten", "Mul", "Add", "Sub", "Div", "Sqrt", "Reciprocal", "Neg", "Greater", "Where",
+             # a distribution's parameters (SB3's exports: std = exp(log_std), broadcast to the mean's shape)
+             "ConstantOfShape", "Expand", "Exp", "Log", "Pow", "Abs", "Erf", "Clip", "Tanh", "Max", "Min", "Equal",
+             "Less", "Not")
 # operators of a policy's other outputs or of a branch the first output does not read (SB3's export
 # recipe: the Gaussian's log_std -> exp, the log-probability): read only to be pruned (``_prune``); one left
 # on the chain is refused by name
 _OFF_CHAIN_OPS = ("Exp", "Log", "Pow", "Neg", "Sqrt", "Abs", "Erf", "ReduceSum", "ReduceMean", "Softmax", "Expand",
                   "ConstantOfShape", "Shape", "Max", "Min", "Equal", "Less", "Greater", "Where", "Not", "Tanh", "Clip",
-                  "Exp", "Softplus", "Sum", "Mean", "Reciprocal")
+                  "Softplus", "Sum", "Mean", "Reciprocal")
 _QUANT_OPS = ("Quant", "BipolarQuant", "Trunc")
 _QONNX = "qonnx.custom_op.general"
 # QONNX rounding modes -> ap_fixed quantization modes (qonnx's resolve_rounding_mode)
