@@ -110,6 +110,9 @@ import math
 
 import numpy as np
 
+from rlhls.core.native import enabled
+from rlhls.core.registry import LazyLoad
+
 from ..devices import Link
 from ..formats import FixedFormat, parse_format
 from .base import Array, Kernel, Param, check_formats, get_dev
@@ -165,20 +168,52 @@ def unpack(vec, net) -> dict:
 
 # ----------------------------------------------------------------------------- fixed-point model
 
-class _Fx:
-    """The model's arithmetic on int64 mantissas (module docstring): S = storage, A = exact products."""
+_NATIVE: list = [None]  # ddpg_gradient_native's checked library (None: not loaded, False: unavailable)
 
-    def __init__(self, p):
+
+def _load_native() -> None:
+    from . import ddpg_gradient_native
+
+    _NATIVE[0] = ddpg_gradient_native.load(lambda st, acc, T: _Fx({"storage": st, "acc": acc, "tree": T},
+                                                                   native=False)) or False
+
+
+_native_once = LazyLoad(_load_native)
+
+
+class _Fx:
+    """The model's arithmetic on int64 mantissas (module docstring): S = storage, A = exact products.
+    ``dense``, ``rowsum_s`` and ``q`` run compiled (``ddpg_gradient_native``, the same bits) unless
+    `native` is False, ``RLHLS_NATIVE=0`` or the library is unavailable."""
+
+    def __init__(self, p, native=True):
         self.S, self.A = parse_format(p["storage"]), parse_format(p["acc"])
         self.F = self.S.frac_bits
         self.T = p["tree"]
         self.amax, self.amin = self.A.max_mantissa, self.A.min_mantissa
         self.smax, self.smin = self.S.max_mantissa, self.S.min_mantissa
         self.fast = self.S.quant in ("RND", "TRN") and self.S.overflow == "SAT"
+        self._want_native = native
+        self._nat = None  # this format's ddpg_gradient_native.Native, once loaded (False: none)
+
+    def native(self):
+        """The compiled operations for these formats, or None (numpy's; ``_arith`` hands out a numpy
+        ``_Fx`` under RLHLS_NATIVE=0)."""
+        if not self._want_native:
+            return None
+        if self._nat is None:
+            from . import ddpg_gradient_native
+
+            _native_once()
+            lib = _NATIVE[0]
+            self._nat = ddpg_gradient_native.Native(lib, self) if lib and ddpg_gradient_native.supports(self) else False
+        return self._nat or None
 
     def q(self, x):
         """S mantissas of float64 values (ap_fixed's double constructor). RND/TRN with SAT of finite
         values inline: x 2^F is exact, and so is floor(x 2^F + 1/2) once clipped to S's range."""
+        if (nat := self.native()) is not None and (y := nat.q(x)) is not None:
+            return y
         x = np.asarray(x, dtype=np.float64)
         if not self.fast or not np.isfinite(x).all():
             return self.S.quantize_mantissa(x)
@@ -241,7 +276,15 @@ class _Fx:
         return acc.astype(np.int64)
 
     def dense(self, x, w, b=None):
+        if (nat := self.native()) is not None and (y := nat.dense(x, w, b)) is not None:
+            return y
         return self.to_s(self.dot(x, w, b))
+
+    def rowsum_s(self, d):
+        """S of ``rowsum(d)``."""
+        if (nat := self.native()) is not None and (y := nat.rowsum_s(d)) is not None:
+            return y
+        return self.to_s(self.rowsum(d))
 
     def rowsum(self, d):
         """A mantissas of the sum over rows of S mantissas d (N, M), chunks of T (saturating)."""
@@ -259,15 +302,17 @@ _FX: dict = {}
 
 
 def _arith(p) -> tuple:
-    """(_Fx, tanh table mantissas) of a parameter set (cached: the model runs every training step)."""
+    """(_Fx, tanh table mantissas) of a parameter set (cached: the model runs every training step);
+    the _Fx with compiled operations unless RLHLS_NATIVE=0."""
     key = (p["storage"], p["acc"], p["tree"], p["table_size"])
     if key not in _FX:
         from ..lut import lut_tables
 
-        fx = _Fx(p)
+        fx, fx_numpy = _Fx(p), _Fx(p, native=False)
         (t,) = lut_tables("Tanh", p["table_size"], fx.S)
-        _FX[key] = (fx, fx.S.quantize_mantissa(t))
-    return _FX[key]
+        _FX[key] = (fx, fx_numpy, fx.S.quantize_mantissa(t))
+    fx, fx_numpy, table = _FX[key]
+    return (fx if enabled() else fx_numpy), table
 
 
 def _tanh(z, p, fx, table):
@@ -335,7 +380,7 @@ def gradient_model(p, s, a, r, s2, done, actor, critic, target_actor, target_cri
         computes no input gradient)."""
         grads = [None] * len(layers)
         for i in range(len(layers) - 1, -1, -1):
-            grads[i] = (fx.to_s(fx.dot(hs[i].T, dz)), fx.to_s(fx.rowsum(dz)))
+            grads[i] = (fx.dense(hs[i].T, dz), fx.rowsum_s(dz))
             if i:
                 dz = fx.dense(dz, layers[i][0].T) * masks[i - 1]
         return grads
