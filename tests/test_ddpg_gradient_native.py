@@ -105,6 +105,10 @@ def test_gradient_model_is_bit_identical_when_everything_saturates(monkeypatch):
     x["r"] = x["r"] * 150
     got, want = _model(p, x, True, monkeypatch), _model(p, x, False, monkeypatch)
     assert np.abs(want["grad_critic"]).max() == 128.0 and _same(got, want)
+    # non-finite inputs: the layer by layer path (the format's quantizer takes NaN and Inf), the same bits
+    x["s"][0, :3], x["r"][1] = (np.nan, np.inf, -np.inf), np.nan
+    got, want = _model(p, x, True, monkeypatch), _model(p, x, False, monkeypatch)
+    assert _same(got, want)
 
 
 def test_numpy_runs_when_disabled_or_the_build_fails(monkeypatch):
@@ -118,18 +122,19 @@ def test_numpy_runs_when_disabled_or_the_build_fails(monkeypatch):
     monkeypatch.setattr(dn.Native, "dense", boom)
     monkeypatch.setattr(dn.Native, "q", boom)
     monkeypatch.setattr(dn.Native, "rowsum_s", boom)
+    monkeypatch.setattr(dn.Native, "gradient", boom)
     with pytest.raises(AssertionError):
         _model(p, x, True, monkeypatch)
     assert _same(_model(p, x, False, monkeypatch), want)  # RLHLS_NATIVE=0: numpy, the same bits
     monkeypatch.setenv("RLHLS_NATIVE", "0")
-    assert dn.load(lambda *a: None) is None
+    assert dn.load(lambda *a: None, list) is None
     monkeypatch.setenv("RLHLS_NATIVE", "1")
 
     def no_compiler(*a, **k):
         raise OSError("g++: not found")
 
     monkeypatch.setattr(dn, "build_library", no_compiler)
-    assert dn.load(lambda *a: None) is None
+    assert dn.load(lambda *a: None, list) is None
     fx = _fx(True)
     monkeypatch.setattr(dg, "_NATIVE", [False])  # what a failed load leaves
     assert fx.native() is None and fx.dense(np.ones((2, 2), np.int64), np.ones((2, 2), np.int64)).shape == (2, 2)
@@ -139,7 +144,7 @@ def test_self_check_refuses_a_library_with_other_bits(nat):
     class Off:  # the real library with one rounding changed: TRN for RND
         def __init__(self, lib):
             self.lib = lib
-            self.rlhls_fx_q = lib.rlhls_fx_q
+            self.rlhls_fx_q, self.rlhls_fx_gradient = lib.rlhls_fx_q, lib.rlhls_fx_gradient
 
         def rlhls_fx_dense(self, *args):
             c = np.ctypeslib.as_array((np.ctypeslib.ctypes.c_int64 * 7).from_address(args[-1]))
@@ -154,6 +159,11 @@ def test_self_check_refuses_a_library_with_other_bits(nat):
     mk = lambda st, acc, T: _fx(False, st, acc, T)  # noqa: E731
     assert dn.check(lib, mk)
     assert not dn.check(Off(lib), mk)
+    cases = dg._native_cases()
+    assert dn.check_model(lib, cases)
+    p, x, want = cases[2]
+    lsb = 2.0 ** -dg._arith(p)[0].F
+    assert not dn.check_model(lib, [(p, x, dict(want, y=want["y"] + lsb))])
 
 
 def test_training_checkpoint_is_identical_with_and_without_the_library(tmp_path, monkeypatch):
