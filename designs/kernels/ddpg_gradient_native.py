@@ -583,10 +583,11 @@ def load(make_fx, cases):
         return None
     try:
         lib = _wrap(ctypes.CDLL(str(build_library("ddpg_gradient", SOURCE))))
-    except Exception as e:  # noqa: BLE001 -- any build / load problem: the numpy model does the same job
+        ok = check(lib, make_fx) and check_model(lib, cases())
+    except Exception as e:  # noqa: BLE001 -- any build / load / check problem: the numpy model does the same job
         log.debug("native ddpg_gradient model unavailable, using numpy: %s", e)
         return None
-    if not (check(lib, make_fx) and check_model(lib, cases())):
+    if not ok:
         log.debug("native ddpg_gradient model: self-check failed, using numpy")
         return None
     return lib
