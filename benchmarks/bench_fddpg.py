@@ -4,11 +4,21 @@ bit-accurate fixed<32,8> model (what --backend emu trains with), its C++ compile
 csim), the same gradients in float64 numpy (the house's Network forward/backward), the host trainer's
 FP32 critic + actor steps (precision fp32), and the kernel's modeled FPGA time (Table VI). Times are
 CPU seconds of this process (best of 3 rounds), so a loaded machine does not distort the ratios.
-python benchmarks/bench_fddpg.py [--reps 200]"""
+
+Then the training loop side by side: ``rlhls train fddpg-arm-m1 --steps N`` with the design's
+precision (the kernel's fixed<32,8> model on the emu backend, compiled: ``ddpg_gradient_native``),
+the same with ``RLHLS_NATIVE=0`` (the numpy model) and with ``--precision fp32`` (the host trainer),
+each in its own process with one BLAS thread, CPU time of the train command, best of 3 rounds taken
+in turns; the ratios fixed / fp32.
+python benchmarks/bench_fddpg.py [--reps 200] [--loop-steps 3000] [--rounds 3] [--no-loop] [--no-step]"""
 
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
+import sys
+import tempfile
 import time
 
 import gymnasium as gym
@@ -83,10 +93,57 @@ def trainer_step(design):
     return lambda: (t.critic_step(s, s2, a.astype(np.float64), r, d, times), t.actor_step(s, times))
 
 
+# one training run in a child process: CPU seconds of the train command (imports and the library's
+# load before the clock, as every run pays them once)
+LOOP = """
+import sys, tempfile, time
+from rlhls.cli import main
+from rlhls.designs.kernels import ddpg_gradient as dg
+dg._native_once() if dg.enabled() else None
+args = ["train", "fddpg-arm-m1", "--steps", sys.argv[1], "--quiet", "--out", tempfile.mkdtemp() + "/run"] + sys.argv[2:]
+t0 = time.process_time()
+assert main(args) == 0
+print(time.process_time() - t0)
+"""
+
+
+def loop_time(steps, extra, native):
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", RLHLS_NATIVE="1" if native else "0")
+    with tempfile.TemporaryDirectory() as d:
+        out = subprocess.run([sys.executable, "-c", LOOP, str(steps), *extra], env=env, cwd=d, check=True,
+                             capture_output=True, text=True).stdout
+    return float(out.split()[-1])
+
+
+def training_loop(steps, rounds):
+    configs = [("fixed<32,8> emu, compiled model", [], True), ("fixed<32,8> emu, numpy model", [], False),
+               ("fp32 host trainer", ["--precision", "fp32"], True)]
+    loop_time(300, [], True)  # builds the library once (the build cache), out of the rounds
+    best = {name: float("inf") for name, _, _ in configs}
+    for _ in range(rounds):
+        for name, extra, native in configs:
+            best[name] = min(best[name], loop_time(steps, extra, native))
+    fp32 = best["fp32 host trainer"]
+    print(f"\ntraining loop, rlhls train fddpg-arm-m1 --steps {steps} (CPU s, best of {rounds}, one BLAS thread):")
+    for name, _, _ in configs:
+        print(f"  {name:34s} {best[name]:8.2f} s   {best[name] / fp32:5.2f}x fp32")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=200)
+    ap.add_argument("--loop-steps", type=int, default=3000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--no-loop", action="store_true", help="skip the training loop rows")
+    ap.add_argument("--no-step", action="store_true", help="skip the environment and gradient-step rows")
     args = ap.parse_args()
+    if not args.no_step:
+        step_rows(args)
+    if not args.no_loop:
+        training_loop(args.loop_steps, args.rounds)
+
+
+def step_rows(args):
     print("environment (rlhls/RoboticArm-v0, random actions):")
     raw = env_rate(RoboticArm())
     wrapped = env_rate(gym.make("rlhls/RoboticArm-v0"))
@@ -101,16 +158,20 @@ def main():
     x = k.random_inputs(p, np.random.default_rng(0))
     cs = CsimBackend()
     t_emu = per_call(lambda: k.model(p, **x), args.reps)
+    prev, os.environ["RLHLS_NATIVE"] = os.environ.get("RLHLS_NATIVE"), "0"
+    t_emu_np = per_call(lambda: k.model(p, **x), max(3, args.reps // 4))
+    os.environ.pop("RLHLS_NATIVE") if prev is None else os.environ.update(RLHLS_NATIVE=prev)
     t_csim = per_call(lambda: cs.call(k.name, p, **x), max(3, args.reps // 20))
     t_f64 = per_call(float_step(p, x), args.reps)
     t_tr = per_call(trainer_step(d), args.reps)
     t_fpga = k.cost(p, device=ctx.device)["latency_us"] * 1e-6
     print(f"\none DDPG gradient step, model 1, batch 32 ({p['storage']} kernel):")
-    rows = [("kernel model, fixed point (emu)", t_emu), ("kernel C++ under g++ (csim)", t_csim),
+    rows = [("kernel model, fixed point (emu)", t_emu), ("the same, numpy model (RLHLS_NATIVE=0)", t_emu_np),
+            ("kernel C++ under g++ (csim)", t_csim),
             ("float64 numpy (Network)", t_f64), ("host trainer FP32 critic+actor", t_tr),
             ("modeled FPGA (Table VI style)", t_fpga)]
     for name, t in rows:
-        print(f"  {name:34s} {t * 1e3:9.3f} ms   {t / t_f64:7.2f}x float64 numpy")
+        print(f"  {name:40s} {t * 1e3:9.3f} ms   {t / t_f64:7.2f}x float64 numpy")
 
 
 if __name__ == "__main__":

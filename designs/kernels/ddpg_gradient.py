@@ -56,6 +56,10 @@ which must be ``fixed<2W, 2I, *, SAT>`` of S: a product of two S values is exact
   ``S(S(Q - y) * S(2/B))`` at output 0 (0 at padded outputs); actor loss gradient ``S(-1/B)``;
   ``d tanh``: ``S(da * g)``; elementwise products round once to S.
 
+The model (``gradient_model``) runs compiled where it can (``ddpg_gradient_native``: the same steps in
+C++, one call per gradient step, checked bit for bit against the numpy model below when first
+loaded); ``RLHLS_NATIVE=0``, no compiler or a failed check: the numpy model, the same bits.
+
 Cycle model (``cost``; ``schedule``), derived from the architecture above with these timing
 assumptions: ``C`` samples form a column block; an odd PE takes ``ceil(M/R) ceil(K/T)`` cycles per
 column block and can start a block only when the whole input column is there; an even PE takes
@@ -109,6 +113,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from rlhls.core.native import enabled
+from rlhls.core.registry import LazyLoad
 
 from ..devices import Link
 from ..formats import FixedFormat, parse_format
@@ -165,20 +172,78 @@ def unpack(vec, net) -> dict:
 
 # ----------------------------------------------------------------------------- fixed-point model
 
-class _Fx:
-    """The model's arithmetic on int64 mantissas (module docstring): S = storage, A = exact products."""
+_NATIVE: list = [None]  # ddpg_gradient_native's checked library (None: not loaded, False: unavailable)
 
-    def __init__(self, p):
+
+def _load_native() -> None:
+    from . import ddpg_gradient_native
+
+    _NATIVE[0] = ddpg_gradient_native.load(lambda st, acc, T: _Fx({"storage": st, "acc": acc, "tree": T},
+                                                                   native=False), _native_cases) or False
+
+
+def _native_cases():
+    """The compiled model's self-check: (p, inputs, the numpy model's outputs) for model 1 and 3's
+    networks, a batch below B, saturating values in a small network without fusion layer, TRN
+    storage, and done flags and rewards at S's ends."""
+    k = DdpgGradient()
+    rng = np.random.default_rng(43)
+    cases = []
+    for over, rows, scale in (({}, 32, 1.0), ({"hidden": [108, 108]}, 7, 1.0),
+                              ({"hidden": [5, 7], "batch": 5, "tree": 3, "fusion": False, "rows": 3, "cols": 2,
+                                "out_pad": 8}, 5, 150.0),
+                              ({"hidden": [6], "obs": 3, "act": 2, "tree": 4, "storage": "fixed<16,6,TRN,SAT>",
+                                "acc": "fixed<32,12,TRN,SAT>", "table_size": 64}, 9, 20.0)):
+        p = k.resolve(over)
+        x = k.random_inputs(p, rng)
+        x = {key: (v[:rows] if v.ndim and v.shape[0] == p["batch"] else v) for key, v in x.items()}
+        if scale != 1.0:  # parameters and states toward S's ends: sums saturate A chunk by chunk
+            for key in ("actor", "critic", "target_actor", "target_critic"):
+                x[key] = x[key] * rng.uniform(0, scale, x[key].shape)
+            for key in ("s", "s2", "r"):
+                x[key] = x[key] * scale
+        x["done"][:2] = (1.0, 1e-12)
+        fx, table = _arith(p, numpy=True)
+        cases.append((p, x, _gradient_numpy(p, fx, table, **x)))
+    return cases
+
+
+_native_once = LazyLoad(_load_native)
+
+
+class _Fx:
+    """The model's arithmetic on int64 mantissas (module docstring): S = storage, A = exact products.
+    ``dense``, ``rowsum_s`` and ``q`` run compiled (``ddpg_gradient_native``, the same bits) unless
+    `native` is False, ``RLHLS_NATIVE=0`` or the library is unavailable."""
+
+    def __init__(self, p, native=True):
         self.S, self.A = parse_format(p["storage"]), parse_format(p["acc"])
         self.F = self.S.frac_bits
         self.T = p["tree"]
         self.amax, self.amin = self.A.max_mantissa, self.A.min_mantissa
         self.smax, self.smin = self.S.max_mantissa, self.S.min_mantissa
         self.fast = self.S.quant in ("RND", "TRN") and self.S.overflow == "SAT"
+        self._want_native = native
+        self._nat = None  # this format's ddpg_gradient_native.Native, once loaded (False: none)
+
+    def native(self):
+        """The compiled operations for these formats, or None (numpy's; ``_arith`` hands out a numpy
+        ``_Fx`` under RLHLS_NATIVE=0)."""
+        if not self._want_native:
+            return None
+        if self._nat is None:
+            from . import ddpg_gradient_native
+
+            _native_once()
+            lib = _NATIVE[0]
+            self._nat = ddpg_gradient_native.Native(lib, self) if lib and ddpg_gradient_native.supports(self) else False
+        return self._nat or None
 
     def q(self, x):
         """S mantissas of float64 values (ap_fixed's double constructor). RND/TRN with SAT of finite
         values inline: x 2^F is exact, and so is floor(x 2^F + 1/2) once clipped to S's range."""
+        if (nat := self.native()) is not None and (y := nat.q(x)) is not None:
+            return y
         x = np.asarray(x, dtype=np.float64)
         if not self.fast or not np.isfinite(x).all():
             return self.S.quantize_mantissa(x)
@@ -241,7 +306,15 @@ class _Fx:
         return acc.astype(np.int64)
 
     def dense(self, x, w, b=None):
+        if (nat := self.native()) is not None and (y := nat.dense(x, w, b)) is not None:
+            return y
         return self.to_s(self.dot(x, w, b))
+
+    def rowsum_s(self, d):
+        """S of ``rowsum(d)``."""
+        if (nat := self.native()) is not None and (y := nat.rowsum_s(d)) is not None:
+            return y
+        return self.to_s(self.rowsum(d))
 
     def rowsum(self, d):
         """A mantissas of the sum over rows of S mantissas d (N, M), chunks of T (saturating)."""
@@ -258,16 +331,18 @@ class _Fx:
 _FX: dict = {}
 
 
-def _arith(p) -> tuple:
-    """(_Fx, tanh table mantissas) of a parameter set (cached: the model runs every training step)."""
+def _arith(p, numpy=False) -> tuple:
+    """(_Fx, tanh table mantissas) of a parameter set (cached: the model runs every training step);
+    the _Fx with compiled operations unless `numpy` or RLHLS_NATIVE=0."""
     key = (p["storage"], p["acc"], p["tree"], p["table_size"])
     if key not in _FX:
         from ..lut import lut_tables
 
-        fx = _Fx(p)
+        fx, fx_numpy = _Fx(p), _Fx(p, native=False)
         (t,) = lut_tables("Tanh", p["table_size"], fx.S)
-        _FX[key] = (fx, fx.S.quantize_mantissa(t))
-    return _FX[key]
+        _FX[key] = (fx, fx_numpy, fx.S.quantize_mantissa(t))
+    fx, fx_numpy, table = _FX[key]
+    return (fx if enabled() and not numpy else fx_numpy), table
 
 
 def _tanh(z, p, fx, table):
@@ -282,8 +357,21 @@ def _layers(vec_m, dims):
 
 
 def gradient_model(p, s, a, r, s2, done, actor, critic, target_actor, target_critic) -> dict:
-    """The kernel's outputs (float64 values of S) for float64 inputs (rounded to S first)."""
+    """The kernel's outputs (float64 values of S) for float64 inputs (rounded to S first): the
+    compiled model in one call where there is one (``ddpg_gradient_native``, the same bits), else
+    the numpy model below."""
     fx, table = _arith(p)
+    if (nat := fx.native()) is not None:
+        B = np.shape(s)[0]
+        out = nat.gradient(p, table, fx.q(p["gamma"]), fx.q(2.0 / B), fx.q(-1.0 / B),
+                           dict(s=s, a=a, r=r, s2=s2, done=done, actor=actor, critic=critic,
+                                target_actor=target_actor, target_critic=target_critic))
+        if out is not None:
+            return out
+    return _gradient_numpy(p, fx, table, s, a, r, s2, done, actor, critic, target_actor, target_critic)
+
+
+def _gradient_numpy(p, fx, table, s, a, r, s2, done, actor, critic, target_actor, target_critic) -> dict:
     S = p["obs"]
     da_dims, dc_dims = net_dims(p)
     q = fx.q
@@ -335,7 +423,7 @@ def gradient_model(p, s, a, r, s2, done, actor, critic, target_actor, target_cri
         computes no input gradient)."""
         grads = [None] * len(layers)
         for i in range(len(layers) - 1, -1, -1):
-            grads[i] = (fx.to_s(fx.dot(hs[i].T, dz)), fx.to_s(fx.rowsum(dz)))
+            grads[i] = (fx.dense(hs[i].T, dz), fx.rowsum_s(dz))
             if i:
                 dz = fx.dense(dz, layers[i][0].T) * masks[i - 1]
         return grads
