@@ -55,7 +55,8 @@ Precision (``precision``): ``fp32`` = every node on the PS; ``mixed`` = each nod
 under a plan (host/mixed.py): one ``MixedPrecision`` per instance: ``actor`` (its fwd, tfwd, bwd,
 upd), ``qf1`` / ``qf2`` (linked: one loss, one scale), ``qf1@pi`` / ``qf2@pi`` (the critics' weights
 again, ``update=False``) linked with ``actor``: one loss scale over actor_loss -> critics@pi backward
--> policy_grad -> actor backward. A design whose PL format is fixed point trains in fixed point there.
+-> policy_grad -> actor backward. A design whose PL format is fixed point (``formats['pl']``, and its PL
+kernels' formats) trains in fixed point there, without loss scaling (as F-DDPG's gradient kernel).
 Target weights are kept in FP32 after each Polyak step, like DDPG's. Acting runs on the PS in FP32.
 
 Checkpoint: the three networks and the two target critics, the three Adams, log_alpha, the loss
@@ -77,7 +78,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlhls.core.errors import RlhlsError
-from rlhls.designs.formats import parse_format
+from rlhls.designs.formats import FixedFormat, parse_format
 from rlhls.designs.graph import out_bytes
 
 from ..envs import EpisodeTracker, space_info
@@ -304,6 +305,9 @@ class SAC(TrainerBase):
         self.mp_p1 = mp(q1, "qf1@pi", "actor_loss", target=False, update=False, master_of=self.mp_q1)
         self.mp_p2 = mp(q2, "qf2@pi", "actor_loss", target=False, update=False, master_of=self.mp_q2)
         MixedPrecision.link(self.mp_a, self.mp_p1, self.mp_p2)  # one actor loss over the whole path
+        if isinstance(self.mp_a.prec["PL"].storage, FixedFormat):  # fixed-point gradients: no loss scaling
+            for m in (self.mp_a, self.mp_q1):  # (the linked instances share these scalers)
+                m.scaler.enabled, m.scaler.scale = False, 1.0
         self._views()
         self.mp_a.round_masters(self.views_a)
         self.mp_q1.round_masters(self.views_c)
