@@ -17,7 +17,8 @@ page and our own 10-episode measurement agree in order); raw means are shown too
 Each finished run is appended to ``<out>/results.jsonl`` (a rerun skips what is there); the table is
 written from it to ``<out>/learning.md`` and, with ``--doc``, to docs/benchmarks/sac-learning.md.
 
-    python benchmarks/bench_sac_learning.py [--env pendulum lunar] [--seeds 2] [--lunar-steps 50000]
+    python benchmarks/bench_sac_learning.py [--env pendulum lunar] [--seeds 2] [--pendulum-steps 20000]
+        [--lunar-steps 50000]
         [--jobs 2] [--out runs/sac-learning] [--precisions fp32 mixed] [--no-sb3] [--table] [--doc]
 """
 
@@ -115,6 +116,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--env", nargs="+", default=["pendulum", "lunar"], choices=list(ENVS))
     ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--pendulum-steps", type=int, default=20_000, help="Pendulum-v1 budget (RL Zoo: 20,000)")
     ap.add_argument("--lunar-steps", type=int, default=50_000, help="LunarLanderContinuous budget (RL Zoo: 500,000)")
     ap.add_argument("--mixed-seeds", type=int, default=None, help="seeds of the mixed-precision runs (default --seeds)")
     ap.add_argument("--precisions", nargs="+", default=["fp32", "mixed"], choices=["fp32", "mixed"])
@@ -131,7 +133,7 @@ def main():
     done = {(r["env"], r["name"], r["seed"], r["steps"]) for r in res}
     jobs = []
     for env in a.env:
-        steps = ENVS[env][2] if env == "pendulum" else a.lunar_steps
+        steps = a.pendulum_steps if env == "pendulum" else a.lunar_steps
         for s in range(a.seeds):
             if not a.no_sb3:
                 jobs.append((sb3, {"name": "sb3", "env": env, "steps": steps, "seed": s}))

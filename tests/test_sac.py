@@ -158,12 +158,13 @@ def test_one_gradient_step_equals_a_numpy_sac_step(monkeypatch):
 def test_graph_and_profile_nodes():
     g = build_graph(PEND)
     names = {n.name for n in g.nodes}
-    for n in ("actor.fc1.tfwd", "next_sample", "qf1.fc1.tfwd", "qf2.fc3.soft", "critic_loss", "policy_sample",
+    for n in ("actor@next.fc1.fwd", "next_sample", "qf1.fc1.tfwd", "qf2.fc3.soft", "critic_loss", "policy_sample",
               "alpha_loss", "qf1@pi.fc1.bwd", "actor_loss", "policy_grad", "actor.fc3.upd"):
         assert n in names, n
-    assert not any(n.startswith("target") or n.endswith(".soft") and n.startswith("actor") for n in names)
+    assert not any(n.startswith("actor") and n.endswith((".tfwd", ".soft")) or n.startswith("actor@next") and
+                   n.endswith((".bwd", ".upd")) for n in names)  # no target actor; s' is a forward only
     carry = {(e.src, e.dst) for e in g.carry_edges}
-    assert ("actor.fc1.upd", "actor.fc1.tfwd") in carry and ("qf1.fc1.soft", "qf1.fc1.tfwd") in carry
+    assert ("actor.fc1.upd", "actor@next.fc1.fwd") in carry and ("qf1.fc1.soft", "qf1.fc1.tfwd") in carry
     soft = get_design("sac-pendulum")
     soft = dataclasses.replace(soft, hyperparams={**soft.hyperparams, "target_update_interval": 4})
     assert build_graph(soft).node("qf1.fc1.soft").runs == 0.25

@@ -43,8 +43,8 @@ masked to where its Q is the minimum), then the ``policy_grad`` node (PS) adds t
 terms and takes it through tanh and the sampling to d/d(mu, log_std), which the actor's backward
 receives (``squash_backward``).
 
-Training graph (``sac_graph``): ``actor.<layer>.tfwd`` is the actor on s' (the online weights: SAC
-keeps no target actor; its update node feeds it), ``next_sample`` squashes and samples a', the critics'
+Training graph (``sac_graph``): ``actor@next.<layer>.fwd`` is the actor on s' (the online weights: SAC
+keeps no target actor; the actor's update nodes feed it), ``next_sample`` squashes and samples a', the critics'
 ``tfwd`` on the target copies, ``critic_loss``, their backward and update; ``actor.<layer>.fwd`` on s,
 ``policy_sample``, ``alpha_loss``, ``qf1@pi`` / ``qf2@pi`` forward through the updated critics,
 ``actor_loss``, their input-gradient backward, ``policy_grad``, the actor's backward and update; the
@@ -52,9 +52,10 @@ critics' ``soft`` nodes. The five sampling and loss nodes compute on the PS in F
 tanh; a plan putting one elsewhere is refused; the SAC designs pin them there).
 
 Precision (``precision``): ``fp32`` = every node on the PS; ``mixed`` = each node in its unit's format
-under a plan (host/mixed.py): one ``MixedPrecision`` per instance: ``actor`` (its fwd, tfwd, bwd,
-upd), ``qf1`` / ``qf2`` (linked: one loss, one scale), ``qf1@pi`` / ``qf2@pi`` (the critics' weights
-again, ``update=False``) linked with ``actor``: one loss scale over actor_loss -> critics@pi backward
+under a plan (host/mixed.py): one ``MixedPrecision`` per instance: ``actor`` (its fwd, bwd, upd),
+``actor@next`` (the actor's weights on s', forward only), ``qf1`` / ``qf2`` (linked: one loss, one scale),
+``qf1@pi`` / ``qf2@pi`` (the critics' weights again, ``update=False``) linked with ``actor``: one loss scale
+and one step count over actor_loss -> critics@pi backward
 -> policy_grad -> actor backward. A design whose PL format is fixed point (``formats['pl']``, and its PL
 kernels' formats) trains in fixed point there, without loss scaling (as F-DDPG's gradient kernel).
 Target weights are kept in FP32 after each Polyak step, like DDPG's. Acting runs on the PS in FP32.
@@ -298,13 +299,17 @@ class SAC(TrainerBase):
         kw = self._scaling(ps_math=hp["ps_math"])
         mp = lambda net, inst, loss, **k: MixedPrecision(design, net, inst, self.assignment,  # noqa: E731
                                                          loss_node=loss, **kw, **k)
-        # the actor's tfwd nodes: the actor on s' (online weights, SAC keeps no target actor)
-        self.mp_a = mp(actor, "actor", "actor_loss")
+        self.mp_a = mp(actor, "actor", "actor_loss", target=False)
+        # the actor on s': its weights, forward only (its backward's units: placeholders, never run)
+        asg = self.assignment
+        self.mp_n = MixedPrecision(design, actor, "actor@next", None if asg is None else
+                                   {**asg, **{f"actor@next.{l.name}.bwd": "PS" for l in actor.layers}},
+                                   loss_node="critic_loss", target=False, update=False, master_of=self.mp_a, **kw)
         self.mp_q1, self.mp_q2 = mp(q1, "qf1", "critic_loss"), mp(q2, "qf2", "critic_loss")
         MixedPrecision.link(self.mp_q1, self.mp_q2)  # one critic loss: one scale
         self.mp_p1 = mp(q1, "qf1@pi", "actor_loss", target=False, update=False, master_of=self.mp_q1)
         self.mp_p2 = mp(q2, "qf2@pi", "actor_loss", target=False, update=False, master_of=self.mp_q2)
-        MixedPrecision.link(self.mp_a, self.mp_p1, self.mp_p2)  # one actor loss over the whole path
+        MixedPrecision.link(self.mp_a, self.mp_p1, self.mp_p2, self.mp_n)  # one actor loss over the whole path
         if isinstance(self.mp_a.prec["PL"].storage, FixedFormat):  # fixed-point gradients: no loss scaling
             for m in (self.mp_a, self.mp_q1):  # (the linked instances share these scalers)
                 m.scaler.enabled, m.scaler.scale = False, 1.0
@@ -355,9 +360,10 @@ class SAC(TrainerBase):
         return float(np.exp(np.float64(self.log_alpha[0])))
 
     # -- one gradient step under the plan
-    def _sample_node(self, mp, s, phase: str):
-        """The actor on `s` ('fwd' or 'tfwd'), squashed and sampled on the PS -> (a, logp, cache)."""
-        y, u = mp.forward(s, phase, net=self.actor)
+    def _sample_node(self, mp, s):
+        """The actor (`mp`: ``actor`` or ``actor@next``) on `s`, squashed and sampled on the PS -> (a, logp,
+        cache)."""
+        y, u = mp.forward(s, "fwd")
         out = mp.convert(y, u, "PS")
         eps = self.rng.standard_normal((s.shape[0], self.act_dim))
         return squash_sample(out, eps)
@@ -372,7 +378,7 @@ class SAC(TrainerBase):
         hp, B = self.hp, s.shape[0]
         m1, m2 = self.mp_q1, self.mp_q2
         with timed(times, "target_forward"):
-            a2, logp2, _ = self._sample_node(self.mp_a, s2, "tfwd")
+            a2, logp2, _ = self._sample_node(self.mp_n, s2)
             qt = []
             for m, tgt in ((m1, self.target_q1), (m2, self.target_q2)):
                 x, u0 = self._critic_in(m, s2, a2, "tfwd")
@@ -405,7 +411,7 @@ class SAC(TrainerBase):
         mp, B = self.mp_a, s.shape[0]
         F = self.fp32
         with timed(times, "update_forward"):
-            a, logp, cache = self._sample_node(mp, s, "fwd")
+            a, logp, cache = self._sample_node(mp, s)
             qs = []
             for m in (self.mp_p1, self.mp_p2):
                 x, u0 = self._critic_in(m, s, a, "fwd")
@@ -517,7 +523,7 @@ class SAC(TrainerBase):
                     skip_a += st["event_a"] in ("skip", "skip_shrink")
                     n_steps += 1
         c: dict[str, int] = {}
-        for m in (self.mp_q1, self.mp_q2, self.mp_a, self.mp_p1, self.mp_p2):
+        for m in (self.mp_q1, self.mp_q2, self.mp_a, self.mp_n, self.mp_p1, self.mp_p2):
             for k, v in m.take_counts().items():
                 c[k] = c.get(k, 0) + v
         rets = [e[1] for e in episodes]
@@ -583,7 +589,7 @@ def sac_graph(bld, design, nets):
     A, b, B = design.action_dim, bld.batch, bld.B
     out_b, act_b, col_b, qb = out_bytes(bld, actor), A * b * B, b * B, out_bytes(bld, q1)
     # the critics' target: the actor on s' (online weights), a' and its log-prob
-    nxt = bld.loss("next_sample", [(bld.forward("actor", actor, "tfwd"), out_b)], A)
+    nxt = bld.loss("next_sample", [(bld.forward("actor@next", actor, "fwd"), out_b)], A)
     qt = [bld.forward(i, q, "tfwd", [(nxt, act_b)]) for i, q in (("qf1", q1), ("qf2", q2))]
     qv = [bld.forward(i, q, "fwd") for i, q in (("qf1", q1), ("qf2", q2))]
     closs = bld.loss("critic_loss", [(n, qb) for n in qv + qt] + [(nxt, col_b)], 1)
@@ -604,7 +610,7 @@ def sac_graph(bld, design, nets):
                       design.net("actor").optimizer)
     for layer in bld.compute_layers(actor):  # the next step's forward on s' reads the new weights too
         if layer.name in aupd:
-            bld.carry(aupd[layer.name], f"actor.{layer.name}.tfwd", layer.n_params * B)
+            bld.carry(aupd[layer.name], f"actor@next.{layer.name}.fwd", layer.n_params * B)
     for i, q in (("qf1", q1), ("qf2", q2)):
         bld.soft(i, q, upd[i])
 
