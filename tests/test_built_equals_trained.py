@@ -68,7 +68,8 @@ def test_built_equals_trained(name, tmp_path, monkeypatch):
     bound = design.bind(hp, batch=alg.batch(hp))
     graph = build_graph(bound)
     points = {n.name: "pf4" for n in graph.nodes}
-    pins = {n.name: _pin(design, n.name) for n in graph.nodes}  # a node the design pins stays there (SAC's PS nodes)
+    # a loss node the design pins stays there (SAC's sampling and loss nodes compute on the PS only)
+    pins = {n.name: _pin(design, n.name) if n.phase == "loss" else None for n in graph.nodes}
     plan = types.SimpleNamespace(assignment={n.name: pins[n.name] or "PL" for n in graph.nodes}, point=points,
                                  source="test")
     at = bound.at_points(points)
