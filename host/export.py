@@ -137,6 +137,10 @@ def _metadata(bound, policy, net, formats: dict) -> dict:
         low, high = np.asarray(act.low, dtype=np.float64), np.asarray(act.high, dtype=np.float64)
         outp = (f"the actor's tanh output in [-1, 1]; rlhls acts with output * {((high - low) / 2).tolist()} + "
                 f"{((high + low) / 2).tolist()} (the action box), clipped to the box")
+    elif alg == "sac":
+        low, high = np.asarray(act.low, dtype=np.float64), np.asarray(act.high, dtype=np.float64)
+        outp = (f"the squashed Gaussian's mean and log_std ({act.shape[0]} each); rlhls acts deterministically with "
+                f"tanh(mean) * {((high - low) / 2).tolist()} + {((high + low) / 2).tolist()} (the action box)")
     elif hasattr(act, "n"):
         outp = ("the policy's action logits (or probabilities, its last layer says which); the greedy action is "
                 "their argmax")

@@ -21,6 +21,7 @@ from rlhls.designs.registry import design_names, get_design
 from rlhls.flow.build import build_design
 from rlhls.host import backends
 from rlhls.host.algorithms import get_algorithm
+from rlhls.partition.profile import _pin
 
 # one short update per algorithm
 SMALL = {
@@ -30,6 +31,7 @@ SMALL = {
     "dqn": {"num_envs": 1, "learning_starts": 2, "batch_size": 2, "buffer_size": 16, "train_frequency": 1,
             "steps_per_update": 4},
     "ddpg": {"num_envs": 1, "learning_starts": 2, "batch_size": 2, "buffer_size": 16, "steps_per_update": 4},
+    "sac": {"num_envs": 1, "learning_starts": 2, "batch_size": 2, "buffer_size": 16, "steps_per_update": 4},
 }
 
 
@@ -66,7 +68,10 @@ def test_built_equals_trained(name, tmp_path, monkeypatch):
     bound = design.bind(hp, batch=alg.batch(hp))
     graph = build_graph(bound)
     points = {n.name: "pf4" for n in graph.nodes}
-    plan = types.SimpleNamespace(assignment={n.name: "PL" for n in graph.nodes}, point=points, source="test")
+    # a loss node the design pins stays there (SAC's sampling and loss nodes compute on the PS only)
+    pins = {n.name: _pin(design, n.name) if n.phase == "loss" else None for n in graph.nodes}
+    plan = types.SimpleNamespace(assignment={n.name: pins[n.name] or "PL" for n in graph.nodes}, point=points,
+                                 source="test")
     at = bound.at_points(points)
     built = build_design(at, tmp_path / "build", plan=plan, graph=graph, hls4ml=False)
     components = {}

@@ -80,12 +80,12 @@ class KernelContext:
 
     def needs_input_grad(self, node) -> bool:
         """A backward node computes an input gradient: not the first layer of its network unless a
-        node upstream needs it (a shared trunk, DDPG's actor through the critic)."""
+        node upstream needs it (a shared trunk, DDPG's actor through the critic, SAC's ``policy_grad``)."""
         net, layer = self.network(node), self.layer(node)
         if net is None or layer is None:
             return False
         first = self.compute_layers(net)[0] is layer
-        return not first or any(self.graph.node(s).phase == "bwd" for s in self.graph.successors(node.name))
+        return not first or any(self.graph.node(s).phase in ("bwd", "loss") for s in self.graph.successors(node.name))
 
     def dims(self, node) -> tuple[int, int, int]:
         return layer_dims(self.layer(node), self.batch)
