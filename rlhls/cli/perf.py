@@ -55,8 +55,8 @@ def cmd_perf(args) -> int:
     plan = load_plan(args.plan) if args.plan else None
     host, rows = None, None
     if args.run:
-        rows, hp, design = read_run(args.run, run.given)
-        host = host_times(rows, design.algorithm, hp, f"run folder {args.run}")
+        metrics, hp, design = read_run(args.run, run.given)
+        host = host_times(metrics, design.algorithm, hp, f"run folder {args.run}")
         # the graph at the run's sizes (batch, rollout), as the run's phases were timed
         design = bind_run(design, hp)
         from rlhls.host.board import is_board_run, run_measured_rows
