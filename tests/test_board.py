@@ -268,3 +268,15 @@ def test_a_board_build_makes_the_kernels_the_backend_calls(tmp_path):
     assert {c["kind"] for c in m["components"]} == {"kernel"}
     table = {k.name for k in B.kernel_table(design, m["batch"], None) if k.unit == "PL"}
     assert {c["top"] for c in m["components"]} == table
+
+
+def test_perf_models_a_board_run_with_its_measured_kernel_times(runs, tmp_path, capsys):
+    """perf --run of a board run takes the run's host phases and its kernels' measured times (profile rows
+    of source measured-board) in place of the model's rows they measured; of an emu run, neither."""
+    brd, emu = runs["apdrl-dqn-cartpole"]["board"], runs["apdrl-dqn-cartpole"]["emu"]
+    for run, measured in ((brd, True), (emu, False)):
+        out = tmp_path / run.name
+        assert main(["perf", "apdrl-dqn-cartpole", "--run", str(run), "--out", str(out), "--json", "--quiet",
+                     "--time-limit", "5"]) == 0
+        perf = json.loads(capsys.readouterr().out)
+        assert (B.MEASURED_SOURCE in json.dumps(perf["assumptions"])) == measured
