@@ -17,7 +17,8 @@ critic on MSE to ``r + gamma (1 - terminated) Q'(s', mu'(s'))``; every ``policy_
 steps the actor on ``-mean Q(s, mu(s))`` through the freshly updated critic, then
 ``target <- tau * online + (1 - tau) * target`` for both networks. Two Adams (PyTorch defaults,
 lr ``learning_rate``). CleanRL's ``noise_clip`` is not used by its DDPG (TD3's knob): ignored; so are an RL
-Zoo TD3 entry's ``target_policy_noise`` / ``target_noise_clip`` (SB3's DDPG sets them to 0), with a warning.
+Zoo TD3 entry's ``target_policy_noise`` / ``target_noise_clip`` (SB3's DDPG sets them to 0), with a warning
+(TD3, host/algorithms/td3.py, is this trainer with them, twin critics and delayed targets).
 Actions are float32 (the box's dtype) before the env sees them, so the buffer stores exactly
 what was applied. Observations are not normalized (CleanRL). ``actor_learning_rate`` /
 ``critic_learning_rate`` give the two Adams their own step sizes (Lillicrap et al.: 1e-4 / 1e-3).
@@ -160,11 +161,11 @@ class DDPGArgs(MixedPrecisionArgs):
 
     def check(self, design):
         if self.buffer_size < self.num_envs:
-            raise RlhlsError(f"DDPG hyperparameters: buffer_size {self.buffer_size} is smaller than num_envs "
-                             f"{self.num_envs}")
+            raise RlhlsError(f"{self.algorithm} hyperparameters: buffer_size {self.buffer_size} is smaller than "
+                             f"num_envs {self.num_envs}")
         if self.steps_per_update % self.num_envs:
-            raise RlhlsError(f"DDPG hyperparameters: steps_per_update {self.steps_per_update} is not a multiple "
-                             f"of num_envs {self.num_envs}")
+            raise RlhlsError(f"{self.algorithm} hyperparameters: steps_per_update {self.steps_per_update} is not a "
+                             f"multiple of num_envs {self.num_envs}")
         # _Buffer per transition: float32 observation and actions, DQN's int64 action slot, reward and done
         check_buffer_memory(self.buffer_size, 4 * int(np.prod(design.obs_shape)) + 4 * int(design.action_dim)
                             + 8 + 4 + 4)
