@@ -13,7 +13,8 @@ mean(ours) / mean(SB3) over seeds where SB3's mean is positive, and mean(SB3) / 
 negative (Pendulum's returns are costs: 0.8 then means our cost is 1.25x SB3's).
 
     python benchmarks/bench_td3_learning.py [--env Pendulum-v1] [--steps 20000] [--seeds 3] [--jobs 2]
-        [--eval-episodes 10] [--out runs/td3-learning] [--no-sb3] [--only fp32,mixed,sb3]
+        [--eval-episodes 10] [--out runs/td3-learning] [--only fp32,mixed,sb3] [--md FILE]
+    python benchmarks/bench_td3_learning.py --env E --steps N --collect DIR...   # the table of recorded runs
 """
 
 from __future__ import annotations
@@ -112,8 +113,18 @@ def main():
     ap.add_argument("--out", default="runs/td3-learning")
     ap.add_argument("--only", default="fp32,mixed,sb3", help="comma-separated: fp32, mixed, sb3")
     ap.add_argument("--md", default=None, help="append the table to this Markdown file")
+    ap.add_argument("--collect", nargs="+", metavar="DIR", default=None,
+                    help="run nothing: the table of the runs these --out folders recorded (their .jsonl lines)")
     a = ap.parse_args()
     steps = a.steps or RLZOO_STEPS[a.env]
+    if a.collect:
+        res = [json.loads(line) for d in a.collect for f in sorted(Path(d).glob(f"learning-{a.env}-{steps}.jsonl"))
+               for line in f.read_text().splitlines() if line.strip()]
+        res = list({(r["name"], r["seed"]): r for r in reversed(res)}.values())[::-1]  # a run recorded twice: once
+        seeds = len({r["seed"] for r in res})
+        text = "\n".join(table(res, a.env, steps, seeds, res[0]["eval_episodes"] if res else a.eval_episodes))
+        print(text)
+        return
     which = set(a.only.split(","))
     base = {"env": a.env, "steps": steps, "eval_episodes": a.eval_episodes, "out": a.out}
     jobs = [(ours, {**base, "name": f"rlhls-{p}", "precision": p, "seed": s})
