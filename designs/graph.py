@@ -15,7 +15,7 @@ is built by its own module (``host/algorithms/<name>.py``, registered with the a
 the builder's parts here (``forward``, ``backward``, ``update``, ``soft``, ``loss``, ``node``,
 ``actor_critic``).
 DDPG's actor update runs the critic again on the actor's actions: those nodes are named
-`critic@pi.<layer>.<phase>`.
+`critic@pi.<layer>.<phase>` (TD3: `qf1@pi.<layer>.<phase>`, its first critic).
 
 Counting convention (documented in the README):
   * a multiply-accumulate is 2 FLOPs; matrix-multiply nodes count only their MACs (no bias adds);

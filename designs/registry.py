@@ -41,7 +41,9 @@ def _module_designs(module: types.ModuleType) -> list[Design]:
 
 def _seed_order(name: str, design: Design, origin: str) -> tuple:
     """The package's designs in the order of their seeds, then the others in registration order."""
-    return (0, design.seed_file) if origin.startswith(__package__ + ".") else (1, "")
+    if not origin.startswith(__package__ + "."):
+        return (1, "")
+    return (0, design.seed_file) if design.seed_file not in ("", "-") else (0, "~")  # no seed paper: after them
 
 
 DESIGNS: Registry[Design] = Registry("design", package=__package__, group="rlhls.designs", collect=_module_designs,

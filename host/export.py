@@ -133,7 +133,7 @@ def _metadata(bound, policy, net, formats: dict) -> dict:
     act = policy.action_space
     if alg == "dqn":
         outp = "Q-values, one per action (the greedy action is their argmax)"
-    elif alg == "ddpg":
+    elif alg in ("ddpg", "td3"):
         low, high = np.asarray(act.low, dtype=np.float64), np.asarray(act.high, dtype=np.float64)
         outp = (f"the actor's tanh output in [-1, 1]; rlhls acts with output * {((high - low) / 2).tolist()} + "
                 f"{((high + low) / 2).tolist()} (the action box), clipped to the box")

@@ -38,6 +38,7 @@ TAGS = {
     "td_loss": "losses/td_loss", "q_values": "losses/q_values",                    # DQN (dqn.py)
     "qf1_loss": "losses/qf1_loss", "qf1_values": "losses/qf1_values",              # DDPG (ddpg_continuous_action.py)
     "actor_loss": "losses/actor_loss",
+    "qf2_loss": "losses/qf2_loss", "qf2_values": "losses/qf2_values", "critic_loss": "losses/qf_loss",  # TD3
     "policy_loss": "losses/policy_loss", "value_loss": "losses/value_loss",          # A2C, PPO, TRPO (ppo.py)
     "entropy": "losses/entropy", "approx_kl": "losses/approx_kl", "old_approx_kl": "losses/old_approx_kl",
     "clipfrac": "losses/clipfrac", "explained_variance": "losses/explained_variance",

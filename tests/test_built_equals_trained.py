@@ -31,6 +31,7 @@ SMALL = {
     "dqn": {"num_envs": 1, "learning_starts": 2, "batch_size": 2, "buffer_size": 16, "train_frequency": 1,
             "steps_per_update": 4},
     "ddpg": {"num_envs": 1, "learning_starts": 2, "batch_size": 2, "buffer_size": 16, "steps_per_update": 4},
+    "td3": {"num_envs": 1, "learning_starts": 2, "batch_size": 2, "buffer_size": 16, "steps_per_update": 4},
     "sac": {"num_envs": 1, "learning_starts": 2, "batch_size": 2, "buffer_size": 16, "steps_per_update": 4},
 }
 

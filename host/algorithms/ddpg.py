@@ -17,7 +17,8 @@ critic on MSE to ``r + gamma (1 - terminated) Q'(s', mu'(s'))``; every ``policy_
 steps the actor on ``-mean Q(s, mu(s))`` through the freshly updated critic, then
 ``target <- tau * online + (1 - tau) * target`` for both networks. Two Adams (PyTorch defaults,
 lr ``learning_rate``). CleanRL's ``noise_clip`` is not used by its DDPG (TD3's knob): ignored; so are an RL
-Zoo TD3 entry's ``target_policy_noise`` / ``target_noise_clip`` (SB3's DDPG sets them to 0), with a warning.
+Zoo TD3 entry's ``target_policy_noise`` / ``target_noise_clip`` (SB3's DDPG sets them to 0), with a warning
+(TD3, host/algorithms/td3.py, is this trainer with them, twin critics and delayed targets).
 Actions are float32 (the box's dtype) before the env sees them, so the buffer stores exactly
 what was applied. Observations are not normalized (CleanRL). ``actor_learning_rate`` /
 ``critic_learning_rate`` give the two Adams their own step sizes (Lillicrap et al.: 1e-4 / 1e-3).
@@ -160,11 +161,11 @@ class DDPGArgs(MixedPrecisionArgs):
 
     def check(self, design):
         if self.buffer_size < self.num_envs:
-            raise RlhlsError(f"DDPG hyperparameters: buffer_size {self.buffer_size} is smaller than num_envs "
-                             f"{self.num_envs}")
+            raise RlhlsError(f"{self.algorithm} hyperparameters: buffer_size {self.buffer_size} is smaller than "
+                             f"num_envs {self.num_envs}")
         if self.steps_per_update % self.num_envs:
-            raise RlhlsError(f"DDPG hyperparameters: steps_per_update {self.steps_per_update} is not a multiple "
-                             f"of num_envs {self.num_envs}")
+            raise RlhlsError(f"{self.algorithm} hyperparameters: steps_per_update {self.steps_per_update} is not a "
+                             f"multiple of num_envs {self.num_envs}")
         # _Buffer per transition: float32 observation and actions, DQN's int64 action slot, reward and done
         check_buffer_memory(self.buffer_size, 4 * int(np.prod(design.obs_shape)) + 4 * int(design.action_dim)
                             + 8 + 4 + 4)
@@ -238,16 +239,12 @@ class DDPG(TrainerBase):
         self.actor, self.critic = actor, critic
         self._take_plan(assignment, hp["batch_size"])
         kw = self._scaling(ps_math=hp["ps_math"])
-        self.mp_c = MixedPrecision(design, critic, "critic", self.assignment, loss_node="critic_loss", **kw)
-        self.mp_a = MixedPrecision(design, actor, "actor", self.assignment, loss_node="actor_loss", **kw)
-        # critic@pi: the critic's weights run again on mu(s); no target forward, no update node
-        self.mp_pi = MixedPrecision(design, critic, "critic@pi", self.assignment, loss_node="actor_loss",
-                                    target=False, update=False, master_of=self.mp_c, **kw)
+        self.mp_a, self.mp_c, self.mp_pi = self._instances(design, actor, critic, kw)
         MixedPrecision.link(self.mp_a, self.mp_pi)  # one loss: one scale over the whole actor path
-        self.views_a, self.views_c = param_views("actor", actor), param_views("critic", critic)
+        self._views()
         self.mp_a.round_masters(self.views_a)
         self.mp_c.round_masters(self.views_c)
-        self.target_actor, self.target_critic = copy.deepcopy(actor), copy.deepcopy(critic)
+        self._targets()
         opt_kw = {"eps": hp["adam_eps"]} if hp["optimizer"] == "adam" else {}
         lr_a, lr_c = (hp[k] if hp[k] is not None else hp["learning_rate"]
                       for k in ("actor_learning_rate", "critic_learning_rate"))
@@ -262,6 +259,22 @@ class DDPG(TrainerBase):
         self.global_step = 0
         self.obs = None
         self.tracker = EpisodeTracker(hp["num_envs"])
+
+    def _instances(self, design, actor, critic, kw):
+        """The (actor, critic, critic@pi) graph instances (module docstring); TD3 adds its second critic."""
+        mp_c = MixedPrecision(design, critic, "critic", self.assignment, loss_node="critic_loss", **kw)
+        mp_a = MixedPrecision(design, actor, "actor", self.assignment, loss_node="actor_loss", **kw)
+        # critic@pi: the critic's weights run again on mu(s); no target forward, no update node
+        mp_pi = MixedPrecision(design, critic, "critic@pi", self.assignment, loss_node="actor_loss",
+                               target=False, update=False, master_of=mp_c, **kw)
+        return mp_a, mp_c, mp_pi
+
+    def _views(self) -> None:
+        """The parameter views the optimizers step (again after a checkpoint's set_params)."""
+        self.views_a, self.views_c = param_views("actor", self.actor), param_views("critic", self.critic)
+
+    def _targets(self) -> None:
+        self.target_actor, self.target_critic = copy.deepcopy(self.actor), copy.deepcopy(self.critic)
 
     def _step_kernel(self):
         """(kernel, parameters) of a whole-step gradient kernel the plan runs (module docstring), or None."""
@@ -402,9 +415,13 @@ class DDPG(TrainerBase):
         tau = self.hp["tau"]
         for net, tgt in ((self.actor, self.target_actor), (self.critic, self.target_critic)):
             soft_update(net, tgt, tau)
-            for layer in tgt.layers:  # the soft node's FP32 (module docstring)
-                for v in layer.params.values():
-                    _fp32_inplace(v)
+            self._fp32_targets(tgt)
+
+    @staticmethod
+    def _fp32_targets(tgt) -> None:
+        for layer in tgt.layers:  # the soft node's FP32 (module docstring)
+            for v in layer.params.values():
+                _fp32_inplace(v)
 
     # -- one update = steps_per_update env steps
     def train_update(self, update: int, total_updates: int) -> dict:
@@ -506,7 +523,7 @@ class DDPG(TrainerBase):
         for net, key in ((self.actor, "actor"), (self.critic, "critic"), (self.target_actor, "target_actor"),
                          (self.target_critic, "target_critic")):
             net.set_params(s[key])
-        self.views_a, self.views_c = param_views("actor", self.actor), param_views("critic", self.critic)
+        self._views()
         self.opt_a.load_state_dict(s["opt_actor"])
         self.opt_c.load_state_dict(s["opt_critic"])
         for m, key in ((self.mp_a, "actor"), (self.mp_c, "critic")):  # critic@pi shares the actor's
@@ -522,34 +539,42 @@ def node_runs(node, hp: dict) -> float:
     """Runs of a training-graph node per critic step: the actor's step (its forward, the critic on its
     actions, its loss, backward and update) and the targets' Polyak updates every ``policy_frequency``
     critic steps; the critic's step and the target forwards every step."""
-    actor = (node.phase == "soft" or node.instance in ("critic@pi", "actor_loss")
+    actor = (node.phase == "soft" or node.instance == "actor_loss" or node.instance.endswith("@pi")
              or (node.instance == "actor" and node.phase != "tfwd"))
     return 1.0 / hp["policy_frequency"] if actor else 1.0
 
 
-def ddpg_graph(bld, design, nets):
-    """Its training graph: the critic's update on the target actor and critic, then the actor's update through
-    the freshly updated critic, and the Polyak updates."""
-    actor, critic = nets["actor"], nets["critic"]
+def ddpg_graph(bld, design, nets, critics=("critic",)):
+    """Its training graph: the critics' update on the target actor and critics, then the actor's update through
+    the freshly updated first critic (``<critic>@pi``), and the Polyak updates. ``critics``: TD3's twins
+    (host/algorithms/td3.py) share one loss node and its target action."""
+    actor = nets["actor"]
     act_bytes = design.action_dim * bld.batch * bld.B
-    # critic update: y = r + gamma Q'(s', mu'(s'))
+    qb = out_bytes(bld, nets[critics[0]])
+    # critic update: y = r + gamma Q'(s', mu'(s')) (TD3: min over the critics)
     a_t = bld.forward("actor", actor, "tfwd")
-    q_t = bld.forward("critic", critic, "tfwd", [(a_t, act_bytes)])
-    q = bld.forward("critic", critic, "fwd")
-    qb = out_bytes(bld, critic)
-    closs = bld.loss("critic_loss", [(q, qb), (q_t, qb)], 1)
-    cbwd = bld.backward("critic", critic, "fwd", [(closs, qb)])
-    cupd = bld.update("critic", critic, cbwd, design.net("critic").optimizer)
+    outs = []
+    for c in critics:
+        q_t = bld.forward(c, nets[c], "tfwd", [(a_t, act_bytes)])
+        q = bld.forward(c, nets[c], "fwd")
+        outs += [(q, qb), (q_t, qb)]
+    closs = bld.loss("critic_loss", outs, len(critics))
+    cupd = {}
+    for c in critics:
+        cbwd = bld.backward(c, nets[c], "fwd", [(closs, qb)])
+        cupd[c] = bld.update(c, nets[c], cbwd, design.net(c).optimizer)
     # actor update through the freshly updated critic: maximise Q(s, mu(s))
+    critic, pi = nets[critics[0]], f"{critics[0]}@pi"
     a = bld.forward("actor", actor, "fwd")
-    q_pi = bld.forward("critic@pi", critic, "fwd", [(a, act_bytes)], weight_sources=cupd)
+    q_pi = bld.forward(pi, critic, "fwd", [(a, act_bytes)], weight_sources=cupd[critics[0]])
     aloss = bld.loss("actor_loss", [(q_pi, qb)], 1)
-    cpi = bld.backward("critic@pi", critic, "fwd", [(aloss, qb)], first_input_grad=True, weights=False,
+    cpi = bld.backward(pi, critic, "fwd", [(aloss, qb)], first_input_grad=True, weights=False,
                        input_grad_cols=design.action_dim)
     first_critic = bld.compute_layers(critic)[0].name
     abwd = bld.backward("actor", actor, "fwd", [(cpi[first_critic], act_bytes)])
     aupd = bld.update("actor", actor, abwd, design.net("actor").optimizer)
-    bld.soft("critic", critic, cupd)
+    for c in critics:
+        bld.soft(c, nets[c], cupd[c])
     bld.soft("actor", actor, aupd)
 
 
