@@ -207,7 +207,7 @@ class DDPG(TrainerBase):
     """One DDPG run (the constructor and interface: ``TrainerBase``)."""
 
     algorithm = "ddpg"
-    networks = ("actor", "critic")
+    networks: tuple[str, ...] = ("actor", "critic")
     resolve_hyperparams = staticmethod(resolve_hyperparams)
 
     def _setup(self, design, nets: dict, assignment) -> None:
