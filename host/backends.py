@@ -289,10 +289,8 @@ def get_backend(name: str | Backend = "emu", **kwargs: Any) -> Backend:
         return CsimBackend(**kwargs)
     if name == "cosim":
         return CosimBackend(**kwargs)
-    if name == "board":
-        from .board import BoardBackend
-
-        return BoardBackend(**kwargs)
+    if name == "board":  # opened with its xclbin once per run (host.board.BoardBackend), then passed as an object
+        check_tools("board")
     raise RlhlsError(f"backend {name!r}: unknown (expected one of: {', '.join(BACKENDS)})")
 
 

@@ -27,6 +27,7 @@ import numpy as np
 from rlhls.core.errors import RlhlsError
 from rlhls.designs.formats import parse_format
 
+SIM_FORMAT = "rlhls-xrt-sim-xclbin"  # a JSON stand-in of an xclbin, for xrt-sim only
 XCL_BO_FLAGS_NONE = 0
 
 
@@ -62,12 +63,11 @@ class _XclbinKernel:
 
 
 class xclbin:  # noqa: N801
-    """The JSON stand-in of an xclbin (host.board.SIM_FORMAT); a real xclbin is refused."""
+    """The JSON stand-in of an xclbin (SIM_FORMAT); a real xclbin is refused."""
 
     def __init__(self, path: str) -> None:
         from rlhls.core.fileio import read_limited
 
-        from .board import SIM_FORMAT
 
         data = read_limited(Path(path), 16 << 20, "an xrt-sim xclbin holds")
         if data[:8] == b"xclbin2\0":
@@ -229,7 +229,7 @@ _csim = None
 
 def _execute(k: kernel, spec: list, args: dict) -> None:
     """The kernel on the device memory of its buffers: inputs decoded, its C++ run, outputs encoded."""
-    from .board import decode, element_bytes, encode
+    from .axi_bytes import decode, element_bytes, encode
 
     scal = {a["name"]: int(args[i]) for i, a in enumerate(spec) if a["dir"] == "scalar"}
     ins = {}

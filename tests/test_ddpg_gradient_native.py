@@ -127,14 +127,14 @@ def test_numpy_runs_when_disabled_or_the_build_fails(monkeypatch):
         _model(p, x, True, monkeypatch)
     assert _same(_model(p, x, False, monkeypatch), want)  # RLHLS_NATIVE=0: numpy, the same bits
     monkeypatch.setenv("RLHLS_NATIVE", "0")
-    assert dn.load(lambda *a: None, list) is None
+    assert dn.load(lambda *a: None, list, None) is None
     monkeypatch.setenv("RLHLS_NATIVE", "1")
 
     def no_compiler(*a, **k):
         raise OSError("g++: not found")
 
     monkeypatch.setattr(dn, "build_library", no_compiler)
-    assert dn.load(lambda *a: None, list) is None
+    assert dn.load(lambda *a: None, list, None) is None
     fx = _fx(True)
     monkeypatch.setattr(dg, "_NATIVE", [False])  # what a failed load leaves
     assert fx.native() is None and fx.dense(np.ones((2, 2), np.int64), np.ones((2, 2), np.int64)).shape == (2, 2)
@@ -160,10 +160,11 @@ def test_self_check_refuses_a_library_with_other_bits(nat):
     assert dn.check(lib, mk)
     assert not dn.check(Off(lib), mk)
     cases = dg._native_cases()
-    assert dn.check_model(lib, cases)
+    arith = lambda p: dg._arith(p, numpy=True)  # noqa: E731
+    assert dn.check_model(lib, cases, arith)
     p, x, want = cases[2]
     lsb = 2.0 ** -dg._arith(p)[0].F
-    assert not dn.check_model(lib, [(p, x, dict(want, y=want["y"] + lsb))])
+    assert not dn.check_model(lib, [(p, x, dict(want, y=want["y"] + lsb))], arith)
 
 
 def test_training_checkpoint_is_identical_with_and_without_the_library(tmp_path, monkeypatch):

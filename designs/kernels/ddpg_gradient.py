@@ -179,7 +179,8 @@ def _load_native() -> None:
     from . import ddpg_gradient_native
 
     _NATIVE[0] = ddpg_gradient_native.load(lambda st, acc, T: _Fx({"storage": st, "acc": acc, "tree": T},
-                                                                   native=False), _native_cases) or False
+                                                                   native=False), _native_cases,
+                                           lambda p: _arith(p, numpy=True)) or False
 
 
 def _native_cases():

@@ -558,13 +558,11 @@ def check(lib, make_fx) -> bool:
     return True
 
 
-def check_model(lib, cases) -> bool:
+def check_model(lib, cases, arith) -> bool:
     """``rlhls_fx_gradient`` bit for bit the numpy model on `cases` ((p, inputs, its outputs)), and
-    None (the numpy model's turn) on a non-finite input."""
-    from .ddpg_gradient import _arith
-
+    None (the numpy model's turn) on a non-finite input; ``arith(p)``: the numpy model's (fx, tanh table)."""
     for p, x, want in cases:
-        fx, table = _arith(p, numpy=True)
+        fx, table = arith(p)
         nat = Native(lib, fx)
         B = x["s"].shape[0]
         consts = fx.q(p["gamma"]), fx.q(2.0 / B), fx.q(-1.0 / B)
@@ -576,14 +574,14 @@ def check_model(lib, cases) -> bool:
     return True
 
 
-def load(make_fx, cases):
+def load(make_fx, cases, arith):
     """The checked library (``Native(lib, fx)`` per format), or None (see the module docstring);
-    ``cases()``: the whole model's check cases (``check_model``)."""
+    ``cases()``: the whole model's check cases and ``arith`` its arithmetic (``check_model``)."""
     if not enabled():
         return None
     try:
         lib = _wrap(ctypes.CDLL(str(build_library("ddpg_gradient", SOURCE))))
-        ok = check(lib, make_fx) and check_model(lib, cases())
+        ok = check(lib, make_fx) and check_model(lib, cases(), arith)
     except Exception as e:  # noqa: BLE001 -- any build / load / check problem: the numpy model does the same job
         log.debug("native ddpg_gradient model unavailable, using numpy: %s", e)
         return None
