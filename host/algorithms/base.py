@@ -13,7 +13,7 @@ import numpy as np
 from rlhls.core.errors import RlhlsError
 
 from ..distributions import env_action
-from ..envs import EpisodeTracker, ReplayableVecEnv
+from ..envs import EpisodeTracker, ReplayableVecEnv, space_info
 from ..mixed import default_plan
 
 __all__ = ["TrainerBase", "param_views", "check_buffer_memory"]
@@ -114,6 +114,22 @@ class TrainerBase:
     def _check_plan(self, s: dict) -> None:
         if s.get("assignment") != self.assignment:
             raise RlhlsError("checkpoint: it was trained under another plan (assignment differs)")
+
+    def _continuous_box(self, what: str) -> None:
+        """Flat observations and a bounded continuous action box, or one line naming what `what` (the
+        algorithm's tanh-squashed actor) needs; sets obs_dim, act_dim, low, high, action_scale / bias."""
+        sp = space_info(self.envs)
+        name = self.algorithm.upper()
+        if sp["kind"] != "continuous" or len(sp["obs_shape"]) != 1:
+            raise RlhlsError(f"environment '{self.env_id}': {name} needs flat observations and a continuous (Box) "
+                             f"action space (has {sp['kind']} actions, observations {sp['obs_shape']})")
+        low, high = sp["low"], sp["high"]
+        if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
+            raise RlhlsError(f"environment '{self.env_id}': action box [{low}, {high}] is unbounded; "
+                             f"{name}'s {what} needs finite bounds")
+        self.obs_dim, self.act_dim = sp["obs_shape"][0], sp["action_dim"]
+        self.low, self.high = low, high
+        self.action_scale, self.action_bias = (high - low) / 2.0, (high + low) / 2.0
 
     def _env_state(self):
         """The running envs (replay record, current observations, open episodes' sums), or None before the

@@ -76,7 +76,7 @@ from rlhls.core.errors import RlhlsError
 from rlhls.designs.formats import parse_format
 from rlhls.designs.graph import out_bytes
 
-from ..envs import EpisodeTracker, space_info
+from ..envs import EpisodeTracker
 from ..hyperparams import hp
 from ..mixed import PRECISIONS, MixedPrecision, MixedPrecisionArgs, _fp32_inplace, count_columns, ps_forward
 from ..optim import make_optimizer
@@ -212,17 +212,7 @@ class DDPG(TrainerBase):
 
     def _setup(self, design, nets: dict, assignment) -> None:
         hp = self.hp
-        sp = space_info(self.envs)
-        if sp["kind"] != "continuous" or len(sp["obs_shape"]) != 1:
-            raise RlhlsError(f"environment '{self.env_id}': DDPG needs flat observations and a continuous (Box) "
-                             f"action space (has {sp['kind']} actions, observations {sp['obs_shape']})")
-        low, high = sp["low"], sp["high"]
-        if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
-            raise RlhlsError(f"environment '{self.env_id}': action box [{low}, {high}] is unbounded; "
-                             "DDPG's tanh actor needs finite bounds")
-        self.obs_dim, self.act_dim = sp["obs_shape"][0], sp["action_dim"]
-        self.low, self.high = low, high
-        self.action_scale, self.action_bias = (high - low) / 2.0, (high + low) / 2.0
+        self._continuous_box("tanh actor")
         actor, critic = nets["actor"], nets["critic"]
         if self.env_id != design.env_id or actor.output_shape[0] > design.action_dim:
 
@@ -252,7 +242,7 @@ class DDPG(TrainerBase):
         self.opt_c = make_optimizer(hp["optimizer"], lr_c, **opt_kw)
         self.step_kernel = self._step_kernel()
         self.fp32 = parse_format("fp32")
-        self.rb = _Buffer(hp["buffer_size"], sp["obs_shape"], self.envs.single_observation_space.dtype, self.act_dim)
+        self.rb = _Buffer(hp["buffer_size"], (self.obs_dim,), self.envs.single_observation_space.dtype, self.act_dim)
         self.rng = np.random.default_rng(self.seed)
         self.ou = np.zeros((hp["num_envs"], self.act_dim))
         self.steps_per_update = hp["steps_per_update"]

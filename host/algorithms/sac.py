@@ -82,7 +82,7 @@ from rlhls.core.errors import RlhlsError
 from rlhls.designs.formats import FixedFormat, parse_format
 from rlhls.designs.graph import out_bytes
 
-from ..envs import EpisodeTracker, space_info
+from ..envs import EpisodeTracker
 from ..hyperparams import hp
 from ..mixed import PRECISIONS, MixedPrecision, MixedPrecisionArgs, _fp32_inplace, count_columns, ps_forward
 from ..optim import make_optimizer
@@ -262,17 +262,7 @@ class SAC(TrainerBase):
 
     def _setup(self, design, nets: dict, assignment) -> None:
         hp = self.hp
-        sp = space_info(self.envs)
-        if sp["kind"] != "continuous" or len(sp["obs_shape"]) != 1:
-            raise RlhlsError(f"environment '{self.env_id}': SAC needs flat observations and a continuous (Box) "
-                             f"action space (has {sp['kind']} actions, observations {sp['obs_shape']})")
-        low, high = sp["low"], sp["high"]
-        if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
-            raise RlhlsError(f"environment '{self.env_id}': action box [{low}, {high}] is unbounded; "
-                             "SAC's tanh-squashed policy needs finite bounds")
-        self.obs_dim, self.act_dim = sp["obs_shape"][0], sp["action_dim"]
-        self.low, self.high = low, high
-        self.action_scale, self.action_bias = (high - low) / 2.0, (high + low) / 2.0
+        self._continuous_box("tanh-squashed policy")
         actor, q1, q2 = nets["actor"], nets["qf1"], nets["qf2"]
         if self.env_id != design.env_id:
             actor = adapt_network(actor, self.obs_dim, 2 * self.act_dim)
@@ -325,7 +315,7 @@ class SAC(TrainerBase):
         te = hp["target_entropy"]
         self.target_entropy = float(-self.act_dim if te == "auto" else float(te))
         self.fp32 = parse_format("fp32")
-        self.rb = _Buffer(hp["buffer_size"], sp["obs_shape"], self.envs.single_observation_space.dtype, self.act_dim)
+        self.rb = _Buffer(hp["buffer_size"], (self.obs_dim,), self.envs.single_observation_space.dtype, self.act_dim)
         self.rng = np.random.default_rng(self.seed)
         self.steps_per_update = hp["steps_per_update"]
         self.global_step = 0  # vector steps taken
